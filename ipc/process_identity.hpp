@@ -1,0 +1,18 @@
+#pragma once
+// Identifies a process across pid reuse: a pid plus the kernel's start time for it.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+
+namespace comfy::ipc {
+
+// The process's start time in clock ticks since boot (field 22 of /proc/PID/stat),
+// or nothing when the process does not exist (or its stat cannot be parsed).
+std::optional<std::uint64_t> process_start_time(pid_t pid);
+
+// True when `pid` exists and is the same process that had `start_time`.
+bool process_is_alive(pid_t pid, std::uint64_t start_time);
+
+}  // namespace comfy::ipc

@@ -1,0 +1,88 @@
+#pragma once
+// A single-writer sequence lock for records in shared memory (census slots, ledger
+// entries, participant records). The writer never waits; a reader retries a bounded
+// number of times and then reports `busy`; a torn value is never returned.
+//
+// The payload is kept as relaxed atomic words rather than plain bytes, so concurrent
+// reads and writes are not data races in the C++ memory model (Boehm, "Can seqlocks
+// get along with programming language memory models?").
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace comfy::ipc {
+
+enum class SeqlockRead { ok, busy };
+
+template <class T>
+class Seqlock {
+    static_assert(std::is_trivially_copyable_v<T>, "seqlock payloads are copied as words");
+    static constexpr std::size_t kWords = (sizeof(T) + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t);
+
+public:
+    static constexpr int kDefaultTries = 1000;
+
+    // Writer side. Only one process may ever write a given Seqlock.
+    void write(const T& value) noexcept {
+        std::array<std::uint64_t, kWords> words{};
+        std::memcpy(words.data(), &value, sizeof(T));
+        // Relaxed: only the writer changes the sequence, so it reads its own last store.
+        const std::uint32_t seq = sequence_.load(std::memory_order_relaxed);
+        // Relaxed store of the odd value, then a release fence: the fence keeps the
+        // payload stores below from becoming visible before readers can see "odd".
+        sequence_.store(seq + 1, std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_release);
+        for (std::size_t i = 0; i < kWords; ++i) {
+            // Relaxed: ordered by the fence above and the release store below.
+            words_[i].store(words[i], std::memory_order_relaxed);
+        }
+        // Release: the payload is complete before the sequence turns even again.
+        sequence_.store(seq + 2, std::memory_order_release);
+    }
+
+    // Reader side. Fills `out` only with a value that one write produced whole.
+    SeqlockRead read(T& out, int max_tries = kDefaultTries) const noexcept {
+        std::array<std::uint64_t, kWords> words{};
+        for (int attempt = 0; attempt < max_tries; ++attempt) {
+            // Acquire: pairs with the writer's final release store.
+            const std::uint32_t before = sequence_.load(std::memory_order_acquire);
+            if (before & 1u) continue;  // a write is in progress
+            for (std::size_t i = 0; i < kWords; ++i) {
+                // Relaxed: validated by the sequence re-check below.
+                words[i] = words_[i].load(std::memory_order_relaxed);
+            }
+            // Acquire fence: the payload loads complete before the sequence re-check.
+            std::atomic_thread_fence(std::memory_order_acquire);
+            // Relaxed: ordered by the fence above.
+            if (sequence_.load(std::memory_order_relaxed) == before) {
+                std::memcpy(&out, words.data(), sizeof(T));
+                return SeqlockRead::ok;
+            }
+        }
+        return SeqlockRead::busy;
+    }
+
+    // Clears the record to a zero value and an even sequence. Only for the region's
+    // owner when no writer can be running (at creation, or after the writer died).
+    void reset() noexcept {
+        // Relaxed: the caller guarantees there is no concurrent writer; the release
+        // store of the sequence publishes the zeroed words.
+        for (auto& w : words_) w.store(0, std::memory_order_relaxed);
+        const std::uint32_t seq = sequence_.load(std::memory_order_relaxed);
+        // Release: readers that see the new even sequence see zeroed words.
+        sequence_.store((seq + 2) & ~1u, std::memory_order_release);
+    }
+
+private:
+    std::atomic<std::uint32_t> sequence_{0};
+    std::array<std::atomic<std::uint64_t>, kWords> words_{};
+};
+
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free && std::atomic<std::uint64_t>::is_always_lock_free,
+              "seqlock words must be lock-free to be shared between processes");
+
+}  // namespace comfy::ipc

@@ -1,0 +1,98 @@
+#pragma once
+// One named POSIX shared-memory segment per supervisor instance: creation, attach with
+// validation, and detection of segments left behind by a dead creator.
+//
+// Raw POSIX rather than Boost.Interprocess: we need the descriptor for ownership and
+// mode checks, and link(2) to publish a fully initialised segment under its name in one
+// atomic step, neither of which boost::interprocess::shared_memory_object exposes.
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace comfy::ipc {
+
+inline constexpr std::uint64_t kSegmentMagic = 0x31565346'594D4F43ull;  // "COMFYSV1" little-endian
+
+// The first bytes of every segment. These fields never move between layout versions,
+// so any build can tell who made a segment and whether its creator still lives.
+struct SegmentHeader {
+    std::uint64_t magic;
+    std::uint32_t layout_version;
+    std::uint32_t header_bytes;  // sizeof(SegmentHeader) in the creator's build
+    std::uint64_t total_bytes;
+    std::int32_t creator_pid;
+    std::uint32_t reserved;
+    std::uint64_t creator_start_time;  // clock ticks since boot, from /proc
+    std::uint64_t instance_epoch;      // random, new at every creation
+};
+
+// A failure a user can meet with a segment; what() is one line saying what and what to do.
+class SegmentError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// "/comfy-sv-<uid>-<instance>". Throws SegmentError for an instance name that is empty,
+// longer than 48 characters, or has characters other than letters, digits, '-', '_'.
+std::string segment_name(const std::string& instance);
+
+enum class SegmentState { absent, live, stale, foreign };
+
+struct SegmentInspection {
+    SegmentState state = SegmentState::absent;
+    pid_t creator_pid = 0;
+    std::string detail;  // why it is stale or foreign, for messages
+};
+
+// Looks at a segment without changing it.
+SegmentInspection inspect_segment(const std::string& name);
+
+// Removes the segment when, and only when, its creator is gone. True when removed.
+bool remove_stale_segment(const std::string& name);
+
+class SharedSegment {
+public:
+    // Creates and initialises a new segment of `total_bytes` (mode 0600). `initialise`
+    // fills in everything after the header before any other process can open the name.
+    // A stale segment of the same name is removed first; a live one is an error.
+    static SharedSegment create(const std::string& name, std::size_t total_bytes, std::uint32_t layout_version,
+                                const std::function<void(std::byte* base, std::size_t size)>& initialise);
+
+    // Maps an existing segment and checks owner, mode, magic, version, size and that its
+    // creator is alive. A mismatch throws SegmentError naming the field and both values.
+    static SharedSegment attach(const std::string& name, std::uint32_t expected_layout_version);
+
+    SharedSegment(SharedSegment&& other) noexcept;
+    SharedSegment& operator=(SharedSegment&& other) noexcept;
+    SharedSegment(const SharedSegment&) = delete;
+    SharedSegment& operator=(const SharedSegment&) = delete;
+    // Unmaps; the creator also removes the name (when it still names this segment).
+    ~SharedSegment();
+
+    std::byte* base() const noexcept { return base_; }
+    std::size_t size() const noexcept { return size_; }
+    const std::string& name() const noexcept { return name_; }
+    const SegmentHeader& header() const noexcept { return *reinterpret_cast<const SegmentHeader*>(base_); }
+    bool is_creator() const noexcept { return creator_; }
+
+    // Forgets the creator's duty to remove the name. For a forked child that inherited
+    // the object and must leave the segment to its parent.
+    void disown() noexcept { creator_ = false; }
+
+private:
+    SharedSegment(std::string name, int fd, std::byte* base, std::size_t size, bool creator) noexcept;
+    void release() noexcept;
+
+    std::string name_;
+    int fd_ = -1;
+    std::byte* base_ = nullptr;
+    std::size_t size_ = 0;
+    bool creator_ = false;
+};
+
+}  // namespace comfy::ipc

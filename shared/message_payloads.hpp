@@ -1,0 +1,235 @@
+#pragma once
+// The typed payload of each message. Fixed-width fields only, explicit padding (always
+// zero), trivially copyable, so the bytes in a ring slot are the struct.
+
+#include "shared/message_header.hpp"
+
+#include <cstdint>
+#include <limits>
+
+namespace comfy {
+
+// No device or host in this decade holds a petabyte: anything larger is corruption.
+inline constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 50;
+// A byte figure the sender does not know. Unknown is never read as zero.
+inline constexpr std::uint64_t kUnknownBytes = std::numeric_limits<std::uint64_t>::max();
+inline constexpr std::uint32_t kMaxDevices = 64;
+inline constexpr std::uint32_t kMaxStreams = 64;
+inline constexpr std::uint32_t kMaxKeepLoaded = 8;
+inline constexpr std::uint32_t kMaxGraceMs = 10 * 60 * 1000;
+inline constexpr std::size_t kTokenBytes = 32;
+inline constexpr std::size_t kNodeNameBytes = 64;
+
+enum class ModelKind : std::uint16_t { unknown = 0, diffusion, text_encoder, vae, clip_vision, controlnet, other };
+inline constexpr std::uint16_t kModelKindCount = 7;
+
+// Upstream's VRAMState, as published in a grant.
+enum class VramState : std::uint32_t { disabled = 0, no_vram, low_vram, normal_vram, high_vram, shared };
+inline constexpr std::uint32_t kVramStateCount = 6;
+
+enum class FullReleaseReason : std::uint32_t { idle_sweep = 0, operator_request, free_endpoint, shutdown };
+inline constexpr std::uint32_t kFullReleaseReasonCount = 4;
+
+enum class RefusalReason : std::uint32_t { no_fit = 0, timed_out, shutting_down };
+inline constexpr std::uint32_t kRefusalReasonCount = 3;
+
+enum class WorkStatus : std::uint32_t { ok = 0, failed };
+inline constexpr std::uint32_t kWorkStatusCount = 2;
+
+enum class FailureReason : std::uint32_t { worker_died = 0, worker_failed, shutting_down, no_such_pack };
+inline constexpr std::uint32_t kFailureReasonCount = 4;
+
+// Capabilities a participant declares in Hello.
+enum Capability : std::uint64_t {
+    kCapNodeBoundaryRelease = 1u << 0,  // wants release_node_boundary after each node
+    kCapPinnedMemory = 1u << 1,         // pins host memory and answers release_pins
+    kCapPartialUnload = 1u << 2,        // can unload part of a model
+};
+inline constexpr std::uint64_t kKnownCapabilities = kCapNodeBoundaryRelease | kCapPinnedMemory | kCapPartialUnload;
+
+struct Hello {
+    static constexpr MessageType kType = MessageType::hello;
+    std::int32_t pid;
+    std::uint32_t layout_version;
+    std::uint64_t capabilities;
+    std::uint8_t token[kTokenBytes];
+};
+
+struct HelloAck {
+    static constexpr MessageType kType = MessageType::hello_ack;
+    std::uint32_t slot;
+    std::uint32_t generation;
+    std::uint64_t reserve_bytes;
+    std::uint64_t device_total_bytes;
+};
+
+struct Shutdown {
+    static constexpr MessageType kType = MessageType::shutdown;
+    std::uint32_t grace_ms;
+    std::uint32_t reserved;
+};
+
+struct ModelRegistered {
+    static constexpr MessageType kType = MessageType::model_registered;
+    std::uint64_t model_id;      // non-zero, unique within the participant
+    std::uint64_t weights_id;    // clones that share weights share this id
+    std::uint64_t total_bytes;
+    std::uint64_t loaded_bytes;  // kUnknownBytes when not known yet
+    std::uint32_t device;
+    std::uint16_t kind;          // a ModelKind
+    std::uint8_t dynamic;        // 0 or 1
+    std::uint8_t reserved;
+};
+
+struct ResidencyReceipt {
+    static constexpr MessageType kType = MessageType::residency_receipt;
+    std::uint64_t model_id;
+    std::uint64_t sequence;      // strictly increasing per model; older ones are dropped
+    std::uint64_t loaded_bytes;  // kUnknownBytes when not known
+    std::uint32_t references;
+    std::uint8_t currently_used; // 0 or 1
+    std::uint8_t reserved[3];
+};
+
+struct ModelDropped {
+    static constexpr MessageType kType = MessageType::model_dropped;
+    std::uint64_t model_id;
+};
+
+struct AdmissionRequest {
+    static constexpr MessageType kType = MessageType::admission_request;
+    std::uint32_t device;
+    std::uint32_t streams;
+    std::uint64_t bytes;
+    std::uint64_t largest_tensor;
+    std::uint64_t pinned_bytes;
+    std::uint32_t keep_loaded_count;
+    std::uint32_t reserved;
+    std::uint64_t keep_loaded[kMaxKeepLoaded];
+};
+
+struct AdmissionGrant {
+    static constexpr MessageType kType = MessageType::admission_grant;
+    std::uint64_t device_free;
+    std::uint64_t reserve_bytes;
+    std::uint64_t shortfall;   // bytes still missing when granted under policy "admit"
+    std::uint32_t vram_state;  // a VramState
+    std::uint32_t reserved;
+};
+
+struct AdmissionRefused {
+    static constexpr MessageType kType = MessageType::admission_refused;
+    std::uint64_t needed_bytes;
+    std::uint64_t device_free;
+    std::uint64_t held_by_others;
+    std::uint32_t reason;  // a RefusalReason
+    std::uint32_t reserved;
+};
+
+struct PartialUnload {
+    static constexpr MessageType kType = MessageType::partial_unload;
+    std::uint64_t model_id;
+    std::uint64_t bytes;
+};
+
+struct Detach {
+    static constexpr MessageType kType = MessageType::detach;
+    std::uint64_t model_id;
+};
+
+struct UnloadReceipt {
+    static constexpr MessageType kType = MessageType::unload_receipt;
+    std::uint64_t model_id;
+    std::uint64_t bytes_requested;
+    std::uint64_t bytes_freed;  // measured
+    std::uint8_t deferred;      // 0 or 1: busy, runs at the next boundary
+    std::uint8_t reserved[7];
+};
+
+struct ReleaseNodeBoundary {
+    static constexpr MessageType kType = MessageType::release_node_boundary;
+    std::uint64_t prompt_epoch;
+    std::uint32_t node_index;
+    std::uint32_t reserved;
+};
+
+struct CastEpochBoundary {
+    static constexpr MessageType kType = MessageType::cast_epoch_boundary;
+    std::uint64_t prompt_epoch;
+};
+
+struct FullRelease {
+    static constexpr MessageType kType = MessageType::full_release;
+    std::uint32_t reason;  // a FullReleaseReason
+    std::uint32_t reserved;
+};
+
+struct PartialRelease {
+    static constexpr MessageType kType = MessageType::partial_release;
+    std::uint64_t bytes;
+};
+
+struct ReleasePins {
+    static constexpr MessageType kType = MessageType::release_pins;
+    std::uint64_t bytes;
+};
+
+struct ReleaseReceipt {
+    static constexpr MessageType kType = MessageType::release_receipt;
+    std::uint16_t release_type;  // the MessageType of the release it answers
+    std::uint8_t deferred;       // 0 or 1
+    std::uint8_t reserved[5];
+    std::uint64_t bytes_requested;
+    std::uint64_t bytes_freed;   // measured
+};
+
+struct PinRequest {
+    static constexpr MessageType kType = MessageType::pin_request;
+    std::uint64_t bytes;
+};
+
+struct PinGrant {
+    static constexpr MessageType kType = MessageType::pin_grant;
+    std::uint64_t bytes_granted;  // may be less than asked; 0 means do not pin
+    std::uint64_t budget_left;
+};
+
+struct NodeStarted {
+    static constexpr MessageType kType = MessageType::node_started;
+    std::uint64_t prompt_epoch;
+    std::uint32_t node_index;
+    std::uint32_t reserved;
+};
+
+struct NodeFinished {
+    static constexpr MessageType kType = MessageType::node_finished;
+    std::uint64_t prompt_epoch;
+    std::uint32_t node_index;
+    std::uint32_t status;  // a WorkStatus
+};
+
+struct WorkRequest {
+    static constexpr MessageType kType = MessageType::work_request;
+    std::uint64_t prompt_epoch;
+    std::uint32_t node_index;
+    std::uint32_t reserved;
+    char node_name[kNodeNameBytes];  // NUL-terminated, printable ASCII
+};
+
+struct WorkResult {
+    static constexpr MessageType kType = MessageType::work_result;
+    std::uint64_t prompt_epoch;
+    std::uint32_t node_index;
+    std::uint32_t status;  // a WorkStatus
+    std::uint64_t device_bytes_in_use;
+};
+
+struct RequestFailed {
+    static constexpr MessageType kType = MessageType::request_failed;
+    std::uint32_t reason;  // a FailureReason
+    std::int32_t exit_status;  // -1 when the worker was killed by a signal
+    std::int32_t signal;       // 0 when it exited
+    std::uint32_t slot;
+};
+
+}  // namespace comfy

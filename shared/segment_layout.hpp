@@ -1,0 +1,104 @@
+#pragma once
+// The layout of the supervisor's segment: a fixed header, then fixed-capacity tables
+// (participants, ledger, census) and two rings per participant. Everything is sized at
+// creation from one Capacities value; nothing grows later.
+
+#include "ipc/seqlock.hpp"
+#include "ipc/shm_segment.hpp"
+#include "ipc/spsc_ring.hpp"
+#include "shared/message_header.hpp"
+#include "shared/records.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace comfy {
+
+// Bump on any change to the bytes of the segment or of a message.
+inline constexpr std::uint32_t kLayoutVersion = 1;
+
+struct Capacities {
+    std::uint32_t participants = 64;
+    std::uint32_t ledger_entries = 4096;
+    std::uint32_t ring_slots = 256;  // per ring; a power of two
+
+    // Empty when usable; otherwise one line naming the bad value and the allowed range.
+    std::string validate() const;
+};
+
+// The layout-specific header, right after ipc::SegmentHeader. Written once by the
+// creator before the segment is published; read-only afterwards.
+struct LayoutHeader {
+    std::uint32_t participants;
+    std::uint32_t ledger_entries;
+    std::uint32_t ring_slots;
+    std::uint32_t message_slot_bytes;
+    std::uint64_t participants_offset;
+    std::uint64_t ledger_offset;
+    std::uint64_t census_offset;
+    std::uint64_t rings_offset;
+};
+
+// A participant's own region: its census through a seqlock, and its heartbeat.
+struct alignas(ipc::kCacheLine) CensusSlot {
+    ipc::Seqlock<CensusRecord> census;
+    // Written by the participant's heartbeat thread only; read by the supervisor.
+    alignas(ipc::kCacheLine) std::atomic<std::uint64_t> heartbeat;
+};
+
+struct alignas(ipc::kCacheLine) ParticipantSlot {
+    ipc::Seqlock<ParticipantRecord> record;
+};
+
+struct alignas(ipc::kCacheLine) LedgerSlot {
+    ipc::Seqlock<LedgerRecord> entry;
+};
+
+// Offsets of every region, derived from the capacities alone, so creator and attacher
+// compute the same map and can compare it with what the header claims.
+struct RegionMap {
+    std::size_t participants_offset;
+    std::size_t ledger_offset;
+    std::size_t census_offset;
+    std::size_t rings_offset;
+    std::size_t ring_bytes;   // one ring
+    std::size_t total_bytes;
+
+    static RegionMap compute(const Capacities& capacities);
+};
+
+// Typed access to a mapped segment. Construct it only through create/attach below,
+// which validate the header; the view itself then trusts the capacities it holds.
+class SegmentView {
+public:
+    SegmentView() = default;
+    SegmentView(std::byte* base, const Capacities& capacities);
+
+    const Capacities& capacities() const noexcept { return capacities_; }
+    ParticipantSlot& participant(std::uint32_t slot) const noexcept;
+    LedgerSlot& ledger(std::uint32_t index) const noexcept;
+    CensusSlot& census(std::uint32_t slot) const noexcept;
+    // The ring the supervisor writes and participant `slot` reads.
+    void* to_participant_ring(std::uint32_t slot) const noexcept;
+    // The ring participant `slot` writes and the supervisor reads.
+    void* from_participant_ring(std::uint32_t slot) const noexcept;
+
+private:
+    std::byte* base_ = nullptr;
+    Capacities capacities_{};
+    RegionMap map_{};
+};
+
+// Creates the segment of `instance` with empty tables and rings (supervisor only).
+ipc::SharedSegment create_segment(const std::string& instance, const Capacities& capacities);
+
+// Attaches to the segment of `instance`, checking the header and the layout.
+ipc::SharedSegment attach_segment(const std::string& instance);
+
+// The view of a segment that create_segment or attach_segment returned. Throws
+// ipc::SegmentError when the layout header does not match the segment.
+SegmentView view_of(const ipc::SharedSegment& segment);
+
+}  // namespace comfy
