@@ -185,7 +185,20 @@ void dispatch(std::size_t index, std::span<const std::byte> payload, DecodeResul
     ((index == I ? decode_as<std::variant_alternative_t<I, Payload>>(payload, result) : void()), ...);
 }
 
+template <std::size_t... I>
+std::size_t size_at(std::size_t index, std::index_sequence<I...>) {
+    std::size_t size = 0;
+    ((index == I ? size = sizeof(std::variant_alternative_t<I, Payload>) : 0), ...);
+    return size;
+}
+
 }  // namespace
+
+std::size_t payload_size(MessageType type) noexcept {
+    const auto t = static_cast<std::uint16_t>(type);
+    if (t < kFirstMessageType || t > kLastMessageType) return 0;
+    return size_at(t - kFirstMessageType, std::make_index_sequence<std::variant_size_v<Payload>>{});
+}
 
 std::string_view to_string(MessageType type) noexcept {
     switch (type) {

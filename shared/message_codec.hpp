@@ -50,6 +50,9 @@ struct DecodeResult {
     std::string describe() const;
 };
 
+// The payload size of `type`, or 0 for a value that is not a MessageType.
+std::size_t payload_size(MessageType type) noexcept;
+
 // Validates and decodes the bytes of one slot (or fewer, for a short read).
 DecodeResult decode(std::span<const std::byte> bytes) noexcept;
 inline DecodeResult decode(const MessageSlot& slot) noexcept {

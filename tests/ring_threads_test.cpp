@@ -1,0 +1,141 @@
+// The ring under two threads of one process: order, back-pressure, wrap-around, and
+// refusal to follow indices a peer has corrupted.
+#include <catch2/catch.hpp>
+
+#include "ipc/spsc_ring.hpp"
+#include "tests/support/shared_block.hpp"
+
+#include <thread>
+
+using namespace comfy::ipc;
+
+namespace {
+
+struct Numbered {
+    std::uint64_t sequence;
+    std::uint64_t check;  // ~sequence, to notice a slot copied half-old
+    std::uint8_t filler[48];
+};
+static_assert(sizeof(Numbered) == 64);
+
+Numbered numbered(std::uint64_t n) { return Numbered{n, ~n, {}}; }
+
+struct Ring {
+    explicit Ring(std::uint32_t slots) : capacity(slots), block(ring_bytes<Numbered>(slots)) {
+        ring_initialize<Numbered>(block.get(), capacity);
+    }
+    RingControl& control() const { return *static_cast<RingControl*>(block.get()); }
+    std::uint32_t capacity;
+    comfy::test::SharedBlock block;
+};
+
+}  // namespace
+
+TEST_CASE("ten million messages cross two threads in order, none lost or duplicated") {
+    constexpr std::uint64_t kCount = 10'000'000;
+    Ring ring(1024);
+    RingProducer<Numbered> producer(ring.block.get(), ring.capacity);
+    RingConsumer<Numbered> consumer(ring.block.get(), ring.capacity);
+
+    std::thread sender([&] {
+        for (std::uint64_t n = 0; n < kCount;) {
+            if (producer.try_push(numbered(n)) == PushResult::ok) ++n;
+        }
+    });
+    std::uint64_t expected = 0;
+    std::uint64_t out_of_order = 0;
+    Numbered message{};
+    while (expected < kCount) {
+        const auto state = consumer.try_pop(message);
+        if (state == PopResult::empty) continue;
+        REQUIRE(state == PopResult::ok);
+        if (message.sequence != expected || message.check != ~expected) ++out_of_order;
+        ++expected;
+    }
+    sender.join();
+    CHECK(out_of_order == 0);
+    CHECK(consumer.try_pop(message) == PopResult::empty);
+}
+
+TEST_CASE("a full ring pushes back and loses nothing") {
+    Ring ring(8);
+    RingProducer<Numbered> producer(ring.block.get(), ring.capacity);
+    RingConsumer<Numbered> consumer(ring.block.get(), ring.capacity);
+    for (std::uint64_t n = 0; n < 8; ++n) REQUIRE(producer.try_push(numbered(n)) == PushResult::ok);
+    CHECK(producer.try_push(numbered(8)) == PushResult::full);
+    CHECK(producer.try_push(numbered(8)) == PushResult::full);
+
+    Numbered message{};
+    REQUIRE(consumer.try_pop(message) == PopResult::ok);
+    CHECK(message.sequence == 0);
+    REQUIRE(producer.try_push(numbered(8)) == PushResult::ok);
+    CHECK(producer.try_push(numbered(9)) == PushResult::full);
+    for (std::uint64_t n = 1; n <= 8; ++n) {
+        REQUIRE(consumer.try_pop(message) == PopResult::ok);
+        CHECK(message.sequence == n);
+    }
+    CHECK(consumer.try_pop(message) == PopResult::empty);
+}
+
+TEST_CASE("indices wrap around the ring many times") {
+    Ring ring(4);
+    RingProducer<Numbered> producer(ring.block.get(), ring.capacity);
+    RingConsumer<Numbered> consumer(ring.block.get(), ring.capacity);
+    std::uint64_t pushed = 0;
+    std::uint64_t popped = 0;
+    Numbered message{};
+    for (int round = 0; round < 5000; ++round) {
+        const int batch = 1 + round % 4;  // 1..4 messages, so the slots shift every round
+        for (int i = 0; i < batch; ++i) REQUIRE(producer.try_push(numbered(pushed++)) == PushResult::ok);
+        for (int i = 0; i < batch; ++i) {
+            REQUIRE(consumer.try_pop(message) == PopResult::ok);
+            REQUIRE(message.sequence == popped++);
+        }
+    }
+    CHECK(ring.control().head.load() == pushed);
+    CHECK(pushed > 100 * ring.capacity);
+}
+
+TEST_CASE("a producer and consumer resume from the published indices") {
+    Ring ring(8);
+    {
+        RingProducer<Numbered> first(ring.block.get(), ring.capacity);
+        REQUIRE(first.try_push(numbered(0)) == PushResult::ok);
+        REQUIRE(first.try_push(numbered(1)) == PushResult::ok);
+    }
+    RingConsumer<Numbered> consumer(ring.block.get(), ring.capacity);
+    Numbered message{};
+    REQUIRE(consumer.try_pop(message) == PopResult::ok);
+    CHECK(message.sequence == 0);
+
+    RingProducer<Numbered> second(ring.block.get(), ring.capacity);
+    REQUIRE(second.try_push(numbered(2)) == PushResult::ok);
+    RingConsumer<Numbered> resumed(ring.block.get(), ring.capacity);
+    REQUIRE(resumed.try_pop(message) == PopResult::ok);
+    CHECK(message.sequence == 1);
+    REQUIRE(resumed.try_pop(message) == PopResult::ok);
+    CHECK(message.sequence == 2);
+}
+
+TEST_CASE("indices corrupted by a peer are reported, never followed") {
+    Ring ring(8);
+    RingProducer<Numbered> producer(ring.block.get(), ring.capacity);
+    RingConsumer<Numbered> consumer(ring.block.get(), ring.capacity);
+    Numbered message{};
+
+    SECTION("a head more than one lap ahead of the tail") {
+        ring.control().head.store(ring.capacity + 1);
+        CHECK(consumer.try_pop(message) == PopResult::corrupt);
+        CHECK(consumer.poll() == PopResult::corrupt);
+        CHECK(consumer.wait(std::chrono::milliseconds(10)) == WaitResult::corrupt);
+    }
+    SECTION("a head behind the tail") {
+        ring.control().head.store(~std::uint64_t{0});
+        CHECK(consumer.try_pop(message) == PopResult::corrupt);
+    }
+    SECTION("a tail ahead of the head") {
+        for (std::uint64_t n = 0; n < ring.capacity; ++n) REQUIRE(producer.try_push(numbered(n)) == PushResult::ok);
+        ring.control().tail.store(ring.capacity * 3);
+        CHECK(producer.try_push(numbered(99)) == PushResult::corrupt);
+    }
+}

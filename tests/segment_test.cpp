@@ -1,0 +1,197 @@
+// The supervisor's segment: creation, attach, refusal of mismatches with the field named,
+// stale-segment detection and removal, and the live segment left alone.
+#include <catch2/catch.hpp>
+
+#include "shared/segment_layout.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/test_instance.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace comfy;
+using Catch::Matchers::Contains;
+using comfy::test::ChildProcess;
+
+namespace {
+
+ipc::SegmentHeader& writable_header(const ipc::SharedSegment& segment) {
+    return *reinterpret_cast<ipc::SegmentHeader*>(segment.base());
+}
+
+bool exists(const std::string& name) {
+    struct stat st {};
+    return ::stat(("/dev/shm" + name).c_str(), &st) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("a created segment can be attached and shows its header and layout") {
+    const auto instance = test::test_instance("seg");
+    const Capacities caps{8, 32, 16};
+    auto created = create_segment(instance, caps);
+    CHECK(created.is_creator());
+    CHECK(created.name() == ipc::segment_name(instance));
+    CHECK(created.name().find("comfy-sv-" + std::to_string(::geteuid()) + "-" + instance) == 1);
+
+    auto attached = attach_segment(instance);
+    CHECK_FALSE(attached.is_creator());
+    CHECK(attached.header().magic == ipc::kSegmentMagic);
+    CHECK(attached.header().layout_version == kLayoutVersion);
+    CHECK(attached.header().creator_pid == ::getpid());
+    CHECK(attached.header().instance_epoch == created.header().instance_epoch);
+    CHECK(attached.header().total_bytes == attached.size());
+    const auto view = view_of(attached);
+    CHECK(view.capacities().participants == 8);
+    CHECK(view.capacities().ledger_entries == 32);
+    CHECK(view.capacities().ring_slots == 16);
+
+    // What the creator writes is what the attacher reads.
+    view_of(created).census(3).heartbeat.store(77);
+    CHECK(view.census(3).heartbeat.load() == 77);
+}
+
+TEST_CASE("the segment is created with mode 0600 whatever the umask") {
+    const auto instance = test::test_instance("seg");
+    const mode_t old = ::umask(0);
+    auto segment = create_segment(instance, Capacities{2, 4, 4});
+    ::umask(old);
+    struct stat st {};
+    REQUIRE(::stat(("/dev/shm" + segment.name()).c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+    CHECK(st.st_uid == ::geteuid());
+}
+
+TEST_CASE("the default capacities fit 64 participants and 4096 ledger entries") {
+    const Capacities defaults;
+    CHECK(defaults.participants == 64);
+    CHECK(defaults.ledger_entries == 4096);
+    CHECK(defaults.validate().empty());
+    auto segment = create_segment(test::test_instance("seg"), defaults);
+    CHECK(segment.size() == RegionMap::compute(defaults).total_bytes);
+}
+
+TEST_CASE("impossible capacities are refused with the value named") {
+    CHECK_THAT((Capacities{0, 4, 4}.validate()), Contains("participants is 0"));
+    CHECK_THAT((Capacities{4, 0, 4}.validate()), Contains("ledger_entries is 0"));
+    CHECK_THAT((Capacities{4, 4, 6}.validate()), Contains("ring_slots is 6"));
+    CHECK_THROWS_WITH(create_segment(test::test_instance("seg"), Capacities{4, 4, 3}), Contains("ring_slots is 3"));
+}
+
+TEST_CASE("attach refuses a mismatch and names the field and both values") {
+    const auto instance = test::test_instance("seg");
+    auto segment = create_segment(instance, Capacities{2, 4, 4});
+    auto& header = writable_header(segment);
+
+    SECTION("magic") {
+        header.magic = 0x1234;
+        CHECK_THROWS_WITH(attach_segment(instance), Contains("magic is 4660, expected"));
+    }
+    SECTION("layout version") {
+        header.layout_version = 99;
+        CHECK_THROWS_WITH(attach_segment(instance),
+                          Contains("layout_version is 99, expected " + std::to_string(kLayoutVersion)));
+    }
+    SECTION("total size") {
+        header.total_bytes += 64;
+        CHECK_THROWS_WITH(attach_segment(instance), Contains("total_bytes is"));
+    }
+    SECTION("creator start time, as after pid reuse") {
+        header.creator_start_time += 1;
+        CHECK_THROWS_WITH(attach_segment(instance), Contains("creator_start_time is"));
+        CHECK(ipc::inspect_segment(segment.name()).state == ipc::SegmentState::stale);
+    }
+    SECTION("layout header") {
+        auto* layout = reinterpret_cast<LayoutHeader*>(segment.base() + 64);
+        layout->census_offset += 64;
+        CHECK_THROWS_WITH(attach_segment(instance), Contains("census_offset is"));
+    }
+}
+
+TEST_CASE("attach to a missing instance says so") {
+    CHECK_THROWS_WITH(attach_segment(test::test_instance("absent")), Contains("is the supervisor running"));
+}
+
+TEST_CASE("a segment whose creator died is detected as stale and removed") {
+    const auto instance = test::test_instance("seg");
+    const auto name = ipc::segment_name(instance);
+    ChildProcess creator([&] {
+        auto segment = create_segment(instance, Capacities{2, 4, 4});
+        ::_exit(0);  // die without cleaning up, as after SIGKILL
+        return 0;
+    });
+    REQUIRE(creator.wait() == 0);
+    REQUIRE(exists(name));
+
+    const auto inspection = ipc::inspect_segment(name);
+    CHECK(inspection.state == ipc::SegmentState::stale);
+    CHECK_THAT(inspection.detail, Contains("is gone"));
+    CHECK_THROWS_WITH(attach_segment(instance), Contains("stale segment"));
+
+    SECTION("removed on request") {
+        CHECK(ipc::remove_stale_segment(name));
+        CHECK_FALSE(exists(name));
+    }
+    SECTION("replaced by the next creator") {
+        auto fresh = create_segment(instance, Capacities{2, 4, 4});
+        CHECK(fresh.header().creator_pid == ::getpid());
+        CHECK_NOTHROW(attach_segment(instance));
+    }
+}
+
+TEST_CASE("a live segment is never touched") {
+    const auto instance = test::test_instance("seg");
+    auto segment = create_segment(instance, Capacities{2, 4, 4});
+    const auto epoch = segment.header().instance_epoch;
+
+    CHECK(ipc::inspect_segment(segment.name()).state == ipc::SegmentState::live);
+    CHECK_FALSE(ipc::remove_stale_segment(segment.name()));
+    CHECK_THROWS_WITH(create_segment(instance, Capacities{2, 4, 4}), Contains("in use by a live supervisor"));
+    // Also from another process.
+    ChildProcess other([&] {
+        try {
+            create_segment(instance, Capacities{2, 4, 4});
+        } catch (const ipc::SegmentError&) {
+            return 0;
+        }
+        return 1;
+    });
+    CHECK(other.wait() == 0);
+    CHECK(attach_segment(instance).header().instance_epoch == epoch);
+}
+
+TEST_CASE("a foreign file under our name is refused and left alone") {
+    const auto instance = test::test_instance("seg");
+    const auto name = ipc::segment_name(instance);
+    const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, 4096) == 0);
+    ::close(fd);
+
+    CHECK(ipc::inspect_segment(name).state == ipc::SegmentState::foreign);
+    CHECK_FALSE(ipc::remove_stale_segment(name));
+    CHECK_THROWS_WITH(create_segment(instance, Capacities{2, 4, 4}), Contains("not a comfy-supervisor segment"));
+    CHECK(exists(name));
+    ::shm_unlink(name.c_str());
+}
+
+TEST_CASE("the creator removes its segment when it is done") {
+    const auto instance = test::test_instance("seg");
+    std::string name;
+    {
+        auto segment = create_segment(instance, Capacities{2, 4, 4});
+        name = segment.name();
+        REQUIRE(exists(name));
+    }
+    CHECK_FALSE(exists(name));
+}
+
+TEST_CASE("instance names are checked") {
+    CHECK_THROWS_WITH(ipc::segment_name(""), Contains("1 to 48 characters"));
+    CHECK_THROWS_WITH(ipc::segment_name(std::string(49, 'a')), Contains("1 to 48 characters"));
+    CHECK_THROWS_WITH(ipc::segment_name("../etc"), Contains("only letters, digits"));
+    CHECK_THROWS_WITH(ipc::segment_name("a b"), Contains("only letters, digits"));
+    CHECK_NOTHROW(ipc::segment_name("prod_gpu-0"));
+}
