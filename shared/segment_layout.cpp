@@ -14,7 +14,7 @@ constexpr std::size_t kLayoutHeaderOffset = align_up(sizeof(ipc::SegmentHeader),
 
 LayoutHeader* layout_header(std::byte* base) { return reinterpret_cast<LayoutHeader*>(base + kLayoutHeaderOffset); }
 
-void initialise(std::byte* base, const Capacities& caps, const RegionMap& map) {
+void initialise(std::byte* base, const Capacities& caps, const RegionMap& map, std::uint64_t device_total_bytes) {
     auto* header = new (base + kLayoutHeaderOffset) LayoutHeader{};
     header->participants = caps.participants;
     header->ledger_entries = caps.ledger_entries;
@@ -24,6 +24,7 @@ void initialise(std::byte* base, const Capacities& caps, const RegionMap& map) {
     header->ledger_offset = map.ledger_offset;
     header->census_offset = map.census_offset;
     header->rings_offset = map.rings_offset;
+    header->device_total_bytes = device_total_bytes;
     // The mapping is fresh and zero-filled; construct the objects that live in it.
     for (std::uint32_t i = 0; i < caps.participants; ++i) {
         new (base + map.participants_offset + i * sizeof(ParticipantSlot)) ParticipantSlot{};
@@ -75,6 +76,10 @@ RegionMap RegionMap::compute(const Capacities& caps) {
 SegmentView::SegmentView(std::byte* base, const Capacities& capacities)
     : base_(base), capacities_(capacities), map_(RegionMap::compute(capacities)) {}
 
+std::uint64_t SegmentView::device_total_bytes() const noexcept {
+    return layout_header(base_)->device_total_bytes;
+}
+
 ParticipantSlot& SegmentView::participant(std::uint32_t slot) const noexcept {
     return *reinterpret_cast<ParticipantSlot*>(base_ + map_.participants_offset + slot * sizeof(ParticipantSlot));
 }
@@ -95,14 +100,15 @@ void* SegmentView::from_participant_ring(std::uint32_t slot) const noexcept {
     return base_ + map_.rings_offset + (2 * std::size_t{slot} + 1) * map_.ring_bytes;
 }
 
-ipc::SharedSegment create_segment(const std::string& instance, const Capacities& capacities) {
+ipc::SharedSegment create_segment(const std::string& instance, const Capacities& capacities,
+                                  std::uint64_t device_total_bytes) {
     const std::string name = ipc::segment_name(instance);
     if (const auto problem = capacities.validate(); !problem.empty()) {
         throw ipc::SegmentError("segment " + name + ": capacity " + problem);
     }
     const RegionMap map = RegionMap::compute(capacities);
     return ipc::SharedSegment::create(name, map.total_bytes, kLayoutVersion,
-                                      [&](std::byte* base, std::size_t) { initialise(base, capacities, map); });
+                                      [&](std::byte* base, std::size_t) { initialise(base, capacities, map, device_total_bytes); });
 }
 
 ipc::SharedSegment attach_segment(const std::string& instance) {

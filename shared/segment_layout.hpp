@@ -39,6 +39,7 @@ struct LayoutHeader {
     std::uint64_t ledger_offset;
     std::uint64_t census_offset;
     std::uint64_t rings_offset;
+    std::uint64_t device_total_bytes;  // the simulated device's size; 0 for a real device
 };
 
 // A participant's own region: its census through a seqlock, and its heartbeat.
@@ -77,6 +78,8 @@ public:
     SegmentView(std::byte* base, const Capacities& capacities);
 
     const Capacities& capacities() const noexcept { return capacities_; }
+    // The simulated device's total bytes (0 when the device is real), from the header.
+    std::uint64_t device_total_bytes() const noexcept;
     ParticipantSlot& participant(std::uint32_t slot) const noexcept;
     LedgerSlot& ledger(std::uint32_t index) const noexcept;
     CensusSlot& census(std::uint32_t slot) const noexcept;
@@ -92,7 +95,9 @@ private:
 };
 
 // Creates the segment of `instance` with empty tables and rings (supervisor only).
-ipc::SharedSegment create_segment(const std::string& instance, const Capacities& capacities);
+// `device_total_bytes` is the simulated device's size, or 0 for a real device.
+ipc::SharedSegment create_segment(const std::string& instance, const Capacities& capacities,
+                                  std::uint64_t device_total_bytes = 0);
 
 // Attaches to the segment of `instance`, checking the header and the layout.
 ipc::SharedSegment attach_segment(const std::string& instance);

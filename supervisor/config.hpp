@@ -1,0 +1,72 @@
+#pragma once
+// The supervisor's configuration: the device, the limits, and the node packs to run.
+// Loaded from JSON and validated whole before anything is spawned.
+
+#include "shared/segment_layout.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace comfy::supervisor {
+
+using Milliseconds = std::chrono::milliseconds;
+
+// What happens to a pack's worker after it dies: restart after a backoff that doubles
+// from `initial_backoff` up to `max_backoff`; more than `max_restarts` restarts within
+// `window` marks the pack failed until an operator asks again.
+struct RestartPolicy {
+    Milliseconds initial_backoff{100};
+    Milliseconds max_backoff{30'000};
+    std::uint32_t max_restarts = 5;
+    Milliseconds window{60'000};
+};
+
+enum class DeviceKind { simulated, cuda };
+// What to do when a CUDA device is configured but none is usable.
+enum class CudaFallback { simulated, stop };
+
+struct DeviceConfig {
+    DeviceKind kind = DeviceKind::simulated;
+    std::uint64_t total_bytes = std::uint64_t{24} << 30;  // simulated device size
+    int cuda_index = 0;
+    CudaFallback cuda_fallback = CudaFallback::stop;
+};
+
+struct Limits {
+    Milliseconds heartbeat_timeout{5'000};   // a worker silent this long is hung
+    Milliseconds handshake_timeout{10'000};  // from spawn to Hello
+    Milliseconds shutdown_grace{5'000};      // from Shutdown to SIGKILL
+    Capacities capacities;
+};
+
+struct PackConfig {
+    std::string name;                       // 1-31 of [A-Za-z0-9_-], unique
+    std::string command;                    // absolute after loading (relative: to the config's folder)
+    std::vector<std::string> args;
+    std::vector<std::string> env_allowlist; // variables passed through from the supervisor's environment
+    std::map<std::string, std::string> env; // the pack's own variables
+    std::string working_directory;          // absolute after loading; default: the config's folder
+    RestartPolicy restart;
+};
+
+struct Config {
+    std::string source;  // the file it came from, for messages
+    DeviceConfig device;
+    Limits limits;
+    std::vector<PackConfig> packs;
+};
+
+// One line: the file, the JSON path of the bad value, what was expected, what was found.
+class ConfigError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// Reads and validates a config file. Throws ConfigError on anything wrong.
+Config load_config(const std::string& path);
+
+}  // namespace comfy::supervisor
