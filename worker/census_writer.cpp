@@ -1,0 +1,15 @@
+#include "worker/census_writer.hpp"
+
+namespace comfy::worker {
+
+CensusWriter::CensusWriter(CensusSlot& slot, std::uint32_t generation) : slot_(slot) {
+    record_.generation = generation;
+    publish();
+}
+
+void CensusWriter::beat() noexcept {
+    // Relaxed: the supervisor only compares successive values; no data rides on it.
+    slot_.heartbeat.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace comfy::worker

@@ -1,0 +1,32 @@
+#pragma once
+// A node pack as the reference worker runs it: named nodes, each a list of steps that
+// act on the device the way real nodes do (load a model, compute, pin host memory,
+// drop a model).
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace comfy::worker {
+
+enum class StepKind { load_model, compute, pin, unpin, drop_model };
+
+struct Step {
+    StepKind kind;
+    std::string model;        // load_model, drop_model
+    std::uint64_t bytes = 0;  // load_model, pin, unpin
+    std::uint32_t ms = 0;     // compute
+};
+
+struct PackDescription {
+    std::map<std::string, std::vector<Step>> nodes;
+    std::uint64_t max_pinned_bytes = 0;  // the pack's MAX_PINNED_MEMORY; 0 for none
+};
+
+// Reads a pack file; throws std::runtime_error with one line naming the file, the JSON
+// path, what was expected and what was found.
+PackDescription load_pack_description(const std::string& path);
+
+}  // namespace comfy::worker

@@ -1,0 +1,82 @@
+#include "worker/worker_environment.hpp"
+
+#include <charconv>
+#include <cstdlib>
+
+namespace comfy::worker {
+
+namespace {
+
+std::string required(const char* name) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') {
+        throw std::runtime_error(std::string("environment variable ") + name +
+                                 " is not set: comfy-worker must be started by comfy-supervisor");
+    }
+    return value;
+}
+
+template <class T>
+T number(const char* name) {
+    const std::string text = required(name);
+    T value{};
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc{} || end != text.data() + text.size()) {
+        throw std::runtime_error(std::string("environment variable ") + name + " is '" + text +
+                                 "', expected a whole number");
+    }
+    return value;
+}
+
+int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+}  // namespace
+
+std::string token_to_hex(const Token& token) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    std::string hex;
+    for (const auto byte : token) {
+        hex += kDigits[byte >> 4];
+        hex += kDigits[byte & 15];
+    }
+    return hex;
+}
+
+WorkerEnvironment WorkerEnvironment::from_process_environment() {
+    WorkerEnvironment env;
+    env.instance = required(kEnvInstance);
+    env.slot = number<std::uint32_t>(kEnvSlot);
+    env.generation = number<std::uint32_t>(kEnvGeneration);
+    env.doorbell_fd = number<int>(kEnvDoorbellFd);
+    env.heartbeat_interval = std::chrono::milliseconds(number<std::uint32_t>(kEnvHeartbeatMs));
+    const std::string hex = required(kEnvToken);
+    if (hex.size() != env.token.size() * 2) {
+        throw std::runtime_error(std::string("environment variable ") + kEnvToken + " must hold 64 hex digits");
+    }
+    for (std::size_t i = 0; i < env.token.size(); ++i) {
+        const int high = hex_digit(hex[2 * i]);
+        const int low = hex_digit(hex[2 * i + 1]);
+        if (high < 0 || low < 0) {
+            throw std::runtime_error(std::string("environment variable ") + kEnvToken + " must hold 64 hex digits");
+        }
+        env.token[i] = static_cast<std::uint8_t>(high * 16 + low);
+    }
+    return env;
+}
+
+std::map<std::string, std::string> WorkerEnvironment::to_variables() const {
+    return {
+        {kEnvInstance, instance},
+        {kEnvSlot, std::to_string(slot)},
+        {kEnvGeneration, std::to_string(generation)},
+        {kEnvToken, token_to_hex(token)},
+        {kEnvDoorbellFd, std::to_string(doorbell_fd)},
+        {kEnvHeartbeatMs, std::to_string(heartbeat_interval.count())},
+    };
+}
+
+}  // namespace comfy::worker

@@ -1,0 +1,42 @@
+#pragma once
+// What the supervisor hands a worker at spawn, through environment variables: where the
+// segment is, which slot and generation are its own, the token that proves it, and the
+// doorbell descriptor it inherited.
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+namespace comfy::worker {
+
+inline constexpr const char* kEnvInstance = "COMFY_SV_INSTANCE";
+inline constexpr const char* kEnvSlot = "COMFY_SV_SLOT";
+inline constexpr const char* kEnvGeneration = "COMFY_SV_GENERATION";
+inline constexpr const char* kEnvToken = "COMFY_SV_TOKEN";
+inline constexpr const char* kEnvDoorbellFd = "COMFY_SV_DOORBELL_FD";
+inline constexpr const char* kEnvHeartbeatMs = "COMFY_SV_HEARTBEAT_MS";
+
+using Token = std::array<std::uint8_t, 32>;
+
+struct WorkerEnvironment {
+    std::string instance;
+    std::uint32_t slot = 0;
+    std::uint32_t generation = 0;
+    Token token{};
+    int doorbell_fd = -1;
+    std::chrono::milliseconds heartbeat_interval{500};
+
+    // Reads the COMFY_SV_* variables; throws std::runtime_error with one line naming
+    // the missing or malformed variable.
+    static WorkerEnvironment from_process_environment();
+
+    // The variables, for the supervisor to put into a child's environment.
+    std::map<std::string, std::string> to_variables() const;
+};
+
+std::string token_to_hex(const Token& token);
+
+}  // namespace comfy::worker

@@ -1,0 +1,98 @@
+#include "worker/worker_runtime.hpp"
+
+#include <unistd.h>
+
+#include <stdexcept>
+
+namespace comfy::worker {
+
+namespace {
+constexpr auto kHandshakeTimeout = std::chrono::seconds(30);
+}
+
+WorkerRuntime::WorkerRuntime(const WorkerEnvironment& environment, std::uint64_t capabilities)
+    : environment_(environment),
+      segment_(attach_segment(environment.instance)),
+      view_(view_of(segment_)),
+      doorbell_(environment.doorbell_fd),
+      outbound_(view_.from_participant_ring(environment.slot), view_.capacities().ring_slots, &doorbell_),
+      inbound_(view_.to_participant_ring(environment.slot), view_.capacities().ring_slots),
+      census_(view_.census(environment.slot), environment.generation),
+      device_(view_, census_) {
+    if (environment.slot >= view_.capacities().participants) {
+        throw std::runtime_error("slot " + std::to_string(environment.slot) + " is outside the segment's " +
+                                 std::to_string(view_.capacities().participants) + " participant slots");
+    }
+    heartbeat_ = std::thread([this] { heartbeat_loop(); });
+    Hello hello{};
+    hello.pid = ::getpid();
+    hello.layout_version = kLayoutVersion;
+    hello.capabilities = capabilities;
+    std::copy(environment.token.begin(), environment.token.end(), hello.token);
+    send(encode(hello, environment.generation));
+    if (!wait_for_hello_ack(kHandshakeTimeout)) {
+        stopping_.store(true, std::memory_order_relaxed);  // Relaxed: a stop flag; join() orders the rest.
+        heartbeat_.join();
+        throw std::runtime_error("the supervisor did not accept this worker's Hello within 30 s");
+    }
+}
+
+WorkerRuntime::~WorkerRuntime() {
+    stopping_.store(true, std::memory_order_relaxed);  // Relaxed: a stop flag; join() orders the rest.
+    if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+void WorkerRuntime::heartbeat_loop() {
+    // Relaxed: a stop flag polled every interval; nothing else is published through it.
+    while (!stopping_.load(std::memory_order_relaxed)) {
+        census_.beat();
+        std::this_thread::sleep_for(environment_.heartbeat_interval);
+    }
+}
+
+bool WorkerRuntime::wait_for_hello_ack(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    MessageSlot slot{};
+    while (std::chrono::steady_clock::now() < deadline) {
+        const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - std::chrono::steady_clock::now());
+        if (inbound_.wait(left) != ipc::WaitResult::ready) continue;
+        if (inbound_.try_pop(slot) != ipc::PopResult::ok) continue;
+        const auto decoded = decode(slot);
+        if (!decoded.ok() || decoded.message.header.generation != environment_.generation) continue;
+        if (decoded.message.type() == MessageType::hello_ack) return true;
+        if (decoded.message.type() == MessageType::shutdown) return false;
+    }
+    return false;
+}
+
+void WorkerRuntime::serve(CommandHandler& handler) {
+    MessageSlot slot{};
+    for (;;) {
+        const auto waited = inbound_.wait(std::chrono::seconds(1));
+        if (waited == ipc::WaitResult::corrupt) {
+            throw std::runtime_error("the supervisor's command ring is corrupt; exiting so the supervisor restarts us");
+        }
+        while (inbound_.try_pop(slot) == ipc::PopResult::ok) {
+            const auto decoded = decode(slot);
+            // The supervisor is trusted, but a message for an older generation of this
+            // slot (left in the ring) must not be applied.
+            if (!decoded.ok() || decoded.message.header.generation != environment_.generation) continue;
+            handler.on_command(decoded.message);
+            if (decoded.message.type() == MessageType::shutdown) return;
+        }
+    }
+}
+
+void WorkerRuntime::send(const MessageSlot& message) {
+    for (;;) {
+        const auto state = outbound_.try_push(message);
+        if (state == ipc::PushResult::ok) return;
+        if (state == ipc::PushResult::corrupt) {
+            throw std::runtime_error("the ring to the supervisor is corrupt; exiting so the supervisor restarts us");
+        }
+        // Full: the supervisor is behind; a short sleep beats spinning on a shared core.
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+}
+
+}  // namespace comfy::worker

@@ -1,0 +1,62 @@
+#pragma once
+// The worker runtime: what a worker process links to take part. It attaches to the
+// supervisor's segment, proves itself with its token (Hello), keeps a heartbeat from a
+// thread of its own, receives commands through a handler, and sends events and replies.
+// The edge is small and template-free so that a Python binding can wrap it.
+
+#include "shared/message_codec.hpp"
+#include "worker/census_writer.hpp"
+#include "worker/simulated_device.hpp"
+#include "worker/worker_environment.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+namespace comfy::worker {
+
+class CommandHandler {
+public:
+    virtual ~CommandHandler() = default;
+    // Called for every valid command of this generation, in order, on the serving thread.
+    virtual void on_command(const Message& command) = 0;
+};
+
+class WorkerRuntime {
+public:
+    // Attaches, starts the heartbeat, says Hello and waits for the supervisor's answer.
+    // Throws std::runtime_error with one line when any step fails.
+    WorkerRuntime(const WorkerEnvironment& environment, std::uint64_t capabilities);
+    ~WorkerRuntime();
+    WorkerRuntime(const WorkerRuntime&) = delete;
+    WorkerRuntime& operator=(const WorkerRuntime&) = delete;
+
+    std::uint32_t generation() const noexcept { return environment_.generation; }
+    CensusWriter& census() noexcept { return census_; }
+    Device& device() noexcept { return device_; }
+
+    // Serves commands until Shutdown arrives (passed to the handler first). Returns
+    // normally then; throws std::runtime_error when the inbound ring is corrupt.
+    void serve(CommandHandler& handler);
+
+    // Queues one message to the supervisor, waiting while the ring is full.
+    void send(const MessageSlot& message);
+
+private:
+    bool wait_for_hello_ack(std::chrono::milliseconds timeout);
+    void heartbeat_loop();
+
+    WorkerEnvironment environment_;
+    ipc::SharedSegment segment_;
+    SegmentView view_;
+    ipc::EventFd doorbell_;
+    ipc::RingProducer<MessageSlot> outbound_;
+    ipc::RingConsumer<MessageSlot> inbound_;
+    CensusWriter census_;
+    SimulatedDevice device_;
+    std::atomic<bool> stopping_{false};
+    std::thread heartbeat_;
+};
+
+}  // namespace comfy::worker
