@@ -1,0 +1,85 @@
+// comfy-supervisor: runs one worker per node pack under one event loop and keeps the
+// machine's shared-memory segment.
+//
+//   comfy-supervisor run --config FILE [--instance NAME] [--workload FILE]
+
+#include "supervisor/log.hpp"
+#include "supervisor/summary.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <optional>
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: comfy-supervisor run --config FILE [--instance NAME] [--workload FILE]";
+
+struct Options {
+    std::string config;
+    std::string instance = "default";
+    std::optional<std::string> workload;
+};
+
+[[noreturn]] void usage_error(const std::string& what) {
+    std::fprintf(stderr, "comfy-supervisor: %s; %s\n", what.c_str(), kUsage);
+    std::exit(2);
+}
+
+Options parse_arguments(int argc, char* argv[]) {
+    if (argc >= 2 && std::strcmp(argv[1], "--help") == 0) {
+        std::puts(kUsage);
+        std::exit(0);
+    }
+    if (argc < 2 || std::strcmp(argv[1], "run") != 0) usage_error("expected the command 'run'");
+    Options options;
+    for (int i = 2; i < argc; ++i) {
+        const std::string flag = argv[i];
+        if (i + 1 >= argc) usage_error(flag + " needs a value");
+        const std::string value = argv[++i];
+        if (flag == "--config") {
+            options.config = value;
+        } else if (flag == "--instance") {
+            options.instance = value;
+        } else if (flag == "--workload") {
+            options.workload = value;
+        } else {
+            usage_error("unknown option '" + flag + "'");
+        }
+    }
+    if (options.config.empty()) usage_error("--config is required");
+    return options;
+}
+
+}  // namespace
+
+int main(int argc, char* argv[]) {
+    using namespace comfy::supervisor;
+    const Options options = parse_arguments(argc, argv);
+    std::optional<Config> config;
+    std::optional<Workload> workload;
+    try {
+        config = load_config(options.config);
+        if (options.workload) workload = load_workload(*options.workload, *config);
+        comfy::ipc::segment_name(options.instance);  // a bad --instance is a usage error too
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "comfy-supervisor: %s\n", e.what());
+        return 2;
+    }
+    try {
+        Supervisor supervisor(std::move(*config), options.instance);
+        std::optional<WorkloadRunner> runner;
+        if (workload) {
+            runner.emplace(supervisor, std::move(*workload));
+            runner->start();
+        }
+        const int code = supervisor.run();
+        if (!runner) return code;
+        print_summary(supervisor, *runner);
+        return runner->outcome().prompts_failed == 0 ? code : 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "comfy-supervisor: %s\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,39 @@
+#pragma once
+// Starts a worker process: its own process group, a minimal environment, death with its
+// parent (PR_SET_PDEATHSIG), and a pidfd so the event loop sees its exit at once.
+//
+// fork+exec by hand rather than Boost.Process: we need PR_SET_PDEATHSIG and setpgid in
+// the child before exec, one inherited descriptor, a pidfd for our own Asio loop, and
+// the exec error reported back; Boost.Process v2's async_wait can fall into a blocking
+// waitpid (boostorg/process#564).
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace comfy::supervisor {
+
+struct SpawnRequest {
+    std::string command;  // absolute path
+    std::vector<std::string> args;
+    std::map<std::string, std::string> environment;  // the child's whole environment
+    std::string working_directory;
+    int inherited_fd = -1;  // stays open across exec
+};
+
+struct SpawnedProcess {
+    pid_t pid = -1;
+    int pidfd = -1;            // readable when the process exits
+    int exec_error_fd = -1;    // holds the exec errno if exec failed; EOF otherwise
+};
+
+// Forks and execs. Throws std::system_error when fork or pidfd_open fails.
+SpawnedProcess spawn_process(const SpawnRequest& request);
+
+// After the process exited: the errno of a failed exec, or 0 when exec succeeded.
+// Closes exec_error_fd.
+int take_exec_error(SpawnedProcess& process);
+
+}  // namespace comfy::supervisor

@@ -1,0 +1,31 @@
+#include "supervisor/summary.hpp"
+
+#include "shared/byte_size.hpp"
+
+#include <cstdio>
+
+namespace comfy::supervisor {
+
+void print_summary(const Supervisor& supervisor, const WorkloadRunner& runner) {
+    const auto& outcome = runner.outcome();
+    const auto totals = supervisor.totals();
+    const auto device_total = supervisor.view().device_total_bytes();
+    std::printf("\nsummary\n");
+    std::printf("  prompts run        %u of %u (%u failed)\n", outcome.prompts_run, runner.prompts_total(),
+                outcome.prompts_failed);
+    std::printf("  nodes run          %u (%u retried after a worker died)\n", outcome.nodes_run, outcome.nodes_retried);
+    std::printf("  workers started    %u (%u restarts)\n", totals.workers_started, totals.workers_restarted);
+    std::printf("  peak device use    %s of %s\n", format_byte_size(totals.peak_device_used).c_str(),
+                format_byte_size(device_total).c_str());
+    std::printf("  census at the end of the workload:\n");
+    std::printf("    %-12s %8s %4s %8s %12s %12s %12s\n", "pack", "pid", "gen", "restarts", "device", "pinned", "rss");
+    for (const auto& row : runner.final_census()) {
+        std::printf("    %-12s %8d %4u %8u %12s %12s %12s\n", row.pack.c_str(), row.pid, row.generation, row.restarts,
+                    format_byte_size(row.census.device_used_bytes).c_str(),
+                    format_byte_size(row.census.pinned_bytes).c_str(),
+                    format_byte_size(row.census.resident_set_bytes).c_str());
+    }
+    std::fflush(stdout);
+}
+
+}  // namespace comfy::supervisor

@@ -1,0 +1,11 @@
+#pragma once
+// The report printed when a workload ends: what ran, what restarted, the peak device
+// use and each worker's census.
+
+#include "supervisor/workload.hpp"
+
+namespace comfy::supervisor {
+
+void print_summary(const Supervisor& supervisor, const WorkloadRunner& runner);
+
+}  // namespace comfy::supervisor

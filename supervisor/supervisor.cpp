@@ -1,0 +1,549 @@
+#include "supervisor/supervisor.hpp"
+
+#include "shared/device_accounting.hpp"
+#include "supervisor/log.hpp"
+
+#include <boost/asio/post.hpp>
+
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace comfy::supervisor {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Slot 0 is kept for the ComfyUI host; pack i runs in slot i + 1.
+constexpr std::uint32_t kFirstWorkerSlot = 1;
+// How many messages one worker may hand us per wake-up before the others get a turn.
+constexpr int kMessagesPerTurn = 64;
+
+worker::Token random_token() {
+    worker::Token token{};
+    if (::getrandom(token.data(), token.size(), 0) != static_cast<ssize_t>(token.size())) {
+        throw std::runtime_error(std::string("getrandom failed: ") + std::strerror(errno));
+    }
+    return token;
+}
+
+// Compares in time independent of where the first difference is.
+bool same_token(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) {
+    std::uint8_t difference = 0;
+    for (std::size_t i = 0; i < n; ++i) difference = static_cast<std::uint8_t>(difference | (a[i] ^ b[i]));
+    return difference == 0;
+}
+
+std::uint64_t wall_clock_ms() {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
+}
+
+std::string describe_exit(int status, int signal) {
+    if (signal != 0) return std::string("killed by SIG") + (sigabbrev_np(signal) ? sigabbrev_np(signal) : "?");
+    return "exited with status " + std::to_string(status);
+}
+
+std::map<std::string, std::string> child_environment(const PackConfig& pack,
+                                                     const worker::WorkerEnvironment& attach) {
+    std::map<std::string, std::string> env;
+    for (const auto& name : pack.env_allowlist) {
+        if (const char* value = std::getenv(name.c_str())) env[name] = value;
+    }
+    for (const auto& [key, value] : pack.env) env[key] = value;
+    for (const auto& [key, value] : attach.to_variables()) env[key] = value;
+    return env;
+}
+
+Message failure(FailureReason reason, const WorkerProcess& worker, std::uint64_t correlation) {
+    Message message{};
+    message.header.type = static_cast<std::uint16_t>(MessageType::request_failed);
+    message.header.version = kMessageVersion;
+    message.header.payload_size = sizeof(RequestFailed);
+    message.header.generation = worker.generation;
+    message.header.correlation = correlation;
+    message.payload = RequestFailed{static_cast<std::uint32_t>(reason), worker.last_exit_status,
+                                    worker.last_exit_signal, worker.slot};
+    return message;
+}
+
+}  // namespace
+
+Supervisor::Supervisor(Config config, const std::string& instance)
+    : config_(std::move(config)),
+      instance_(instance),
+      segment_([&] {
+          const std::string name = ipc::segment_name(instance);
+          const auto found = ipc::inspect_segment(name);
+          if (found.state == ipc::SegmentState::stale) {
+              log_line("removing stale segment " + name + ": " + found.detail);
+          }
+          return create_segment(instance, config_.limits.capacities,
+                                config_.device.kind == DeviceKind::simulated ? config_.device.total_bytes : 0);
+      }()),
+      view_(view_of(segment_)),
+      doorbell_watch_(io_, ::dup(doorbell_.fd())),
+      signals_(io_, SIGINT, SIGTERM),
+      heartbeat_timer_(io_),
+      shutdown_timer_(io_) {
+    for (std::size_t i = 0; i < config_.packs.size(); ++i) {
+        workers_.push_back(std::make_unique<WorkerProcess>(config_.packs[i],
+                                                           kFirstWorkerSlot + static_cast<std::uint32_t>(i), io_));
+    }
+}
+
+Supervisor::~Supervisor() {
+    // run() reaps every child; this only matters when run() was never called or threw.
+    for (auto& worker : workers_) {
+        if (worker->alive()) {
+            ::killpg(worker->process.pid, SIGKILL);
+            ::waitpid(worker->process.pid, nullptr, 0);
+        }
+    }
+}
+
+int Supervisor::run() {
+    signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
+        if (!ec) begin_shutdown(std::string("received SIG") + sigabbrev_np(signal));
+    });
+    log_line("segment " + segment_.name() + " created; starting " + std::to_string(workers_.size()) + " worker(s)");
+    for (auto& worker : workers_) start_worker(*worker);
+    wait_for_messages();
+    check_heartbeats();
+    io_.run();
+    log_line("all workers stopped; segment removed");
+    return 0;
+}
+
+// ---- spawning, death and restart ----
+
+void Supervisor::start_worker(WorkerProcess& worker) {
+    ++worker.generation;
+    worker.token = random_token();
+    worker.kill_reason.clear();
+    // The previous process is reaped, so nobody else writes these regions now.
+    ipc::ring_initialize<MessageSlot>(view_.to_participant_ring(worker.slot), view_.capacities().ring_slots);
+    ipc::ring_initialize<MessageSlot>(view_.from_participant_ring(worker.slot), view_.capacities().ring_slots);
+    view_.census(worker.slot).census.reset();
+    // Relaxed: the new worker is not running yet; its spawn orders everything after.
+    view_.census(worker.slot).heartbeat.store(0, std::memory_order_relaxed);
+    worker.to_worker.emplace(view_.to_participant_ring(worker.slot), view_.capacities().ring_slots);
+    worker.from_worker.emplace(view_.from_participant_ring(worker.slot), view_.capacities().ring_slots);
+    worker.outbox.clear();
+
+    worker::WorkerEnvironment attach;
+    attach.instance = instance_;
+    attach.slot = worker.slot;
+    attach.generation = worker.generation;
+    attach.token = worker.token;
+    attach.doorbell_fd = doorbell_.fd();
+    attach.heartbeat_interval = std::max(Milliseconds(10), config_.limits.heartbeat_timeout / 5);
+    worker.state = ParticipantState::spawning;
+    worker.started_at_ms = wall_clock_ms();
+    publish(worker);
+    try {
+        worker.process = spawn_process(SpawnRequest{worker.pack.command, worker.pack.args,
+                                                    child_environment(worker.pack, attach),
+                                                    worker.pack.working_directory, doorbell_.fd()});
+    } catch (const std::exception& e) {
+        log_line(worker.pack.name + ": cannot start: " + e.what());
+        worker.last_exit_status = -1;
+        worker.last_exit_signal = 0;
+        schedule_restart(worker);
+        return;
+    }
+    ++worker.starts;
+    publish(worker);
+    log_line(worker.pack.name + ": spawned pid " + std::to_string(worker.process.pid) + " (generation " +
+             std::to_string(worker.generation) + ")");
+    watch_exit(worker);
+    worker.handshake_timer.expires_after(config_.limits.handshake_timeout);
+    worker.handshake_timer.async_wait([this, &worker, generation = worker.generation](const boost::system::error_code& ec) {
+        if (ec || worker.generation != generation || worker.state != ParticipantState::spawning) return;
+        terminate(worker, "no Hello within " + std::to_string(config_.limits.handshake_timeout.count()) + " ms");
+    });
+}
+
+void Supervisor::watch_exit(WorkerProcess& worker) {
+    worker.pidfd.assign(worker.process.pidfd);
+    worker.pidfd.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                            [this, &worker](const boost::system::error_code& ec) {
+                                if (!ec) on_exit(worker);
+                            });
+}
+
+void Supervisor::on_exit(WorkerProcess& worker) {
+    int status = 0;
+    const pid_t pid = worker.process.pid;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    // Whatever the worker left in its group goes with it.
+    ::killpg(pid, SIGKILL);
+    const int exec_error = take_exec_error(worker.process);
+    worker.pidfd.close();  // closes the pidfd
+    worker.process = SpawnedProcess{};
+    worker.handshake_timer.cancel();
+    worker.kill_timer.cancel();
+    worker.last_exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    worker.last_exit_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+
+    std::string what = worker.pack.name + ": worker pid " + std::to_string(pid) + " (generation " +
+                       std::to_string(worker.generation) + ") " +
+                       describe_exit(worker.last_exit_status, worker.last_exit_signal);
+    if (exec_error != 0) what += ": cannot execute " + worker.pack.command + ": " + std::strerror(exec_error);
+    if (!worker.kill_reason.empty()) what += " (" + worker.kill_reason + ")";
+    log_line(what);
+
+    // Its memory went with the process: return its device use and drop its census.
+    view_.census(worker.slot).census.reset();
+    fail_requests(worker, FailureReason::worker_died, false);
+    if (shutting_down_) {
+        set_state(worker, ParticipantState::dead);
+        fail_requests(worker, FailureReason::shutting_down, true);
+        finish_if_done();
+        return;
+    }
+    schedule_restart(worker);
+}
+
+void Supervisor::schedule_restart(WorkerProcess& worker) {
+    const auto decision = worker.restarts.on_death(Clock::now());
+    if (decision.give_up) {
+        set_state(worker, ParticipantState::failed);
+        log_line(worker.pack.name + ": failed: more than " + std::to_string(worker.pack.restart.max_restarts) +
+                 " restarts within " + std::to_string(worker.pack.restart.window.count()) +
+                 " ms; not restarting until an operator asks");
+        fail_requests(worker, FailureReason::worker_failed, true);
+        check_all_started();
+        return;
+    }
+    set_state(worker, ParticipantState::dead);
+    log_line(worker.pack.name + ": restarting in " + std::to_string(decision.delay.count()) + " ms");
+    worker.restart_timer.expires_after(decision.delay);
+    worker.restart_timer.async_wait([this, &worker](const boost::system::error_code& ec) {
+        if (!ec && !shutting_down_) start_worker(worker);
+    });
+}
+
+void Supervisor::terminate(WorkerProcess& worker, const std::string& reason) {
+    if (!worker.alive() || !worker.kill_reason.empty()) return;
+    worker.kill_reason = reason;
+    log_line(worker.pack.name + ": stopping pid " + std::to_string(worker.process.pid) + ": " + reason);
+    set_state(worker, ParticipantState::draining);
+    ::killpg(worker.process.pid, SIGTERM);
+    ::killpg(worker.process.pid, SIGCONT);  // a stopped process must run to see SIGTERM
+    worker.kill_timer.expires_after(config_.limits.shutdown_grace);
+    worker.kill_timer.async_wait([&worker](const boost::system::error_code& ec) {
+        if (!ec && worker.alive()) ::killpg(worker.process.pid, SIGKILL);
+    });
+}
+
+void Supervisor::fail_requests(WorkerProcess& worker, FailureReason reason, bool include_queued) {
+    auto in_flight = std::move(worker.in_flight);
+    worker.in_flight.clear();
+    for (auto& [correlation, reply] : in_flight) reply(failure(reason, worker, correlation));
+    if (!include_queued) return;
+    auto queued = std::move(worker.queued);
+    worker.queued.clear();
+    for (auto& request : queued) request.reply(failure(reason, worker, request.message.header.correlation));
+}
+
+}  // namespace comfy::supervisor
+
+namespace comfy::supervisor {
+
+// ---- messages from workers ----
+
+void Supervisor::wait_for_messages() {
+    // Ask every worker to ring the doorbell on its next message; if one already has a
+    // message waiting, do not sleep at all.
+    bool pending = false;
+    for (auto& worker : workers_) {
+        if (worker->alive() && worker->from_worker && worker->from_worker->arm_doorbell() != ipc::PopResult::empty) {
+            pending = true;
+        }
+    }
+    if (pending) {
+        boost::asio::post(io_, [this] { drain_rings(); });
+        return;
+    }
+    doorbell_watch_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                               [this](const boost::system::error_code& ec) {
+                                   if (!ec) drain_rings();
+                               });
+}
+
+void Supervisor::drain_rings() {
+    doorbell_.drain();
+    for (auto& worker_ptr : workers_) {
+        WorkerProcess& worker = *worker_ptr;
+        if (!worker.alive() || !worker.from_worker) continue;
+        worker.from_worker->disarm();
+        MessageSlot slot{};
+        for (int n = 0; n < kMessagesPerTurn && worker.alive(); ++n) {
+            const auto state = worker.from_worker->try_pop(slot);
+            if (state == ipc::PopResult::empty) break;
+            if (state == ipc::PopResult::corrupt) {
+                terminate(worker, "its ring to the supervisor is corrupt");
+                break;
+            }
+            handle_message(worker, slot);
+        }
+        flush(worker);
+    }
+    sample_device();
+    wait_for_messages();
+}
+
+void Supervisor::handle_message(WorkerProcess& worker, const MessageSlot& slot) {
+    const auto decoded = decode(slot);
+    if (!decoded.ok()) {
+        terminate(worker, "sent an invalid message: " + decoded.describe());
+        return;
+    }
+    const Message& message = decoded.message;
+    if (message.header.generation != worker.generation) return;  // from an older life of this slot
+    if (worker.state == ParticipantState::spawning) {
+        accept_hello(worker, message);
+        return;
+    }
+    switch (message.type()) {
+        case MessageType::node_started: set_state(worker, ParticipantState::busy); break;
+        case MessageType::node_finished:
+            if (worker.state == ParticipantState::busy) set_state(worker, ParticipantState::ready);
+            break;
+        case MessageType::work_result: {
+            const auto request = worker.in_flight.find(message.header.correlation);
+            if (request == worker.in_flight.end()) break;
+            auto reply = std::move(request->second);
+            worker.in_flight.erase(request);
+            reply(message);
+            break;
+        }
+        case MessageType::hello:
+            terminate(worker, "sent a second Hello");
+            break;
+        default:
+            // Memory reports arrive with the arbitration issue; until then they are not
+            // a protocol violation, only unused.
+            break;
+    }
+}
+
+void Supervisor::accept_hello(WorkerProcess& worker, const Message& message) {
+    const auto* hello = std::get_if<Hello>(&message.payload);
+    if (hello == nullptr) {
+        terminate(worker, std::string("sent ") + std::string(to_string(message.type())) + " before Hello");
+        return;
+    }
+    if (hello->layout_version != kLayoutVersion) {
+        terminate(worker, "speaks layout version " + std::to_string(hello->layout_version) + ", the supervisor " +
+                              std::to_string(kLayoutVersion) + "; rebuild the worker against this version");
+        return;
+    }
+    if (!same_token(hello->token, worker.token.data(), worker.token.size())) {
+        terminate(worker, "presented a wrong token");
+        return;
+    }
+    if (hello->pid != worker.process.pid) {
+        terminate(worker, "claims pid " + std::to_string(hello->pid) + ", spawned as " +
+                              std::to_string(worker.process.pid));
+        return;
+    }
+    worker.handshake_timer.cancel();
+    // Relaxed: a counter compared with its own earlier values only.
+    worker.last_heartbeat = view_.census(worker.slot).heartbeat.load(std::memory_order_relaxed);
+    worker.heartbeat_seen_at = Clock::now();
+    set_state(worker, ParticipantState::ready);
+    deliver(worker, encode(HelloAck{worker.slot, worker.generation, 0, view_.device_total_bytes()}, worker.generation));
+    log_line(worker.pack.name + ": ready (pid " + std::to_string(worker.process.pid) + ", generation " +
+             std::to_string(worker.generation) + ")");
+    dispatch_queued(worker);
+    check_all_started();
+}
+
+// ---- messages to workers ----
+
+void Supervisor::deliver(WorkerProcess& worker, const MessageSlot& message) {
+    worker.outbox.push_back(message);
+    flush(worker);
+}
+
+void Supervisor::flush(WorkerProcess& worker) {
+    while (!worker.outbox.empty() && worker.to_worker) {
+        const auto state = worker.to_worker->try_push(worker.outbox.front());
+        if (state == ipc::PushResult::full) return;  // retried after its next message or tick
+        if (state == ipc::PushResult::corrupt) {
+            terminate(worker, "its command ring is corrupt");
+            return;
+        }
+        worker.outbox.pop_front();
+    }
+}
+
+void Supervisor::submit(const std::string& pack, const std::string& node, std::uint64_t epoch, std::uint32_t index,
+                        ReplyHandler reply) {
+    const auto found = std::find_if(workers_.begin(), workers_.end(),
+                                    [&](const auto& w) { return w->pack.name == pack; });
+    WorkRequest request{};
+    request.prompt_epoch = epoch;
+    request.node_index = index;
+    std::strncpy(request.node_name, node.c_str(), sizeof request.node_name - 1);
+    PendingRequest pending{encode(request, 0, next_correlation_++), std::move(reply)};
+    if (found == workers_.end()) {
+        Message message{};
+        message.header.correlation = pending.message.header.correlation;
+        message.payload = RequestFailed{static_cast<std::uint32_t>(FailureReason::no_such_pack), -1, 0, 0};
+        message.header.type = static_cast<std::uint16_t>(MessageType::request_failed);
+        pending.reply(message);
+        return;
+    }
+    WorkerProcess& worker = **found;
+    if (shutting_down_ || worker.state == ParticipantState::failed) {
+        const auto reason = shutting_down_ ? FailureReason::shutting_down : FailureReason::worker_failed;
+        pending.reply(failure(reason, worker, pending.message.header.correlation));
+        return;
+    }
+    worker.queued.push_back(std::move(pending));
+    dispatch_queued(worker);
+}
+
+void Supervisor::dispatch_queued(WorkerProcess& worker) {
+    if (worker.state != ParticipantState::ready && worker.state != ParticipantState::busy) return;
+    while (!worker.queued.empty()) {
+        PendingRequest request = std::move(worker.queued.front());
+        worker.queued.pop_front();
+        request.message.header.generation = worker.generation;
+        worker.in_flight.emplace(request.message.header.correlation, std::move(request.reply));
+        deliver(worker, request.message);
+    }
+}
+
+// ---- liveness ----
+
+void Supervisor::check_heartbeats() {
+    const auto now = Clock::now();
+    for (auto& worker_ptr : workers_) {
+        WorkerProcess& worker = *worker_ptr;
+        if (worker.state != ParticipantState::ready && worker.state != ParticipantState::busy) continue;
+        // Relaxed: only compared with the previous value; a change is all that matters.
+        const std::uint64_t beat = view_.census(worker.slot).heartbeat.load(std::memory_order_relaxed);
+        if (beat != worker.last_heartbeat) {
+            worker.last_heartbeat = beat;
+            worker.heartbeat_seen_at = now;
+        } else if (now - worker.heartbeat_seen_at > config_.limits.heartbeat_timeout) {
+            terminate(worker, "hung: no heartbeat for " + std::to_string(config_.limits.heartbeat_timeout.count()) +
+                                  " ms");
+        }
+        flush(worker);
+    }
+    sample_device();
+    heartbeat_timer_.expires_after(std::max(Milliseconds(10), config_.limits.heartbeat_timeout / 10));
+    heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
+        if (!ec) check_heartbeats();
+    });
+}
+
+void Supervisor::sample_device() {
+    peak_device_used_ = std::max(peak_device_used_, simulated_device_used(view_));
+}
+
+// ---- the participant table ----
+
+void Supervisor::set_state(WorkerProcess& worker, ParticipantState state) {
+    if (worker.state == state) return;
+    worker.state = state;
+    publish(worker);
+}
+
+void Supervisor::publish(const WorkerProcess& worker) {
+    ParticipantRecord record{};
+    std::strncpy(record.name, worker.pack.name.c_str(), sizeof record.name - 1);
+    record.pid = worker.process.pid > 0 ? worker.process.pid : 0;
+    record.generation = worker.generation;
+    record.state = static_cast<std::uint8_t>(worker.state);
+    record.kind = static_cast<std::uint8_t>(ParticipantKind::worker);
+    record.restarts = worker.restarts.restarts();
+    record.last_exit_status = worker.last_exit_status;
+    record.last_exit_signal = worker.last_exit_signal;
+    record.started_at_ms = worker.started_at_ms;
+    view_.participant(worker.slot).record.write(record);
+}
+
+// ---- start-up and shutdown ----
+
+void Supervisor::check_all_started() {
+    if (!all_started_) return;
+    const bool all = std::all_of(workers_.begin(), workers_.end(), [](const auto& w) {
+        return w->state == ParticipantState::ready || w->state == ParticipantState::busy ||
+               w->state == ParticipantState::failed;
+    });
+    if (all) std::exchange(all_started_, nullptr)();
+}
+
+void Supervisor::begin_shutdown(const std::string& why) {
+    if (shutting_down_) return;
+    shutting_down_ = true;
+    log_line("shutting down (" + why + "): asking every worker to finish within " +
+             std::to_string(config_.limits.shutdown_grace.count()) + " ms");
+    signals_.cancel();
+    heartbeat_timer_.cancel();
+    for (auto& worker : workers_) {
+        worker->restart_timer.cancel();
+        fail_requests(*worker, FailureReason::shutting_down, true);
+        if (!worker->alive()) continue;
+        if (worker->state == ParticipantState::ready || worker->state == ParticipantState::busy) {
+            set_state(*worker, ParticipantState::draining);
+            deliver(*worker, encode(Shutdown{static_cast<std::uint32_t>(config_.limits.shutdown_grace.count()), 0},
+                                    worker->generation));
+        } else {
+            ::killpg(worker->process.pid, SIGTERM);
+        }
+    }
+    shutdown_timer_.expires_after(config_.limits.shutdown_grace);
+    shutdown_timer_.async_wait([this](const boost::system::error_code& ec) {
+        if (ec) return;
+        for (auto& worker : workers_) {
+            if (!worker->alive()) continue;
+            log_line(worker->pack.name + ": still running after the grace period; killing it");
+            ::killpg(worker->process.pid, SIGKILL);
+        }
+    });
+    finish_if_done();
+}
+
+void Supervisor::finish_if_done() {
+    if (!shutting_down_) return;
+    if (std::any_of(workers_.begin(), workers_.end(), [](const auto& w) { return w->alive(); })) return;
+    shutdown_timer_.cancel();
+    doorbell_watch_.close();
+    io_.stop();
+}
+
+Supervisor::Totals Supervisor::totals() const {
+    Totals totals;
+    for (const auto& worker : workers_) {
+        totals.workers_started += worker->starts;
+        totals.workers_restarted += worker->starts > 0 ? worker->starts - 1 : 0;
+    }
+    totals.peak_device_used = peak_device_used_;
+    return totals;
+}
+
+std::vector<Supervisor::CensusRow> Supervisor::census_rows() const {
+    std::vector<CensusRow> rows;
+    for (const auto& worker : workers_) {
+        CensusRow row{worker->pack.name, worker->process.pid, worker->generation, worker->restarts.restarts(), {}};
+        if (view_.census(worker->slot).census.read(row.census) != ipc::SeqlockRead::ok) row.census = CensusRecord{};
+        rows.push_back(row);
+    }
+    return rows;
+}
+
+}  // namespace comfy::supervisor

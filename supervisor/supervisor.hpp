@@ -1,0 +1,103 @@
+#pragma once
+// The supervisor: one Boost.Asio event loop that owns the segment, spawns one worker per
+// pack, watches each through its pidfd and heartbeat, restarts the dead with backoff,
+// routes requests to workers and answers every one of them, and shuts down cleanly.
+
+#include "ipc/eventfd.hpp"
+#include "shared/segment_layout.hpp"
+#include "supervisor/config.hpp"
+#include "supervisor/worker_process.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace comfy::supervisor {
+
+class Supervisor {
+public:
+    // Creates the segment (removing a stale one of the same instance). Throws
+    // ipc::SegmentError when the instance is taken by a live supervisor.
+    Supervisor(Config config, const std::string& instance);
+    ~Supervisor();
+
+    boost::asio::io_context& io() noexcept { return io_; }
+    const SegmentView& view() const noexcept { return view_; }
+
+    // Starts every worker and runs the loop until shutdown completes. Returns the exit code.
+    int run();
+
+    // Sends `node` of prompt `epoch` to `pack`'s worker (queued until it is ready) and
+    // calls `reply` exactly once with the WorkResult or a RequestFailed.
+    void submit(const std::string& pack, const std::string& node, std::uint64_t epoch, std::uint32_t index,
+                ReplyHandler reply);
+
+    // Stops accepting work, asks every worker to finish, kills what remains after the
+    // grace period, and ends run() once every child is reaped.
+    void begin_shutdown(const std::string& why);
+
+    // Called once every worker reached ready for the first time (or failed).
+    void on_all_started(std::function<void()> callback) { all_started_ = std::move(callback); }
+
+    struct Totals {
+        std::uint32_t workers_started = 0;
+        std::uint32_t workers_restarted = 0;
+        std::uint64_t peak_device_used = 0;
+    };
+    Totals totals() const;
+
+    // What each worker holds now, read from its census slot.
+    struct CensusRow {
+        std::string pack;
+        std::int32_t pid;
+        std::uint32_t generation;
+        std::uint32_t restarts;
+        CensusRecord census;
+    };
+    std::vector<CensusRow> census_rows() const;
+    const std::vector<std::unique_ptr<WorkerProcess>>& workers() const noexcept { return workers_; }
+
+private:
+    void start_worker(WorkerProcess& worker);
+    void watch_exit(WorkerProcess& worker);
+    void on_exit(WorkerProcess& worker);
+    void terminate(WorkerProcess& worker, const std::string& reason);
+    void schedule_restart(WorkerProcess& worker);
+    void fail_requests(WorkerProcess& worker, FailureReason reason, bool include_queued);
+
+    void wait_for_messages();
+    void drain_rings();
+    void handle_message(WorkerProcess& worker, const MessageSlot& slot);
+    void accept_hello(WorkerProcess& worker, const Message& message);
+    void deliver(WorkerProcess& worker, const MessageSlot& message);
+    void flush(WorkerProcess& worker);
+    void dispatch_queued(WorkerProcess& worker);
+
+    void check_heartbeats();
+    void sample_device();
+    void publish(const WorkerProcess& worker);
+    void set_state(WorkerProcess& worker, ParticipantState state);
+    void finish_if_done();
+    void check_all_started();
+
+    Config config_;
+    std::string instance_;
+    boost::asio::io_context io_;
+    ipc::SharedSegment segment_;
+    SegmentView view_;
+    ipc::EventFd doorbell_;
+    boost::asio::posix::stream_descriptor doorbell_watch_;
+    boost::asio::signal_set signals_;
+    boost::asio::steady_timer heartbeat_timer_;
+    boost::asio::steady_timer shutdown_timer_;
+    std::vector<std::unique_ptr<WorkerProcess>> workers_;
+    std::function<void()> all_started_;
+    bool shutting_down_ = false;
+    std::uint64_t next_correlation_ = 1;
+    std::uint64_t peak_device_used_ = 0;
+};
+
+}  // namespace comfy::supervisor

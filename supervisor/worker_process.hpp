@@ -1,0 +1,64 @@
+#pragma once
+// The supervisor's private view of one pack's worker: what it started, what it waits
+// for, and what it owes to whoever sent the worker requests.
+
+#include "shared/message_codec.hpp"
+#include "supervisor/config.hpp"
+#include "supervisor/process_spawner.hpp"
+#include "supervisor/restart_policy.hpp"
+#include "worker/worker_environment.hpp"
+
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+
+namespace comfy::supervisor {
+
+// Answers a request: with the worker's reply, or a RequestFailed from the supervisor.
+using ReplyHandler = std::function<void(const Message& reply)>;
+
+struct PendingRequest {
+    MessageSlot message;  // correlation set; generation stamped when sent
+    ReplyHandler reply;
+};
+
+struct WorkerProcess {
+    WorkerProcess(const PackConfig& config, std::uint32_t slot_index, boost::asio::io_context& io)
+        : pack(config), slot(slot_index), restarts(config.restart), pidfd(io), restart_timer(io),
+          handshake_timer(io), kill_timer(io) {}
+
+    PackConfig pack;
+    std::uint32_t slot;
+    std::uint32_t generation = 0;
+    ParticipantState state = ParticipantState::empty;
+    RestartTracker restarts;
+    worker::Token token{};
+    SpawnedProcess process;
+    boost::asio::posix::stream_descriptor pidfd;
+    boost::asio::steady_timer restart_timer;
+    boost::asio::steady_timer handshake_timer;
+    boost::asio::steady_timer kill_timer;
+    std::optional<ipc::RingProducer<MessageSlot>> to_worker;
+    std::optional<ipc::RingConsumer<MessageSlot>> from_worker;
+
+    std::uint64_t last_heartbeat = 0;
+    std::chrono::steady_clock::time_point heartbeat_seen_at{};
+    std::string kill_reason;  // why the supervisor is ending this worker, if it is
+    std::int32_t last_exit_status = -1;
+    std::int32_t last_exit_signal = 0;
+    std::uint64_t started_at_ms = 0;
+    std::uint32_t starts = 0;
+
+    std::deque<MessageSlot> outbox;                  // waiting for room in the ring
+    std::deque<PendingRequest> queued;               // waiting for a ready worker
+    std::map<std::uint64_t, ReplyHandler> in_flight;  // sent, by correlation id
+
+    bool alive() const noexcept { return process.pid > 0; }
+};
+
+}  // namespace comfy::supervisor

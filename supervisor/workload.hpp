@@ -1,0 +1,57 @@
+#pragma once
+// A workload of prompts to run through the workers: the stand-in for the ComfyUI host
+// until it joins as a participant. Each prompt is a list of nodes, each node run by its
+// pack's worker; a node whose worker died is retried on the restarted worker.
+
+#include "supervisor/supervisor.hpp"
+
+#include <string>
+#include <vector>
+
+namespace comfy::supervisor {
+
+struct WorkloadNode {
+    std::string pack;
+    std::string node;
+};
+
+struct Workload {
+    std::vector<std::vector<WorkloadNode>> prompts;  // run in order, `repeat` times
+    std::uint32_t repeat = 1;
+};
+
+// Reads a workload file; throws ConfigError (one line: file, JSON path, expected, found).
+Workload load_workload(const std::string& path, const Config& config);
+
+class WorkloadRunner {
+public:
+    WorkloadRunner(Supervisor& supervisor, Workload workload);
+    // Starts once every worker is up; shuts the supervisor down when the last prompt ends.
+    void start();
+
+    struct Outcome {
+        std::uint32_t prompts_run = 0;
+        std::uint32_t prompts_failed = 0;
+        std::uint32_t nodes_run = 0;
+        std::uint32_t nodes_retried = 0;
+    };
+    const Outcome& outcome() const noexcept { return outcome_; }
+    // The workers' census as the last prompt ended, before shutdown released it all.
+    const std::vector<Supervisor::CensusRow>& final_census() const noexcept { return final_census_; }
+    std::uint32_t prompts_total() const noexcept;
+
+private:
+    void run_node();
+    void on_reply(const Message& reply);
+    void next_prompt(bool failed);
+
+    Supervisor& supervisor_;
+    Workload workload_;
+    Outcome outcome_;
+    std::vector<Supervisor::CensusRow> final_census_;
+    std::uint32_t prompt_ = 0;  // over all repeats
+    std::uint32_t node_ = 0;
+    std::uint32_t attempts_ = 0;
+};
+
+}  // namespace comfy::supervisor
