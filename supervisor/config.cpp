@@ -1,0 +1,589 @@
+#include "supervisor/config.hpp"
+
+#include "shared/message_payloads.hpp"
+#include "shared/records.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+namespace comfy::supervisor {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Pointer = json::json_pointer;
+
+// Inclusive bounds of a whole-number setting.
+struct Range {
+    std::uint64_t min;
+    std::uint64_t max;
+};
+
+constexpr Range kHeartbeatTimeoutMs{100, 3'600'000};
+constexpr Range kHandshakeTimeoutMs{100, 600'000};
+constexpr Range kShutdownGraceMs{0, kMaxGraceMs};  // the most a Shutdown message can carry
+constexpr Range kBackoffMs{0, 3'600'000};
+constexpr Range kMaxRestarts{0, 1000};
+constexpr Range kRestartWindowMs{1, 86'400'000};
+constexpr Range kCudaIndex{0, kMaxDevices - 1};
+// Only the type's range: Capacities::validate() owns the real limits.
+constexpr Range kCapacityField{0, std::numeric_limits<std::uint32_t>::max()};
+// No model fits below 256 MiB; above kMaxBytes the figure is a typo, not a device.
+constexpr Range kSimulatedDeviceBytes{std::uint64_t{256} << 20, kMaxBytes};
+
+constexpr std::size_t kMaxPackNameLength = kPackNameBytes - 1;  // the record keeps a NUL
+constexpr std::string_view kReservedEnvPrefix = "COMFY_SV_";
+constexpr std::size_t kMaxShownValueLength = 60;
+
+// Binary units only: "GB" is refused rather than guessed, because GPU memory sold as
+// "24 GB" is 24 GiB, and reading it as 10^9 would quietly lose 7 % of the device.
+struct SizeUnit {
+    std::string_view suffix;
+    std::uint64_t bytes;
+};
+constexpr SizeUnit kSizeUnits[] = {
+    {"B", 1},
+    {"KiB", std::uint64_t{1} << 10},
+    {"MiB", std::uint64_t{1} << 20},
+    {"GiB", std::uint64_t{1} << 30},
+    {"TiB", std::uint64_t{1} << 40},
+    {"PiB", std::uint64_t{1} << 50},
+};
+
+constexpr std::pair<std::string_view, DeviceKind> kDeviceKinds[] = {
+    {"simulated", DeviceKind::simulated},
+    {"cuda", DeviceKind::cuda},
+};
+constexpr std::pair<std::string_view, CudaFallback> kCudaFallbacks[] = {
+    {"simulated", CudaFallback::simulated},
+    {"stop", CudaFallback::stop},
+};
+
+struct CapacityField {
+    const char* key;
+    std::uint32_t Capacities::*field;
+};
+constexpr CapacityField kCapacityFields[] = {
+    {"participants", &Capacities::participants},
+    {"ledger_entries", &Capacities::ledger_entries},
+    {"ring_slots", &Capacities::ring_slots},
+};
+
+// A JSON value together with its path in the file, so that any message can say where.
+struct Node {
+    const json& value;
+    Pointer at;
+};
+
+std::optional<Node> member(const Node& object, const std::string& key) {
+    const auto found = object.value.find(key);
+    if (found == object.value.end()) return std::nullopt;
+    return Node{*found, object.at / key};
+}
+
+// Non-negative whole numbers only: 5000.0 and 5e3 are not, so a fraction never gets
+// rounded away without a word.
+std::optional<std::uint64_t> as_unsigned(const json& value) {
+    if (value.is_number_unsigned()) return value.get<std::uint64_t>();
+    if (value.is_number_integer() && value.get<std::int64_t>() >= 0) {
+        return static_cast<std::uint64_t>(value.get<std::int64_t>());  // "-0" is parsed as signed
+    }
+    return std::nullopt;
+}
+
+// "24GiB" or "24 GiB" in bytes; nothing when malformed. A count too large for 64 bits
+// saturates, so it fails the range check instead of wrapping into a plausible size.
+std::optional<std::uint64_t> parse_size(std::string_view text) {
+    std::uint64_t count = 0;
+    const char* const end = text.data() + text.size();
+    const auto [digits_end, error] = std::from_chars(text.data(), end, count);
+    if (digits_end == text.data()) return std::nullopt;
+    std::string_view unit(digits_end, static_cast<std::size_t>(end - digits_end));
+    if (unit.starts_with(' ')) unit.remove_prefix(1);
+    for (const auto& [suffix, bytes] : kSizeUnits) {
+        if (unit != suffix) continue;
+        constexpr auto most = std::numeric_limits<std::uint64_t>::max();
+        if (error == std::errc::result_out_of_range || count > most / bytes) return most;
+        return count * bytes;
+    }
+    return std::nullopt;
+}
+
+// The largest unit that divides `bytes` exactly ("B" divides all): 268435456 is "256MiB".
+std::string format_size(std::uint64_t bytes) {
+    const auto unit = std::find_if(std::rbegin(kSizeUnits), std::rend(kSizeUnits),
+                                   [bytes](const SizeUnit& candidate) { return bytes % candidate.bytes == 0; });
+    return std::to_string(bytes / unit->bytes) + std::string(unit->suffix);
+}
+
+std::string count_of(std::size_t count, std::string_view noun) {
+    return std::to_string(count) + " " + std::string(noun) + (count == 1 ? "" : "s");
+}
+
+std::string join(std::initializer_list<std::string_view> words, std::string_view separator) {
+    std::string joined;
+    for (const auto word : words) {
+        if (!joined.empty()) joined += separator;
+        joined += word;
+    }
+    return joined;
+}
+
+template <typename Enum, std::size_t N>
+std::string quoted_names(const std::pair<std::string_view, Enum> (&choices)[N]) {
+    std::string names;
+    for (std::size_t i = 0; i < N; ++i) {
+        if (i > 0) names += i + 1 == N ? " or " : ", ";
+        names += '"' + std::string(choices[i].first) + '"';
+    }
+    return names;
+}
+
+// The value as written, ASCII-only and cut short, so that a message stays one readable line.
+std::string describe(const json& value) {
+    std::string text = value.dump(-1, ' ', /*ensure_ascii=*/true);
+    if (text.size() > kMaxShownValueLength) text = text.substr(0, kMaxShownValueLength - 3) + "...";
+    return text;
+}
+
+// The document itself is the empty pointer; "/" keeps the message reading "at /".
+std::string path_text(const Pointer& at) {
+    return at.empty() ? "/" : at.to_string();
+}
+
+// File names, keys and system messages may hold control characters; shown as \xHH they
+// cannot break the promise of one line per error.
+std::string single_line(std::string_view text) {
+    std::string line;
+    for (const char c : text) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (byte >= 0x20 && byte != 0x7f) {
+            line += c;
+            continue;
+        }
+        char escaped[5];
+        std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+        line += escaped;
+    }
+    return line;
+}
+
+// nlohmann's messages start with an id like "[json.exception.parse_error.101] ", which
+// tells an operator nothing; the rest names the line and column.
+std::string without_exception_id(std::string_view message) {
+    const auto id_end = message.find("] ");
+    if (!message.starts_with('[') || id_end == std::string_view::npos) return std::string(message);
+    return std::string(message.substr(id_end + 2));
+}
+
+std::string system_message(int error) {
+    return std::error_code(error, std::generic_category()).message();
+}
+
+std::string pack_name_rule() {
+    return "a pack name of 1 to " + std::to_string(kMaxPackNameLength) + " characters from [A-Za-z0-9_-]";
+}
+
+bool is_pack_name(std::string_view name) {
+    return !name.empty() && name.size() <= kMaxPackNameLength &&
+           std::all_of(name.begin(), name.end(), [](char c) {
+               return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+           });
+}
+
+bool is_env_name(std::string_view name) {
+    const auto letter_or_underscore = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; };
+    return !name.empty() && letter_or_underscore(name.front()) &&
+           std::all_of(name.begin() + 1, name.end(), [&](char c) { return letter_or_underscore(c) || (c >= '0' && c <= '9'); });
+}
+
+// Empty when `file` can be started by this process; otherwise why not.
+std::string executable_problem(const fs::path& file) {
+    std::error_code error;
+    const auto status = fs::status(file, error);
+    if (error) return error.message();
+    if (!fs::is_regular_file(status)) return "not a regular file";
+    if (::access(file.c_str(), X_OK) != 0) return system_message(errno);
+    return {};
+}
+
+std::string directory_problem(const fs::path& folder) {
+    std::error_code error;
+    const auto status = fs::status(folder, error);
+    if (error) return error.message();
+    if (!fs::is_directory(status)) return "not a directory";
+    return {};
+}
+
+struct CloseFile {
+    void operator()(std::FILE* file) const { std::fclose(file); }
+};
+
+// nlohmann::json keeps the last of two equal keys in an object without a word, which in a
+// config silently drops settings; following the parse finds the first repeated key.
+class RepeatedKeyFinder {
+public:
+    void see(json::parse_event_t event, const json& parsed) {
+        switch (event) {
+        case json::parse_event_t::object_start: open_.emplace_back(/*array=*/false); break;
+        case json::parse_event_t::array_start: open_.emplace_back(/*array=*/true); break;
+        case json::parse_event_t::key: see_key(parsed.get<std::string>()); break;
+        case json::parse_event_t::object_end:
+        case json::parse_event_t::array_end:
+            open_.pop_back();
+            finish_element();
+            break;
+        case json::parse_event_t::value: finish_element(); break;
+        }
+    }
+
+    const std::optional<Pointer>& repeated() const { return repeated_; }
+
+private:
+    // An object or array the parser is inside of.
+    struct Open {
+        explicit Open(bool array) : is_array(array) {}
+        bool is_array;
+        std::size_t index = 0;       // arrays: the element being parsed
+        std::string key;             // objects: the member being parsed
+        std::set<std::string> keys;  // objects: every key so far
+    };
+
+    void see_key(std::string key) {
+        Open& object = open_.back();
+        object.key = std::move(key);
+        if (!object.keys.insert(object.key).second && !repeated_) repeated_ = path_here();
+    }
+
+    void finish_element() {
+        if (!open_.empty() && open_.back().is_array) ++open_.back().index;
+    }
+
+    Pointer path_here() const {
+        Pointer path;
+        for (const Open& open : open_) path = open.is_array ? path / open.index : path / open.key;
+        return path;
+    }
+
+    std::vector<Open> open_;
+    std::optional<Pointer> repeated_;
+};
+
+// Reads one config file. Every check fails through fail(), so every message has the same
+// shape: "<file>: at <path>: expected <what>, found <what was there>".
+class Loader {
+public:
+    explicit Loader(std::string file) : file_(std::move(file)) {}
+
+    Config load() {
+        const json document = parse(read_text());
+        // Relative paths in the file mean the same whichever directory the supervisor
+        // is started from: they are taken from the config's own folder.
+        folder_ = fs::absolute(file_).parent_path().lexically_normal();
+        const Node root{document, Pointer{}};
+        expect_object(root, {"device", "limits", "packs"});
+        Config config;
+        config.source = file_;
+        if (const auto device = member(root, "device")) config.device = read_device(*device);
+        if (const auto limits = member(root, "limits")) config.limits = read_limits(*limits);
+        config.packs = read_packs(required(root, "packs", "a list of packs"), config.limits.capacities.participants);
+        return config;
+    }
+
+private:
+    [[noreturn]] void fail(const Pointer& at, std::string_view expected, std::string_view found) const {
+        fail_file(std::string("at ") + path_text(at) + ": expected " + std::string(expected) + ", found " + std::string(found));
+    }
+
+    [[noreturn]] void fail_file(std::string_view problem) const {
+        throw ConfigError(single_line(file_ + ": " + std::string(problem)));
+    }
+
+    std::string read_text() const {
+        const std::unique_ptr<std::FILE, CloseFile> in(std::fopen(file_.c_str(), "rb"));
+        if (!in) fail_file("cannot read: " + system_message(errno));
+        std::string text;
+        char buffer[16384];
+        while (const std::size_t count = std::fread(buffer, 1, sizeof buffer, in.get())) text.append(buffer, count);
+        if (std::ferror(in.get())) fail_file("cannot read: " + system_message(errno));
+        return text;
+    }
+
+    json parse(const std::string& text) const {
+        RepeatedKeyFinder finder;
+        json document;
+        try {
+            document = json::parse(text, [&finder](int, json::parse_event_t event, json& parsed) {
+                finder.see(event, parsed);
+                return true;
+            });
+        } catch (const json::parse_error& error) {
+            fail_file("not valid JSON: " + without_exception_id(error.what()));
+        }
+        if (finder.repeated()) fail(*finder.repeated(), "each key once in its object", "this key a second time");
+        return document;
+    }
+
+    Node required(const Node& object, const std::string& key, std::string_view what) const {
+        if (auto found = member(object, key)) return std::move(*found);
+        fail(object.at / key, std::string(what) + " (required)", "nothing");
+    }
+
+    void require_object(const Node& node) const {
+        if (!node.value.is_object()) fail(node.at, "an object", describe(node.value));
+    }
+
+    // Unknown keys are errors: a misspelt optional key would otherwise be a silent default.
+    void expect_object(const Node& node, std::initializer_list<std::string_view> keys, std::string_view note = {}) const {
+        require_object(node);
+        for (const auto& item : node.value.items()) {
+            if (std::find(keys.begin(), keys.end(), item.key()) == keys.end()) {
+                fail(node.at / item.key(), "one of the keys " + join(keys, ", ") + std::string(note), "an unknown key");
+            }
+        }
+    }
+
+    std::uint64_t read_unsigned(const Node& node, Range range, std::string_view unit = {}) const {
+        const auto number = as_unsigned(node.value);
+        if (number && *number >= range.min && *number <= range.max) return *number;
+        fail(node.at,
+             "a whole number" + std::string(unit) + " from " + std::to_string(range.min) + " to " + std::to_string(range.max),
+             describe(node.value));
+    }
+
+    Milliseconds read_ms(const Node& node, Range range) const {
+        return Milliseconds{static_cast<Milliseconds::rep>(read_unsigned(node, range, " of milliseconds"))};
+    }
+
+    std::uint64_t read_size(const Node& node, Range range) const {
+        auto bytes = as_unsigned(node.value);
+        if (node.value.is_string()) bytes = parse_size(node.value.get_ref<const std::string&>());
+        if (bytes && *bytes >= range.min && *bytes <= range.max) return *bytes;
+        fail(node.at,
+             "a size from " + format_size(range.min) + " to " + format_size(range.max) +
+                 ": a whole number of bytes or a string like \"24GiB\" (units B, KiB, MiB, GiB, TiB, PiB)",
+             describe(node.value));
+    }
+
+    template <typename Enum, std::size_t N>
+    Enum read_choice(const Node& node, const std::pair<std::string_view, Enum> (&choices)[N]) const {
+        if (node.value.is_string()) {
+            for (const auto& [name, choice] : choices) {
+                if (node.value.get_ref<const std::string&>() == name) return choice;
+            }
+        }
+        fail(node.at, quoted_names(choices), describe(node.value));
+    }
+
+    // Strings end up in execve(), where a NUL would cut them short.
+    std::string read_string(const Node& node, std::string_view what) const {
+        if (!node.value.is_string()) fail(node.at, what, describe(node.value));
+        const auto& text = node.value.get_ref<const std::string&>();
+        if (text.find('\0') != std::string::npos) fail(node.at, std::string(what) + " without NUL characters", describe(node.value));
+        return text;
+    }
+
+    // Relative to the config's folder, normalized but with symbolic links kept: a virtual
+    // environment's python finds its pyvenv.cfg through the link it was started by.
+    fs::path read_path(const Node& node, std::string_view what) const {
+        const std::string text = read_string(node, what);
+        if (text.empty()) fail(node.at, what, describe(node.value));
+        fs::path path = (folder_ / text).lexically_normal();
+        if (!path.has_filename()) path = path.parent_path();  // "dir/" is "dir"
+        return path;
+    }
+
+    DeviceConfig read_device(const Node& node) const {
+        DeviceConfig device;
+        require_object(node);
+        if (const auto kind = member(node, "kind")) device.kind = read_choice(*kind, kDeviceKinds);
+        // A key of the other kind would be ignored; better to say so than to surprise.
+        if (device.kind == DeviceKind::simulated) {
+            expect_object(node, {"kind", "total_bytes"}, " (for a \"simulated\" device)");
+            if (const auto size = member(node, "total_bytes")) device.total_bytes = read_size(*size, kSimulatedDeviceBytes);
+        } else {
+            expect_object(node, {"kind", "index", "fallback"}, " (for a \"cuda\" device)");
+            if (const auto index = member(node, "index")) device.cuda_index = static_cast<int>(read_unsigned(*index, kCudaIndex));
+            if (const auto fallback = member(node, "fallback")) device.cuda_fallback = read_choice(*fallback, kCudaFallbacks);
+        }
+        return device;
+    }
+
+    Limits read_limits(const Node& node) const {
+        expect_object(node, {"heartbeat_timeout_ms", "handshake_timeout_ms", "shutdown_grace_ms", "participants",
+                             "ledger_entries", "ring_slots"});
+        Limits limits;
+        if (const auto heartbeat = member(node, "heartbeat_timeout_ms")) limits.heartbeat_timeout = read_ms(*heartbeat, kHeartbeatTimeoutMs);
+        if (const auto handshake = member(node, "handshake_timeout_ms")) limits.handshake_timeout = read_ms(*handshake, kHandshakeTimeoutMs);
+        if (const auto grace = member(node, "shutdown_grace_ms")) limits.shutdown_grace = read_ms(*grace, kShutdownGraceMs);
+        limits.capacities = read_capacities(node);
+        return limits;
+    }
+
+    // Capacities::validate() checks each field on its own and names the first bad one in
+    // prose; validating each field against otherwise default (valid) capacities tells
+    // which JSON path to blame.
+    Capacities read_capacities(const Node& limits) const {
+        Capacities capacities;
+        for (const auto& [key, field] : kCapacityFields) {
+            const auto node = member(limits, key);
+            if (!node) continue;
+            Capacities probe;
+            probe.*field = static_cast<std::uint32_t>(read_unsigned(*node, kCapacityField));
+            if (const auto problem = probe.validate(); !problem.empty()) {
+                fail(node->at, "a value the shared segment accepts (" + problem + ")", describe(node->value));
+            }
+            capacities.*field = probe.*field;
+        }
+        return capacities;
+    }
+
+    std::vector<PackConfig> read_packs(const Node& node, std::uint32_t participants) const {
+        if (!node.value.is_array()) fail(node.at, "a list of packs", describe(node.value));
+        if (node.value.empty()) fail(node.at, "at least one pack", "[]");
+        const std::size_t most = participants - 1;  // one participant slot is the ComfyUI host's
+        if (node.value.size() > most) {
+            fail(node.at,
+                 "at most " + count_of(most, "pack") + " (/limits/participants is " + std::to_string(participants) +
+                     ", one of them the ComfyUI host)",
+                 count_of(node.value.size(), "pack"));
+        }
+        std::vector<PackConfig> packs;
+        std::map<std::string, std::size_t> index_by_name;
+        for (std::size_t index = 0; index < node.value.size(); ++index) {
+            const Node pack_node{node.value[index], node.at / index};
+            PackConfig pack = read_pack(pack_node);
+            const auto [first, inserted] = index_by_name.emplace(pack.name, index);
+            if (!inserted) {
+                fail(pack_node.at / "name", "a name no other pack has",
+                     describe(pack.name) + " (also the name of " + path_text(node.at / first->second) + ")");
+            }
+            packs.push_back(std::move(pack));
+        }
+        return packs;
+    }
+
+    PackConfig read_pack(const Node& node) const {
+        expect_object(node, {"name", "command", "args", "env_allowlist", "env", "working_directory", "restart"});
+        PackConfig pack;
+        pack.name = read_pack_name(required(node, "name", pack_name_rule()));
+        pack.command = read_command(required(node, "command", "the path of an executable file"));
+        if (const auto args = member(node, "args")) pack.args = read_args(*args);
+        if (const auto allowlist = member(node, "env_allowlist")) pack.env_allowlist = read_env_allowlist(*allowlist);
+        if (const auto env = member(node, "env")) pack.env = read_env(*env, pack.env_allowlist);
+        pack.working_directory = folder_.string();
+        if (const auto folder = member(node, "working_directory")) pack.working_directory = read_working_directory(*folder);
+        if (const auto restart = member(node, "restart")) pack.restart = read_restart(*restart);
+        return pack;
+    }
+
+    std::string read_pack_name(const Node& node) const {
+        std::string name = read_string(node, pack_name_rule());
+        if (!is_pack_name(name)) fail(node.at, pack_name_rule(), describe(node.value));
+        return name;
+    }
+
+    std::string read_command(const Node& node) const {
+        const fs::path file = read_path(node, "the path of an executable file");
+        if (const auto problem = executable_problem(file); !problem.empty()) {
+            fail(node.at, "an executable file", describe(node.value) + " (" + file.string() + ": " + problem + ")");
+        }
+        return file.string();
+    }
+
+    std::string read_working_directory(const Node& node) const {
+        const fs::path folder = read_path(node, "the path of a directory");
+        if (const auto problem = directory_problem(folder); !problem.empty()) {
+            fail(node.at, "a directory", describe(node.value) + " (" + folder.string() + ": " + problem + ")");
+        }
+        return folder.string();
+    }
+
+    std::vector<std::string> read_args(const Node& node) const {
+        if (!node.value.is_array()) fail(node.at, "a list of strings", describe(node.value));
+        std::vector<std::string> args;
+        for (std::size_t index = 0; index < node.value.size(); ++index) {
+            args.push_back(read_string(Node{node.value[index], node.at / index}, "a string"));
+        }
+        return args;
+    }
+
+    std::vector<std::string> read_env_allowlist(const Node& node) const {
+        if (!node.value.is_array()) fail(node.at, "a list of variable names", describe(node.value));
+        std::vector<std::string> names;
+        for (std::size_t index = 0; index < node.value.size(); ++index) {
+            const Node entry{node.value[index], node.at / index};
+            names.push_back(read_string(entry, "a variable name"));
+            check_env_name(names.back(), entry.at);
+        }
+        return names;
+    }
+
+    std::map<std::string, std::string> read_env(const Node& node, const std::vector<std::string>& allowlist) const {
+        if (!node.value.is_object()) fail(node.at, "an object of variable names and string values", describe(node.value));
+        std::map<std::string, std::string> env;
+        for (const auto& item : node.value.items()) {
+            const Node entry{item.value(), node.at / item.key()};
+            check_env_name(item.key(), entry.at);
+            // Which of the two would win is a question the config should not raise.
+            if (std::find(allowlist.begin(), allowlist.end(), item.key()) != allowlist.end()) {
+                fail(entry.at, "a variable not also in env_allowlist", describe(item.key()));
+            }
+            env.emplace(item.key(), read_string(entry, "a string"));
+        }
+        return env;
+    }
+
+    void check_env_name(const std::string& name, const Pointer& at) const {
+        if (!is_env_name(name)) fail(at, "a variable name of [A-Za-z_][A-Za-z0-9_]*", describe(name));
+        if (name.starts_with(kReservedEnvPrefix)) {
+            fail(at, "a variable name not starting with " + std::string(kReservedEnvPrefix) + " (reserved for the supervisor)",
+                 describe(name));
+        }
+    }
+
+    RestartPolicy read_restart(const Node& node) const {
+        expect_object(node, {"initial_backoff_ms", "max_backoff_ms", "max_restarts", "window_ms"});
+        RestartPolicy restart;
+        if (const auto initial = member(node, "initial_backoff_ms")) restart.initial_backoff = read_ms(*initial, kBackoffMs);
+        const auto max_backoff = member(node, "max_backoff_ms");
+        if (max_backoff) restart.max_backoff = read_ms(*max_backoff, kBackoffMs);
+        if (const auto restarts = member(node, "max_restarts")) {
+            restart.max_restarts = static_cast<std::uint32_t>(read_unsigned(*restarts, kMaxRestarts));
+        }
+        if (const auto window = member(node, "window_ms")) restart.window = read_ms(*window, kRestartWindowMs);
+        if (restart.max_backoff < restart.initial_backoff) {
+            const std::string max_text = std::to_string(restart.max_backoff.count());
+            fail(node.at / "max_backoff_ms",
+                 "at least initial_backoff_ms (" + std::to_string(restart.initial_backoff.count()) + ")",
+                 max_backoff ? describe(max_backoff->value) : max_text + " (the default)");
+        }
+        return restart;
+    }
+
+    std::string file_;
+    fs::path folder_;
+};
+
+}  // namespace
+
+Config load_config(const std::string& path) {
+    return Loader(path).load();
+}
+
+}  // namespace comfy::supervisor

@@ -1,0 +1,362 @@
+// The config loader: a full config lands in the struct field by field, omitted keys take
+// their defaults, sizes take their units, paths are taken from the config's folder; and
+// every bad config is refused with one line naming the file, the JSON path, what was
+// expected and what was found.
+#include <catch2/catch.hpp>
+
+#include "supervisor/config.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
+using namespace comfy::supervisor;
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A scratch folder holding a config and what it points at: an executable script
+// "worker.sh", a file that is not executable, a link to the script, and a folder "sub".
+// Removed when the test ends.
+class ConfigFolder {
+public:
+    ConfigFolder() : path_(fs::temp_directory_path() / ("comfy-config-test-" + std::to_string(::getpid()))) {
+        fs::remove_all(path_);
+        fs::create_directories(path_ / "sub");
+        write("worker.sh", "#!/bin/sh\nexit 0\n");
+        fs::permissions(path_ / "worker.sh", static_cast<fs::perms>(0755));
+        write("not-executable.sh", "#!/bin/sh\nexit 0\n");
+        fs::permissions(path_ / "not-executable.sh", static_cast<fs::perms>(0644));
+        fs::create_symlink("worker.sh", path_ / "link.sh");
+    }
+    ~ConfigFolder() {
+        std::error_code ignored;
+        fs::remove_all(path_, ignored);
+    }
+    ConfigFolder(const ConfigFolder&) = delete;
+    ConfigFolder& operator=(const ConfigFolder&) = delete;
+
+    const fs::path& path() const { return path_; }
+
+    // Writes `text` as config.json and returns the file's path.
+    std::string config(const std::string& text) const { return write("config.json", text); }
+
+private:
+    std::string write(const std::string& name, const std::string& text) const {
+        const fs::path file = path_ / name;
+        std::ofstream(file) << text;
+        return file.string();
+    }
+
+    fs::path path_;
+};
+
+// A config with one pack, `pack_fields` added to the pack and `top_fields` to the top.
+std::string one_pack(const std::string& pack_fields = "", const std::string& top_fields = "") {
+    return "{" + top_fields + (top_fields.empty() ? "" : ", ") + R"("packs": [{"name": "a", "command": "worker.sh")" +
+           (pack_fields.empty() ? "" : ", ") + pack_fields + "}]}";
+}
+
+std::string with_device(const std::string& device) {
+    return one_pack("", R"("device": )" + device);
+}
+
+std::string with_limits(const std::string& limits) {
+    return one_pack("", R"("limits": )" + limits);
+}
+
+std::string with_restart(const std::string& restart) {
+    return one_pack(R"("restart": )" + restart);
+}
+
+std::string load_error(const std::string& file) {
+    try {
+        load_config(file);
+    } catch (const ConfigError& error) {
+        return error.what();
+    }
+    FAIL("the config was accepted: " << file);
+    return {};
+}
+
+}  // namespace
+
+TEST_CASE("a config with every key lands in the struct field by field") {
+    const ConfigFolder folder;
+    const auto file = folder.config(R"({
+        "device": {"kind": "cuda", "index": 1, "fallback": "simulated"},
+        "limits": {"heartbeat_timeout_ms": 2500, "handshake_timeout_ms": 20000, "shutdown_grace_ms": 0,
+                   "participants": 8, "ledger_entries": 128, "ring_slots": 64},
+        "packs": [
+            {"name": "pack-a", "command": "worker.sh", "args": ["--pack", "pack a.json"],
+             "env_allowlist": ["PATH", "HOME"], "env": {"MY_VAR": "1", "EMPTY": ""}, "working_directory": "sub",
+             "restart": {"initial_backoff_ms": 0, "max_backoff_ms": 1000, "max_restarts": 0, "window_ms": 1}},
+            {"name": "Pack_2", "command": "./sub/../worker.sh", "working_directory": "sub/"}
+        ]
+    })");
+
+    const Config config = load_config(file);
+
+    CHECK(config.source == file);
+    CHECK(config.device.kind == DeviceKind::cuda);
+    CHECK(config.device.cuda_index == 1);
+    CHECK(config.device.cuda_fallback == CudaFallback::simulated);
+    CHECK(config.limits.heartbeat_timeout == Milliseconds{2500});
+    CHECK(config.limits.handshake_timeout == Milliseconds{20000});
+    CHECK(config.limits.shutdown_grace == Milliseconds{0});
+    CHECK(config.limits.capacities.participants == 8);
+    CHECK(config.limits.capacities.ledger_entries == 128);
+    CHECK(config.limits.capacities.ring_slots == 64);
+    REQUIRE(config.packs.size() == 2);
+
+    const PackConfig& a = config.packs[0];
+    CHECK(a.name == "pack-a");
+    CHECK(a.command == (folder.path() / "worker.sh").string());
+    CHECK(a.args == std::vector<std::string>{"--pack", "pack a.json"});
+    CHECK(a.env_allowlist == std::vector<std::string>{"PATH", "HOME"});
+    CHECK(a.env == std::map<std::string, std::string>{{"EMPTY", ""}, {"MY_VAR", "1"}});
+    CHECK(a.working_directory == (folder.path() / "sub").string());
+    CHECK(a.restart.initial_backoff == Milliseconds{0});
+    CHECK(a.restart.max_backoff == Milliseconds{1000});
+    CHECK(a.restart.max_restarts == 0);
+    CHECK(a.restart.window == Milliseconds{1});
+
+    // Paths are normalized, and a trailing slash does not change the folder.
+    const PackConfig& b = config.packs[1];
+    CHECK(b.name == "Pack_2");
+    CHECK(b.command == (folder.path() / "worker.sh").string());
+    CHECK(b.working_directory == (folder.path() / "sub").string());
+}
+
+TEST_CASE("omitted keys take the defaults of config.hpp") {
+    const ConfigFolder folder;
+    const Config config = load_config(folder.config(one_pack()));
+
+    const DeviceConfig device_defaults;
+    CHECK(config.device.kind == DeviceKind::simulated);
+    CHECK(config.device.total_bytes == device_defaults.total_bytes);
+    CHECK(config.device.cuda_index == device_defaults.cuda_index);
+    CHECK(config.device.cuda_fallback == device_defaults.cuda_fallback);
+
+    const Limits limit_defaults;
+    CHECK(config.limits.heartbeat_timeout == limit_defaults.heartbeat_timeout);
+    CHECK(config.limits.handshake_timeout == limit_defaults.handshake_timeout);
+    CHECK(config.limits.shutdown_grace == limit_defaults.shutdown_grace);
+    CHECK(config.limits.capacities.participants == limit_defaults.capacities.participants);
+    CHECK(config.limits.capacities.ledger_entries == limit_defaults.capacities.ledger_entries);
+    CHECK(config.limits.capacities.ring_slots == limit_defaults.capacities.ring_slots);
+
+    REQUIRE(config.packs.size() == 1);
+    const PackConfig& pack = config.packs[0];
+    CHECK(pack.args.empty());
+    CHECK(pack.env_allowlist.empty());
+    CHECK(pack.env.empty());
+    CHECK(pack.working_directory == folder.path().string());  // the config's folder
+    const RestartPolicy restart_defaults;
+    CHECK(pack.restart.initial_backoff == restart_defaults.initial_backoff);
+    CHECK(pack.restart.max_backoff == restart_defaults.max_backoff);
+    CHECK(pack.restart.max_restarts == restart_defaults.max_restarts);
+    CHECK(pack.restart.window == restart_defaults.window);
+
+    // Keys given in part leave the others at their defaults.
+    const Config partial = load_config(folder.config(one_pack(R"("restart": {"max_restarts": 9})", R"("limits": {"ring_slots": 8})")));
+    CHECK(partial.packs[0].restart.max_restarts == 9);
+    CHECK(partial.packs[0].restart.window == restart_defaults.window);
+    CHECK(partial.limits.capacities.ring_slots == 8);
+    CHECK(partial.limits.capacities.participants == limit_defaults.capacities.participants);
+}
+
+TEST_CASE("a simulated device's size takes binary units, with or without a space") {
+    const ConfigFolder folder;
+    const auto [written, bytes] = GENERATE(table<std::string, std::uint64_t>({
+        {"268435456", std::uint64_t{256} << 20},
+        {R"("262144KiB")", std::uint64_t{256} << 20},
+        {R"("512MiB")", std::uint64_t{512} << 20},
+        {R"("24GiB")", std::uint64_t{24} << 30},
+        {R"("24 GiB")", std::uint64_t{24} << 30},
+        {R"("2TiB")", std::uint64_t{2} << 40},
+        {R"("1PiB")", std::uint64_t{1} << 50},
+        {R"("1073741824B")", std::uint64_t{1} << 30},
+    }));
+    INFO("total_bytes: " << written);
+    const Config config = load_config(folder.config(with_device(R"({"kind": "simulated", "total_bytes": )" + written + "}")));
+    CHECK(config.device.kind == DeviceKind::simulated);
+    CHECK(config.device.total_bytes == bytes);
+}
+
+TEST_CASE("a command is taken from the config's folder, absolute paths as they are, links kept") {
+    const ConfigFolder folder;
+    const fs::path dir = folder.path();
+    const std::string absolute = (dir / "worker.sh").string();
+    const auto [command, expected] = GENERATE_COPY(table<std::string, std::string>({
+        {"worker.sh", absolute},  // no slash: still the config's folder, never PATH
+        {"./worker.sh", absolute},
+        {"sub/../worker.sh", absolute},
+        {absolute, absolute},
+        // A venv's python finds pyvenv.cfg through the link it was started by.
+        {"link.sh", (dir / "link.sh").string()},
+    }));
+    INFO("command: " << command);
+    const Config config =
+        load_config(folder.config(R"({"packs": [{"name": "a", "command": )" + nlohmann::json(command).dump() + "}]}"));
+    CHECK(config.packs[0].command == expected);
+}
+
+namespace {
+
+struct BadConfig {
+    const char* what;
+    std::optional<std::string> text;  // nothing: no file is written
+    std::string message_part;         // the path and the expectation, at least
+};
+
+// What each bad config's one-line message must contain.
+std::vector<BadConfig> bad_configs() {
+    const std::string long_name(32, 'x');
+    return {
+        {"no file", std::nullopt, ": cannot read: No such file or directory"},
+        {"not JSON", R"({"packs": [)", ": not valid JSON: parse error at line 1, column 12"},
+        {"empty file", "", ": not valid JSON: parse error at line 1, column 1"},
+        {"a key twice", R"({"packs": [], "packs": []})", "at /packs: expected each key once in its object, found this key a second time"},
+        {"a key twice deep down", one_pack(R"("restart": {"window_ms": 1, "window_ms": 2})"),
+         "at /packs/0/restart/window_ms: expected each key once in its object"},
+        {"a key twice after nested lists",
+         R"({"packs": [{"name": "a", "command": "worker.sh", "args": ["x", ["y"], {"z": 1}]}, {"name": "b", "name": "c"}]})",
+         "at /packs/1/name: expected each key once in its object"},
+        {"top level not an object", "[]", "at /: expected an object, found []"},
+        {"unknown top-level key", one_pack("", R"("colour": "red")"),
+         "at /colour: expected one of the keys device, limits, packs, found an unknown key"},
+        {"unknown pack key", one_pack(R"("colour": "red")"),
+         "at /packs/0/colour: expected one of the keys name, command, args, env_allowlist, env, working_directory, restart, "
+         "found an unknown key"},
+        {"unknown restart key", with_restart(R"({"retries": 3})"),
+         "at /packs/0/restart/retries: expected one of the keys initial_backoff_ms, max_backoff_ms, max_restarts, window_ms"},
+        {"unknown limits key", with_limits(R"({"heartbeat_ms": 3})"), "at /limits/heartbeat_ms: expected one of the keys"},
+        {"cuda key on a simulated device", with_device(R"({"index": 0})"),
+         "at /device/index: expected one of the keys kind, total_bytes (for a \"simulated\" device)"},
+        {"simulated key on a cuda device", with_device(R"({"kind": "cuda", "total_bytes": "24GiB"})"),
+         "at /device/total_bytes: expected one of the keys kind, index, fallback (for a \"cuda\" device)"},
+        {"device not an object", with_device(R"("cuda")"), "at /device: expected an object, found \"cuda\""},
+        {"unknown device kind", with_device(R"({"kind": "tpu"})"),
+         "at /device/kind: expected \"simulated\" or \"cuda\", found \"tpu\""},
+        {"unknown fallback", with_device(R"({"kind": "cuda", "fallback": "cpu"})"),
+         "at /device/fallback: expected \"simulated\" or \"stop\", found \"cpu\""},
+        {"cuda index too large", with_device(R"({"kind": "cuda", "index": 64})"),
+         "at /device/index: expected a whole number from 0 to 63, found 64"},
+        {"size too small", with_device(R"({"total_bytes": "255MiB"})"),
+         "at /device/total_bytes: expected a size from 256MiB to 1PiB: a whole number of bytes or a string like \"24GiB\" "
+         "(units B, KiB, MiB, GiB, TiB, PiB), found \"255MiB\""},
+        {"size too large", with_device(R"({"total_bytes": "1025TiB"})"),
+         "at /device/total_bytes: expected a size from 256MiB to 1PiB"},
+        {"size beyond 64 bits", with_device(R"({"total_bytes": "99999999999999999999GiB"})"),
+         "at /device/total_bytes: expected a size from 256MiB to 1PiB"},
+        {"decimal unit", with_device(R"({"total_bytes": "24GB"})"), "at /device/total_bytes: expected a size"},
+        {"lower-case unit", with_device(R"({"total_bytes": "24gib"})"), "at /device/total_bytes: expected a size"},
+        {"fractional size", with_device(R"({"total_bytes": "1.5GiB"})"), "at /device/total_bytes: expected a size"},
+        {"size without a unit", with_device(R"({"total_bytes": "1073741824"})"), "at /device/total_bytes: expected a size"},
+        {"negative size", with_device(R"({"total_bytes": -1})"), "at /device/total_bytes: expected a size"},
+        {"duration as a string", with_limits(R"({"heartbeat_timeout_ms": "5000"})"),
+         "at /limits/heartbeat_timeout_ms: expected a whole number of milliseconds from 100 to 3600000, found \"5000\""},
+        {"duration with a fraction", with_limits(R"({"heartbeat_timeout_ms": 5000.5})"),
+         "at /limits/heartbeat_timeout_ms: expected a whole number of milliseconds from 100 to 3600000, found 5000.5"},
+        {"heartbeat too short", with_limits(R"({"heartbeat_timeout_ms": 99})"),
+         "at /limits/heartbeat_timeout_ms: expected a whole number of milliseconds from 100 to 3600000, found 99"},
+        {"handshake too long", with_limits(R"({"handshake_timeout_ms": 600001})"),
+         "at /limits/handshake_timeout_ms: expected a whole number of milliseconds from 100 to 600000, found 600001"},
+        {"grace beyond a Shutdown message", with_limits(R"({"shutdown_grace_ms": 600001})"),
+         "at /limits/shutdown_grace_ms: expected a whole number of milliseconds from 0 to 600000, found 600001"},
+        {"negative grace", with_limits(R"({"shutdown_grace_ms": -1})"), "at /limits/shutdown_grace_ms: expected"},
+        {"ring_slots not a power of two", with_limits(R"({"ring_slots": 3})"),
+         "at /limits/ring_slots: expected a value the shared segment accepts (ring_slots is 3, expected a power of two"},
+        {"no participants", with_limits(R"({"participants": 0})"),
+         "at /limits/participants: expected a value the shared segment accepts (participants is 0"},
+        {"ledger beyond 32 bits", with_limits(R"({"ledger_entries": 4294967296})"),
+         "at /limits/ledger_entries: expected a whole number from 0 to 4294967295, found 4294967296"},
+        {"more packs than participants allow", one_pack("", R"("limits": {"participants": 1})"),
+         "at /packs: expected at most 0 packs (/limits/participants is 1, one of them the ComfyUI host), found 1 pack"},
+        {"max_backoff below initial", with_restart(R"({"initial_backoff_ms": 500, "max_backoff_ms": 400})"),
+         "at /packs/0/restart/max_backoff_ms: expected at least initial_backoff_ms (500), found 400"},
+        {"initial above the default max", with_restart(R"({"initial_backoff_ms": 40000})"),
+         "at /packs/0/restart/max_backoff_ms: expected at least initial_backoff_ms (40000), found 30000 (the default)"},
+        {"too many restarts", with_restart(R"({"max_restarts": 1001})"),
+         "at /packs/0/restart/max_restarts: expected a whole number from 0 to 1000, found 1001"},
+        {"empty restart window", with_restart(R"({"window_ms": 0})"),
+         "at /packs/0/restart/window_ms: expected a whole number of milliseconds from 1 to 86400000, found 0"},
+        {"no packs key", R"({"limits": {}})", "at /packs: expected a list of packs (required), found nothing"},
+        {"packs not a list", R"({"packs": {"name": "a"}})", "at /packs: expected a list of packs, found {\"name\":\"a\"}"},
+        {"empty packs", R"({"packs": []})", "at /packs: expected at least one pack, found []"},
+        {"pack not an object", R"({"packs": ["a"]})", "at /packs/0: expected an object, found \"a\""},
+        {"missing name", R"({"packs": [{"command": "worker.sh"}]})",
+         "at /packs/0/name: expected a pack name of 1 to 31 characters from [A-Za-z0-9_-] (required), found nothing"},
+        {"missing command", R"({"packs": [{"name": "a"}]})",
+         "at /packs/0/command: expected the path of an executable file (required), found nothing"},
+        {"duplicate pack names",
+         R"({"packs": [{"name": "a", "command": "worker.sh"}, {"name": "b", "command": "worker.sh"},
+                       {"name": "a", "command": "worker.sh"}]})",
+         "at /packs/2/name: expected a name no other pack has, found \"a\" (also the name of /packs/0)"},
+        {"name with a space", R"({"packs": [{"name": "a b", "command": "worker.sh"}]})",
+         "at /packs/0/name: expected a pack name of 1 to 31 characters from [A-Za-z0-9_-], found \"a b\""},
+        {"name too long", R"({"packs": [{"name": ")" + long_name + R"(", "command": "worker.sh"}]})",
+         "at /packs/0/name: expected a pack name of 1 to 31 characters"},
+        {"empty name", R"({"packs": [{"name": "", "command": "worker.sh"}]})", "at /packs/0/name: expected a pack name"},
+        {"name not a string", R"({"packs": [{"name": 7, "command": "worker.sh"}]})", "at /packs/0/name: expected a pack name"},
+        {"empty command", R"({"packs": [{"name": "a", "command": ""}]})",
+         "at /packs/0/command: expected the path of an executable file, found \"\""},
+        {"command not found", R"({"packs": [{"name": "a", "command": "bin/missing"}]})",
+         "at /packs/0/command: expected an executable file, found \"bin/missing\" ("},
+        {"command not executable", R"({"packs": [{"name": "a", "command": "not-executable.sh"}]})",
+         "/not-executable.sh: Permission denied)"},
+        {"command is a directory", R"({"packs": [{"name": "a", "command": "sub"}]})", "/sub: not a regular file)"},
+        {"command with a NUL", R"({"packs": [{"name": "a", "command": "worker.sh\u0000x"}]})",
+         "at /packs/0/command: expected the path of an executable file without NUL characters"},
+        {"working directory missing", one_pack(R"("working_directory": "nowhere")"),
+         "at /packs/0/working_directory: expected a directory, found \"nowhere\" ("},
+        {"working directory a file", one_pack(R"("working_directory": "worker.sh")"), "/worker.sh: not a directory)"},
+        {"args not a list", one_pack(R"("args": "--fast")"), "at /packs/0/args: expected a list of strings, found \"--fast\""},
+        {"arg not a string", one_pack(R"("args": ["--port", 8188])"), "at /packs/0/args/1: expected a string, found 8188"},
+        {"bad allowlisted name", one_pack(R"("env_allowlist": ["PATH", "1X"])"),
+         "at /packs/0/env_allowlist/1: expected a variable name of [A-Za-z_][A-Za-z0-9_]*, found \"1X\""},
+        {"reserved allowlisted name", one_pack(R"("env_allowlist": ["COMFY_SV_TOKEN"])"),
+         "at /packs/0/env_allowlist/0: expected a variable name not starting with COMFY_SV_ (reserved for the supervisor), "
+         "found \"COMFY_SV_TOKEN\""},
+        {"bad env name", one_pack(R"("env": {"A-B": "1"})"),
+         "at /packs/0/env/A-B: expected a variable name of [A-Za-z_][A-Za-z0-9_]*, found \"A-B\""},
+        {"reserved env name", one_pack(R"("env": {"COMFY_SV_SLOT": "1"})"),
+         "at /packs/0/env/COMFY_SV_SLOT: expected a variable name not starting with COMFY_SV_"},
+        {"env value not a string", one_pack(R"("env": {"N": 1})"), "at /packs/0/env/N: expected a string, found 1"},
+        {"env both passed and set", one_pack(R"("env_allowlist": ["HOME"], "env": {"HOME": "/tmp"})"),
+         "at /packs/0/env/HOME: expected a variable not also in env_allowlist, found \"HOME\""},
+        {"key with a slash and a newline", one_pack("", R"("a/b\nc": 1)"),
+         "at /a~1b\\x0ac: expected one of the keys device, limits, packs"},
+        {"long value cut short", with_device(R"({"kind": ")" + std::string(100, 'k') + R"("})"),
+         "found \"" + std::string(56, 'k') + "..."},
+    };
+}
+
+}  // namespace
+
+TEST_CASE("a bad config is refused with one line: file, JSON path, expectation, finding") {
+    const ConfigFolder folder;
+    const BadConfig row = GENERATE(from_range(bad_configs()));
+    INFO(row.what);
+    const std::string file = row.text ? folder.config(*row.text) : (folder.path() / "missing.json").string();
+
+    const std::string message = load_error(file);
+
+    CHECK_THAT(message, StartsWith(file + ": "));
+    CHECK(message.find('\n') == std::string::npos);
+    CHECK_THAT(message, Contains(row.message_part));
+}
+
+TEST_CASE("a config that is a directory cannot be read") {
+    const ConfigFolder folder;
+    CHECK(load_error(folder.path().string()) == folder.path().string() + ": cannot read: Is a directory");
+}
