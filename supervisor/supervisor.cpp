@@ -135,6 +135,9 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     view_.census(worker.slot).heartbeat.store(0, std::memory_order_relaxed);
     worker.to_worker.emplace(view_.to_participant_ring(worker.slot), view_.capacities().ring_slots);
     worker.from_worker.emplace(view_.from_participant_ring(worker.slot), view_.capacities().ring_slots);
+    // The fresh ring has no waiter flag: ask for the doorbell before the worker can
+    // write its Hello (the ring is empty, so there is nothing to miss).
+    worker.from_worker->arm_doorbell();
     worker.outbox.clear();
 
     worker::WorkerEnvironment attach;

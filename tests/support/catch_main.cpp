@@ -7,9 +7,14 @@
 
 #include "tests/support/leak_check.hpp"
 
+#include <sys/prctl.h>
+
 #include <cstdio>
 
 int main(int argc, char* argv[]) {
+    // Orphaned descendants (a killed supervisor's workers) become our children, so the
+    // leak check below sees them too.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     const int failed = Catch::Session().run(argc, argv);
     const auto leaks = comfy::test::collect_and_clean_leaks();
     for (const auto& leak : leaks) std::fprintf(stderr, "LEAK: %s\n", leak.c_str());

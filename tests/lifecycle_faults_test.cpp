@@ -1,0 +1,112 @@
+// Workers that fail: one that exits at once every time, one that hangs (SIGSTOP), and
+// ones that break the handshake. Each is dealt with and the others run on.
+#include <catch2/catch.hpp>
+
+#include "tests/support/supervisor_process.hpp"
+
+#include <signal.h>
+
+#include <thread>
+
+using namespace comfy;
+using namespace comfy::test;
+using Catch::Matchers::Contains;
+using nlohmann::json;
+
+namespace {
+
+const json kIdlePack = {{"nodes", {{"noop", {{{"op", "compute"}, {"ms", 1}}}}}}};
+
+json config_with(const json& packs, int heartbeat_ms = 2000, int grace_ms = 500) {
+    return {{"limits", {{"heartbeat_timeout_ms", heartbeat_ms}, {"shutdown_grace_ms", grace_ms}}}, {"packs", packs}};
+}
+
+std::optional<Participant> find(const std::vector<Participant>& table, const std::string& name) {
+    for (const auto& p : table) {
+        if (p.name == name) return p;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("a worker that exits at once is restarted with backoff, then marked failed") {
+    TempFolder packs("packs");
+    const json crasher = {{"name", "crasher"},
+                          {"command", "/bin/false"},
+                          {"restart",
+                           {{"initial_backoff_ms", 50}, {"max_backoff_ms", 400}, {"max_restarts", 4},
+                            {"window_ms", 60000}}}};
+    const auto start = std::chrono::steady_clock::now();
+    SupervisorProcess supervisor(config_with({crasher, reference_pack(packs, "steady", kIdlePack)}));
+    REQUIRE(supervisor.wait_for(
+        [](const auto& t) {
+            const auto p = find(t, "crasher");
+            return p && p->state == ParticipantState::failed;
+        },
+        std::chrono::seconds(20)));
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    // Four restarts wait 50 + 100 + 200 + 400 ms: the backoff was respected.
+    CHECK(elapsed >= std::chrono::milliseconds(750));
+
+    const auto crashed = *supervisor.participant("crasher");
+    CHECK(crashed.restarts == 4);
+    CHECK(crashed.generation == 5);
+    CHECK(crashed.last_exit_status == 1);
+    const auto log = supervisor.log();
+    CHECK_THAT(log, Contains("restarting in 50 ms"));
+    CHECK_THAT(log, Contains("restarting in 400 ms"));
+    CHECK_THAT(log, Contains("crasher: failed: more than 4 restarts within 60000 ms"));
+    // It stays failed; the steady pack is untouched.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CHECK(supervisor.participant("crasher")->state == ParticipantState::failed);
+    CHECK(supervisor.participant("steady")->generation == 1);
+    CHECK(supervisor.participant("steady")->state == ParticipantState::ready);
+    CHECK(supervisor.stop() == 0);
+}
+
+TEST_CASE("a stopped worker is found by its silent heartbeat and replaced") {
+    TempFolder packs("packs");
+    SupervisorProcess supervisor(config_with(
+        {reference_pack(packs, "sleepy", kIdlePack), reference_pack(packs, "steady", kIdlePack)}, 400, 200));
+    REQUIRE(supervisor.wait_for([](const auto& t) {
+        const auto a = find(t, "sleepy");
+        const auto b = find(t, "steady");
+        return a && b && a->state == ParticipantState::ready && b->state == ParticipantState::ready;
+    }));
+    const auto sleepy = *supervisor.participant("sleepy");
+    REQUIRE(::kill(sleepy.pid, SIGSTOP) == 0);
+
+    REQUIRE(supervisor.wait_for([&](const auto& t) {
+        const auto p = find(t, "sleepy");
+        return p && p->generation == sleepy.generation + 1 && p->state == ParticipantState::ready;
+    }));
+    CHECK_THAT(supervisor.log(), Contains("sleepy: stopping pid " + std::to_string(sleepy.pid) +
+                                          ": hung: no heartbeat for 400 ms"));
+    CHECK(supervisor.participant("steady")->generation == 1);
+    CHECK(supervisor.stop() == 0);
+}
+
+TEST_CASE("a wrong token, a wrong version or a message before Hello is refused; the rest run on") {
+    TempFolder packs("packs");
+    const json no_restart = {{"max_restarts", 0}};
+    auto misbehaving = [&](const std::string& name, const std::string& mode) {
+        return json{{"name", name}, {"command", misbehaving_worker_binary()}, {"args", {mode}}, {"restart", no_restart}};
+    };
+    SupervisorProcess supervisor(config_with({misbehaving("forger", "wrong-token"),
+                                              misbehaving("stranger", "wrong-version"),
+                                              misbehaving("hasty", "early-message"),
+                                              reference_pack(packs, "honest", kIdlePack)}));
+    REQUIRE(supervisor.wait_for([](const auto& t) {
+        int failed = 0;
+        for (const auto& p : t) failed += p.state == ParticipantState::failed;
+        const auto honest = find(t, "honest");
+        return failed == 3 && honest && honest->state == ParticipantState::ready;
+    }));
+    const auto log = supervisor.log();
+    CHECK_THAT(log, Contains("forger: stopping pid") && Contains("presented a wrong token"));
+    CHECK_THAT(log, Contains("stranger: stopping pid") && Contains("speaks layout version"));
+    CHECK_THAT(log, Contains("hasty: stopping pid") && Contains("sent node_started before Hello"));
+    CHECK(supervisor.participant("honest")->generation == 1);
+    CHECK(supervisor.stop() == 0);
+}

@@ -1,0 +1,165 @@
+// The supervisor and its workers as real processes: start-up, comfyctl's view, a worker
+// killed mid-work, the supervisor killed, and a clean shutdown.
+#include <catch2/catch.hpp>
+
+#include "ipc/shm_segment.hpp"
+#include "tests/support/supervisor_process.hpp"
+#include "tests/support/test_instance.hpp"
+
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include <set>
+#include <sstream>
+#include <thread>
+
+using namespace comfy;
+using namespace comfy::test;
+using Catch::Matchers::Contains;
+using nlohmann::json;
+
+namespace {
+
+const json kIdlePack = {{"nodes", {{"noop", {{{"op", "compute"}, {"ms", 1}}}}}}};
+
+json three_pack_config(const TempFolder& folder) {
+    return {{"device", {{"kind", "simulated"}, {"total_bytes", "24GiB"}}},
+            {"limits", {{"heartbeat_timeout_ms", 2000}, {"shutdown_grace_ms", 2000}}},
+            {"packs",
+             {reference_pack(folder, "alpha", kIdlePack), reference_pack(folder, "beta", kIdlePack),
+              reference_pack(folder, "gamma", kIdlePack)}}};
+}
+
+bool all_ready(const std::vector<Participant>& table, std::size_t count) {
+    if (table.size() != count) return false;
+    for (const auto& p : table) {
+        if (p.state != ParticipantState::ready) return false;
+    }
+    return true;
+}
+
+std::string run_and_capture(const std::string& command) {
+    std::string out;
+    FILE* pipe = ::popen(command.c_str(), "r");
+    char buffer[4096];
+    while (pipe != nullptr && std::fgets(buffer, sizeof buffer, pipe)) out += buffer;
+    if (pipe != nullptr) ::pclose(pipe);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("three workers start, reach ready, and show correctly through comfyctl --json") {
+    TempFolder packs("packs");
+    SupervisorProcess supervisor(three_pack_config(packs));
+    REQUIRE(supervisor.wait_for([](const auto& t) { return all_ready(t, 3); }));
+
+    const auto report = json::parse(
+        run_and_capture(comfyctl_binary() + " --instance " + supervisor.instance() + " workers --json"));
+    REQUIRE(report["workers"].size() == 3);
+    std::set<std::string> names;
+    for (const auto& row : report["workers"]) {
+        names.insert(row["name"].get<std::string>());
+        CHECK(row["state"] == "ready");
+        CHECK(row["generation"] == 1);
+        CHECK(row["restarts"] == 0);
+        const pid_t pid = row["pid"].get<pid_t>();
+        CHECK(pid > 0);
+        CHECK(process_exists(pid));
+        // The worker is the supervisor's child, in a process group of its own.
+        CHECK(::getpgid(pid) == pid);
+    }
+    CHECK(names == std::set<std::string>{"alpha", "beta", "gamma"});
+    CHECK(supervisor.stop() == 0);
+    CHECK_THAT(supervisor.log(), Contains("all workers stopped; segment removed"));
+}
+
+TEST_CASE("a worker killed mid-work is restarted, its request answered, its memory returned") {
+    TempFolder packs("packs");
+    const json busy_pack = {{"nodes",
+                             {{"load", {{{"op", "load_model"}, {"model", "big"}, {"bytes", "4GiB"}}}},
+                              {"work", {{{"op", "compute"}, {"ms", 3000}}}}}}};
+    json config = three_pack_config(packs);
+    config["packs"][1] = reference_pack(packs, "beta", busy_pack);
+    const json workload = {{"prompts", {{{{"pack", "beta"}, {"node", "load"}}, {{"pack", "beta"}, {"node", "work"}}}}}};
+    SupervisorProcess supervisor(config, workload);
+
+    // Wait until beta is computing with its 4 GiB loaded.
+    REQUIRE(supervisor.wait_for([](const auto& t) {
+        for (const auto& p : t) {
+            if (p.name == "beta" && p.state == ParticipantState::busy) return true;
+        }
+        return false;
+    }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // inside the "work" node
+    const auto before = supervisor.participants();
+    const auto victim = *supervisor.participant("beta");
+    REQUIRE(::kill(victim.pid, SIGKILL) == 0);
+
+    REQUIRE(supervisor.wait_for([&](const auto& t) {
+        for (const auto& p : t) {
+            if (p.name == "beta") return p.generation == victim.generation + 1 && p.state != ParticipantState::dead;
+        }
+        return false;
+    }));
+    const auto replaced = *supervisor.participant("beta");
+    CHECK(replaced.pid != victim.pid);
+    CHECK(replaced.restarts == 1);
+    CHECK(replaced.last_exit_signal == SIGKILL);
+    for (const auto& p : before) {
+        if (p.name == "beta") continue;
+        const auto now = *supervisor.participant(p.name);
+        CHECK(now.pid == p.pid);
+        CHECK(now.generation == p.generation);
+    }
+
+    // The workload retries the interrupted node on the new worker and finishes.
+    CHECK(supervisor.wait() == 0);
+    CHECK_THAT(supervisor.log(), Contains("killed by SIGKILL"));
+    CHECK_THAT(supervisor.log(), Contains("died during work; retrying on its replacement"));
+    CHECK_THAT(supervisor.output(), Contains("prompts run        1 of 1 (0 failed)"));
+    CHECK_THAT(supervisor.output(), Contains("(1 retried after a worker died)"));
+    // The dead worker's 4 GiB went back to the device: the replacement never loaded it.
+    std::istringstream summary(supervisor.output());
+    std::string line;
+    bool found = false;
+    while (std::getline(summary, line)) {
+        std::istringstream row(line);
+        std::string pack, pid, generation, restarts, amount, unit;
+        row >> pack >> pid >> generation >> restarts >> amount >> unit;
+        if (pack != "beta" || generation != "2") continue;
+        found = true;
+        CHECK(amount + unit == "0B");
+    }
+    CHECK(found);
+}
+
+TEST_CASE("when the supervisor is killed its workers die within a second and the next start is clean") {
+    TempFolder packs("packs");
+    const json config = three_pack_config(packs);
+    const std::string instance = test_instance("sv");
+    SupervisorProcess first(config, {}, instance);
+    REQUIRE(first.wait_for([](const auto& t) { return all_ready(t, 3); }));
+    std::vector<pid_t> workers;
+    for (const auto& p : first.participants()) workers.push_back(p.pid);
+
+    first.kill(SIGKILL);
+    CHECK(first.wait() == 128 + SIGKILL);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    bool all_gone = false;
+    while (!all_gone && std::chrono::steady_clock::now() < deadline) {
+        while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+            // reap the orphans handed to us as their subreaper
+        }
+        all_gone = std::none_of(workers.begin(), workers.end(), process_exists);
+        if (!all_gone) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    CHECK(all_gone);
+    CHECK(ipc::inspect_segment(ipc::segment_name(instance)).state == ipc::SegmentState::stale);
+
+    SupervisorProcess second(config, {}, instance);
+    REQUIRE(second.wait_for([](const auto& t) { return all_ready(t, 3); }));
+    CHECK_THAT(second.log(), Contains("removing stale segment"));
+    CHECK(second.stop() == 0);
+}

@@ -1,0 +1,112 @@
+// Bad start-up input through the real binary: exit status 2, one line naming the file,
+// the JSON path, the expectation and the finding, and nothing spawned or created.
+#include <catch2/catch.hpp>
+
+#include "ipc/shm_segment.hpp"
+#include "tests/support/supervisor_process.hpp"
+#include "tests/support/test_instance.hpp"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+using namespace comfy::test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct Run {
+    int status;
+    std::string stderr_text;
+};
+
+Run run_supervisor(const std::string& arguments, const TempFolder& folder) {
+    const auto err = folder.path() / "stderr.txt";
+    const std::string command = supervisor_binary() + " " + arguments + " 2>" + err.string();
+    const int raw = std::system(command.c_str());
+    std::ifstream in(err);
+    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1,
+            std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>())};
+}
+
+struct BadConfig {
+    const char* what;
+    std::string text;
+    const char* message;
+};
+
+}  // namespace
+
+TEST_CASE("bad configs stop start-up with status 2 and one line naming path, expectation and finding") {
+    TempFolder folder("cfg");
+    const std::string worker = "\"" + worker_binary() + "\"";
+    const std::string pack = "{\"name\": \"a\", \"command\": " + worker + "}";
+    const std::vector<BadConfig> table = {
+        {"not JSON", "{\"packs\": [", "not valid JSON"},
+        {"no packs", "{}", "/packs"},
+        {"empty packs", "{\"packs\": []}", "/packs"},
+        {"packs of the wrong type", "{\"packs\": 3}", "/packs"},
+        {"unknown top-level key", "{\"packs\": [" + pack + "], \"pakcs\": 1}", "/pakcs"},
+        {"unknown pack key", "{\"packs\": [{\"name\": \"a\", \"command\": " + worker + ", \"cmd\": 1}]}",
+         "/packs/0/cmd"},
+        {"duplicate pack names", "{\"packs\": [" + pack + ", " + pack + "]}", "/packs/1/name"},
+        {"missing command", "{\"packs\": [{\"name\": \"a\"}]}", "/packs/0"},
+        {"command not found", "{\"packs\": [{\"name\": \"a\", \"command\": \"/nonexistent/worker\"}]}",
+         "/packs/0/command"},
+        {"bad pack name", "{\"packs\": [{\"name\": \"a b\", \"command\": " + worker + "}]}", "/packs/0/name"},
+        {"device too small", "{\"device\": {\"total_bytes\": \"1MiB\"}, \"packs\": [" + pack + "]}",
+         "/device/total_bytes"},
+        {"size with a bad unit", "{\"device\": {\"total_bytes\": \"24 parsecs\"}, \"packs\": [" + pack + "]}",
+         "/device/total_bytes"},
+        {"heartbeat of the wrong type", "{\"limits\": {\"heartbeat_timeout_ms\": \"soon\"}, \"packs\": [" + pack + "]}",
+         "/limits/heartbeat_timeout_ms"},
+        {"ring slots not a power of two", "{\"limits\": {\"ring_slots\": 100}, \"packs\": [" + pack + "]}",
+         "ring_slots"},
+        {"backoff cap below its start",
+         "{\"packs\": [{\"name\": \"a\", \"command\": " + worker +
+             ", \"restart\": {\"initial_backoff_ms\": 500, \"max_backoff_ms\": 100}}]}",
+         "/packs/0/restart/max_backoff_ms"},
+    };
+    for (const auto& row : table) {
+        INFO(row.what);
+        const auto file = folder.write("bad.json", row.text);
+        const auto instance = test_instance("bad");
+        const auto run = run_supervisor("run --config " + file.string() + " --instance " + instance, folder);
+        CHECK(run.status == 2);
+        CHECK_THAT(run.stderr_text, Contains(file.string()));
+        CHECK_THAT(run.stderr_text, Contains(row.message));
+        CHECK(std::count(run.stderr_text.begin(), run.stderr_text.end(), '\n') == 1);
+        // Nothing was created.
+        CHECK(comfy::ipc::inspect_segment(comfy::ipc::segment_name(instance)).state ==
+              comfy::ipc::SegmentState::absent);
+    }
+}
+
+TEST_CASE("usage errors and an unreadable config give status 2 and say what to do") {
+    TempFolder folder("cfg");
+    CHECK_THAT(run_supervisor("", folder).stderr_text, Contains("usage: comfy-supervisor run --config FILE"));
+    CHECK(run_supervisor("", folder).status == 2);
+    CHECK(run_supervisor("run", folder).status == 2);
+    CHECK(run_supervisor("run --config", folder).status == 2);
+    CHECK(run_supervisor("run --bogus x", folder).status == 2);
+    const auto missing = run_supervisor("run --config /nonexistent/config.json", folder);
+    CHECK(missing.status == 2);
+    CHECK_THAT(missing.stderr_text, Contains("/nonexistent/config.json: cannot read"));
+}
+
+TEST_CASE("a second supervisor on a live instance refuses to start and touches nothing") {
+    TempFolder packs("packs");
+    const nlohmann::json config = {
+        {"packs", {reference_pack(packs, "solo", {{"nodes", {{"noop", {{{"op", "compute"}, {"ms", 1}}}}}}})}}};
+    SupervisorProcess first(config);
+    REQUIRE(first.wait_for([](const auto& t) { return t.size() == 1 && t[0].state == comfy::ParticipantState::ready; }));
+    const auto file = packs.write("config.json", config.dump());
+    const auto second = run_supervisor("run --config " + file.string() + " --instance " + first.instance(), packs);
+    CHECK(second.status == 1);
+    CHECK_THAT(second.stderr_text, Contains("in use by a live supervisor"));
+    CHECK(first.participant("solo")->state == comfy::ParticipantState::ready);
+    CHECK(first.stop() == 0);
+}

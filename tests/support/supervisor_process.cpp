@@ -1,0 +1,145 @@
+#include "tests/support/supervisor_process.hpp"
+
+#include "ipc/shm_segment.hpp"
+#include "shared/segment_layout.hpp"
+#include "tests/support/test_instance.hpp"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+namespace comfy::test {
+
+namespace {
+
+std::string read_file(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+TempFolder::TempFolder(const std::string& tag)
+    : path_(std::filesystem::temp_directory_path() / ("comfy-test-" + test_instance(tag))) {
+    std::filesystem::create_directories(path_);
+}
+
+TempFolder::~TempFolder() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+}
+
+std::filesystem::path TempFolder::write(const std::string& name, const std::string& text) const {
+    const auto file = path_ / name;
+    std::ofstream(file) << text;
+    return file;
+}
+
+SupervisorProcess::SupervisorProcess(const nlohmann::json& config, const std::optional<nlohmann::json>& workload,
+                                     const std::string& instance)
+    : folder_("sv"), instance_(instance.empty() ? test_instance("sv") : instance) {
+    const auto config_file = folder_.write("config.json", config.dump(2));
+    std::vector<std::string> args{supervisor_binary(), "run", "--config", config_file.string(), "--instance", instance_};
+    if (workload) {
+        args.push_back("--workload");
+        args.push_back(folder_.write("workload.json", workload->dump(2)).string());
+    }
+    const auto stdout_file = (folder_.path() / "stdout.txt").string();
+    const auto stderr_file = (folder_.path() / "stderr.txt").string();
+    child_ = std::make_unique<ChildProcess>([args, stdout_file, stderr_file] {
+        const int out = ::open(stdout_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        const int err = ::open(stderr_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        ::dup2(out, STDOUT_FILENO);
+        ::dup2(err, STDERR_FILENO);
+        std::vector<char*> argv;
+        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        ::execv(argv[0], argv.data());
+        return 127;
+    });
+}
+
+SupervisorProcess::~SupervisorProcess() {
+    if (!exited_) {
+        child_->kill(SIGKILL);
+        child_->wait();
+    }
+    // Its workers die with it (PR_SET_PDEATHSIG); reap them, as their subreaper.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (std::chrono::steady_clock::now() < deadline) {
+        const pid_t reaped = ::waitpid(-1, nullptr, WNOHANG);
+        if (reaped < 0) break;  // no children left
+        if (reaped == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ipc::remove_stale_segment(ipc::segment_name(instance_));
+}
+
+std::vector<Participant> SupervisorProcess::participants() const {
+    std::vector<Participant> table;
+    try {
+        auto segment = attach_segment(instance_);
+        const auto view = view_of(segment);
+        for (std::uint32_t slot = 0; slot < view.capacities().participants; ++slot) {
+            ParticipantRecord record{};
+            if (view.participant(slot).record.read(record) != ipc::SeqlockRead::ok || record.generation == 0) continue;
+            table.push_back({slot, std::string(record.name, strnlen(record.name, sizeof record.name)), record.pid,
+                             record.generation, static_cast<ParticipantState>(record.state), record.restarts,
+                             record.last_exit_status, record.last_exit_signal});
+        }
+    } catch (const ipc::SegmentError&) {
+        // Not created yet, or already gone.
+    }
+    return table;
+}
+
+std::optional<Participant> SupervisorProcess::participant(const std::string& pack) const {
+    for (const auto& p : participants()) {
+        if (p.name == pack) return p;
+    }
+    return std::nullopt;
+}
+
+bool SupervisorProcess::wait_for(const std::function<bool(const std::vector<Participant>&)>& predicate,
+                                 std::chrono::milliseconds timeout) const {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (predicate(participants())) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+}
+
+std::string SupervisorProcess::log() const { return read_file(folder_.path() / "stderr.txt"); }
+std::string SupervisorProcess::output() const { return read_file(folder_.path() / "stdout.txt"); }
+
+int SupervisorProcess::stop() {
+    child_->kill(SIGTERM);
+    return wait();
+}
+
+int SupervisorProcess::wait() {
+    const int code = child_->wait();
+    exited_ = true;
+    return code;
+}
+
+nlohmann::json reference_pack(const TempFolder& folder, const std::string& name, const nlohmann::json& pack) {
+    const auto file = folder.write(name + ".pack.json", pack.dump(2));
+    return {{"name", name}, {"command", worker_binary()}, {"args", {"--pack", file.string()}}};
+}
+
+std::string supervisor_binary() { return COMFY_SUPERVISOR_PATH; }
+std::string worker_binary() { return COMFY_WORKER_PATH; }
+std::string comfyctl_binary() { return COMFYCTL_PATH; }
+std::string misbehaving_worker_binary() { return MISBEHAVING_WORKER_PATH; }
+
+bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+
+}  // namespace comfy::test

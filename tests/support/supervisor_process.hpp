@@ -1,0 +1,90 @@
+#pragma once
+// A real comfy-supervisor run for multi-process tests: writes its config into a fresh
+// folder, starts the binary under a test instance name, reads its participant table
+// straight from the segment, and stops it (and checks it stopped) at the end.
+
+#include "shared/records.hpp"
+#include "tests/support/child_process.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace comfy::test {
+
+// A folder removed with everything in it when the object goes.
+class TempFolder {
+public:
+    explicit TempFolder(const std::string& tag);
+    ~TempFolder();
+    const std::filesystem::path& path() const noexcept { return path_; }
+    std::filesystem::path write(const std::string& name, const std::string& text) const;
+
+private:
+    std::filesystem::path path_;
+};
+
+struct Participant {
+    std::uint32_t slot;
+    std::string name;
+    std::int32_t pid;
+    std::uint32_t generation;
+    ParticipantState state;
+    std::uint32_t restarts;
+    std::int32_t last_exit_status;
+    std::int32_t last_exit_signal;
+};
+
+class SupervisorProcess {
+public:
+    // Starts `comfy-supervisor run` with `config` (written as config.json in a fresh folder)
+    // and, when given, a workload; under a fresh test instance unless one is given.
+    explicit SupervisorProcess(const nlohmann::json& config, const std::optional<nlohmann::json>& workload = {},
+                               const std::string& instance = {});
+    ~SupervisorProcess();  // SIGKILL and reap if still running; removes a stale segment
+
+    const std::string& instance() const noexcept { return instance_; }
+    pid_t pid() const noexcept { return child_->pid(); }
+    const TempFolder& folder() const noexcept { return folder_; }
+
+    // The participant table now; empty until the segment exists.
+    std::vector<Participant> participants() const;
+    std::optional<Participant> participant(const std::string& pack) const;
+    // Polls until `predicate` holds over the table, up to `timeout`; false on time-out.
+    bool wait_for(const std::function<bool(const std::vector<Participant>&)>& predicate,
+                  std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
+    // What it wrote to stderr (the log) and stdout so far.
+    std::string log() const;
+    std::string output() const;
+    // SIGTERM, then wait; the exit code (or 128 + signal).
+    int stop();
+    // Waits for it to exit on its own; the exit code.
+    int wait();
+    void kill(int signal) const { child_->kill(signal); }
+
+private:
+    TempFolder folder_;
+    std::string instance_;
+    std::unique_ptr<ChildProcess> child_;
+    bool exited_ = false;
+};
+
+// A pack entry for a config: the reference worker running `pack` (written to the folder).
+nlohmann::json reference_pack(const TempFolder& folder, const std::string& name, const nlohmann::json& pack);
+
+// Paths of the programs under test, from CMake.
+std::string supervisor_binary();
+std::string worker_binary();
+std::string comfyctl_binary();
+std::string misbehaving_worker_binary();
+
+// True while a process with this pid exists (zombies included).
+bool process_exists(pid_t pid);
+
+}  // namespace comfy::test
