@@ -31,22 +31,29 @@ WorkerRuntime::WorkerRuntime(const WorkerEnvironment& environment, std::uint64_t
     std::copy(environment.token.begin(), environment.token.end(), hello.token);
     send(encode(hello, environment.generation));
     if (!wait_for_hello_ack(kHandshakeTimeout)) {
-        stopping_.store(true, std::memory_order_relaxed);  // Relaxed: a stop flag; join() orders the rest.
-        heartbeat_.join();
+        stop_heartbeat();
         throw std::runtime_error("the supervisor did not accept this worker's Hello within 30 s");
     }
 }
 
-WorkerRuntime::~WorkerRuntime() {
-    stopping_.store(true, std::memory_order_relaxed);  // Relaxed: a stop flag; join() orders the rest.
+WorkerRuntime::~WorkerRuntime() { stop_heartbeat(); }
+
+void WorkerRuntime::stop_heartbeat() {
+    {
+        const std::lock_guard lock(heartbeat_mutex_);
+        stopping_ = true;
+    }
+    heartbeat_wake_.notify_one();
     if (heartbeat_.joinable()) heartbeat_.join();
 }
 
 void WorkerRuntime::heartbeat_loop() {
-    // Relaxed: a stop flag polled every interval; nothing else is published through it.
-    while (!stopping_.load(std::memory_order_relaxed)) {
+    // Waits on a condition variable rather than sleeping, so shutdown is not delayed by
+    // up to one heartbeat interval.
+    std::unique_lock lock(heartbeat_mutex_);
+    while (!stopping_) {
         census_.beat();
-        std::this_thread::sleep_for(environment_.heartbeat_interval);
+        heartbeat_wake_.wait_for(lock, environment_.heartbeat_interval, [this] { return stopping_; });
     }
 }
 

@@ -9,7 +9,8 @@
 #include "worker/simulated_device.hpp"
 #include "worker/worker_environment.hpp"
 
-#include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -55,7 +56,11 @@ private:
     ipc::RingConsumer<MessageSlot> inbound_;
     CensusWriter census_;
     SimulatedDevice device_;
-    std::atomic<bool> stopping_{false};
+    void stop_heartbeat();
+
+    std::mutex heartbeat_mutex_;  // process-local: guards stopping_ for the condition variable
+    std::condition_variable heartbeat_wake_;
+    bool stopping_ = false;
     std::thread heartbeat_;
 };
 
