@@ -163,6 +163,7 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     }
     ++worker.starts;
     publish(worker);
+    notify(WorkerEvent::spawned, worker);
     log_line(worker.pack.name + ": spawned pid " + std::to_string(worker.process.pid) + " (generation " +
              std::to_string(worker.generation) + ")");
     watch_exit(worker);
@@ -202,6 +203,7 @@ void Supervisor::on_exit(WorkerProcess& worker) {
     if (exec_error != 0) what += ": cannot execute " + worker.pack.command + ": " + std::strerror(exec_error);
     if (!worker.kill_reason.empty()) what += " (" + worker.kill_reason + ")";
     log_line(what);
+    notify(WorkerEvent::exited, worker);
 
     // Its memory went with the process: return its device use and drop its census.
     view_.census(worker.slot).census.reset();
@@ -367,6 +369,7 @@ void Supervisor::accept_hello(WorkerProcess& worker, const Message& message) {
     deliver(worker, encode(HelloAck{worker.slot, worker.generation, 0, view_.device_total_bytes()}, worker.generation));
     log_line(worker.pack.name + ": ready (pid " + std::to_string(worker.process.pid) + ", generation " +
              std::to_string(worker.generation) + ")");
+    notify(WorkerEvent::ready, worker);
     dispatch_queued(worker);
     check_all_started();
 }

@@ -42,6 +42,11 @@ public:
     // Called once every worker reached ready for the first time (or failed).
     void on_all_started(std::function<void()> callback) { all_started_ = std::move(callback); }
 
+    // Lifecycle moments, as the loop sees them; for measurement (scripts/bench lifecycle).
+    enum class WorkerEvent { spawned, ready, exited };
+    using Observer = std::function<void(WorkerEvent, const WorkerProcess&)>;
+    void observe(Observer observer) { observer_ = std::move(observer); }
+
     struct Totals {
         std::uint32_t workers_started = 0;
         std::uint32_t workers_restarted = 0;
@@ -82,6 +87,9 @@ private:
     void set_state(WorkerProcess& worker, ParticipantState state);
     void finish_if_done();
     void check_all_started();
+    void notify(WorkerEvent event, const WorkerProcess& worker) const {
+        if (observer_) observer_(event, worker);
+    }
 
     Config config_;
     std::string instance_;
@@ -95,6 +103,7 @@ private:
     boost::asio::steady_timer shutdown_timer_;
     std::vector<std::unique_ptr<WorkerProcess>> workers_;
     std::function<void()> all_started_;
+    Observer observer_;
     bool shutting_down_ = false;
     std::uint64_t next_correlation_ = 1;
     std::uint64_t peak_device_used_ = 0;
