@@ -33,7 +33,7 @@ TEST_CASE("deaths older than the window are forgotten, and the backoff starts ov
     CHECK(later.delay == 100ms);
 }
 
-TEST_CASE("a limit of zero fails at the first death; reset gives the pack another chance") {
+TEST_CASE("a limit of zero fails at the first death, and reset gives the pack another chance") {
     RestartTracker tracker(RestartPolicy{100ms, 30s, 0, 60s});
     const auto t0 = RestartTracker::Clock::time_point{} + 1h;
     CHECK(tracker.on_death(t0).give_up);

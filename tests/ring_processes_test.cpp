@@ -9,6 +9,8 @@
 
 #include <unistd.h>
 
+#include <thread>
+
 using namespace comfy;
 using comfy::test::ChildProcess;
 
@@ -24,7 +26,11 @@ int produce(const std::string& instance, std::uint64_t count) {
     for (std::uint64_t n = 0; n < count;) {
         const auto state = producer.try_push(numbered(n));
         if (state == ipc::PushResult::corrupt) return 3;
-        if (state == ipc::PushResult::ok) ++n;
+        if (state == ipc::PushResult::ok) {
+            ++n;
+        } else {
+            std::this_thread::yield();  // full: let the consumer run if it shares our core
+        }
     }
     return 0;
 }
