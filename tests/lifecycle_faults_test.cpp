@@ -15,8 +15,6 @@ using nlohmann::json;
 
 namespace {
 
-const json kIdlePack = {{"nodes", {{"noop", {{{"op", "compute"}, {"ms", 1}}}}}}};
-
 json config_with(const json& packs, int heartbeat_ms = 2000, int grace_ms = 500) {
     return {{"limits", {{"heartbeat_timeout_ms", heartbeat_ms}, {"shutdown_grace_ms", grace_ms}}}, {"packs", packs}};
 }
@@ -38,7 +36,7 @@ TEST_CASE("a worker that exits at once is restarted with backoff, then marked fa
                            {{"initial_backoff_ms", 50}, {"max_backoff_ms", 400}, {"max_restarts", 4},
                             {"window_ms", 60000}}}};
     const auto start = std::chrono::steady_clock::now();
-    SupervisorProcess supervisor(config_with({crasher, reference_pack(packs, "steady", kIdlePack)}));
+    SupervisorProcess supervisor(config_with({crasher, reference_pack(packs, "steady", idle_pack())}));
     REQUIRE(supervisor.wait_for(
         [](const auto& t) {
             const auto p = find(t, "crasher");
@@ -68,7 +66,7 @@ TEST_CASE("a worker that exits at once is restarted with backoff, then marked fa
 TEST_CASE("a stopped worker is found by its silent heartbeat and replaced") {
     TempFolder packs("packs");
     SupervisorProcess supervisor(config_with(
-        {reference_pack(packs, "sleepy", kIdlePack), reference_pack(packs, "steady", kIdlePack)}, 400, 200));
+        {reference_pack(packs, "sleepy", idle_pack()), reference_pack(packs, "steady", idle_pack())}, 400, 200));
     REQUIRE(supervisor.wait_for([](const auto& t) {
         const auto a = find(t, "sleepy");
         const auto b = find(t, "steady");
@@ -96,7 +94,7 @@ TEST_CASE("a wrong token, a wrong version or a message before Hello is refused; 
     SupervisorProcess supervisor(config_with({misbehaving("forger", "wrong-token"),
                                               misbehaving("stranger", "wrong-version"),
                                               misbehaving("hasty", "early-message"),
-                                              reference_pack(packs, "honest", kIdlePack)}));
+                                              reference_pack(packs, "honest", idle_pack())}));
     REQUIRE(supervisor.wait_for([](const auto& t) {
         int failed = 0;
         for (const auto& p : t) failed += p.state == ParticipantState::failed;

@@ -21,14 +21,12 @@ using nlohmann::json;
 
 namespace {
 
-const json kIdlePack = {{"nodes", {{"noop", {{{"op", "compute"}, {"ms", 1}}}}}}};
-
 json three_pack_config(const TempFolder& folder) {
     return {{"device", {{"kind", "simulated"}, {"total_bytes", "24GiB"}}},
             {"limits", {{"heartbeat_timeout_ms", 2000}, {"shutdown_grace_ms", 2000}}},
             {"packs",
-             {reference_pack(folder, "alpha", kIdlePack), reference_pack(folder, "beta", kIdlePack),
-              reference_pack(folder, "gamma", kIdlePack)}}};
+             {reference_pack(folder, "alpha", idle_pack()), reference_pack(folder, "beta", idle_pack()),
+              reference_pack(folder, "gamma", idle_pack())}}};
 }
 
 bool all_ready(const std::vector<Participant>& table, std::size_t count) {

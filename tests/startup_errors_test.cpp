@@ -100,7 +100,7 @@ TEST_CASE("usage errors and an unreadable config give status 2 and say what to d
 TEST_CASE("a second supervisor on a live instance refuses to start and touches nothing") {
     TempFolder packs("packs");
     const nlohmann::json config = {
-        {"packs", {reference_pack(packs, "solo", {{"nodes", {{"noop", {{{"op", "compute"}, {"ms", 1}}}}}}})}}};
+        {"packs", {reference_pack(packs, "solo", idle_pack())}}};
     SupervisorProcess first(config);
     REQUIRE(first.wait_for([](const auto& t) { return t.size() == 1 && t[0].state == comfy::ParticipantState::ready; }));
     const auto file = packs.write("config.json", config.dump());

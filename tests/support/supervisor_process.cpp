@@ -130,6 +130,8 @@ int SupervisorProcess::wait() {
     return code;
 }
 
+nlohmann::json idle_pack() { return {{"nodes", {{"noop", {{{"op", "compute"}, {"ms", 1}}}}}}}; }
+
 nlohmann::json reference_pack(const TempFolder& folder, const std::string& name, const nlohmann::json& pack) {
     const auto file = folder.write(name + ".pack.json", pack.dump(2));
     return {{"name", name}, {"command", worker_binary()}, {"args", {"--pack", file.string()}}};

@@ -75,6 +75,9 @@ private:
     bool exited_ = false;
 };
 
+// A pack description with one trivial node, for workers that only need to be alive.
+nlohmann::json idle_pack();
+
 // A pack entry for a config: the reference worker running `pack` (written to the folder).
 nlohmann::json reference_pack(const TempFolder& folder, const std::string& name, const nlohmann::json& pack);
 
