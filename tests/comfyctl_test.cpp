@@ -1,0 +1,632 @@
+// comfyctl: the report read from the segment (fields validated, stale and busy records
+// shown as such, device totals), its JSON and table forms, the command line, and the real
+// binary against a live segment, a missing one, a stale one, a torn record and a
+// supervisor stopped with SIGSTOP.
+#include <catch2/catch.hpp>
+
+#include "shared/segment_layout.hpp"
+#include "supervisor/ctl/ctl_options.hpp"
+#include "supervisor/ctl/report_format.hpp"
+#include "supervisor/ctl/report_json.hpp"
+#include "supervisor/ctl/report_text.hpp"
+#include "supervisor/ctl/segment_report.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/test_instance.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#ifndef COMFYCTL_PATH
+#error "COMFYCTL_PATH must name the comfyctl binary (set in tests/CMakeLists.txt)"
+#endif
+
+using namespace comfy;
+using Catch::Matchers::Contains;
+using comfy::test::ChildProcess;
+using Json = nlohmann::json;
+
+namespace {
+
+constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+const Capacities kCaps{8, 4, 4};
+
+ParticipantRecord participant(const char* name, std::int32_t pid, std::uint32_t generation, ParticipantState state,
+                              ParticipantKind kind = ParticipantKind::worker) {
+    ParticipantRecord r{};
+    std::strncpy(r.name, name, kPackNameBytes - 1);
+    r.pid = pid;
+    r.generation = generation;
+    r.state = static_cast<std::uint8_t>(state);
+    r.kind = static_cast<std::uint8_t>(kind);
+    r.last_exit_status = -1;
+    r.last_exit_signal = 0;
+    return r;
+}
+
+CensusRecord census(std::uint32_t generation, std::uint64_t device_used) {
+    CensusRecord c{};
+    c.generation = generation;
+    c.device_used_bytes = device_used;
+    return c;
+}
+
+// Leaves a seqlock looking mid-write, as a writer that stopped or died inside write().
+// Seqlock is standard layout and its sequence word comes first.
+template <class T>
+void tear(ipc::Seqlock<T>& lock) {
+    static_assert(std::is_standard_layout_v<ipc::Seqlock<T>>);
+    auto* sequence = reinterpret_cast<std::atomic<std::uint32_t>*>(&lock);
+    sequence->fetch_add(1);
+    REQUIRE((sequence->load() & 1u) == 1u);
+}
+
+// The table the tests below share: slots 0, 2, 3 and 5 in use, the others empty.
+//   0: the host, ready, current census using 2 GiB of the device
+//   2: a worker busy after a SIGKILL restart, census from its previous generation (stale)
+//   3: a worker with an out-of-range state and a name without NUL
+//   5: generation 0 but state dead (not empty: shown)
+void fill(const SegmentView& view, std::uint64_t now_ms) {
+    auto host = participant("comfyui", 100, 1, ParticipantState::ready, ParticipantKind::host);
+    host.started_at_ms = now_ms - 12'000;
+    view.participant(0).record.write(host);
+    auto c0 = census(1, 2 * kGiB);
+    c0.pinned_bytes = 3 * kGiB / 2;
+    c0.pinned_ceiling = 8 * kGiB;
+    c0.pin_errors = 1;
+    c0.bytes_evicted = 5 * kGiB;
+    c0.bytes_evicted_active = 512 * kMiB;
+    c0.churn = 2;
+    c0.allocator_reserved = 3 * kGiB;
+    c0.allocator_active = 2 * kGiB;
+    c0.cast_buffer_bytes = 64 * kMiB;
+    c0.resident_set_bytes = 700 * kMiB;
+    c0.last_node = 17;
+    c0.prompt_epoch = 9;
+    view.census(0).census.write(c0);
+    view.census(0).heartbeat.store(41);
+
+    auto pack = participant("pack-a", 200, 3, ParticipantState::busy);
+    pack.restarts = 2;
+    pack.last_exit_signal = SIGKILL;
+    pack.started_at_ms = now_ms - 3 * 60'000 - 5'000;
+    view.participant(2).record.write(pack);
+    view.census(2).census.write(census(2, 5 * kGiB));  // the generation before the restart
+    view.census(2).heartbeat.store(7);
+
+    auto odd = participant("", 300, 4, ParticipantState::ready);
+    std::memset(odd.name, 'x', kPackNameBytes);
+    odd.state = 42;
+    odd.last_exit_status = 3;
+    view.participant(3).record.write(odd);
+    view.census(3).census.write(census(4, 1 * kGiB));  // current, but the state is not live
+
+    auto gone = participant("old", 0, 0, ParticipantState::dead);
+    view.participant(5).record.write(gone);
+}
+
+const ctl::WorkerRow& row_of(const ctl::SegmentReport& report, std::uint32_t slot) {
+    for (const auto& row : report.workers) {
+        if (row.slot == slot) return row;
+    }
+    FAIL("no worker row for slot " << slot);
+    throw std::logic_error("unreachable");
+}
+
+const ctl::CensusRow& census_of(const ctl::SegmentReport& report, std::uint32_t slot) {
+    for (const auto& row : report.census) {
+        if (row.slot == slot) return row;
+    }
+    FAIL("no census row for slot " << slot);
+    throw std::logic_error("unreachable");
+}
+
+// The real binary, run to completion with its stdout and stderr captured; killed after
+// `limit` so that a comfyctl that blocks fails the test instead of hanging it.
+struct Run {
+    int status = -1;  // exit code, or 128 + signal
+    bool timed_out = false;
+    std::string out;
+    std::string err;
+};
+
+Run run_comfyctl(const std::vector<std::string>& args, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+    int out_pipe[2];
+    int err_pipe[2];
+    REQUIRE(::pipe2(out_pipe, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(err_pipe, O_CLOEXEC) == 0);
+    std::vector<std::string> argv_strings{COMFYCTL_PATH};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& s : argv_strings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::dup2(out_pipe[1], STDOUT_FILENO);
+        ::dup2(err_pipe[1], STDERR_FILENO);
+        ::execv(argv[0], argv.data());
+        ::_exit(127);
+    }
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
+
+    Run run;
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    std::array<pollfd, 2> fds{{{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}}};
+    std::array<std::string*, 2> sinks{&run.out, &run.err};
+    int open_fds = 2;
+    while (open_fds > 0) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+            run.timed_out = true;
+            ::kill(pid, SIGKILL);
+            break;
+        }
+        if (::poll(fds.data(), fds.size(), static_cast<int>(left.count())) < 0 && errno != EINTR) break;
+        for (std::size_t i = 0; i < fds.size(); ++i) {
+            if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+            char buffer[4096];
+            const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+            if (n > 0) {
+                sinks[i]->append(buffer, static_cast<std::size_t>(n));
+            } else if (n == 0 || errno != EINTR) {
+                ::close(fds[i].fd);
+                fds[i].fd = -1;
+                --open_fds;
+            }
+        }
+    }
+    for (const auto& fd : fds) {
+        if (fd.fd >= 0) ::close(fd.fd);
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    run.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return run;
+}
+
+std::size_t line_count(const std::string& text) {
+    std::size_t lines = 0;
+    for (const char c : text) lines += c == '\n' ? 1 : 0;
+    return lines;
+}
+
+}  // namespace
+
+TEST_CASE("the report lists non-empty slots with validated fields") {
+    auto segment = create_segment(test::test_instance("ctl"), kCaps, 24 * kGiB);
+    const std::uint64_t now = ctl::wall_clock_ms();
+    fill(view_of(segment), now);
+
+    const auto report = ctl::read_report("here", segment);
+    CHECK(report.instance == "here");
+    CHECK(report.segment == segment.name());
+    CHECK(report.supervisor_pid == ::getpid());
+    CHECK(report.participant_slots == 8);
+    REQUIRE(report.workers.size() == 4);
+    CHECK(report.workers[0].slot == 0);
+    CHECK(report.workers[1].slot == 2);
+    CHECK(report.workers[2].slot == 3);
+    CHECK(report.workers[3].slot == 5);
+
+    const auto& host = row_of(report, 0);
+    CHECK_FALSE(host.busy);
+    CHECK(host.name == "comfyui");
+    CHECK(host.name_valid);
+    CHECK(host.kind == "host");
+    CHECK(host.state == "ready");
+    CHECK(host.live);
+    CHECK(host.pid == 100);
+    CHECK(host.generation == 1);
+    CHECK(host.last_exit_status == -1);
+    CHECK(host.started_at_ms == now - 12'000);
+
+    const auto& pack = row_of(report, 2);
+    CHECK(pack.kind == "worker");
+    CHECK(pack.state == "busy");
+    CHECK(pack.restarts == 2);
+    CHECK(pack.last_exit_signal == SIGKILL);
+
+    const auto& odd = row_of(report, 3);
+    CHECK(odd.state == "invalid(42)");
+    CHECK_FALSE(odd.live);
+    CHECK(odd.name == std::string(kPackNameBytes - 1, 'x') + "?");
+    CHECK_FALSE(odd.name_valid);
+
+    const auto& gone = row_of(report, 5);
+    CHECK(gone.state == "dead");
+    CHECK(gone.generation == 0);
+}
+
+TEST_CASE("names, states and kinds out of range are shown, not trusted") {
+    bool valid = true;
+    char raw[kPackNameBytes] = "pa\x01" "ck\xff";
+    CHECK(ctl::display_name(raw, valid) == "pa?ck?");
+    CHECK_FALSE(valid);
+    char plain[kPackNameBytes] = "pack_b-2";
+    CHECK(ctl::display_name(plain, valid) == "pack_b-2");
+    CHECK(valid);
+    CHECK(ctl::state_name(0) == "empty");
+    CHECK(ctl::state_name(6) == "failed");
+    CHECK(ctl::state_name(7) == "invalid(7)");
+    CHECK(ctl::state_name(255) == "invalid(255)");
+    CHECK(ctl::kind_name(1) == "host");
+    CHECK(ctl::kind_name(2) == "invalid(2)");
+    CHECK_FALSE(ctl::slot_in_use(ParticipantRecord{}));
+}
+
+TEST_CASE("census rows are current or stale, and the device adds up live current ones") {
+    auto segment = create_segment(test::test_instance("ctl"), kCaps, 24 * kGiB);
+    fill(view_of(segment), ctl::wall_clock_ms());
+
+    const auto report = ctl::read_report("here", segment);
+    REQUIRE(report.census.size() == 4);
+    const auto& host = census_of(report, 0);
+    CHECK(host.status == ctl::RecordStatus::ok);
+    CHECK(host.name == "comfyui");
+    CHECK(host.heartbeat == 41);
+    CHECK(host.census.pinned_bytes == 3 * kGiB / 2);
+    CHECK(host.census.last_node == 17);
+    CHECK(census_of(report, 2).status == ctl::RecordStatus::stale);
+    CHECK(census_of(report, 2).census.generation == 2);
+    CHECK(census_of(report, 2).generation == 3);
+    CHECK(census_of(report, 3).status == ctl::RecordStatus::ok);
+
+    // Only slot 0 counts: slot 2 is stale, slot 3's state is not a live one.
+    CHECK(report.device.total_bytes == 24 * kGiB);
+    CHECK(report.device.used_bytes == 2 * kGiB);
+    REQUIRE(report.device.free_bytes);
+    CHECK(*report.device.free_bytes == 22 * kGiB);
+}
+
+TEST_CASE("a real device has no total in the segment and so no free figure") {
+    auto segment = create_segment(test::test_instance("ctl"), kCaps, 0);
+    fill(view_of(segment), ctl::wall_clock_ms());
+    const auto report = ctl::read_report("here", segment);
+    CHECK(report.device.total_bytes == 0);
+    CHECK(report.device.used_bytes == 2 * kGiB);
+    CHECK_FALSE(report.device.free_bytes);
+    const auto json = ctl::census_json(report);
+    CHECK(json["device"]["kind"] == "real");
+    CHECK(json["device"]["free_bytes"].is_null());
+    CHECK_THAT(ctl::census_text(report), Contains("device: real"));
+}
+
+TEST_CASE("a census claiming more than the device leaves zero free, not a wrapped number") {
+    auto segment = create_segment(test::test_instance("ctl"), kCaps, 4 * kGiB);
+    const auto view = view_of(segment);
+    view.participant(1).record.write(participant("greedy", 10, 1, ParticipantState::ready));
+    view.census(1).census.write(census(1, UINT64_MAX));
+    view.participant(4).record.write(participant("also", 11, 1, ParticipantState::ready));
+    view.census(4).census.write(census(1, 1));
+    const auto report = ctl::read_report("here", segment);
+    CHECK(report.device.used_bytes == UINT64_MAX);
+    CHECK(*report.device.free_bytes == 0);
+}
+
+TEST_CASE("a torn record is reported busy, quickly, and nothing else is disturbed") {
+    auto segment = create_segment(test::test_instance("ctl"), kCaps, 24 * kGiB);
+    const auto view = view_of(segment);
+    fill(view, ctl::wall_clock_ms());
+    tear(view.participant(2).record);  // the supervisor stopped inside a participant write
+    tear(view.census(0).census);       // the host stopped inside its census write
+
+    const auto start = std::chrono::steady_clock::now();
+    const auto report = ctl::read_report("here", segment);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+
+    REQUIRE(report.workers.size() == 4);
+    CHECK(row_of(report, 2).busy);
+    CHECK_FALSE(row_of(report, 0).busy);
+    CHECK(census_of(report, 2).status == ctl::RecordStatus::busy);
+    CHECK(census_of(report, 2).participant_busy);
+    CHECK(census_of(report, 2).heartbeat == 7);
+    CHECK(census_of(report, 0).status == ctl::RecordStatus::busy);
+    CHECK_FALSE(census_of(report, 0).participant_busy);
+    CHECK(census_of(report, 0).name == "comfyui");
+    CHECK(report.device.used_bytes == 0);
+
+    const auto workers = ctl::workers_json(report);
+    CHECK(workers["workers"][1]["slot"] == 2);
+    CHECK(workers["workers"][1]["status"] == "busy");
+    CHECK(workers["workers"][1]["pid"].is_null());
+    const auto json = ctl::census_json(report);
+    CHECK(json["census"][0]["status"] == "busy");
+    CHECK(json["census"][0]["name"] == "comfyui");
+    CHECK(json["census"][0]["pinned_bytes"].is_null());
+    CHECK(json["census"][0]["heartbeat"] == 41);
+    CHECK(json["census"][1]["name"].is_null());
+
+    CHECK_THAT(ctl::workers_text(report, ctl::wall_clock_ms()), Contains("busy: the record was being written"));
+}
+
+TEST_CASE("the JSON forms carry raw integers and every field") {
+    auto segment = create_segment(test::test_instance("ctl"), kCaps, 24 * kGiB);
+    const std::uint64_t now = ctl::wall_clock_ms();
+    fill(view_of(segment), now);
+    const auto report = ctl::read_report("here", segment);
+
+    const auto workers = ctl::workers_json(report);
+    CHECK(workers["instance"] == "here");
+    CHECK(workers["segment"] == segment.name());
+    CHECK(workers["supervisor_pid"] == ::getpid());
+    REQUIRE(workers["workers"].size() == 4);
+    const auto& pack = workers["workers"][1];
+    CHECK(pack["slot"] == 2);
+    CHECK(pack["status"] == "ok");
+    CHECK(pack["name"] == "pack-a");
+    CHECK(pack["kind"] == "worker");
+    CHECK(pack["pid"] == 200);
+    CHECK(pack["generation"] == 3);
+    CHECK(pack["state"] == "busy");
+    CHECK(pack["restarts"] == 2);
+    CHECK(pack["last_exit_status"] == -1);
+    CHECK(pack["last_exit_signal"] == 9);
+    CHECK(pack["started_at_ms"] == now - 185'000);
+    CHECK(workers["workers"][2]["state"] == "invalid(42)");
+
+    const auto census = ctl::census_json(report);
+    CHECK(census["device"]["total_bytes"] == 24 * kGiB);
+    CHECK(census["device"]["used_bytes"] == 2 * kGiB);
+    CHECK(census["device"]["free_bytes"] == 22 * kGiB);
+    REQUIRE(census["census"].size() == 4);
+    const auto& host = census["census"][0];
+    CHECK(host["slot"] == 0);
+    CHECK(host["name"] == "comfyui");
+    CHECK(host["generation"] == 1);
+    CHECK(host["status"] == "ok");
+    CHECK(host["pinned_bytes"] == 3 * kGiB / 2);
+    CHECK(host["pinned_ceiling"] == 8 * kGiB);
+    CHECK(host["pin_errors"] == 1);
+    CHECK(host["device_used_bytes"] == 2 * kGiB);
+    CHECK(host["bytes_evicted"] == 5 * kGiB);
+    CHECK(host["bytes_evicted_active"] == 512 * kMiB);
+    CHECK(host["churn"] == 2);
+    CHECK(host["allocator_reserved"] == 3 * kGiB);
+    CHECK(host["allocator_active"] == 2 * kGiB);
+    CHECK(host["cast_buffer_bytes"] == 64 * kMiB);
+    CHECK(host["resident_set_bytes"] == 700 * kMiB);
+    CHECK(host["last_node"] == 17);
+    CHECK(host["prompt_epoch"] == 9);
+    CHECK(host["heartbeat"] == 41);
+    CHECK(census["census"][1]["status"] == "stale");
+    // Valid JSON text even with a damaged name.
+    CHECK_NOTHROW(Json::parse(census.dump()));
+}
+
+TEST_CASE("the tables show sizes, ages, exits and statuses for people") {
+    auto segment = create_segment(test::test_instance("ctl"), kCaps, 24 * kGiB);
+    const std::uint64_t now = ctl::wall_clock_ms();
+    fill(view_of(segment), now);
+    const auto report = ctl::read_report("here", segment);
+
+    const auto workers = ctl::workers_text(report, now);
+    CHECK_THAT(workers, Contains("supervisor pid " + std::to_string(::getpid())));
+    CHECK_THAT(workers, Contains("comfyui"));
+    CHECK_THAT(workers, Contains("signal 9 (SIGKILL)"));
+    CHECK_THAT(workers, Contains("exit 3"));
+    CHECK_THAT(workers, Contains("invalid(42)"));
+    CHECK_THAT(workers, Contains("12s"));
+    CHECK_THAT(workers, Contains("3m"));
+    CHECK(line_count(workers) == 1 + 1 + 4);  // title, header, rows
+
+    const auto census = ctl::census_text(report);
+    CHECK_THAT(census, Contains("total 24 GiB, used 2.0 GiB, free 22 GiB"));
+    CHECK_THAT(census, Contains("1.5 GiB / 8.0 GiB"));
+    CHECK_THAT(census, Contains("stale"));
+    CHECK(line_count(census) == 1 + 1 + 1 + 4);  // title, device, header, rows
+
+    const auto empty_segment = create_segment(test::test_instance("ctl"), kCaps, 24 * kGiB);
+    CHECK_THAT(ctl::workers_text(ctl::read_report("e", empty_segment), now), Contains("no participants"));
+}
+
+TEST_CASE("ages and exits read as a person would say them") {
+    CHECK(ctl::age_text(0, 5'000) == "-");
+    CHECK(ctl::age_text(1'000, 13'500) == "12s");
+    CHECK(ctl::age_text(1'000, 1'000 + 3 * 60'000 + 59'000) == "3m");
+    CHECK(ctl::age_text(1'000, 1'000 + 5 * 3'600'000) == "5h");
+    CHECK(ctl::age_text(1'000, 1'000 + 49 * 3'600'000ull) == "2d");
+    CHECK(ctl::age_text(9'000, 1'000) == "0s");  // a clock that went back
+    CHECK(ctl::exit_text(-1, 0) == "-");
+    CHECK(ctl::exit_text(0, 0) == "exit 0");
+    CHECK(ctl::exit_text(3, 0) == "exit 3");
+    CHECK(ctl::exit_text(-1, SIGKILL) == "signal 9 (SIGKILL)");
+    CHECK(ctl::exit_text(-1, SIGSEGV) == "signal 11 (SIGSEGV)");
+    CHECK(ctl::exit_text(-1, 200) == "signal 200");
+}
+
+TEST_CASE("the command line: a command, an instance, --json, anywhere") {
+    using ctl::parse_options;
+    const auto defaults = parse_options({"workers"});
+    CHECK(defaults.instance == "default");
+    CHECK(defaults.command == ctl::Command::workers);
+    CHECK_FALSE(defaults.json);
+    const auto full = parse_options({"--json", "census", "--instance", "gpu-1"});
+    CHECK(full.instance == "gpu-1");
+    CHECK(full.command == ctl::Command::census);
+    CHECK(full.json);
+    CHECK(parse_options({"--instance=x_2", "workers"}).instance == "x_2");
+    CHECK(parse_options({"--help"}).help);
+    CHECK(parse_options({"--json", "-h"}).help);
+    CHECK_THROWS_AS(parse_options({"bogus", "-h"}), ctl::UsageError);  // read in order: the bad command first
+}
+
+TEST_CASE("a bad command line is refused with the problem named") {
+    using ctl::parse_options;
+    CHECK_THROWS_WITH(parse_options({}), Contains("no command"));
+    CHECK_THROWS_WITH(parse_options({"ledger"}), Contains("unknown command 'ledger'"));
+    CHECK_THROWS_WITH(parse_options({"workers", "--verbose"}), Contains("unknown option '--verbose'"));
+    CHECK_THROWS_WITH(parse_options({"workers", "--instance"}), Contains("--instance needs a NAME"));
+    CHECK_THROWS_WITH(parse_options({"--instance", "--json", "workers"}), Contains("--instance needs a NAME"));
+    CHECK_THROWS_WITH(parse_options({"--instance=", "workers"}), Contains("--instance needs a NAME"));
+    CHECK_THROWS_WITH(parse_options({"workers", "census"}), Contains("one command at a time"));
+    CHECK_THROWS_WITH(parse_options({"--instance", "a/b", "workers"}), Contains("only letters, digits"));
+}
+
+TEST_CASE("comfyctl prints the workers and census of a live segment as JSON and tables") {
+    const auto instance = test::test_instance("ctl");
+    auto segment = create_segment(instance, kCaps, 24 * kGiB);
+    fill(view_of(segment), ctl::wall_clock_ms());
+
+    const auto workers = run_comfyctl({"--instance", instance, "workers", "--json"});
+    REQUIRE(workers.status == 0);
+    CHECK(workers.err.empty());
+    const auto w = Json::parse(workers.out);
+    CHECK(w["instance"] == instance);
+    CHECK(w["segment"] == segment.name());
+    CHECK(w["supervisor_pid"] == ::getpid());
+    REQUIRE(w["workers"].size() == 4);
+    CHECK(w["workers"][0]["name"] == "comfyui");
+    CHECK(w["workers"][1]["last_exit_signal"] == 9);
+
+    const auto census = run_comfyctl({"census", "--json", "--instance=" + instance});
+    REQUIRE(census.status == 0);
+    const auto c = Json::parse(census.out);
+    CHECK(c["device"]["used_bytes"] == 2 * kGiB);
+    CHECK(c["census"][1]["status"] == "stale");
+
+    const auto table = run_comfyctl({"--instance", instance, "census"});
+    REQUIRE(table.status == 0);
+    CHECK_THAT(table.out, Contains("free 22 GiB"));
+    CHECK_THAT(run_comfyctl({"--instance", instance, "workers"}).out, Contains("signal 9 (SIGKILL)"));
+}
+
+TEST_CASE("comfyctl without a supervisor fails with one line and status 1") {
+    const auto instance = test::test_instance("absent");
+    const auto run = run_comfyctl({"--instance", instance, "workers"});
+    CHECK(run.status == 1);
+    CHECK(run.out.empty());
+    CHECK(line_count(run.err) == 1);
+    CHECK_THAT(run.err, Contains(ipc::segment_name(instance) + ": shm_open failed: No such file or directory"));
+    CHECK_THAT(run.err, Contains("is the supervisor running with this --instance?"));
+}
+
+TEST_CASE("comfyctl on a stale segment says so and how to clear it") {
+    const auto instance = test::test_instance("ctl");
+    const auto name = ipc::segment_name(instance);
+    ChildProcess creator([&] {
+        auto segment = create_segment(instance, kCaps);
+        ::_exit(0);  // dies without removing it, as after SIGKILL
+        return 0;
+    });
+    REQUIRE(creator.wait() == 0);
+    const auto run = run_comfyctl({"--instance", instance, "census"});
+    CHECK(run.status == 1);
+    CHECK(line_count(run.err) == 1);
+    CHECK_THAT(run.err, Contains("stale segment"));
+    CHECK(ipc::remove_stale_segment(name));
+}
+
+TEST_CASE("comfyctl refuses a bad command line with status 2 and the usage") {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"ledger"}, {"workers", "--verbose"}, {"workers", "--instance"}, {}, {"--instance", "a b", "census"}}) {
+        INFO("args: " << Json(args).dump());
+        const auto run = run_comfyctl(args);
+        CHECK(run.status == 2);
+        CHECK(run.out.empty());
+        CHECK(line_count(run.err) == 1);
+        CHECK_THAT(run.err, Contains("usage: comfyctl [--instance NAME] workers|census [--json]"));
+    }
+    const auto help = run_comfyctl({"--help"});
+    CHECK(help.status == 0);
+    CHECK_THAT(help.out, Contains("usage: comfyctl"));
+    CHECK(help.err.empty());
+}
+
+TEST_CASE("comfyctl shows a torn record as busy and still finishes") {
+    const auto instance = test::test_instance("ctl");
+    auto segment = create_segment(instance, kCaps, 24 * kGiB);
+    const auto view = view_of(segment);
+    fill(view, ctl::wall_clock_ms());
+    tear(view.participant(0).record);
+    tear(view.census(2).census);
+
+    const auto workers = run_comfyctl({"--instance", instance, "workers", "--json"}, std::chrono::seconds(5));
+    REQUIRE_FALSE(workers.timed_out);
+    REQUIRE(workers.status == 0);
+    const auto w = Json::parse(workers.out);
+    CHECK(w["workers"][0]["status"] == "busy");
+    CHECK(w["workers"][1]["status"] == "ok");
+
+    const auto census = run_comfyctl({"--instance", instance, "census", "--json"}, std::chrono::seconds(5));
+    REQUIRE_FALSE(census.timed_out);
+    REQUIRE(census.status == 0);
+    const auto c = Json::parse(census.out);
+    CHECK(c["census"][0]["status"] == "busy");
+    CHECK(c["census"][1]["status"] == "busy");
+    CHECK(c["census"][1]["name"] == "pack-a");
+
+    const auto table = run_comfyctl({"--instance", instance, "workers"}, std::chrono::seconds(5));
+    CHECK(table.status == 0);
+    CHECK_THAT(table.out, Contains("busy: the record was being written"));
+}
+
+TEST_CASE("comfyctl reads the segment of a supervisor stopped with SIGSTOP") {
+    const auto instance = test::test_instance("ctl");
+    const auto name = ipc::segment_name(instance);
+    // Destroyed after the child (declared first): the killed creator leaves its segment.
+    struct RemoveWhenStale {
+        std::string name;
+        ~RemoveWhenStale() { ipc::remove_stale_segment(name); }
+    } cleanup{name};
+    int ready[2];
+    REQUIRE(::pipe2(ready, O_CLOEXEC) == 0);
+
+    ChildProcess supervisor([&]() -> int {
+        ::close(ready[0]);
+        auto segment = create_segment(instance, kCaps, 24 * kGiB);
+        fill(view_of(segment), ctl::wall_clock_ms());
+        const char byte = 1;
+        if (::write(ready[1], &byte, 1) != 1) return 1;
+        for (;;) ::pause();
+    });
+    ::close(ready[1]);
+    pollfd wait_ready{ready[0], POLLIN, 0};
+    REQUIRE(::poll(&wait_ready, 1, 10'000) == 1);
+    char byte = 0;
+    REQUIRE(::read(ready[0], &byte, 1) == 1);
+    ::close(ready[0]);
+
+    supervisor.kill(SIGSTOP);
+    int status = 0;
+    REQUIRE(::waitpid(supervisor.pid(), &status, WUNTRACED) == supervisor.pid());  // reports the stop, reaps nothing
+    REQUIRE(WIFSTOPPED(status));
+
+    const auto workers = run_comfyctl({"--instance", instance, "workers", "--json"}, std::chrono::seconds(5));
+    const auto census = run_comfyctl({"--instance", instance, "census", "--json"}, std::chrono::seconds(5));
+
+    supervisor.kill(SIGCONT);
+    supervisor.kill(SIGKILL);
+    CHECK(supervisor.wait() == 128 + SIGKILL);
+
+    REQUIRE_FALSE(workers.timed_out);
+    REQUIRE(workers.status == 0);
+    const auto w = Json::parse(workers.out);
+    CHECK(w["supervisor_pid"] == supervisor.pid());
+    REQUIRE(w["workers"].size() == 4);
+    CHECK(w["workers"][1]["name"] == "pack-a");
+    REQUIRE_FALSE(census.timed_out);
+    REQUIRE(census.status == 0);
+    const auto c = Json::parse(census.out);
+    CHECK(c["device"]["used_bytes"] == 2 * kGiB);
+    CHECK(c["census"][0]["heartbeat"] == 41);
+
+    CHECK(ipc::remove_stale_segment(name));
+}

@@ -1,0 +1,120 @@
+#include "supervisor/ctl/report_text.hpp"
+
+#include "shared/byte_size.hpp"
+#include "supervisor/ctl/report_format.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace comfy::ctl {
+
+namespace {
+
+// A plain text table: columns padded to their widest cell, two spaces apart; numeric
+// columns right-aligned. A row with fewer cells than columns ends in a note that spans the
+// rest of the row (such as a busy record's).
+class Table {
+public:
+    Table(std::vector<std::string> headers, std::vector<bool> right_aligned)
+        : headers_(std::move(headers)), right_(std::move(right_aligned)) {}
+
+    // 1 to headers.size() cells.
+    void add(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+
+    std::string render() const {
+        std::vector<std::size_t> width(headers_.size());
+        for (std::size_t c = 0; c < headers_.size(); ++c) width[c] = headers_[c].size();
+        for (const auto& row : rows_) {
+            // A short row's last cell is a note; it does not widen its column.
+            const std::size_t columns = row.size() == headers_.size() ? row.size() : row.size() - 1;
+            for (std::size_t c = 0; c < columns; ++c) width[c] = std::max(width[c], row[c].size());
+        }
+        std::string out;
+        auto line = [&](const std::vector<std::string>& cells) {
+            std::string text;
+            for (std::size_t c = 0; c < cells.size(); ++c) {
+                if (c > 0) text += "  ";
+                const bool note = cells.size() < headers_.size() && c + 1 == cells.size();
+                const std::size_t pad = note ? 0 : width[c] - cells[c].size();
+                if (right_[c]) text.append(pad, ' ');
+                text += cells[c];
+                if (!right_[c]) text.append(pad, ' ');
+            }
+            while (!text.empty() && text.back() == ' ') text.pop_back();
+            out += text + "\n";
+        };
+        line(headers_);
+        for (const auto& row : rows_) line(row);
+        return out;
+    }
+
+private:
+    std::vector<std::string> headers_;
+    std::vector<bool> right_;
+    std::vector<std::vector<std::string>> rows_;
+};
+
+std::string title(const SegmentReport& report) {
+    return "instance " + report.instance + ": segment " + report.segment + ", supervisor pid " +
+           std::to_string(report.supervisor_pid) + ", " + std::to_string(report.participant_slots) + " slots\n";
+}
+
+std::string slot_text(std::uint32_t slot) { return std::to_string(slot); }
+
+std::string name_text(const std::string& name) { return name.empty() ? "-" : name; }
+
+std::string pair_text(std::uint64_t first, std::uint64_t second) {
+    return format_byte_size(first) + " / " + format_byte_size(second);
+}
+
+}  // namespace
+
+std::string workers_text(const SegmentReport& report, std::uint64_t now_ms) {
+    std::string out = title(report);
+    if (report.workers.empty()) return out + "no participants\n";
+    Table table({"SLOT", "NAME", "KIND", "PID", "GEN", "STATE", "RESTARTS", "LAST EXIT", "STARTED"},
+                {true, false, false, true, true, false, true, false, true});
+    for (const auto& row : report.workers) {
+        if (row.busy) {
+            table.add({slot_text(row.slot), "busy: the record was being written on every try; run again"});
+            continue;
+        }
+        table.add({slot_text(row.slot), name_text(row.name), row.kind, std::to_string(row.pid), std::to_string(row.generation),
+                   row.state, std::to_string(row.restarts), exit_text(row.last_exit_status, row.last_exit_signal),
+                   age_text(row.started_at_ms, now_ms)});
+    }
+    return out + table.render();
+}
+
+std::string census_text(const SegmentReport& report) {
+    std::string out = title(report);
+    const auto& device = report.device;
+    if (device.total_bytes != 0) {
+        out += "device: simulated, total " + format_byte_size(device.total_bytes) + ", used " +
+               format_byte_size(device.used_bytes) + ", free " + format_byte_size(device.free_bytes.value_or(0)) + "\n";
+    } else {
+        out += "device: real (its size is not in the segment), used by participants " +
+               format_byte_size(device.used_bytes) + "\n";
+    }
+    if (report.census.empty()) return out + "no participants\n";
+    Table table({"SLOT", "NAME", "GEN", "STATUS", "PINNED / CEILING", "PIN ERR", "DEVICE", "EVICTED / ACTIVE", "CHURN",
+                 "RESERVED / ACTIVE", "CAST", "RSS", "NODE", "EPOCH", "HEARTBEAT"},
+                {true, false, true, false, true, true, true, true, true, true, true, true, true, true, true});
+    for (const auto& row : report.census) {
+        const bool known = row.status != RecordStatus::busy;
+        const bool participant_known = !row.participant_busy;
+        const CensusRecord& c = row.census;
+        auto value = [&](std::string text) { return known ? text : std::string("-"); };
+        table.add({slot_text(row.slot), participant_known ? name_text(row.name) : "-",
+                   participant_known ? std::to_string(row.generation) : "-", status_name(row.status),
+                   value(pair_text(c.pinned_bytes, c.pinned_ceiling)), value(std::to_string(c.pin_errors)),
+                   value(format_byte_size(c.device_used_bytes)), value(pair_text(c.bytes_evicted, c.bytes_evicted_active)),
+                   value(std::to_string(c.churn)), value(pair_text(c.allocator_reserved, c.allocator_active)),
+                   value(format_byte_size(c.cast_buffer_bytes)), value(format_byte_size(c.resident_set_bytes)),
+                   value(std::to_string(c.last_node)), value(std::to_string(c.prompt_epoch)),
+                   std::to_string(row.heartbeat)});
+    }
+    return out + table.render();
+}
+
+}  // namespace comfy::ctl

@@ -1,0 +1,156 @@
+#include "supervisor/ctl/segment_report.hpp"
+
+#include <array>
+#include <atomic>
+#include <thread>
+
+namespace comfy::ctl {
+
+namespace {
+
+constexpr std::array<const char*, kParticipantStateCount> kStateNames = {"empty", "spawning", "ready", "busy",
+                                                                          "draining", "dead", "failed"};
+
+// A seqlock read retried in a few bounded rounds with short pauses, so a writer that was
+// preempted mid-write gets a moment to finish; a writer that died mid-write costs a few
+// milliseconds and yields "busy".
+template <class T>
+ipc::SeqlockRead read_bounded(const ipc::Seqlock<T>& lock, T& out, const ReadPolicy& policy) {
+    for (int round = 0; round < policy.rounds; ++round) {
+        if (round > 0) std::this_thread::sleep_for(policy.pause_between_rounds);
+        if (lock.read(out, policy.tries_per_round) == ipc::SeqlockRead::ok) return ipc::SeqlockRead::ok;
+    }
+    return ipc::SeqlockRead::busy;
+}
+
+bool is_live(std::uint8_t state) noexcept {
+    return state == static_cast<std::uint8_t>(ParticipantState::spawning) ||
+           state == static_cast<std::uint8_t>(ParticipantState::ready) ||
+           state == static_cast<std::uint8_t>(ParticipantState::busy) ||
+           state == static_cast<std::uint8_t>(ParticipantState::draining);
+}
+
+}  // namespace
+
+const char* status_name(RecordStatus status) noexcept {
+    switch (status) {
+        case RecordStatus::ok: return "ok";
+        case RecordStatus::stale: return "stale";
+        case RecordStatus::busy: return "busy";
+    }
+    return "busy";
+}
+
+std::string state_name(std::uint8_t state) {
+    if (state < kStateNames.size()) return kStateNames[state];
+    return "invalid(" + std::to_string(state) + ")";
+}
+
+std::string kind_name(std::uint8_t kind) {
+    if (kind == static_cast<std::uint8_t>(ParticipantKind::worker)) return "worker";
+    if (kind == static_cast<std::uint8_t>(ParticipantKind::host)) return "host";
+    return "invalid(" + std::to_string(kind) + ")";
+}
+
+std::string display_name(const char (&raw)[kPackNameBytes], bool& valid) {
+    valid = true;
+    std::size_t length = 0;
+    while (length < kPackNameBytes && raw[length] != '\0') ++length;
+    const bool terminated = length < kPackNameBytes;
+    if (!terminated) length = kPackNameBytes - 1;  // room for the '?' that marks the cut
+    std::string name;
+    name.reserve(length + 1);
+    for (std::size_t i = 0; i < length; ++i) {
+        const auto byte = static_cast<unsigned char>(raw[i]);
+        // Printable ASCII only: the name goes to a terminal and into JSON (which needs UTF-8).
+        if (byte < 0x20 || byte > 0x7e) {
+            name += '?';
+            valid = false;
+        } else {
+            name += static_cast<char>(byte);
+        }
+    }
+    if (!terminated) {
+        name += '?';
+        valid = false;
+    }
+    return name;
+}
+
+bool slot_in_use(const ParticipantRecord& record) noexcept {
+    return record.generation != 0 || record.state != static_cast<std::uint8_t>(ParticipantState::empty);
+}
+
+WorkerRow worker_row(std::uint32_t slot, const ParticipantRecord& record) {
+    WorkerRow row;
+    row.slot = slot;
+    row.name = display_name(record.name, row.name_valid);
+    row.kind = kind_name(record.kind);
+    row.state = state_name(record.state);
+    row.live = is_live(record.state);
+    row.pid = record.pid;
+    row.generation = record.generation;
+    row.restarts = record.restarts;
+    row.last_exit_status = record.last_exit_status;
+    row.last_exit_signal = record.last_exit_signal;
+    row.started_at_ms = record.started_at_ms;
+    return row;
+}
+
+SegmentReport read_report(const std::string& instance, const ipc::SharedSegment& segment, const ReadPolicy& policy) {
+    const SegmentView view = view_of(segment);
+    SegmentReport report;
+    report.instance = instance;
+    report.segment = segment.name();
+    report.supervisor_pid = segment.header().creator_pid;
+    report.participant_slots = view.capacities().participants;
+    report.device.total_bytes = view.device_total_bytes();
+
+    for (std::uint32_t slot = 0; slot < report.participant_slots; ++slot) {
+        ParticipantRecord record{};
+        const bool busy = read_bounded(view.participant(slot).record, record, policy) == ipc::SeqlockRead::busy;
+        if (!busy && !slot_in_use(record)) continue;
+
+        const CensusSlot& census_slot = view.census(slot);
+        CensusRow census;
+        census.slot = slot;
+        // Relaxed: a counter shown as is; nothing else is read through it.
+        census.heartbeat = census_slot.heartbeat.load(std::memory_order_relaxed);
+
+        if (busy) {
+            WorkerRow row;
+            row.slot = slot;
+            row.busy = true;
+            report.workers.push_back(std::move(row));
+            census.participant_busy = true;
+            report.census.push_back(census);  // busy: the generation to compare with is unknown
+            continue;
+        }
+
+        WorkerRow row = worker_row(slot, record);
+        census.name = row.name;
+        census.generation = row.generation;
+        CensusRecord values{};
+        if (read_bounded(census_slot.census, values, policy) == ipc::SeqlockRead::ok) {
+            census.census = values;
+            census.status = values.generation == row.generation ? RecordStatus::ok : RecordStatus::stale;
+            if (census.status == RecordStatus::ok && row.live) {
+                // Saturating: a census can claim anything, and a wrapped sum would lie.
+                const std::uint64_t add = values.device_used_bytes;
+                report.device.used_bytes =
+                    add > UINT64_MAX - report.device.used_bytes ? UINT64_MAX : report.device.used_bytes + add;
+            }
+        }
+        report.workers.push_back(std::move(row));
+        report.census.push_back(census);
+    }
+
+    if (report.device.total_bytes != 0) {
+        const auto total = report.device.total_bytes;
+        const auto used = report.device.used_bytes;
+        report.device.free_bytes = used >= total ? 0 : total - used;
+    }
+    return report;
+}
+
+}  // namespace comfy::ctl

@@ -1,0 +1,86 @@
+#pragma once
+// Reads the supervisor's segment into plain structs for comfyctl. Shared memory is input,
+// not truth: every field is validated on the way in. Only seqlock reads and atomic loads
+// are used; nothing in the segment is ever written, and no read waits on the supervisor
+// or a worker (a record that stays mid-write is reported busy after bounded retries).
+
+#include "shared/records.hpp"
+#include "shared/segment_layout.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace comfy::ctl {
+
+// How a record read went: whole and current, whole but from an older generation, or
+// mid-write on every try.
+enum class RecordStatus { ok, stale, busy };
+const char* status_name(RecordStatus status) noexcept;
+
+struct WorkerRow {
+    std::uint32_t slot = 0;
+    bool busy = false;         // the record was being written on every try; nothing below is known
+    std::string name;          // printable ASCII; '?' replaces bad bytes and ends a name without NUL
+    bool name_valid = true;
+    std::string kind;          // "worker", "host" or "invalid(N)"
+    std::string state;         // "empty", "spawning" ... "failed" or "invalid(N)"
+    bool live = false;         // spawning, ready, busy or draining
+    std::int32_t pid = 0;
+    std::uint32_t generation = 0;
+    std::uint32_t restarts = 0;
+    std::int32_t last_exit_status = -1;
+    std::int32_t last_exit_signal = 0;
+    std::uint64_t started_at_ms = 0;
+};
+
+struct CensusRow {
+    std::uint32_t slot = 0;
+    bool participant_busy = false; // the participant record was busy: name and generation unknown
+    std::string name;              // the participant's, as in WorkerRow
+    std::uint32_t generation = 0;  // the participant's
+    RecordStatus status = RecordStatus::busy;
+    CensusRecord census{};         // as read; all zero when busy
+    std::uint64_t heartbeat = 0;
+};
+
+struct DeviceSummary {
+    std::uint64_t total_bytes = 0;  // the simulated device's size; 0 for a real device
+    // device_used_bytes summed over live participants whose census is current.
+    std::uint64_t used_bytes = 0;
+    // total - used (never below 0); absent for a real device, whose size is not in the segment.
+    std::optional<std::uint64_t> free_bytes;
+};
+
+struct SegmentReport {
+    std::string instance;
+    std::string segment;
+    std::int32_t supervisor_pid = 0;
+    std::uint32_t participant_slots = 0;
+    std::vector<WorkerRow> workers;  // non-empty slots only, in slot order
+    std::vector<CensusRow> census;   // the same slots
+    DeviceSummary device;
+};
+
+// Bounds on how long one record is retried before it is reported busy.
+struct ReadPolicy {
+    int tries_per_round = ipc::Seqlock<ParticipantRecord>::kDefaultTries;
+    int rounds = 3;
+    std::chrono::microseconds pause_between_rounds{500};
+};
+
+// Reads every participant slot of an attached segment (see attach_segment). Throws
+// ipc::SegmentError when the segment's layout header does not match.
+SegmentReport read_report(const std::string& instance, const ipc::SharedSegment& segment,
+                          const ReadPolicy& policy = {});
+
+// The pieces of read_report, for tests.
+bool slot_in_use(const ParticipantRecord& record) noexcept;
+WorkerRow worker_row(std::uint32_t slot, const ParticipantRecord& record);
+std::string display_name(const char (&raw)[kPackNameBytes], bool& valid);
+std::string state_name(std::uint8_t state);
+std::string kind_name(std::uint8_t kind);
+
+}  // namespace comfy::ctl
