@@ -1,17 +1,24 @@
 #include "ipc/process_identity.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <charconv>
-#include <fstream>
-#include <iterator>
 #include <string>
 
 namespace comfy::ipc {
 
 std::optional<std::uint64_t> process_start_time(pid_t pid) {
     if (pid <= 0) return std::nullopt;
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    if (!in) return std::nullopt;
-    const std::string stat{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    // Plain read(2): the process may exit while we read, which must mean "gone", not
+    // an exception from a stream.
+    const int fd = ::open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    char buffer[1024];
+    const ssize_t length = ::read(fd, buffer, sizeof buffer);
+    ::close(fd);
+    if (length <= 0) return std::nullopt;
+    const std::string stat(buffer, static_cast<std::size_t>(length));
     // The command name (field 2) is in parentheses and may itself hold spaces or ')',
     // so fields are counted from the last ')'.
     const auto close = stat.rfind(')');

@@ -3,14 +3,13 @@
 #include "tests/support/test_instance.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 
 namespace comfy::test {
 
@@ -28,8 +27,14 @@ std::vector<Child> children_of(pid_t parent) {
     while (const dirent* entry = ::readdir(proc)) {
         const pid_t pid = static_cast<pid_t>(std::strtol(entry->d_name, nullptr, 10));
         if (pid <= 0) continue;
-        std::ifstream in("/proc/" + std::string(entry->d_name) + "/stat");
-        const std::string stat{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+        // Plain read(2): a process that exits meanwhile reads as empty, never as an exception.
+        const int fd = ::open(("/proc/" + std::string(entry->d_name) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        char buffer[1024];
+        const ssize_t length = ::read(fd, buffer, sizeof buffer);
+        ::close(fd);
+        if (length <= 0) continue;
+        const std::string stat(buffer, static_cast<std::size_t>(length));
         const auto open = stat.find('(');
         const auto close = stat.rfind(')');
         if (open == std::string::npos || close == std::string::npos || close + 4 >= stat.size()) continue;
