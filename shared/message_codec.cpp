@@ -68,7 +68,7 @@ Check check(const AdmissionRequest& m) {
     if (!is_bytes(m.largest_tensor)) return "admission_request.largest_tensor";
     if (!is_bytes(m.pinned_bytes)) return "admission_request.pinned_bytes";
     if (m.keep_loaded_count > kMaxKeepLoaded) return "admission_request.keep_loaded_count";
-    if (m.reserved != 0) return "admission_request.reserved";
+    if (m.flags & ~kAdmitForDynamic) return "admission_request.flags";
     for (std::uint32_t i = 0; i < m.keep_loaded_count; ++i) {
         if (m.keep_loaded[i] == 0) return "admission_request.keep_loaded";
     }

@@ -104,9 +104,11 @@ struct AdmissionRequest {
     std::uint64_t largest_tensor;
     std::uint64_t pinned_bytes;
     std::uint32_t keep_loaded_count;
-    std::uint32_t reserved;
+    std::uint32_t flags;  // kAdmitForDynamic
     std::uint64_t keep_loaded[kMaxKeepLoaded];
 };
+// The load is of dynamic models, which never evict one another (upstream's for_dynamic).
+inline constexpr std::uint32_t kAdmitForDynamic = 1u << 0;
 
 struct AdmissionGrant {
     static constexpr MessageType kType = MessageType::admission_grant;

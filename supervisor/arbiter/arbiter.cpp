@@ -1,0 +1,314 @@
+#include "supervisor/arbiter/arbiter.hpp"
+
+#include "shared/byte_size.hpp"
+#include "supervisor/arbiter/eviction_order.hpp"
+
+#include <algorithm>
+
+namespace comfy::arbiter {
+
+namespace {
+std::string who(const Participant& p) {
+    return "slot " + std::to_string(p.slot) + " (generation " + std::to_string(p.generation) + ")";
+}
+std::string bytes(Bytes b) { return format_byte_size(b); }
+}  // namespace
+
+Arbiter::Arbiter(ArbiterConfig config, std::uint32_t ledger_capacity) : config_(config), ledger_(ledger_capacity) {}
+
+std::vector<Action> Arbiter::handle(const Event& event, const Snapshot& snapshot) {
+    std::vector<Action> actions;
+    snapshot_ = &snapshot;
+    out_ = &actions;
+    std::visit([this](const auto& e) { on(e); }, event);
+    snapshot_ = nullptr;
+    out_ = nullptr;
+    return actions;
+}
+
+std::size_t Arbiter::unanswered() const noexcept { return queue_.size() + waiting_.size() + (working_ ? 1 : 0); }
+
+// ---- events ----
+
+void Arbiter::on(const event::Joined& e) { participants_[e.who.slot] = {e.who.generation, false}; }
+
+void Arbiter::on(const event::Left& e) {
+    const auto found = participants_.find(e.who.slot);
+    if (found == participants_.end() || found->second.generation != e.who.generation) return;
+    participants_.erase(found);
+    ledger_.erase_owner(e.who.slot);
+    granted_not_loaded_.erase(e.who.slot);
+    published_reserve_.erase(e.who.slot);
+    receipt_since_publish_ = true;
+    // Nobody is left to answer: forget the dead asker's requests.
+    const auto from_dead = [&](const Request& r) { return r.asker.slot == e.who.slot; };
+    std::erase_if(queue_, from_dead);
+    std::erase_if(waiting_, from_dead);
+    if (working_ && from_dead(working_->request)) {
+        working_.reset();
+        pump();
+        return;
+    }
+    if (working_ && working_->awaiting && working_->awaiting->owner.slot == e.who.slot) {
+        // Its memory went with the process: the eviction succeeded.
+        note("owner " + who(e.who) + " died during its eviction; its entries count as freed");
+        working_->awaiting.reset();
+        ++working_->next;
+        step();
+        return;
+    }
+    recheck_waiting();
+}
+
+void Arbiter::on(const event::Busy& e) {
+    if (!current(e.who)) return;
+    participants_[e.who.slot].busy = e.busy;
+}
+
+void Arbiter::on(const event::Registered& e) {
+    if (!current(e.who)) return;
+    if (!ledger_.apply_registered(e.who.slot, e.who.generation, e.report)) {
+        note("ledger full: model " + std::to_string(e.report.model_id) + " of " + who(e.who) + " is not tracked");
+        return;
+    }
+    auto& granted = granted_not_loaded_[e.who.slot];
+    granted -= std::min(granted, e.report.total_bytes);
+    receipt_since_publish_ = true;
+}
+
+void Arbiter::on(const event::Residency& e) {
+    if (!current(e.who)) return;
+    if (ledger_.apply_residency(e.who.slot, e.who.generation, e.report)) receipt_since_publish_ = true;
+    recheck_waiting();
+}
+
+void Arbiter::on(const event::Dropped& e) {
+    if (!current(e.who)) return;
+    ledger_.apply_dropped(e.who.slot, e.who.generation, e.model_id);
+    receipt_since_publish_ = true;
+    recheck_waiting();
+}
+
+void Arbiter::on(const event::Admission& e) {
+    if (!current(e.who)) return;
+    const auto& r = e.request;
+    queue_.push_back({e.who, e.correlation, r,
+                      admission_target(r.bytes, r.largest_tensor, r.streams, config_.base_reserve), 0});
+    pump();
+}
+
+void Arbiter::on(const event::Unloaded& e) {
+    if (!current(e.who)) return;
+    const auto& receipt = e.receipt;
+    const auto index = ledger_.find(e.who.slot, e.who.generation, receipt.model_id);
+    // Never believe more freed than was loaded.
+    Bytes freed = receipt.bytes_freed;
+    if (index) {
+        freed = std::min(freed, ledger_.at(*index)->loaded_or_total());
+        ledger_.apply_unloaded(*index, freed);
+    }
+    receipt_since_publish_ = true;
+    const bool awaited = working_ && working_->awaiting && working_->awaiting->owner.slot == e.who.slot &&
+                         working_->awaiting->model_id == receipt.model_id;
+    if (!awaited) {
+        recheck_waiting();
+        return;
+    }
+    Awaiting& awaiting = *working_->awaiting;
+    if (receipt.deferred) {
+        note("owner " + who(e.who) + " is busy: eviction of model " + std::to_string(receipt.model_id) +
+             " deferred to its next boundary");
+    } else if (!awaiting.detaching && freed < awaiting.asked && index) {
+        // A partial unload that falls short ends in a detach, as upstream's model_unload.
+        note("owner " + who(e.who) + " freed " + bytes(freed) + " of " + bytes(awaiting.asked) + " asked; detaching model " +
+             std::to_string(receipt.model_id));
+        out_->push_back(action::SendDetach{awaiting.owner, Detach{receipt.model_id}});
+        awaiting.detaching = true;
+        awaiting.since_ms = snapshot_->now_ms;
+        return;
+    }
+    working_->awaiting.reset();
+    ++working_->next;
+    step();
+}
+
+void Arbiter::on(const event::Tick&) {
+    if (working_ && working_->awaiting &&
+        snapshot_->now_ms - working_->awaiting->since_ms >= config_.answer_timeout_ms) {
+        give_up_on_awaiting("did not answer within " + std::to_string(config_.answer_timeout_ms) + " ms");
+    }
+    const auto now = snapshot_->now_ms;
+    std::vector<Request> expired;
+    std::erase_if(waiting_, [&](const Request& r) {
+        if (r.deadline_ms > now) return false;
+        expired.push_back(r);
+        return true;
+    });
+    for (const auto& r : expired) refuse(r, RefusalReason::timed_out);
+    recheck_waiting();
+}
+
+// ---- the admission loop ----
+
+bool Arbiter::current(const Participant& p) const {
+    const auto found = participants_.find(p.slot);
+    return found != participants_.end() && found->second.generation == p.generation;
+}
+
+Bytes Arbiter::free_for(const Participant& asker) const {
+    const auto found = snapshot_->participants.find(asker.slot);
+    const ParticipantFigures figures = found == snapshot_->participants.end() ? ParticipantFigures{} : found->second;
+    return free_for_asker(snapshot_->device_free, figures.allocator_reserved, figures.allocator_active);
+}
+
+void Arbiter::pump() {
+    while (!working_ && !queue_.empty()) {
+        Request next = queue_.front();
+        queue_.pop_front();
+        start(std::move(next));
+    }
+}
+
+void Arbiter::start(Request request) {
+    if (free_for(request.asker) >= request.target) {
+        grant(request, 0);
+        return;
+    }
+    Working working{request, {}, 0, std::nullopt};
+    const auto& r = request.request;
+    const EvictionQuery query{r.device, request.asker.slot, std::span(r.keep_loaded, r.keep_loaded_count)};
+    for (const auto index : eviction_order(ledger_, query)) {
+        const LedgerEntry& entry = *ledger_.at(index);
+        working.candidates.push_back({{entry.owner_slot, entry.owner_generation}, entry.model_id});
+    }
+    working_ = std::move(working);
+    step();
+}
+
+void Arbiter::step() {
+    Working& w = *working_;
+    const bool for_dynamic = (w.request.request.flags & kAdmitForDynamic) != 0;
+    while (w.next < w.candidates.size()) {
+        const Bytes free = free_for(w.request.asker);
+        if (free >= w.request.target) break;
+        const Candidate& c = w.candidates[w.next];
+        const auto index = ledger_.find(c.owner.slot, c.owner.generation, c.model_id);
+        if (!index) {
+            ++w.next;  // dropped or died since the list was made
+            continue;
+        }
+        const LedgerEntry entry = *ledger_.at(*index);
+        if (for_dynamic && entry.dynamic) {
+            // Dynamic models never evict one another: count this one's bytes as needed.
+            w.request.target -= std::min(w.request.target, entry.loaded_or_total());
+            ++w.next;
+            continue;
+        }
+        const Bytes shortfall = w.request.target - free;
+        const bool partial = shortfall < entry.loaded_or_total();
+        const Action command = partial ? Action{action::SendPartialUnload{c.owner, PartialUnload{c.model_id, shortfall}}}
+                                       : Action{action::SendDetach{c.owner, Detach{c.model_id}}};
+        out_->push_back(command);
+        if (participants_[c.owner.slot].busy) {
+            // A busy owner frees nothing now; the command runs at its next boundary.
+            note("owner " + who(c.owner) + " is busy: eviction of model " + std::to_string(c.model_id) +
+                 " deferred to its next boundary");
+            ++w.next;
+            continue;
+        }
+        w.awaiting = Awaiting{c.owner, c.model_id, !partial, partial ? shortfall : entry.loaded_or_total(),
+                              snapshot_->now_ms};
+        return;  // resumed by the receipt, the owner's death, or the answer time-out
+    }
+    Request request = w.request;
+    working_.reset();
+    const Bytes free = free_for(request.asker);
+    if (free >= request.target) {
+        grant(request, 0);
+    } else {
+        no_fit(std::move(request));
+    }
+    pump();
+}
+
+void Arbiter::give_up_on_awaiting(const std::string& why) {
+    note("owner " + who(working_->awaiting->owner) + " " + why + "; moving to the next candidate");
+    working_->awaiting.reset();
+    ++working_->next;
+    step();
+}
+
+void Arbiter::no_fit(Request request) {
+    const Bytes free = free_for(request.asker);
+    const Bytes shortfall = request.target - free;
+    switch (config_.no_fit) {
+        case NoFitPolicy::admit:
+            note("admitting slot " + std::to_string(request.asker.slot) + " anyway (policy admit): needs " +
+                 bytes(request.target) + ", free " + bytes(free) + ", short " + bytes(shortfall) + ", " +
+                 bytes(ledger_.loaded_on(request.request.device)) + " held in the ledger");
+            grant(request, shortfall);
+            return;
+        case NoFitPolicy::refuse: refuse(request, RefusalReason::no_fit); return;
+        case NoFitPolicy::wait:
+            request.deadline_ms = snapshot_->now_ms + config_.wait_timeout_ms;
+            note("slot " + std::to_string(request.asker.slot) + " waits for " + bytes(shortfall) +
+                 " more to come free (policy wait, up to " + std::to_string(config_.wait_timeout_ms) + " ms)");
+            waiting_.push_back(std::move(request));
+            return;
+    }
+}
+
+void Arbiter::recheck_waiting() {
+    std::vector<Request> ready;
+    std::erase_if(waiting_, [&](const Request& r) {
+        if (free_for(r.asker) < r.target) return false;
+        ready.push_back(r);
+        return true;
+    });
+    for (const auto& r : ready) grant(r, 0);
+}
+
+void Arbiter::grant(const Request& request, Bytes shortfall) {
+    granted_not_loaded_[request.asker.slot] += request.request.bytes;
+    AdmissionGrant grant{};
+    grant.device_free = std::min(free_for(request.asker), kMaxBytes);
+    grant.reserve_bytes = reserve_for(request.asker.slot);
+    grant.shortfall = std::min(shortfall, kMaxBytes);
+    grant.vram_state = static_cast<std::uint32_t>(config_.vram_state);
+    out_->push_back(action::Grant{request.asker, request.correlation, grant});
+}
+
+void Arbiter::refuse(const Request& request, RefusalReason reason) {
+    AdmissionRefused refusal{};
+    refusal.needed_bytes = std::min(request.target, kMaxBytes);
+    refusal.device_free = std::min(free_for(request.asker), kMaxBytes);
+    Bytes held_by_others = 0;
+    for (std::size_t i = 0; i < ledger_.capacity(); ++i) {
+        const auto& e = ledger_.at(i);
+        if (e && e->device == request.request.device && e->owner_slot != request.asker.slot) {
+            held_by_others += e->loaded_or_total();
+        }
+    }
+    refusal.held_by_others = std::min(held_by_others, kMaxBytes);
+    refusal.reason = static_cast<std::uint32_t>(reason);
+    note("refusing slot " + std::to_string(request.asker.slot) + ": needs " + bytes(request.target) + ", free " +
+         bytes(refusal.device_free) + ", others hold " + bytes(held_by_others));
+    out_->push_back(action::Refuse{request.asker, request.correlation, refusal});
+}
+
+Bytes Arbiter::reserve_for(std::uint32_t slot) {
+    Bytes unseen = 0;
+    for (const auto& [other, granted] : granted_not_loaded_) {
+        if (other != slot) unseen += granted;
+    }
+    const Bytes computed = published_reserve(config_.base_reserve, unseen, snapshot_->device_total);
+    Bytes& published = published_reserve_[slot];
+    // It grows freely; it shrinks only once a measured receipt has come in.
+    published = receipt_since_publish_ ? computed : std::max(published, computed);
+    receipt_since_publish_ = false;
+    return published;
+}
+
+void Arbiter::note(std::string text) { out_->push_back(action::Note{std::move(text)}); }
+
+}  // namespace comfy::arbiter

@@ -1,0 +1,97 @@
+#pragma once
+// The memory arbiter: upstream's admission and eviction rules over the whole machine.
+// One admission is worked at a time, in arrival order: compute the target, and while the
+// asker's free figure is short, ask the next candidate's owner to free the shortfall
+// (partial unload, then detach if it falls short), re-reading free after each receipt.
+// A dead owner's entry counts as freed, a busy owner is deferred to its next boundary,
+// and a request that still does not fit follows the configured no-fit policy.
+
+#include "supervisor/arbiter/arbiter_io.hpp"
+#include "supervisor/arbiter/ledger.hpp"
+
+#include <deque>
+#include <optional>
+
+namespace comfy::arbiter {
+
+class Arbiter {
+public:
+    Arbiter(ArbiterConfig config, std::uint32_t ledger_capacity);
+
+    // Handles one event against the world in `snapshot`; returns what to do, in order.
+    std::vector<Action> handle(const Event& event, const Snapshot& snapshot);
+
+    const Ledger& ledger() const noexcept { return ledger_; }
+    Ledger& ledger() noexcept { return ledger_; }
+    const ArbiterConfig& config() const noexcept { return config_; }
+    // Requests taken in but not yet answered (queued, being worked, or waiting).
+    std::size_t unanswered() const noexcept;
+
+private:
+    struct Request {
+        Participant asker;
+        std::uint64_t correlation;
+        AdmissionRequest request;
+        Bytes target;
+        std::uint64_t deadline_ms = 0;  // policy wait only
+    };
+    struct Candidate {
+        Participant owner;
+        std::uint64_t model_id;
+    };
+    struct Awaiting {
+        Participant owner;
+        std::uint64_t model_id;
+        bool detaching;
+        Bytes asked;
+        std::uint64_t since_ms;
+    };
+    struct Working {
+        Request request;
+        std::vector<Candidate> candidates;
+        std::size_t next = 0;
+        std::optional<Awaiting> awaiting;
+    };
+    struct ParticipantState {
+        std::uint32_t generation;
+        bool busy;
+    };
+
+    void on(const event::Joined& e);
+    void on(const event::Left& e);
+    void on(const event::Busy& e);
+    void on(const event::Registered& e);
+    void on(const event::Residency& e);
+    void on(const event::Dropped& e);
+    void on(const event::Admission& e);
+    void on(const event::Unloaded& e);
+    void on(const event::Tick& e);
+
+    bool current(const Participant& who) const;
+    Bytes free_for(const Participant& asker) const;
+    void pump();
+    void start(Request request);
+    void step();
+    void give_up_on_awaiting(const std::string& why);
+    void no_fit(Request request);
+    void grant(const Request& request, Bytes shortfall);
+    void refuse(const Request& request, RefusalReason reason);
+    void recheck_waiting();
+    Bytes reserve_for(std::uint32_t slot);
+    void note(std::string text);
+
+    ArbiterConfig config_;
+    Ledger ledger_;
+    std::map<std::uint32_t, ParticipantState> participants_;
+    std::map<std::uint32_t, Bytes> granted_not_loaded_;  // admitted bytes not yet reported
+    std::map<std::uint32_t, Bytes> published_reserve_;
+    bool receipt_since_publish_ = false;
+    std::deque<Request> queue_;
+    std::optional<Working> working_;
+    std::vector<Request> waiting_;
+    // Valid only inside handle():
+    const Snapshot* snapshot_ = nullptr;
+    std::vector<Action>* out_ = nullptr;
+};
+
+}  // namespace comfy::arbiter

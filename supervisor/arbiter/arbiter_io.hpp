@@ -1,0 +1,72 @@
+#pragma once
+// What the arbiter takes in and gives out. The arbiter is a pure core: it reads only the
+// Snapshot handed in with each event, keeps no clock of its own and does no I/O, so it
+// is deterministic: the same events give the same actions (replay relies on it).
+
+#include "shared/memory_arithmetic.hpp"
+#include "shared/message_payloads.hpp"
+
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace comfy::arbiter {
+
+// What to do when an admission still does not fit after every possible eviction.
+enum class NoFitPolicy { admit, wait, refuse };
+
+struct ArbiterConfig {
+    Bytes base_reserve = kDefaultReserve;
+    NoFitPolicy no_fit = NoFitPolicy::admit;
+    std::uint64_t wait_timeout_ms = 30'000;   // policy wait: refuse after this long
+    std::uint64_t answer_timeout_ms = 5'000;  // an owner that does not answer an eviction
+    VramState vram_state = VramState::normal_vram;
+};
+
+// Per participant, what its census says (the supervisor validated it).
+struct ParticipantFigures {
+    Bytes allocator_reserved = 0;
+    Bytes allocator_active = 0;
+    Bytes pinned = 0;
+};
+
+// The world as it stands when an event is handled.
+struct Snapshot {
+    std::uint64_t now_ms = 0;
+    Bytes device_total = 0;
+    Bytes device_free = 0;  // the driver's reading, device-wide
+    std::map<std::uint32_t, ParticipantFigures> participants;  // by slot
+};
+
+struct Participant {
+    std::uint32_t slot;
+    std::uint32_t generation;
+};
+
+namespace event {
+struct Joined { Participant who; };
+struct Left { Participant who; };
+struct Busy { Participant who; bool busy; };
+struct Registered { Participant who; ModelRegistered report; };
+struct Residency { Participant who; ResidencyReceipt report; };
+struct Dropped { Participant who; std::uint64_t model_id; };
+struct Admission { Participant who; std::uint64_t correlation; AdmissionRequest request; };
+struct Unloaded { Participant who; UnloadReceipt receipt; };
+struct Tick {};
+}  // namespace event
+
+using Event = std::variant<event::Joined, event::Left, event::Busy, event::Registered, event::Residency,
+                           event::Dropped, event::Admission, event::Unloaded, event::Tick>;
+
+namespace action {
+struct SendPartialUnload { Participant to; PartialUnload command; };
+struct SendDetach { Participant to; Detach command; };
+struct Grant { Participant to; std::uint64_t correlation; AdmissionGrant grant; };
+struct Refuse { Participant to; std::uint64_t correlation; AdmissionRefused refusal; };
+struct Note { std::string text; };  // a decision worth a log line
+}  // namespace action
+
+using Action = std::variant<action::SendPartialUnload, action::SendDetach, action::Grant, action::Refuse, action::Note>;
+
+}  // namespace comfy::arbiter

@@ -1,0 +1,97 @@
+#include "supervisor/arbiter/ledger.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace comfy::arbiter {
+
+namespace {
+Bytes clamp_loaded(Bytes loaded, Bytes total) { return loaded == kUnknownBytes ? kUnknownBytes : std::min(loaded, total); }
+}  // namespace
+
+Ledger::Ledger(std::uint32_t capacity) : table_(capacity) {}
+
+bool Ledger::apply_registered(std::uint32_t slot, std::uint32_t generation, const ModelRegistered& report) {
+    auto index = find(slot, generation, report.model_id);
+    if (!index) {
+        const auto free_slot = std::find_if(table_.begin(), table_.end(), [](const auto& e) { return !e; });
+        if (free_slot == table_.end()) return false;
+        index = static_cast<std::size_t>(free_slot - table_.begin());
+        ++size_;
+    }
+    LedgerEntry entry;
+    entry.owner_slot = slot;
+    entry.owner_generation = generation;
+    entry.model_id = report.model_id;
+    entry.weights_id = report.weights_id;
+    entry.kind = report.kind;
+    entry.device = report.device;
+    entry.total_bytes = report.total_bytes;
+    entry.loaded_bytes = clamp_loaded(report.loaded_bytes, report.total_bytes);
+    entry.dynamic = report.dynamic != 0;
+    entry.references = 1;
+    entry.load_order = next_load_order_++;
+    table_[*index] = entry;
+    changed_.insert(*index);
+    return true;
+}
+
+bool Ledger::apply_residency(std::uint32_t slot, std::uint32_t generation, const ResidencyReceipt& report) {
+    const auto index = find(slot, generation, report.model_id);
+    if (!index) return false;
+    LedgerEntry& entry = *table_[*index];
+    if (report.sequence < entry.last_sequence) return false;
+    entry.last_sequence = report.sequence;
+    entry.loaded_bytes = clamp_loaded(report.loaded_bytes, entry.total_bytes);
+    entry.references = report.references;
+    entry.currently_used = report.currently_used != 0;
+    changed_.insert(*index);
+    return true;
+}
+
+bool Ledger::apply_dropped(std::uint32_t slot, std::uint32_t generation, std::uint64_t model_id) {
+    const auto index = find(slot, generation, model_id);
+    if (!index) return false;
+    erase(*index);
+    return true;
+}
+
+void Ledger::apply_unloaded(std::size_t index, Bytes freed) {
+    LedgerEntry& entry = *table_[index];
+    const Bytes loaded = entry.loaded_or_total();
+    entry.loaded_bytes = loaded - std::min(freed, loaded);
+    changed_.insert(index);
+}
+
+void Ledger::erase(std::size_t index) {
+    if (!table_[index]) return;
+    table_[index].reset();
+    --size_;
+    changed_.insert(index);
+}
+
+void Ledger::erase_owner(std::uint32_t slot) {
+    for (std::size_t i = 0; i < table_.size(); ++i) {
+        if (table_[i] && table_[i]->owner_slot == slot) erase(i);
+    }
+}
+
+std::optional<std::size_t> Ledger::find(std::uint32_t slot, std::uint32_t generation, std::uint64_t model_id) const {
+    for (std::size_t i = 0; i < table_.size(); ++i) {
+        const auto& e = table_[i];
+        if (e && e->owner_slot == slot && e->owner_generation == generation && e->model_id == model_id) return i;
+    }
+    return std::nullopt;
+}
+
+Bytes Ledger::loaded_on(std::uint32_t device) const {
+    Bytes sum = 0;
+    for (const auto& e : table_) {
+        if (e && e->device == device) sum += e->loaded_or_total();
+    }
+    return sum;
+}
+
+std::set<std::size_t> Ledger::take_changed() { return std::exchange(changed_, {}); }
+
+}  // namespace comfy::arbiter

@@ -1,0 +1,73 @@
+#pragma once
+// The machine-wide current_loaded_models: one stand-in entry per model a participant
+// holds on a device, with upstream's report rules. Entries live at fixed table indices
+// (the segment's ledger table); the load order is a counter, larger meaning more recent.
+
+#include "shared/memory_arithmetic.hpp"
+#include "shared/message_payloads.hpp"
+#include "shared/records.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <vector>
+
+namespace comfy::arbiter {
+
+struct LedgerEntry {
+    std::uint32_t owner_slot = 0;
+    std::uint32_t owner_generation = 0;
+    std::uint64_t model_id = 0;
+    std::uint64_t weights_id = 0;
+    std::uint16_t kind = 0;
+    std::uint32_t device = 0;
+    Bytes total_bytes = 0;
+    Bytes loaded_bytes = kUnknownBytes;  // unknown until reported; never read as zero
+    std::uint32_t references = 0;
+    bool currently_used = true;
+    bool dynamic = false;
+    std::uint64_t load_order = 0;
+    std::uint64_t last_sequence = 0;
+
+    bool loaded_known() const noexcept { return loaded_bytes != kUnknownBytes; }
+    // Loaded bytes, counting an unknown figure as fully loaded (the cautious reading).
+    Bytes loaded_or_total() const noexcept { return loaded_known() ? loaded_bytes : total_bytes; }
+    Bytes offloaded_bytes() const noexcept { return total_bytes - loaded_or_total(); }
+};
+
+class Ledger {
+public:
+    explicit Ledger(std::uint32_t capacity);
+
+    // A participant reports a model. A second report of the same model replaces the
+    // first and moves it to the front of the load order. False when the table is full.
+    bool apply_registered(std::uint32_t slot, std::uint32_t generation, const ModelRegistered& report);
+    // Residency: replaces the loaded figure unless the sequence is strictly older than
+    // the last applied (then the whole report is dropped); clamped to [0, total].
+    // False when the report was dropped or names no known model.
+    bool apply_residency(std::uint32_t slot, std::uint32_t generation, const ResidencyReceipt& report);
+    bool apply_dropped(std::uint32_t slot, std::uint32_t generation, std::uint64_t model_id);
+    // The measured bytes a partial unload freed; never more than was loaded.
+    void apply_unloaded(std::size_t index, Bytes freed);
+    void erase(std::size_t index);
+    // Everything a participant held (it died: its memory went with it).
+    void erase_owner(std::uint32_t slot);
+
+    std::optional<std::size_t> find(std::uint32_t slot, std::uint32_t generation, std::uint64_t model_id) const;
+    const std::optional<LedgerEntry>& at(std::size_t index) const { return table_[index]; }
+    std::size_t capacity() const noexcept { return table_.size(); }
+    std::size_t size() const noexcept { return size_; }
+    // Sum of loaded bytes (unknown counted as total) over entries on `device`.
+    Bytes loaded_on(std::uint32_t device) const;
+
+    // Indices changed since the last call, for publishing to the segment.
+    std::set<std::size_t> take_changed();
+
+private:
+    std::vector<std::optional<LedgerEntry>> table_;
+    std::size_t size_ = 0;
+    std::uint64_t next_load_order_ = 1;
+    std::set<std::size_t> changed_;
+};
+
+}  // namespace comfy::arbiter

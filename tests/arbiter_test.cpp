@@ -1,0 +1,351 @@
+// The arbiter as a pure core: eviction order, partial unload and detach, keep_loaded,
+// dynamic and dead entries, busy owners, and the no-fit policies. The test plays the
+// device and the owners: free is the device size minus what the owners hold.
+#include <catch2/catch.hpp>
+
+#include "supervisor/arbiter/arbiter.hpp"
+#include "supervisor/arbiter/eviction_order.hpp"
+
+#include <map>
+
+using namespace comfy;
+using namespace comfy::arbiter;
+
+namespace {
+
+ModelRegistered model(std::uint64_t id, Bytes total, Bytes loaded, bool dynamic = false) {
+    return ModelRegistered{id, id, total, loaded, 0, 0, static_cast<std::uint8_t>(dynamic), 0};
+}
+
+AdmissionRequest load_of(Bytes bytes, std::vector<std::uint64_t> keep = {}, std::uint32_t flags = 0) {
+    AdmissionRequest r{};
+    r.streams = 1;
+    r.bytes = bytes;
+    r.keep_loaded_count = static_cast<std::uint32_t>(keep.size());
+    for (std::size_t i = 0; i < keep.size(); ++i) r.keep_loaded[i] = keep[i];
+    r.flags = flags;
+    return r;
+}
+
+// The device and the owners, as the test controls them.
+struct World {
+    explicit World(ArbiterConfig config = {}, Bytes device_size = 24 * kGiB) : arbiter(config, 64), total(device_size) {}
+
+    Arbiter arbiter;
+    Bytes total;
+    Bytes other_use = 0;  // device memory outside the ledger
+    std::uint64_t now = 0;
+    std::map<std::pair<std::uint32_t, std::uint64_t>, Bytes> held;  // (slot, model) -> bytes on the device
+
+    Snapshot snapshot() const {
+        Bytes used = other_use;
+        for (const auto& [key, bytes] : held) used += bytes;
+        return Snapshot{now, total, used >= total ? 0 : total - used, {}};
+    }
+    std::vector<Action> send(const Event& e) { return arbiter.handle(e, snapshot()); }
+    void join(std::uint32_t slot) { send(event::Joined{{slot, 1}}); }
+    void load(std::uint32_t slot, const ModelRegistered& m, std::uint32_t refs = 1) {
+        held[{slot, m.model_id}] = m.loaded_bytes;
+        send(event::Registered{{slot, 1}, m});
+        send(event::Residency{{slot, 1}, ResidencyReceipt{m.model_id, 1, m.loaded_bytes, refs, 0, {}}});
+    }
+    // The owner frees `freed` bytes of `model` and answers.
+    std::vector<Action> free_and_answer(std::uint32_t slot, std::uint64_t id, Bytes asked, Bytes freed) {
+        auto& bytes = held[{slot, id}];
+        bytes -= std::min(bytes, freed);
+        return send(event::Unloaded{{slot, 1}, UnloadReceipt{id, asked, freed, 0, {}}});
+    }
+    std::vector<Action> detach_and_answer(std::uint32_t slot, std::uint64_t id) {
+        const Bytes freed = held[{slot, id}];
+        held.erase({slot, id});
+        auto actions = send(event::Unloaded{{slot, 1}, UnloadReceipt{id, freed, freed, 0, {}}});
+        const auto more = send(event::Dropped{{slot, 1}, id});
+        actions.insert(actions.end(), more.begin(), more.end());
+        return actions;
+    }
+};
+
+template <class A>
+std::vector<A> only(const std::vector<Action>& actions) {
+    std::vector<A> found;
+    for (const auto& a : actions) {
+        if (const auto* x = std::get_if<A>(&a)) found.push_back(*x);
+    }
+    return found;
+}
+
+}  // namespace
+
+TEST_CASE("eviction order: each sort key decides in its turn") {
+    Ledger ledger(16);
+    const auto order = [&](std::uint32_t asker = 9, std::vector<std::uint64_t> keep = {}) {
+        std::vector<std::uint64_t> ids;
+        for (const auto i : eviction_order(ledger, {0, asker, keep})) ids.push_back(ledger.at(i)->model_id);
+        return ids;
+    };
+    SECTION("the most offloaded first") {
+        ledger.apply_registered(1, 1, model(10, 4 * kGiB, 4 * kGiB));
+        ledger.apply_registered(2, 1, model(20, 4 * kGiB, 1 * kGiB));
+        CHECK(order() == std::vector<std::uint64_t>{20, 10});
+    }
+    SECTION("then the fewest references") {
+        ledger.apply_registered(1, 1, model(10, 4 * kGiB, 4 * kGiB));
+        ledger.apply_registered(2, 1, model(20, 4 * kGiB, 4 * kGiB));
+        ledger.apply_residency(1, 1, ResidencyReceipt{10, 1, 4 * kGiB, 1, 0, {}});
+        ledger.apply_residency(2, 1, ResidencyReceipt{20, 1, 4 * kGiB, 3, 0, {}});
+        CHECK(order() == std::vector<std::uint64_t>{10, 20});
+    }
+    SECTION("then the smaller model") {
+        ledger.apply_registered(1, 1, model(10, 8 * kGiB, 8 * kGiB));
+        ledger.apply_registered(2, 1, model(20, 2 * kGiB, 2 * kGiB));
+        CHECK(order() == std::vector<std::uint64_t>{20, 10});
+    }
+    SECTION("then the most recently loaded") {
+        ledger.apply_registered(1, 1, model(10, 2 * kGiB, 2 * kGiB));
+        ledger.apply_registered(2, 1, model(20, 2 * kGiB, 2 * kGiB));
+        ledger.apply_registered(3, 1, model(30, 2 * kGiB, 2 * kGiB));
+        CHECK(order() == std::vector<std::uint64_t>{30, 20, 10});
+    }
+    SECTION("kept, own and other-device entries are not candidates") {
+        ledger.apply_registered(1, 1, model(10, 2 * kGiB, 2 * kGiB));
+        ledger.apply_registered(2, 1, model(20, 2 * kGiB, 2 * kGiB));
+        auto elsewhere = model(30, 2 * kGiB, 2 * kGiB);
+        elsewhere.device = 1;
+        ledger.apply_registered(3, 1, elsewhere);
+        CHECK(order(9, {20}) == std::vector<std::uint64_t>{10});
+        CHECK(order(1) == std::vector<std::uint64_t>{20});
+    }
+    SECTION("an unknown residency counts as fully loaded, never as offloaded") {
+        ledger.apply_registered(1, 1, model(10, 4 * kGiB, kUnknownBytes));
+        ledger.apply_registered(2, 1, model(20, 4 * kGiB, 3 * kGiB));
+        CHECK(order() == std::vector<std::uint64_t>{20, 10});
+    }
+}
+
+TEST_CASE("ledger reports: replaced by newer, older sequences dropped, residency clamped") {
+    Ledger ledger(4);
+    REQUIRE(ledger.apply_registered(1, 1, model(10, 4 * kGiB, kUnknownBytes)));
+    CHECK_FALSE(ledger.at(0)->loaded_known());
+    CHECK(ledger.apply_residency(1, 1, ResidencyReceipt{10, 5, 2 * kGiB, 1, 1, {}}));
+    CHECK(ledger.at(0)->loaded_bytes == 2 * kGiB);
+    CHECK_FALSE(ledger.apply_residency(1, 1, ResidencyReceipt{10, 4, 3 * kGiB, 1, 1, {}}));
+    CHECK(ledger.at(0)->loaded_bytes == 2 * kGiB);
+    CHECK(ledger.apply_residency(1, 1, ResidencyReceipt{10, 6, 9 * kGiB, 1, 1, {}}));
+    CHECK(ledger.at(0)->loaded_bytes == 4 * kGiB);  // clamped to the total
+    CHECK(ledger.apply_residency(1, 1, ResidencyReceipt{10, 7, kUnknownBytes, 1, 1, {}}));
+    CHECK_FALSE(ledger.at(0)->loaded_known());  // unknown, not zero
+    CHECK_FALSE(ledger.apply_residency(1, 2, ResidencyReceipt{10, 8, 0, 1, 1, {}}));  // other generation
+    CHECK(ledger.apply_dropped(1, 1, 10));
+    CHECK(ledger.size() == 0);
+}
+
+TEST_CASE("a load that fits is granted at once with the published reserve") {
+    World world;
+    world.join(1);
+    const auto actions = world.send(event::Admission{{1, 1}, 7, load_of(4 * kGiB)});
+    const auto grants = only<action::Grant>(actions);
+    REQUIRE(grants.size() == 1);
+    CHECK(grants[0].correlation == 7);
+    CHECK(grants[0].grant.device_free == 24 * kGiB);
+    CHECK(grants[0].grant.reserve_bytes == kDefaultReserve);
+    CHECK(grants[0].grant.shortfall == 0);
+}
+
+TEST_CASE("a partial unload that suffices leaves the entry resident") {
+    World world;
+    world.join(1);
+    world.join(2);
+    world.load(2, model(20, 20 * kGiB, 20 * kGiB));
+    const Bytes target = admission_target(4 * kGiB, 0, 1, kDefaultReserve);
+    auto actions = world.send(event::Admission{{1, 1}, 1, load_of(4 * kGiB)});
+    const auto partial = only<action::SendPartialUnload>(actions);
+    REQUIRE(partial.size() == 1);
+    CHECK(partial[0].to.slot == 2);
+    CHECK(partial[0].command.bytes == target - 4 * kGiB);  // exactly the shortfall
+    actions = world.free_and_answer(2, 20, partial[0].command.bytes, partial[0].command.bytes);
+    REQUIRE(only<action::Grant>(actions).size() == 1);
+    CHECK(only<action::SendDetach>(actions).empty());
+    CHECK(world.arbiter.ledger().size() == 1);
+    CHECK(world.arbiter.ledger().at(0)->loaded_bytes == 20 * kGiB - partial[0].command.bytes);
+}
+
+TEST_CASE("a partial unload that falls short ends in a detach") {
+    World world;
+    world.join(1);
+    world.join(2);
+    world.load(2, model(20, 20 * kGiB, 20 * kGiB));
+    auto actions = world.send(event::Admission{{1, 1}, 1, load_of(4 * kGiB)});
+    const auto partial = only<action::SendPartialUnload>(actions);
+    REQUIRE(partial.size() == 1);
+    actions = world.free_and_answer(2, 20, partial[0].command.bytes, partial[0].command.bytes / 4);
+    const auto detach = only<action::SendDetach>(actions);
+    REQUIRE(detach.size() == 1);
+    CHECK(detach[0].command.model_id == 20);
+    CHECK(only<action::Grant>(actions).empty());
+    actions = world.detach_and_answer(2, 20);
+    CHECK(only<action::Grant>(actions).size() == 1);
+    CHECK(world.arbiter.ledger().size() == 0);
+}
+
+TEST_CASE("a receipt never counts more than was loaded") {
+    World world;
+    world.join(1);
+    world.join(2);
+    world.load(2, model(20, 20 * kGiB, 2 * kGiB));
+    world.send(event::Unloaded{{2, 1}, UnloadReceipt{20, kGiB, 10 * kGiB, 0, {}}});
+    CHECK(world.arbiter.ledger().at(0)->loaded_bytes == 0);
+}
+
+TEST_CASE("candidates are asked in order until enough is free; keep_loaded is skipped") {
+    World world;
+    world.join(1);
+    world.join(2);
+    world.join(3);
+    world.load(2, model(20, 10 * kGiB, 10 * kGiB));  // kept
+    world.load(3, model(30, 6 * kGiB, 6 * kGiB));
+    world.load(3, model(31, 6 * kGiB, 6 * kGiB));
+    // Free is 2 GiB; a 3 GiB load needs about 4.6 GiB more.
+    auto actions = world.send(event::Admission{{1, 1}, 1, load_of(3 * kGiB, {20})});
+    auto detach = only<action::SendDetach>(actions);
+    auto partial = only<action::SendPartialUnload>(actions);
+    // Equal keys but for recency: model 31, loaded last, goes first; the shortfall is
+    // below its 6 GiB, so a partial unload is asked.
+    REQUIRE(partial.size() == 1);
+    CHECK(partial[0].command.model_id == 31);
+    actions = world.free_and_answer(3, 31, partial[0].command.bytes, partial[0].command.bytes);
+    CHECK(only<action::Grant>(actions).size() == 1);
+    for (const auto& a : actions) CHECK_FALSE(std::holds_alternative<action::SendDetach>(a));
+}
+
+TEST_CASE("dynamic entries do not evict one another") {
+    World world;
+    world.join(1);
+    world.join(2);
+    world.load(2, model(20, 2 * kGiB, 2 * kGiB, true));  // smallest: first in the order
+    world.load(2, model(21, 20 * kGiB, 20 * kGiB));
+    SECTION("a dynamic load counts the dynamic entry's bytes as needed and asks nobody") {
+        // Target 3.39 GiB less model 20's 2 GiB is below the 2 GiB free.
+        const auto actions = world.send(event::Admission{{1, 1}, 1, load_of(2 * kGiB, {}, kAdmitForDynamic)});
+        CHECK(only<action::SendPartialUnload>(actions).empty());
+        CHECK(only<action::SendDetach>(actions).empty());
+        CHECK(only<action::Grant>(actions).size() == 1);
+    }
+    SECTION("any other load asks the dynamic entry first, like any entry") {
+        const auto actions = world.send(event::Admission{{1, 1}, 1, load_of(2 * kGiB)});
+        const auto detach = only<action::SendDetach>(actions);
+        const auto partial = only<action::SendPartialUnload>(actions);
+        REQUIRE(detach.size() + partial.size() == 1);
+        CHECK((detach.empty() ? partial[0].command.model_id : detach[0].command.model_id) == 20);
+    }
+}
+
+TEST_CASE("an owner killed during its eviction counts as freed and the load proceeds") {
+    World world;
+    world.join(1);
+    world.join(2);
+    world.load(2, model(20, 20 * kGiB, 20 * kGiB));
+    auto actions = world.send(event::Admission{{1, 1}, 1, load_of(4 * kGiB)});
+    REQUIRE(only<action::SendPartialUnload>(actions).size() == 1);
+    world.held.erase({2, 20});  // the process died: its memory went with it
+    actions = world.send(event::Left{{2, 1}});
+    CHECK(only<action::Grant>(actions).size() == 1);
+    CHECK(world.arbiter.ledger().size() == 0);
+}
+
+TEST_CASE("a busy owner is deferred; the arbiter moves on and the release comes later") {
+    ArbiterConfig config;
+    config.no_fit = NoFitPolicy::refuse;
+    World world(config);
+    world.join(1);
+    world.join(2);
+    world.join(3);
+    world.load(2, model(20, 12 * kGiB, 12 * kGiB));
+    world.load(3, model(30, 10 * kGiB, 10 * kGiB));
+    world.send(event::Busy{{3, 1}, true});
+    // Candidate order: the smaller model 30 first; its owner is busy, so the command is
+    // sent for its next boundary and model 20 is asked next.
+    auto actions = world.send(event::Admission{{1, 1}, 1, load_of(2 * kGiB)});
+    const auto partial = only<action::SendPartialUnload>(actions);
+    REQUIRE(partial.size() == 2);
+    CHECK(partial[0].to.slot == 3);
+    CHECK(partial[1].to.slot == 2);
+    CHECK(only<action::Grant>(actions).empty());
+    actions = world.free_and_answer(2, 20, partial[1].command.bytes, partial[1].command.bytes);
+    CHECK(only<action::Grant>(actions).size() == 1);
+    // At its boundary the busy owner runs the deferred release; its receipt is applied.
+    world.send(event::Busy{{3, 1}, false});
+    world.free_and_answer(3, 30, partial[0].command.bytes, partial[0].command.bytes);
+    const auto index = world.arbiter.ledger().find(3, 1, 30);
+    REQUIRE(index);
+    CHECK(world.arbiter.ledger().at(*index)->loaded_bytes == 10 * kGiB - partial[0].command.bytes);
+}
+
+namespace {
+// A device held outside the ledger, so nothing can be evicted, and a 4 GiB load asked.
+struct Blocked {
+    World world;
+    std::vector<Action> first;
+};
+Blocked blocked(NoFitPolicy policy) {
+    ArbiterConfig config;
+    config.no_fit = policy;
+    config.wait_timeout_ms = 1000;
+    Blocked b{World(config), {}};
+    b.world.join(1);
+    b.world.other_use = 22 * kGiB;
+    b.first = b.world.send(event::Admission{{1, 1}, 5, load_of(4 * kGiB)});
+    return b;
+}
+}  // namespace
+
+TEST_CASE("policy admit grants anyway and reports the shortfall") {
+    const auto grants = only<action::Grant>(blocked(NoFitPolicy::admit).first);
+    REQUIRE(grants.size() == 1);
+    CHECK(grants[0].grant.shortfall == admission_target(4 * kGiB, 0, 1, kDefaultReserve) - 2 * kGiB);
+}
+
+TEST_CASE("policy refuse answers with the need, the free figure and what others hold") {
+    const auto refused = only<action::Refuse>(blocked(NoFitPolicy::refuse).first);
+    REQUIRE(refused.size() == 1);
+    CHECK(refused[0].correlation == 5);
+    CHECK(refused[0].refusal.needed_bytes == admission_target(4 * kGiB, 0, 1, kDefaultReserve));
+    CHECK(refused[0].refusal.device_free == 2 * kGiB);
+    CHECK(refused[0].refusal.reason == static_cast<std::uint32_t>(RefusalReason::no_fit));
+}
+
+TEST_CASE("policy wait grants when memory comes back, or refuses at the time-out") {
+    auto b = blocked(NoFitPolicy::wait);
+    CHECK(only<action::Grant>(b.first).empty());
+    CHECK(b.world.arbiter.unanswered() == 1);
+    SECTION("memory comes back") {
+        b.world.other_use = 0;
+        b.world.now = 500;
+        CHECK(only<action::Grant>(b.world.send(event::Tick{})).size() == 1);
+        CHECK(b.world.arbiter.unanswered() == 0);
+    }
+    SECTION("time-out") {
+        b.world.now = 1000;
+        const auto refused = only<action::Refuse>(b.world.send(event::Tick{}));
+        REQUIRE(refused.size() == 1);
+        CHECK(refused[0].refusal.reason == static_cast<std::uint32_t>(RefusalReason::timed_out));
+        CHECK(b.world.arbiter.unanswered() == 0);
+    }
+}
+
+TEST_CASE("an owner that never answers is given up on after the answer time-out") {
+    World world;
+    world.join(1);
+    world.join(2);
+    world.join(3);
+    world.load(2, model(20, 10 * kGiB, 10 * kGiB));
+    world.load(3, model(30, 12 * kGiB, 12 * kGiB));
+    auto actions = world.send(event::Admission{{1, 1}, 1, load_of(2 * kGiB)});
+    REQUIRE(only<action::SendPartialUnload>(actions).size() == 1);
+    world.now = 4999;
+    CHECK(world.send(event::Tick{}).empty());
+    world.now = 5000;
+    actions = world.send(event::Tick{});
+    const auto next = only<action::SendPartialUnload>(actions);
+    REQUIRE(next.size() == 1);
+    CHECK(next[0].to.slot == 3);
+}
