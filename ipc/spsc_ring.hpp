@@ -63,7 +63,9 @@ constexpr bool valid_ring_capacity(std::uint32_t capacity) noexcept {
 }
 
 // Puts an empty ring at `memory`, which must hold ring_bytes<T>(capacity) bytes,
-// aligned to a cache line. Only the creator calls this, before anyone attaches.
+// aligned to a cache line (ring_bytes is not rounded up: a caller that packs rings side
+// by side rounds each to kCacheLine, as the segment layout does). Only the creator calls
+// this, before anyone attaches, or the owner of the ring once both ends are gone.
 template <class T>
 void ring_initialize(void* memory, std::uint32_t capacity) noexcept {
     auto* control = new (memory) RingControl{};
@@ -204,9 +206,12 @@ public:
     }
 
     // For a consumer inside an event loop: asks the producer to ring the eventfd on its
-    // next push. Returns `ok` when a message is already waiting (do not sleep then).
+    // next push. Returns `ok` when a message is already waiting: do not sleep then, and
+    // still call disarm() before popping. Only useful when the producer was given the
+    // doorbell; a producer without one never rings it. A ring may arrive for a message
+    // already popped, so a woken consumer must tolerate finding the ring empty.
     PopResult arm_doorbell() noexcept { return announce(Waiter::eventfd); }
-    // Called after waking: the producer may stop ringing.
+    // Called after waking (or after arm_doorbell() said `ok`): the producer stops ringing.
     void disarm() noexcept { withdraw(); }
 
     // Non-blocking check: `ok` when a message is waiting.
