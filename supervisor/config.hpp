@@ -3,6 +3,7 @@
 // Loaded from JSON and validated whole before anything is spawned.
 
 #include "shared/segment_layout.hpp"
+#include "supervisor/arbiter/arbiter_io.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -36,6 +37,14 @@ struct DeviceConfig {
     CudaFallback cuda_fallback = CudaFallback::stop;
 };
 
+// How the supervisor arbitrates device memory (see docs/ARBITRATION.md).
+struct MemoryConfig {
+    std::uint64_t reserve_bytes = std::uint64_t{400} << 20;  // upstream's EXTRA_RESERVED_VRAM
+    arbiter::NoFitPolicy no_fit = arbiter::NoFitPolicy::admit;  // upstream's behaviour
+    Milliseconds wait_timeout{30'000};                        // policy wait: refuse after this
+    Milliseconds answer_timeout{5'000};                       // an owner silent on an eviction
+};
+
 struct Limits {
     Milliseconds heartbeat_timeout{5'000};   // a worker silent this long is hung
     Milliseconds handshake_timeout{10'000};  // from spawn to Hello
@@ -57,6 +66,7 @@ struct Config {
     std::string source;  // the file it came from, for messages
     DeviceConfig device;
     Limits limits;
+    MemoryConfig memory;
     std::vector<PackConfig> packs;
 };
 

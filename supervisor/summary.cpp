@@ -17,6 +17,10 @@ void print_summary(const Supervisor& supervisor, const WorkloadRunner& runner) {
     std::printf("  workers started    %u (%u restarts)\n", totals.workers_started, totals.workers_restarted);
     std::printf("  peak device use    %s of %s\n", format_byte_size(totals.peak_device_used).c_str(),
                 format_byte_size(device_total).c_str());
+    std::printf("  admissions         %u (%u granted short under policy admit, %u refused)\n", totals.admissions,
+                totals.admitted_short, totals.refused);
+    std::printf("  evictions          %u asked of other workers, %s freed (measured by the owners)\n",
+                totals.evictions_asked, format_byte_size(totals.bytes_evicted).c_str());
     std::printf("  census at the end of the workload:\n");
     std::printf("    %-12s %8s %4s %8s %12s %12s %12s\n", "pack", "pid", "gen", "restarts", "device", "pinned", "rss");
     for (const auto& row : runner.final_census()) {

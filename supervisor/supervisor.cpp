@@ -91,7 +91,12 @@ Supervisor::Supervisor(Config config, const std::string& instance)
       doorbell_watch_(io_, ::dup(doorbell_.fd())),
       signals_(io_, SIGINT, SIGTERM),
       heartbeat_timer_(io_),
-      shutdown_timer_(io_) {
+      shutdown_timer_(io_),
+      arbiter_(arbiter::ArbiterConfig{config_.memory.reserve_bytes, config_.memory.no_fit,
+                                      static_cast<std::uint64_t>(config_.memory.wait_timeout.count()),
+                                      static_cast<std::uint64_t>(config_.memory.answer_timeout.count()),
+                                      VramState::normal_vram},
+               config_.limits.capacities.ledger_entries) {
     for (std::size_t i = 0; i < config_.packs.size(); ++i) {
         workers_.push_back(std::make_unique<WorkerProcess>(config_.packs[i],
                                                            kFirstWorkerSlot + static_cast<std::uint32_t>(i), io_));
@@ -205,8 +210,10 @@ void Supervisor::on_exit(WorkerProcess& worker) {
     log_line(what);
     notify(WorkerEvent::exited, worker);
 
-    // Its memory went with the process: return its device use and drop its census.
+    // Its memory went with the process: return its device use and drop its census and
+    // its ledger entries (an eviction waiting on it counts as done).
     view_.census(worker.slot).census.reset();
+    arbitrate(arbiter::event::Left{{worker.slot, worker.generation}});
     fail_requests(worker, FailureReason::worker_died, false);
     if (shutting_down_) {
         set_state(worker, ParticipantState::dead);
@@ -319,9 +326,13 @@ void Supervisor::handle_message(WorkerProcess& worker, const MessageSlot& slot) 
         return;
     }
     switch (message.type()) {
-        case MessageType::node_started: set_state(worker, ParticipantState::busy); break;
+        case MessageType::node_started:
+            set_state(worker, ParticipantState::busy);
+            arbitrate(arbiter::event::Busy{{worker.slot, worker.generation}, true});
+            break;
         case MessageType::node_finished:
             if (worker.state == ParticipantState::busy) set_state(worker, ParticipantState::ready);
+            arbitrate(arbiter::event::Busy{{worker.slot, worker.generation}, false});
             break;
         case MessageType::work_result: {
             const auto request = worker.in_flight.find(message.header.correlation);
@@ -334,10 +345,117 @@ void Supervisor::handle_message(WorkerProcess& worker, const MessageSlot& slot) 
         case MessageType::hello:
             terminate(worker, "sent a second Hello");
             break;
-        default:
-            // Memory reports arrive with the arbitration issue; until then they are not
-            // a protocol violation, only unused.
+        default: handle_memory_report(worker, message); break;
+    }
+}
+
+void Supervisor::handle_memory_report(WorkerProcess& worker, const Message& message) {
+    const arbiter::Participant who{worker.slot, worker.generation};
+    switch (message.type()) {
+        case MessageType::model_registered:
+            arbitrate(arbiter::event::Registered{who, std::get<ModelRegistered>(message.payload)});
             break;
+        case MessageType::residency_receipt:
+            arbitrate(arbiter::event::Residency{who, std::get<ResidencyReceipt>(message.payload)});
+            break;
+        case MessageType::model_dropped:
+            arbitrate(arbiter::event::Dropped{who, std::get<ModelDropped>(message.payload).model_id});
+            break;
+        case MessageType::admission_request:
+            ++memory_totals_.admissions;
+            arbitrate(arbiter::event::Admission{who, message.header.correlation,
+                                                std::get<AdmissionRequest>(message.payload)});
+            break;
+        case MessageType::unload_receipt: {
+            const auto& receipt = std::get<UnloadReceipt>(message.payload);
+            memory_totals_.bytes_evicted += receipt.bytes_freed;
+            arbitrate(arbiter::event::Unloaded{who, receipt});
+            break;
+        }
+        case MessageType::release_receipt: break;  // measured releases change no decision
+        default:
+            // A supervisor-to-participant type sent back to us: a confused or hostile worker.
+            terminate(worker, std::string("sent a ") + std::string(to_string(message.type())) +
+                                  ", which only the supervisor sends");
+            break;
+    }
+}
+
+// ---- memory arbitration ----
+
+arbiter::Snapshot Supervisor::snapshot() const {
+    arbiter::Snapshot snap;
+    snap.now_ms = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_at_).count());
+    snap.device_total = view_.device_total_bytes();
+    const Bytes used = simulated_device_used(view_);
+    snap.device_free = used >= snap.device_total ? 0 : snap.device_total - used;
+    for (const auto& worker : workers_) {
+        if (!worker->alive()) continue;
+        CensusRecord census{};
+        if (view_.census(worker->slot).census.read(census) != ipc::SeqlockRead::ok) continue;
+        if (census.generation != worker->generation) continue;  // not yet written by this life
+        snap.participants[worker->slot] = {census.allocator_reserved, census.allocator_active, census.pinned_bytes};
+    }
+    return snap;
+}
+
+void Supervisor::arbitrate(const arbiter::Event& event) {
+    const auto snap = snapshot();
+    for (const auto& action : arbiter_.handle(event, snap)) carry_out(action);
+    publish_ledger();
+}
+
+WorkerProcess* Supervisor::worker_in(std::uint32_t slot, std::uint32_t generation) {
+    if (slot < kFirstWorkerSlot || slot - kFirstWorkerSlot >= workers_.size()) return nullptr;
+    WorkerProcess& worker = *workers_[slot - kFirstWorkerSlot];
+    return worker.generation == generation && worker.alive() ? &worker : nullptr;
+}
+
+void Supervisor::carry_out(const arbiter::Action& action) {
+    std::visit(
+        [this](const auto& a) {
+            using A = std::decay_t<decltype(a)>;
+            if constexpr (std::is_same_v<A, arbiter::action::Note>) {
+                log_line("memory: " + a.text);
+            } else {
+                WorkerProcess* target = worker_in(a.to.slot, a.to.generation);
+                if (target == nullptr) return;  // gone since: the arbiter hears of it through Left
+                if constexpr (std::is_same_v<A, arbiter::action::SendPartialUnload> ||
+                              std::is_same_v<A, arbiter::action::SendDetach>) {
+                    ++memory_totals_.evictions_asked;
+                    deliver(*target, encode(a.command, target->generation));
+                } else if constexpr (std::is_same_v<A, arbiter::action::Grant>) {
+                    if (a.grant.shortfall > 0) ++memory_totals_.admitted_short;
+                    deliver(*target, encode(a.grant, target->generation, a.correlation));
+                } else {
+                    ++memory_totals_.refused;
+                    deliver(*target, encode(a.refusal, target->generation, a.correlation));
+                }
+            }
+        },
+        action);
+}
+
+void Supervisor::publish_ledger() {
+    for (const auto index : arbiter_.ledger().take_changed()) {
+        LedgerRecord record{};
+        if (const auto& entry = arbiter_.ledger().at(index)) {
+            record.model_id = entry->model_id;
+            record.weights_id = entry->weights_id;
+            record.total_bytes = entry->total_bytes;
+            record.loaded_bytes = entry->loaded_bytes;
+            record.load_order = entry->load_order;
+            record.last_sequence = entry->last_sequence;
+            record.owner_slot = entry->owner_slot;
+            record.owner_generation = entry->owner_generation;
+            record.device = entry->device;
+            record.references = entry->references;
+            record.kind = entry->kind;
+            record.currently_used = entry->currently_used ? 1 : 0;
+            record.dynamic = entry->dynamic ? 1 : 0;
+        }
+        view_.ledger(static_cast<std::uint32_t>(index)).entry.write(record);
     }
 }
 
@@ -366,7 +484,10 @@ void Supervisor::accept_hello(WorkerProcess& worker, const Message& message) {
     worker.last_heartbeat = view_.census(worker.slot).heartbeat.load(std::memory_order_relaxed);
     worker.heartbeat_seen_at = Clock::now();
     set_state(worker, ParticipantState::ready);
-    deliver(worker, encode(HelloAck{worker.slot, worker.generation, 0, view_.device_total_bytes()}, worker.generation));
+    deliver(worker, encode(HelloAck{worker.slot, worker.generation, config_.memory.reserve_bytes,
+                                    view_.device_total_bytes()},
+                           worker.generation));
+    arbitrate(arbiter::event::Joined{{worker.slot, worker.generation}});
     log_line(worker.pack.name + ": ready (pid " + std::to_string(worker.process.pid) + ", generation " +
              std::to_string(worker.generation) + ")");
     notify(WorkerEvent::ready, worker);
@@ -450,6 +571,7 @@ void Supervisor::check_heartbeats() {
         flush(worker);
     }
     sample_device();
+    arbitrate(arbiter::event::Tick{});
     heartbeat_timer_.expires_after(std::max(Milliseconds(10), config_.limits.heartbeat_timeout / 10));
     heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
         if (!ec) check_heartbeats();
@@ -539,6 +661,11 @@ Supervisor::Totals Supervisor::totals() const {
         totals.workers_restarted += worker->starts > 0 ? worker->starts - 1 : 0;
     }
     totals.peak_device_used = peak_device_used_;
+    totals.admissions = memory_totals_.admissions;
+    totals.evictions_asked = memory_totals_.evictions_asked;
+    totals.bytes_evicted = memory_totals_.bytes_evicted;
+    totals.admitted_short = memory_totals_.admitted_short;
+    totals.refused = memory_totals_.refused;
     return totals;
 }
 

@@ -5,6 +5,7 @@
 
 #include "ipc/eventfd.hpp"
 #include "shared/segment_layout.hpp"
+#include "supervisor/arbiter/arbiter.hpp"
 #include "supervisor/config.hpp"
 #include "supervisor/worker_process.hpp"
 
@@ -51,6 +52,11 @@ public:
         std::uint32_t workers_started = 0;
         std::uint32_t workers_restarted = 0;
         std::uint64_t peak_device_used = 0;
+        std::uint32_t admissions = 0;
+        std::uint32_t evictions_asked = 0;     // partial unloads and detaches sent to owners
+        std::uint64_t bytes_evicted = 0;       // measured, from the owners' receipts
+        std::uint32_t admitted_short = 0;      // granted with a shortfall (policy admit)
+        std::uint32_t refused = 0;
     };
     Totals totals() const;
 
@@ -81,6 +87,15 @@ private:
     void flush(WorkerProcess& worker);
     void dispatch_queued(WorkerProcess& worker);
 
+    // Memory arbitration: feeds the arbiter an event with a fresh snapshot, carries out
+    // what it decides, and publishes the ledger's changes to the segment.
+    void arbitrate(const arbiter::Event& event);
+    arbiter::Snapshot snapshot() const;
+    void carry_out(const arbiter::Action& action);
+    void publish_ledger();
+    WorkerProcess* worker_in(std::uint32_t slot, std::uint32_t generation);
+    void handle_memory_report(WorkerProcess& worker, const Message& message);
+
     void check_heartbeats();
     void sample_device();
     void publish(const WorkerProcess& worker);
@@ -107,6 +122,9 @@ private:
     bool shutting_down_ = false;
     std::uint64_t next_correlation_ = 1;
     std::uint64_t peak_device_used_ = 0;
+    arbiter::Arbiter arbiter_;
+    Totals memory_totals_;
+    std::chrono::steady_clock::time_point started_at_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace comfy::supervisor

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <thread>
@@ -20,29 +21,44 @@ std::uint64_t resident_set_bytes() {
     return resident_pages * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
+// A model's largest tensor, for the forward-pass term of the admission target. Real
+// diffusion checkpoints keep their largest tensor near an eighth of the weights or below.
+Bytes largest_tensor_of(Bytes bytes) { return bytes / 8; }
+
 }  // namespace
 
 ReferenceWorker::ReferenceWorker(WorkerRuntime& runtime, PackDescription pack)
     : runtime_(runtime), pack_(std::move(pack)) {
     runtime_.census().edit().pinned_ceiling = pack_.max_pinned_bytes;
-    publish_census(0, 0);
+    publish_census();
 }
 
 void ReferenceWorker::on_command(const Message& command) {
-    const auto generation = runtime_.generation();
-    const auto correlation = command.header.correlation;
-    if (const auto* work = std::get_if<WorkRequest>(&command.payload)) {
-        runtime_.send(encode(NodeStarted{work->prompt_epoch, work->node_index, 0}, generation, correlation));
-        publish_census(work->prompt_epoch, work->node_index);
-        const bool ok = run_node(work->node_name);
-        const auto status = static_cast<std::uint32_t>(ok ? WorkStatus::ok : WorkStatus::failed);
-        runtime_.send(encode(NodeFinished{work->prompt_epoch, work->node_index, status}, generation, correlation));
-        runtime_.send(encode(WorkResult{work->prompt_epoch, work->node_index, status,
-                                        runtime_.device().used_by_this_process()},
-                             generation, correlation));
-    } else if (command.type() == MessageType::shutdown) {
-        release_everything();
+    switch (command.type()) {
+        case MessageType::work_request: run_work(std::get<WorkRequest>(command.payload), command.header.correlation); break;
+        case MessageType::partial_unload:
+        case MessageType::detach: answer_unload(command); break;
+        case MessageType::release_node_boundary:
+        case MessageType::cast_epoch_boundary:
+        case MessageType::full_release:
+        case MessageType::partial_release:
+        case MessageType::release_pins: answer_release(command); break;
+        case MessageType::shutdown: unload_everything(); break;
+        default: break;
     }
+}
+
+void ReferenceWorker::run_work(const WorkRequest& work, std::uint64_t correlation) {
+    const auto generation = runtime_.generation();
+    runtime_.send(encode(NodeStarted{work.prompt_epoch, work.node_index, 0}, generation, correlation));
+    prompt_epoch_ = work.prompt_epoch;
+    last_node_ = work.node_index;
+    publish_census();
+    const bool ok = run_node(work.node_name);
+    const auto status = static_cast<std::uint32_t>(ok ? WorkStatus::ok : WorkStatus::failed);
+    runtime_.send(encode(NodeFinished{work.prompt_epoch, work.node_index, status}, generation, correlation));
+    runtime_.send(encode(WorkResult{work.prompt_epoch, work.node_index, status, runtime_.device().used_by_this_process()},
+                         generation, correlation));
 }
 
 bool ReferenceWorker::run_node(const std::string& name) {
@@ -51,58 +67,169 @@ bool ReferenceWorker::run_node(const std::string& name) {
         std::fprintf(stderr, "comfy-worker: no node '%s' in this pack\n", name.c_str());
         return false;
     }
-    for (const auto& step : node->second) {
-        if (!run_step(step)) return false;
-    }
-    return true;
+    return std::all_of(node->second.begin(), node->second.end(), [this](const Step& step) { return run_step(step); });
 }
 
 bool ReferenceWorker::run_step(const Step& step) {
     Device& device = runtime_.device();
     switch (step.kind) {
-        case StepKind::load_model: {
-            if (loaded_models_.count(step.model)) return true;
-            if (!device.allocate(step.bytes)) {
-                std::fprintf(stderr, "comfy-worker: out of device memory loading %s (%s, %s free)\n",
-                             step.model.c_str(), format_byte_size(step.bytes).c_str(),
-                             format_byte_size(device.free_bytes()).c_str());
-                return false;
-            }
-            loaded_models_[step.model] = step.bytes;
-            return true;
-        }
+        case StepKind::load_model: return load_model(step.model, step.bytes);
         case StepKind::drop_model: {
-            const auto model = loaded_models_.find(step.model);
-            if (model != loaded_models_.end()) {
-                device.release(model->second);
-                loaded_models_.erase(model);
-            }
+            const auto held = std::find_if(models_.begin(), models_.end(),
+                                           [&](const auto& m) { return m.second.name == step.model; });
+            if (held != models_.end()) drop_model(held->first);
             return true;
         }
         case StepKind::compute: std::this_thread::sleep_for(std::chrono::milliseconds(step.ms)); return true;
         case StepKind::pin: {
-            const bool ok = device.pin_host(step.bytes);
-            if (!ok) {
+            if (!device.pin_host(step.bytes)) {
                 runtime_.census().edit().pin_errors += 1;
-                runtime_.census().publish();
+                publish_census();
+                return false;
             }
-            return ok;
+            publish_census();
+            return true;
         }
-        case StepKind::unpin: device.unpin_host(step.bytes); return true;
+        case StepKind::unpin:
+            device.unpin_host(step.bytes);
+            publish_census();
+            return true;
     }
     return false;
 }
 
-void ReferenceWorker::release_everything() {
-    for (const auto& [name, bytes] : loaded_models_) runtime_.device().release(bytes);
-    loaded_models_.clear();
-    runtime_.device().unpin_host(runtime_.device().pinned_by_this_process());
+bool ReferenceWorker::load_model(const std::string& name, Bytes bytes) {
+    auto held = std::find_if(models_.begin(), models_.end(), [&](const auto& m) { return m.second.name == name; });
+    const Bytes missing = held == models_.end() ? bytes : held->second.total - held->second.loaded;
+    if (missing == 0) return true;  // fully resident already
+
+    AdmissionRequest request{};
+    request.streams = 1;
+    request.bytes = missing;
+    request.largest_tensor = largest_tensor_of(missing);
+    const auto answer = runtime_.request_admission(request);
+    if (!answer.granted) {
+        std::fprintf(stderr, "comfy-worker: loading %s refused: needs %s, %s free, %s held by others\n", name.c_str(),
+                     format_byte_size(answer.refusal.needed_bytes).c_str(),
+                     format_byte_size(answer.refusal.device_free).c_str(),
+                     format_byte_size(answer.refusal.held_by_others).c_str());
+        return false;
+    }
+    Device& device = runtime_.device();
+    if (!device.allocate(missing)) {
+        std::fprintf(stderr, "comfy-worker: out of device memory loading %s (%s, %s free)\n", name.c_str(),
+                     format_byte_size(missing).c_str(), format_byte_size(device.free_bytes()).c_str());
+        return false;
+    }
+    if (held == models_.end()) {
+        const std::uint64_t id = next_model_id_++;
+        held = models_.emplace(id, HeldModel{name, bytes, bytes, 0, 0}).first;
+        const auto kind = static_cast<std::uint16_t>(ModelKind::diffusion);
+        runtime_.send(encode(ModelRegistered{id, id, bytes, bytes, 0, kind, 0, 0}, runtime_.generation()));
+    } else {
+        held->second.loaded = held->second.total;
+    }
+    report_residency(held->first);
+    return true;
 }
 
-void ReferenceWorker::publish_census(std::uint64_t prompt_epoch, std::uint32_t node_index) {
+void ReferenceWorker::drop_model(std::uint64_t id) {
+    const auto held = models_.find(id);
+    if (held == models_.end()) return;
+    runtime_.device().release(held->second.loaded);
+    models_.erase(held);
+    runtime_.send(encode(ModelDropped{id}, runtime_.generation()));
+    publish_census();
+}
+
+Bytes ReferenceWorker::unload(std::uint64_t id, Bytes bytes) {
+    const auto held = models_.find(id);
+    if (held == models_.end()) return 0;
+    HeldModel& model = held->second;
+    const Bytes freed = std::min(bytes, model.loaded);
+    runtime_.device().release(freed);
+    model.loaded -= freed;
+    auto& census = runtime_.census().edit();
+    census.bytes_evicted += freed;
+    if (freed > 0 && model.evicted_in_epoch == prompt_epoch_ && prompt_epoch_ != 0) census.churn += 1;
+    model.evicted_in_epoch = prompt_epoch_;
+    publish_census();
+    return freed;
+}
+
+Bytes ReferenceWorker::unload_everything() {
+    Bytes freed = 0;
+    while (!models_.empty()) {
+        const auto id = models_.begin()->first;
+        freed += models_.begin()->second.loaded;
+        drop_model(id);
+    }
+    runtime_.device().unpin_host(runtime_.device().pinned_by_this_process());
+    publish_census();
+    return freed;
+}
+
+void ReferenceWorker::answer_unload(const Message& command) {
+    const auto generation = runtime_.generation();
+    if (const auto* partial = std::get_if<PartialUnload>(&command.payload)) {
+        const Bytes freed = unload(partial->model_id, partial->bytes);
+        if (models_.count(partial->model_id)) report_residency(partial->model_id);
+        runtime_.send(encode(UnloadReceipt{partial->model_id, partial->bytes, freed, 0, {}}, generation,
+                             command.header.correlation));
+        return;
+    }
+    const auto& detach = std::get<Detach>(command.payload);
+    const auto held = models_.find(detach.model_id);
+    const Bytes loaded = held == models_.end() ? 0 : held->second.loaded;
+    const Bytes freed = unload(detach.model_id, loaded);
+    runtime_.send(encode(UnloadReceipt{detach.model_id, loaded, freed, 0, {}}, generation, command.header.correlation));
+    drop_model(detach.model_id);
+}
+
+void ReferenceWorker::answer_release(const Message& command) {
+    Bytes asked = 0;
+    Bytes freed = 0;
+    Device& device = runtime_.device();
+    switch (command.type()) {
+        case MessageType::full_release: freed = unload_everything(); break;
+        case MessageType::partial_release: {
+            asked = std::get<PartialRelease>(command.payload).bytes;
+            for (auto& [id, model] : models_) {
+                if (freed >= asked) break;
+                freed += unload(id, asked - freed);
+                report_residency(id);
+            }
+            break;
+        }
+        case MessageType::release_pins: {
+            asked = std::get<ReleasePins>(command.payload).bytes;
+            freed = std::min(asked, device.pinned_by_this_process());
+            device.unpin_host(freed);
+            publish_census();
+            break;
+        }
+        default:
+            // Node boundaries and cast epochs free transient buffers; the simulated
+            // worker keeps none (its census shows 0 cast-buffer bytes), so 0 is the truth.
+            break;
+    }
+    ReleaseReceipt receipt{};
+    receipt.release_type = command.header.type;
+    receipt.bytes_requested = asked;
+    receipt.bytes_freed = freed;
+    runtime_.send(encode(receipt, runtime_.generation(), command.header.correlation));
+}
+
+void ReferenceWorker::report_residency(std::uint64_t id) {
+    HeldModel& model = models_.at(id);
+    ++model.sequence;
+    runtime_.send(encode(ResidencyReceipt{id, model.sequence, model.loaded, 1, 1, {}}, runtime_.generation()));
+}
+
+void ReferenceWorker::publish_census() {
     auto& record = runtime_.census().edit();
-    record.prompt_epoch = prompt_epoch;
-    record.last_node = node_index;
+    record.prompt_epoch = prompt_epoch_;
+    record.last_node = last_node_;
     record.resident_set_bytes = resident_set_bytes();
     runtime_.census().publish();
 }

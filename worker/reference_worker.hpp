@@ -1,7 +1,10 @@
 #pragma once
 // The reference worker: runs a PackDescription's nodes on the device through the worker
-// runtime, exactly as a real worker would (announce the node, act, answer the request).
+// runtime, exactly as a real worker would: it asks admission before every load, reports
+// its models and their residency to the ledger, answers evictions and releases with the
+// bytes it really freed, and keeps its census.
 
+#include "shared/memory_arithmetic.hpp"
 #include "worker/pack_description.hpp"
 #include "worker/worker_runtime.hpp"
 
@@ -16,15 +19,34 @@ public:
     void on_command(const Message& command) override;
 
 private:
+    struct HeldModel {
+        std::string name;
+        Bytes total = 0;
+        Bytes loaded = 0;
+        std::uint64_t sequence = 0;
+        std::uint64_t evicted_in_epoch = 0;  // for churn: evicted again within one epoch
+    };
+
+    void run_work(const WorkRequest& work, std::uint64_t correlation);
     // Runs one node; false (with the reason logged) when a step failed.
     bool run_node(const std::string& name);
     bool run_step(const Step& step);
-    void release_everything();
-    void publish_census(std::uint64_t prompt_epoch, std::uint32_t node_index);
+    bool load_model(const std::string& name, Bytes bytes);
+    void drop_model(std::uint64_t id);
+    // Frees up to `bytes` of one model; returns what was really freed.
+    Bytes unload(std::uint64_t id, Bytes bytes);
+    Bytes unload_everything();
+    void answer_unload(const Message& command);
+    void answer_release(const Message& command);
+    void report_residency(std::uint64_t id);
+    void publish_census();
 
     WorkerRuntime& runtime_;
     PackDescription pack_;
-    std::map<std::string, std::uint64_t> loaded_models_;  // name -> bytes on the device
+    std::map<std::uint64_t, HeldModel> models_;  // by model id
+    std::uint64_t next_model_id_ = 1;
+    std::uint64_t prompt_epoch_ = 0;
+    std::uint32_t last_node_ = 0;
 };
 
 }  // namespace comfy::worker

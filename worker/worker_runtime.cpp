@@ -72,21 +72,56 @@ bool WorkerRuntime::wait_for_hello_ack(std::chrono::milliseconds timeout) {
     return false;
 }
 
-void WorkerRuntime::serve(CommandHandler& handler) {
+WorkerRuntime::AdmissionAnswer WorkerRuntime::request_admission(const AdmissionRequest& request) {
+    const std::uint64_t correlation = next_correlation();
+    send(encode(request, environment_.generation, correlation));
     MessageSlot slot{};
     for (;;) {
-        const auto waited = inbound_.wait(std::chrono::seconds(1));
-        if (waited == ipc::WaitResult::corrupt) {
+        if (inbound_.wait(std::chrono::seconds(1)) == ipc::WaitResult::corrupt) {
             throw std::runtime_error("the supervisor's command ring is corrupt; exiting so the supervisor restarts us");
         }
         while (inbound_.try_pop(slot) == ipc::PopResult::ok) {
             const auto decoded = decode(slot);
-            // The supervisor is trusted, but a message for an older generation of this
-            // slot (left in the ring) must not be applied.
             if (!decoded.ok() || decoded.message.header.generation != environment_.generation) continue;
-            handler.on_command(decoded.message);
-            if (decoded.message.type() == MessageType::shutdown) return;
+            const Message& message = decoded.message;
+            const bool answer = message.header.correlation == correlation;
+            if (answer && message.type() == MessageType::admission_grant) {
+                return {true, std::get<AdmissionGrant>(message.payload), {}};
+            }
+            if (answer && message.type() == MessageType::admission_refused) {
+                return {false, {}, std::get<AdmissionRefused>(message.payload)};
+            }
+            kept_commands_.push_back(message);
+            if (message.type() == MessageType::shutdown) {
+                AdmissionRefused refusal{};
+                refusal.reason = static_cast<std::uint32_t>(RefusalReason::shutting_down);
+                return {false, {}, refusal};
+            }
         }
+    }
+}
+
+void WorkerRuntime::serve(CommandHandler& handler) {
+    for (;;) {
+        // Commands kept while a handler waited for an admission run first, in order.
+        while (!kept_commands_.empty()) {
+            const Message command = kept_commands_.front();
+            kept_commands_.pop_front();
+            handler.on_command(command);
+            if (command.type() == MessageType::shutdown) return;
+        }
+        if (inbound_.wait(std::chrono::seconds(1)) == ipc::WaitResult::corrupt) {
+            throw std::runtime_error("the supervisor's command ring is corrupt; exiting so the supervisor restarts us");
+        }
+        MessageSlot slot{};
+        // One at a time: a handler may call request_admission, which reads this ring too.
+        if (inbound_.try_pop(slot) != ipc::PopResult::ok) continue;
+        const auto decoded = decode(slot);
+        // The supervisor is trusted, but a message for an older generation of this slot
+        // (left in the ring) must not be applied.
+        if (!decoded.ok() || decoded.message.header.generation != environment_.generation) continue;
+        handler.on_command(decoded.message);
+        if (decoded.message.type() == MessageType::shutdown) return;
     }
 }
 

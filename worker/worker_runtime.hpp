@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <thread>
 
@@ -44,6 +45,19 @@ public:
     // Queues one message to the supervisor, waiting while the ring is full.
     void send(const MessageSlot& message);
 
+    // A fresh correlation id for a request to the supervisor.
+    std::uint64_t next_correlation() noexcept { return ++last_correlation_; }
+
+    // Asks the supervisor to admit a load and waits for its answer. Commands that arrive
+    // meanwhile are kept, in order, for serve() to run next. A Shutdown arriving first
+    // answers the request as refused (shutting down).
+    struct AdmissionAnswer {
+        bool granted = false;
+        AdmissionGrant grant{};
+        AdmissionRefused refusal{};
+    };
+    AdmissionAnswer request_admission(const AdmissionRequest& request);
+
 private:
     bool wait_for_hello_ack(std::chrono::milliseconds timeout);
     void heartbeat_loop();
@@ -62,6 +76,8 @@ private:
     std::condition_variable heartbeat_wake_;
     bool stopping_ = false;
     std::thread heartbeat_;
+    std::uint64_t last_correlation_ = 0;
+    std::deque<Message> kept_commands_;  // arrived during request_admission
 };
 
 }  // namespace comfy::worker

@@ -209,6 +209,10 @@ void Arbiter::step() {
         const Action command = partial ? Action{action::SendPartialUnload{c.owner, PartialUnload{c.model_id, shortfall}}}
                                        : Action{action::SendDetach{c.owner, Detach{c.model_id}}};
         out_->push_back(command);
+        note("slot " + std::to_string(w.request.asker.slot) + " needs " + bytes(w.request.target) + " with " +
+             bytes(free) + " free: asking " + who(c.owner) + " to " +
+             (partial ? "free " + bytes(shortfall) + " of" : std::string("detach")) + " model " +
+             std::to_string(c.model_id) + " (" + bytes(entry.loaded_or_total()) + " loaded)");
         if (participants_[c.owner.slot].busy) {
             // A busy owner frees nothing now; the command runs at its next boundary.
             note("owner " + who(c.owner) + " is busy: eviction of model " + std::to_string(c.model_id) +
