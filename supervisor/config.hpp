@@ -45,6 +45,14 @@ struct MemoryConfig {
     Milliseconds answer_timeout{5'000};                       // an owner silent on an eviction
 };
 
+// Host RAM, budgeted: pinned bytes and resident sets against what the machine has.
+struct HostMemoryConfig {
+    std::uint64_t budget_bytes = 0;  // 0: read the machine (cgroup v2 or MemAvailable)
+    std::uint64_t low_water_bytes = std::uint64_t{2} << 30;  // below this, pins are released
+    Milliseconds pin_release_interval{5'000};  // at most one release_pins round per interval
+    Milliseconds idle_release{0};              // full_release to a worker idle this long; 0: off
+};
+
 struct Limits {
     Milliseconds heartbeat_timeout{5'000};   // a worker silent this long is hung
     Milliseconds handshake_timeout{10'000};  // from spawn to Hello
@@ -67,6 +75,7 @@ struct Config {
     DeviceConfig device;
     Limits limits;
     MemoryConfig memory;
+    HostMemoryConfig host;
     std::vector<PackConfig> packs;
 };
 

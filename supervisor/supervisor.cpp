@@ -1,6 +1,8 @@
 #include "supervisor/supervisor.hpp"
 
+#include "shared/byte_size.hpp"
 #include "shared/device_accounting.hpp"
+#include "supervisor/host_memory.hpp"
 #include "supervisor/log.hpp"
 
 #include <boost/asio/post.hpp>
@@ -90,6 +92,7 @@ Supervisor::Supervisor(Config config, const std::string& instance)
       view_(view_of(segment_)),
       doorbell_watch_(io_, ::dup(doorbell_.fd())),
       signals_(io_, SIGINT, SIGTERM),
+      operator_signals_(io_, SIGUSR1, SIGHUP),
       heartbeat_timer_(io_),
       shutdown_timer_(io_),
       arbiter_(arbiter::ArbiterConfig{config_.memory.reserve_bytes, config_.memory.no_fit,
@@ -117,6 +120,7 @@ int Supervisor::run() {
     signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
         if (!ec) begin_shutdown(std::string("received SIG") + sigabbrev_np(signal));
     });
+    watch_signals();
     log_line("segment " + segment_.name() + " created; starting " + std::to_string(workers_.size()) + " worker(s)");
     for (auto& worker : workers_) start_worker(*worker);
     wait_for_messages();
@@ -326,14 +330,8 @@ void Supervisor::handle_message(WorkerProcess& worker, const MessageSlot& slot) 
         return;
     }
     switch (message.type()) {
-        case MessageType::node_started:
-            set_state(worker, ParticipantState::busy);
-            arbitrate(arbiter::event::Busy{{worker.slot, worker.generation}, true});
-            break;
-        case MessageType::node_finished:
-            if (worker.state == ParticipantState::busy) set_state(worker, ParticipantState::ready);
-            arbitrate(arbiter::event::Busy{{worker.slot, worker.generation}, false});
-            break;
+        case MessageType::node_started: on_node_started(worker, std::get<NodeStarted>(message.payload)); break;
+        case MessageType::node_finished: on_node_finished(worker, std::get<NodeFinished>(message.payload)); break;
         case MessageType::work_result: {
             const auto request = worker.in_flight.find(message.header.correlation);
             if (request == worker.in_flight.end()) break;
@@ -372,7 +370,10 @@ void Supervisor::handle_memory_report(WorkerProcess& worker, const Message& mess
             arbitrate(arbiter::event::Unloaded{who, receipt});
             break;
         }
-        case MessageType::release_receipt: break;  // measured releases change no decision
+        case MessageType::release_receipt:
+            memory_totals_.bytes_released += std::get<ReleaseReceipt>(message.payload).bytes_freed;
+            break;
+        case MessageType::pin_request: answer_pin_request(worker, message); break;
         default:
             // A supervisor-to-participant type sent back to us: a confused or hostile worker.
             terminate(worker, std::string("sent a ") + std::string(to_string(message.type())) +
@@ -480,6 +481,9 @@ void Supervisor::accept_hello(WorkerProcess& worker, const Message& message) {
         return;
     }
     worker.handshake_timer.cancel();
+    worker.capabilities = hello->capabilities;
+    worker.idle_since = Clock::now();
+    worker.idle_released = false;
     // Relaxed: a counter compared with its own earlier values only.
     worker.last_heartbeat = view_.census(worker.slot).heartbeat.load(std::memory_order_relaxed);
     worker.heartbeat_seen_at = Clock::now();
@@ -572,6 +576,8 @@ void Supervisor::check_heartbeats() {
     }
     sample_device();
     arbitrate(arbiter::event::Tick{});
+    sweep_idle_workers();
+    relieve_host_pressure();
     heartbeat_timer_.expires_after(std::max(Milliseconds(10), config_.limits.heartbeat_timeout / 10));
     heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
         if (!ec) check_heartbeats();
@@ -621,6 +627,7 @@ void Supervisor::begin_shutdown(const std::string& why) {
     log_line("shutting down (" + why + "): asking every worker to finish within " +
              std::to_string(config_.limits.shutdown_grace.count()) + " ms");
     signals_.cancel();
+    operator_signals_.cancel();
     heartbeat_timer_.cancel();
     for (auto& worker : workers_) {
         worker->restart_timer.cancel();
@@ -666,6 +673,8 @@ Supervisor::Totals Supervisor::totals() const {
     totals.bytes_evicted = memory_totals_.bytes_evicted;
     totals.admitted_short = memory_totals_.admitted_short;
     totals.refused = memory_totals_.refused;
+    totals.pin_release_rounds = memory_totals_.pin_release_rounds;
+    totals.bytes_released = memory_totals_.bytes_released;
     return totals;
 }
 
@@ -677,6 +686,125 @@ std::vector<Supervisor::CensusRow> Supervisor::census_rows() const {
         rows.push_back(row);
     }
     return rows;
+}
+
+// ---- release paths ----
+
+void Supervisor::on_node_started(WorkerProcess& worker, const NodeStarted& node) {
+    set_state(worker, ParticipantState::busy);
+    arbitrate(arbiter::event::Busy{{worker.slot, worker.generation}, true});
+    if (node.prompt_epoch <= prompt_epoch_) return;
+    // A new prompt: every worker drops the cast buffers of the last one (a busy worker
+    // finds the message at its next boundary).
+    prompt_epoch_ = node.prompt_epoch;
+    for (auto& other : workers_) {
+        if (other->state == ParticipantState::ready || other->state == ParticipantState::busy) {
+            deliver(*other, encode(CastEpochBoundary{prompt_epoch_}, other->generation));
+        }
+    }
+}
+
+void Supervisor::on_node_finished(WorkerProcess& worker, const NodeFinished& node) {
+    if (worker.state == ParticipantState::busy) set_state(worker, ParticipantState::ready);
+    worker.idle_since = Clock::now();
+    worker.idle_released = false;
+    arbitrate(arbiter::event::Busy{{worker.slot, worker.generation}, false});
+    if (worker.capabilities & kCapNodeBoundaryRelease) {
+        deliver(worker, encode(ReleaseNodeBoundary{node.prompt_epoch, node.node_index, 0}, worker.generation));
+    }
+}
+
+void Supervisor::answer_pin_request(WorkerProcess& worker, const Message& message) {
+    const Bytes asked = std::get<PinRequest>(message.payload).bytes;
+    const Bytes available = host_available();
+    const Bytes granted = pin_grant(asked, available, config_.host.low_water_bytes);
+    if (granted < asked) {
+        log_line(worker.pack.name + ": pin of " + format_byte_size(asked) + " cut to " + format_byte_size(granted) +
+                 ": host has " + format_byte_size(available) + " available, keeping " +
+                 format_byte_size(config_.host.low_water_bytes) + " free");
+    }
+    const Bytes left = available > granted ? available - granted : 0;
+    deliver(worker, encode(PinGrant{granted, std::min(left, kMaxBytes)}, worker.generation, message.header.correlation));
+}
+
+Bytes Supervisor::host_available() const {
+    if (config_.host.budget_bytes > 0) {
+        // A configured budget stands for a memory limit: what the participants pin and
+        // keep resident counts against it.
+        Bytes used = 0;
+        for (const auto& [slot, figures] : snapshot().participants) used += figures.pinned;
+        return config_.host.budget_bytes > used ? config_.host.budget_bytes - used : 0;
+    }
+    const auto reading = read_host_memory();
+    return reading ? reading->available : 0;
+}
+
+void Supervisor::relieve_host_pressure() {
+    const Bytes available = host_available();
+    if (available >= config_.host.low_water_bytes) return;
+    const auto now = Clock::now();
+    if (last_pin_release_ != Clock::time_point{} && now - last_pin_release_ < config_.host.pin_release_interval) return;
+    std::vector<PinHolder> holders;
+    for (const auto& [slot, figures] : snapshot().participants) {
+        const WorkerProcess& worker = *workers_[slot - kFirstWorkerSlot];
+        holders.push_back({slot, worker.generation, figures.pinned});
+    }
+    const Bytes deficit = config_.host.low_water_bytes - available;
+    const auto plan = plan_pin_releases(holders, deficit);
+    if (plan.empty()) return;
+    last_pin_release_ = now;
+    ++memory_totals_.pin_release_rounds;
+    log_line("host memory: " + format_byte_size(available) + " available, below " +
+             format_byte_size(config_.host.low_water_bytes) + "; asking " + std::to_string(plan.size()) +
+             " worker(s) to release " + format_byte_size(deficit) + " of pins in proportion");
+    for (const auto& release : plan) {
+        if (WorkerProcess* worker = worker_in(release.holder.slot, release.holder.generation)) {
+            deliver(*worker, encode(ReleasePins{release.bytes}, worker->generation));
+        }
+    }
+}
+
+void Supervisor::sweep_idle_workers() {
+    if (config_.host.idle_release.count() == 0) return;
+    const auto now = Clock::now();
+    for (auto& worker : workers_) {
+        if (worker->state != ParticipantState::ready || worker->idle_released) continue;
+        if (now - worker->idle_since < config_.host.idle_release) continue;
+        worker->idle_released = true;
+        log_line(worker->pack.name + ": idle for " + std::to_string(config_.host.idle_release.count()) +
+                 " ms; asking it to release everything");
+        deliver(*worker, encode(FullRelease{static_cast<std::uint32_t>(FullReleaseReason::idle_sweep), 0},
+                                worker->generation));
+    }
+}
+
+void Supervisor::release_everything(FullReleaseReason reason) {
+    log_line("operator asked for a full release: every idle worker releases everything");
+    for (auto& worker : workers_) {
+        // Releases go only to idle workers; a busy one gets it at its next boundary anyway,
+        // since it reads the ring only between nodes.
+        if (worker->state == ParticipantState::ready || worker->state == ParticipantState::busy) {
+            deliver(*worker, encode(FullRelease{static_cast<std::uint32_t>(reason), 0}, worker->generation));
+        }
+    }
+}
+
+void Supervisor::retry_failed_packs() {
+    for (auto& worker : workers_) {
+        if (worker->state != ParticipantState::failed) continue;
+        log_line(worker->pack.name + ": operator asked to retry the failed pack; starting it");
+        worker->restarts.reset();
+        start_worker(*worker);
+    }
+}
+
+void Supervisor::watch_signals() {
+    operator_signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
+        if (ec || shutting_down_) return;
+        if (signal == SIGUSR1) release_everything(FullReleaseReason::operator_request);
+        if (signal == SIGHUP) retry_failed_packs();
+        watch_signals();
+    });
 }
 
 }  // namespace comfy::supervisor

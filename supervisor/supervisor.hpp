@@ -57,6 +57,8 @@ public:
         std::uint64_t bytes_evicted = 0;       // measured, from the owners' receipts
         std::uint32_t admitted_short = 0;      // granted with a shortfall (policy admit)
         std::uint32_t refused = 0;
+        std::uint32_t pin_release_rounds = 0;
+        std::uint64_t bytes_released = 0;     // measured, from release receipts
     };
     Totals totals() const;
 
@@ -96,6 +98,18 @@ private:
     WorkerProcess* worker_in(std::uint32_t slot, std::uint32_t generation);
     void handle_memory_report(WorkerProcess& worker, const Message& message);
 
+    // Release paths beyond eviction: epoch and node boundaries, the idle sweep, the
+    // operator's full release, and host RAM pressure (release_pins in proportion).
+    void on_node_started(WorkerProcess& worker, const NodeStarted& node);
+    void on_node_finished(WorkerProcess& worker, const NodeFinished& node);
+    void answer_pin_request(WorkerProcess& worker, const Message& message);
+    void sweep_idle_workers();
+    void relieve_host_pressure();
+    Bytes host_available() const;
+    void release_everything(FullReleaseReason reason);
+    void retry_failed_packs();
+    void watch_signals();
+
     void check_heartbeats();
     void sample_device();
     void publish(const WorkerProcess& worker);
@@ -114,6 +128,7 @@ private:
     ipc::EventFd doorbell_;
     boost::asio::posix::stream_descriptor doorbell_watch_;
     boost::asio::signal_set signals_;
+    boost::asio::signal_set operator_signals_;  // SIGUSR1: full release; SIGHUP: retry failed packs
     boost::asio::steady_timer heartbeat_timer_;
     boost::asio::steady_timer shutdown_timer_;
     std::vector<std::unique_ptr<WorkerProcess>> workers_;
@@ -125,6 +140,8 @@ private:
     arbiter::Arbiter arbiter_;
     Totals memory_totals_;
     std::chrono::steady_clock::time_point started_at_ = std::chrono::steady_clock::now();
+    std::uint64_t prompt_epoch_ = 0;
+    std::chrono::steady_clock::time_point last_pin_release_{};
 };
 
 }  // namespace comfy::supervisor

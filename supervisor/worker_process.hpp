@@ -53,6 +53,9 @@ struct WorkerProcess {
     std::int32_t last_exit_signal = 0;
     std::uint64_t started_at_ms = 0;
     std::uint32_t starts = 0;
+    std::uint64_t capabilities = 0;  // from its Hello
+    std::chrono::steady_clock::time_point idle_since{};
+    bool idle_released = false;  // the idle sweep already asked it for a full release
 
     std::deque<MessageSlot> outbox;                  // waiting for room in the ring
     std::deque<PendingRequest> queued;               // waiting for a ready worker

@@ -72,9 +72,9 @@ bool WorkerRuntime::wait_for_hello_ack(std::chrono::milliseconds timeout) {
     return false;
 }
 
-WorkerRuntime::AdmissionAnswer WorkerRuntime::request_admission(const AdmissionRequest& request) {
-    const std::uint64_t correlation = next_correlation();
-    send(encode(request, environment_.generation, correlation));
+std::optional<Message> WorkerRuntime::ask(const MessageSlot& request) {
+    const std::uint64_t correlation = request.header.correlation;
+    send(request);
     MessageSlot slot{};
     for (;;) {
         if (inbound_.wait(std::chrono::seconds(1)) == ipc::WaitResult::corrupt) {
@@ -83,22 +83,30 @@ WorkerRuntime::AdmissionAnswer WorkerRuntime::request_admission(const AdmissionR
         while (inbound_.try_pop(slot) == ipc::PopResult::ok) {
             const auto decoded = decode(slot);
             if (!decoded.ok() || decoded.message.header.generation != environment_.generation) continue;
-            const Message& message = decoded.message;
-            const bool answer = message.header.correlation == correlation;
-            if (answer && message.type() == MessageType::admission_grant) {
-                return {true, std::get<AdmissionGrant>(message.payload), {}};
-            }
-            if (answer && message.type() == MessageType::admission_refused) {
-                return {false, {}, std::get<AdmissionRefused>(message.payload)};
-            }
-            kept_commands_.push_back(message);
-            if (message.type() == MessageType::shutdown) {
-                AdmissionRefused refusal{};
-                refusal.reason = static_cast<std::uint32_t>(RefusalReason::shutting_down);
-                return {false, {}, refusal};
-            }
+            if (decoded.message.header.correlation == correlation) return decoded.message;
+            kept_commands_.push_back(decoded.message);
+            if (decoded.message.type() == MessageType::shutdown) return std::nullopt;
         }
     }
+}
+
+WorkerRuntime::AdmissionAnswer WorkerRuntime::request_admission(const AdmissionRequest& request) {
+    const auto reply = ask(encode(request, environment_.generation, next_correlation()));
+    if (reply && reply->type() == MessageType::admission_grant) {
+        return {true, std::get<AdmissionGrant>(reply->payload), {}};
+    }
+    if (reply && reply->type() == MessageType::admission_refused) {
+        return {false, {}, std::get<AdmissionRefused>(reply->payload)};
+    }
+    AdmissionRefused refusal{};
+    refusal.reason = static_cast<std::uint32_t>(RefusalReason::shutting_down);
+    return {false, {}, refusal};
+}
+
+std::uint64_t WorkerRuntime::request_pin(std::uint64_t bytes) {
+    const auto reply = ask(encode(PinRequest{bytes}, environment_.generation, next_correlation()));
+    if (!reply || reply->type() != MessageType::pin_grant) return 0;
+    return std::min(bytes, std::get<PinGrant>(reply->payload).bytes_granted);
 }
 
 void WorkerRuntime::serve(CommandHandler& handler) {

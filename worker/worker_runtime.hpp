@@ -14,6 +14,7 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <thread>
 
 namespace comfy::worker {
@@ -58,8 +59,15 @@ public:
     };
     AdmissionAnswer request_admission(const AdmissionRequest& request);
 
+    // Asks the supervisor's leave to pin `bytes` of host memory; returns the bytes granted
+    // (maybe fewer, or 0 under host memory pressure or during shutdown).
+    std::uint64_t request_pin(std::uint64_t bytes);
+
 private:
     bool wait_for_hello_ack(std::chrono::milliseconds timeout);
+    // Sends a request and waits for the reply with its correlation id, keeping other
+    // commands for serve(). Nothing when a Shutdown arrives first.
+    std::optional<Message> ask(const MessageSlot& request);
     void heartbeat_loop();
 
     WorkerEnvironment environment_;
