@@ -722,6 +722,8 @@ void Supervisor::answer_pin_request(WorkerProcess& worker, const Message& messag
         log_line(worker.pack.name + ": pin of " + format_byte_size(asked) + " cut to " + format_byte_size(granted) +
                  ": host has " + format_byte_size(available) + " available, keeping " +
                  format_byte_size(config_.host.low_water_bytes) + " free");
+        // Make room for the next try, as upstream's ensure_pin_budget frees pins first.
+        relieve_host_pressure(asked - granted);
     }
     const Bytes left = available > granted ? available - granted : 0;
     deliver(worker, encode(PinGrant{granted, std::min(left, kMaxBytes)}, worker.generation, message.header.correlation));
@@ -739,9 +741,10 @@ Bytes Supervisor::host_available() const {
     return reading ? reading->available : 0;
 }
 
-void Supervisor::relieve_host_pressure() {
+void Supervisor::relieve_host_pressure(std::optional<Bytes> wanted) {
     const Bytes available = host_available();
-    if (available >= config_.host.low_water_bytes) return;
+    if (!wanted && available >= config_.host.low_water_bytes) return;
+    const Bytes deficit = wanted ? *wanted : config_.host.low_water_bytes - available;
     const auto now = Clock::now();
     if (last_pin_release_ != Clock::time_point{} && now - last_pin_release_ < config_.host.pin_release_interval) return;
     std::vector<PinHolder> holders;
@@ -749,13 +752,12 @@ void Supervisor::relieve_host_pressure() {
         const WorkerProcess& worker = *workers_[slot - kFirstWorkerSlot];
         holders.push_back({slot, worker.generation, figures.pinned});
     }
-    const Bytes deficit = config_.host.low_water_bytes - available;
     const auto plan = plan_pin_releases(holders, deficit);
     if (plan.empty()) return;
     last_pin_release_ = now;
     ++memory_totals_.pin_release_rounds;
-    log_line("host memory: " + format_byte_size(available) + " available, below " +
-             format_byte_size(config_.host.low_water_bytes) + "; asking " + std::to_string(plan.size()) +
+    log_line("host memory: " + format_byte_size(available) + " available (low water " +
+             format_byte_size(config_.host.low_water_bytes) + "); asking " + std::to_string(plan.size()) +
              " worker(s) to release " + format_byte_size(deficit) + " of pins in proportion");
     for (const auto& release : plan) {
         if (WorkerProcess* worker = worker_in(release.holder.slot, release.holder.generation)) {

@@ -104,7 +104,9 @@ private:
     void on_node_finished(WorkerProcess& worker, const NodeFinished& node);
     void answer_pin_request(WorkerProcess& worker, const Message& message);
     void sweep_idle_workers();
-    void relieve_host_pressure();
+    // Asks pin holders to release `deficit` in proportion, at most once per interval;
+    // with no figure, the deficit is how far available host memory is below low water.
+    void relieve_host_pressure(std::optional<Bytes> deficit = std::nullopt);
     Bytes host_available() const;
     void release_everything(FullReleaseReason reason);
     void retry_failed_packs();
