@@ -63,6 +63,15 @@ void Arbiter::on(const event::Left& e) {
 void Arbiter::on(const event::Busy& e) {
     if (!current(e.who)) return;
     participants_[e.who.slot].busy = e.busy;
+    // At a node's end its loads are reported (they travel ahead of node_finished): a grant
+    // it did not use is no longer promised.
+    if (!e.busy && granted_not_loaded_.erase(e.who.slot) > 0) receipt_since_publish_ = true;
+}
+
+void Arbiter::loaded_more(std::uint32_t slot, Bytes bytes) {
+    const auto found = granted_not_loaded_.find(slot);
+    if (found == granted_not_loaded_.end()) return;
+    found->second -= std::min(found->second, bytes);
 }
 
 void Arbiter::on(const event::Registered& e) {
@@ -71,14 +80,20 @@ void Arbiter::on(const event::Registered& e) {
         note("ledger full: model " + std::to_string(e.report.model_id) + " of " + who(e.who) + " is not tracked");
         return;
     }
-    auto& granted = granted_not_loaded_[e.who.slot];
-    granted -= std::min(granted, e.report.total_bytes);
+    const auto index = ledger_.find(e.who.slot, e.who.generation, e.report.model_id);
+    loaded_more(e.who.slot, ledger_.at(*index)->loaded_known() ? ledger_.at(*index)->loaded_bytes : 0);
     receipt_since_publish_ = true;
 }
 
 void Arbiter::on(const event::Residency& e) {
     if (!current(e.who)) return;
-    if (ledger_.apply_residency(e.who.slot, e.who.generation, e.report)) receipt_since_publish_ = true;
+    const auto index = ledger_.find(e.who.slot, e.who.generation, e.report.model_id);
+    const Bytes before = index && ledger_.at(*index)->loaded_known() ? ledger_.at(*index)->loaded_bytes : 0;
+    if (ledger_.apply_residency(e.who.slot, e.who.generation, e.report)) {
+        receipt_since_publish_ = true;
+        const auto& entry = *ledger_.at(*index);
+        if (entry.loaded_known() && entry.loaded_bytes > before) loaded_more(e.who.slot, entry.loaded_bytes - before);
+    }
     recheck_waiting();
 }
 
@@ -155,10 +170,19 @@ bool Arbiter::current(const Participant& p) const {
     return found != participants_.end() && found->second.generation == p.generation;
 }
 
-Bytes Arbiter::free_for(const Participant& asker) const {
+Bytes Arbiter::reported_free_for(const Participant& asker) const {
     const auto found = snapshot_->participants.find(asker.slot);
     const ParticipantFigures figures = found == snapshot_->participants.end() ? ParticipantFigures{} : found->second;
     return free_for_asker(snapshot_->device_free, figures.allocator_reserved, figures.allocator_active);
+}
+
+Bytes Arbiter::free_for(const Participant& asker) const {
+    const Bytes free = reported_free_for(asker);
+    // Bytes granted but not yet loaded are spoken for: without this, two grants in one
+    // decision (or before the first load shows in the driver's figure) would share them.
+    Bytes promised = 0;
+    for (const auto& [slot, bytes] : granted_not_loaded_) promised += bytes;
+    return free > promised ? free - promised : 0;
 }
 
 void Arbiter::pump() {
@@ -263,28 +287,35 @@ void Arbiter::no_fit(Request request) {
 }
 
 void Arbiter::recheck_waiting() {
-    std::vector<Request> ready;
-    std::erase_if(waiting_, [&](const Request& r) {
-        if (free_for(r.asker) < r.target) return false;
-        ready.push_back(r);
-        return true;
-    });
-    for (const auto& r : ready) grant(r, 0);
+    // In arrival order, one at a time: each grant's bytes are spoken for before the next
+    // request is measured.
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+        if (free_for(it->asker) < it->target) {
+            ++it;
+            continue;
+        }
+        const Request ready = *it;
+        it = waiting_.erase(it);
+        grant(ready, 0);
+    }
 }
 
 void Arbiter::grant(const Request& request, Bytes shortfall) {
-    granted_not_loaded_[request.asker.slot] += request.request.bytes;
+    // The grant carries the figure the asker's driver would report; what others were
+    // granted but have not loaded yet reaches it through the published reserve instead.
     AdmissionGrant grant{};
-    grant.device_free = std::min(free_for(request.asker), kMaxBytes);
+    grant.device_free = std::min(reported_free_for(request.asker), kMaxBytes);
     grant.reserve_bytes = reserve_for(request.asker.slot);
     grant.shortfall = std::min(shortfall, kMaxBytes);
     grant.vram_state = static_cast<std::uint32_t>(config_.vram_state);
+    granted_not_loaded_[request.asker.slot] += request.request.bytes;
     out_->push_back(action::Grant{request.asker, request.correlation, grant});
 }
 
 void Arbiter::refuse(const Request& request, RefusalReason reason) {
     AdmissionRefused refusal{};
     refusal.needed_bytes = std::min(request.target, kMaxBytes);
+    // The figure the decision used: free less what others were granted and not loaded yet.
     refusal.device_free = std::min(free_for(request.asker), kMaxBytes);
     Bytes held_by_others = 0;
     for (std::size_t i = 0; i < ledger_.capacity(); ++i) {

@@ -68,6 +68,11 @@ private:
     void on(const event::Tick& e);
 
     bool current(const Participant& who) const;
+    // A participant's report shows `bytes` more loaded: that much of its grants is used.
+    void loaded_more(std::uint32_t slot, Bytes bytes);
+    // What the asker's own reading would say: driver free plus its own allocator cache.
+    Bytes reported_free_for(const Participant& asker) const;
+    // What decisions use: that, less what was granted and not loaded yet.
     Bytes free_for(const Participant& asker) const;
     void pump();
     void start(Request request);
@@ -83,7 +88,9 @@ private:
     ArbiterConfig config_;
     Ledger ledger_;
     std::map<std::uint32_t, ParticipantState> participants_;
-    std::map<std::uint32_t, Bytes> granted_not_loaded_;  // admitted bytes not yet reported
+    // Admitted bytes not yet reported loaded; they count as used until the owner's
+    // reports show them, or its node ends.
+    std::map<std::uint32_t, Bytes> granted_not_loaded_;
     std::map<std::uint32_t, Bytes> published_reserve_;
     bool receipt_since_publish_ = false;
     std::deque<Request> queue_;
