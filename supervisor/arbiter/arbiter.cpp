@@ -1,7 +1,6 @@
 #include "supervisor/arbiter/arbiter.hpp"
 
 #include "shared/byte_size.hpp"
-#include "supervisor/arbiter/eviction_order.hpp"
 
 #include <algorithm>
 
@@ -53,7 +52,6 @@ void Arbiter::on(const event::Left& e) {
         // Its memory went with the process: the eviction succeeded.
         note("owner " + who(e.who) + " died during its eviction; its entries count as freed");
         working_->awaiting.reset();
-        ++working_->next;
         step();
         return;
     }
@@ -143,7 +141,6 @@ void Arbiter::on(const event::Unloaded& e) {
         return;
     }
     working_->awaiting.reset();
-    ++working_->next;
     step();
 }
 
@@ -198,53 +195,44 @@ void Arbiter::start(Request request) {
         grant(request, 0);
         return;
     }
-    Working working{request, {}, 0, std::nullopt};
     const auto& r = request.request;
     const EvictionQuery query{r.device, request.asker.slot, std::span(r.keep_loaded, r.keep_loaded_count)};
-    for (const auto index : eviction_order(ledger_, query)) {
-        const LedgerEntry& entry = *ledger_.at(index);
-        working.candidates.push_back({{entry.owner_slot, entry.owner_generation}, entry.model_id});
-    }
-    working_ = std::move(working);
+    working_ = Working{request, EvictionQueue(ledger_, query), std::nullopt};
     step();
 }
 
 void Arbiter::step() {
     Working& w = *working_;
     const bool for_dynamic = (w.request.request.flags & kAdmitForDynamic) != 0;
-    while (w.next < w.candidates.size()) {
+    while (!w.candidates.empty()) {
         const Bytes free = free_for(w.request.asker);
         if (free >= w.request.target) break;
-        const Candidate& c = w.candidates[w.next];
-        const auto index = ledger_.find(c.owner.slot, c.owner.generation, c.model_id);
-        if (!index) {
-            ++w.next;  // dropped or died since the list was made
-            continue;
-        }
+        const EvictionCandidate next = w.candidates.pop();
+        const Participant owner{next.owner_slot, next.owner_generation};
+        const auto index = ledger_.find(owner.slot, owner.generation, next.model_id);
+        if (!index) continue;  // dropped, or its owner died, since the queue was made
         const LedgerEntry entry = *ledger_.at(*index);
         if (for_dynamic && entry.dynamic) {
             // Dynamic models never evict one another: count this one's bytes as needed.
             w.request.target -= std::min(w.request.target, entry.loaded_or_total());
-            ++w.next;
             continue;
         }
         const Bytes shortfall = w.request.target - free;
         const bool partial = shortfall < entry.loaded_or_total();
-        const Action command = partial ? Action{action::SendPartialUnload{c.owner, PartialUnload{c.model_id, shortfall}}}
-                                       : Action{action::SendDetach{c.owner, Detach{c.model_id}}};
+        const Action command = partial ? Action{action::SendPartialUnload{owner, PartialUnload{next.model_id, shortfall}}}
+                                       : Action{action::SendDetach{owner, Detach{next.model_id}}};
         out_->push_back(command);
         note("slot " + std::to_string(w.request.asker.slot) + " needs " + bytes(w.request.target) + " with " +
-             bytes(free) + " free: asking " + who(c.owner) + " to " +
+             bytes(free) + " free: asking " + who(owner) + " to " +
              (partial ? "free " + bytes(shortfall) + " of" : std::string("detach")) + " model " +
-             std::to_string(c.model_id) + " (" + bytes(entry.loaded_or_total()) + " loaded)");
-        if (participants_[c.owner.slot].busy) {
+             std::to_string(next.model_id) + " (" + bytes(entry.loaded_or_total()) + " loaded)");
+        if (participants_[owner.slot].busy) {
             // A busy owner frees nothing now; the command runs at its next boundary.
-            note("owner " + who(c.owner) + " is busy: eviction of model " + std::to_string(c.model_id) +
+            note("owner " + who(owner) + " is busy: eviction of model " + std::to_string(next.model_id) +
                  " deferred to its next boundary");
-            ++w.next;
             continue;
         }
-        w.awaiting = Awaiting{c.owner, c.model_id, !partial, partial ? shortfall : entry.loaded_or_total(),
+        w.awaiting = Awaiting{owner, next.model_id, !partial, partial ? shortfall : entry.loaded_or_total(),
                               snapshot_->now_ms};
         return;  // resumed by the receipt, the owner's death, or the answer time-out
     }
@@ -262,7 +250,6 @@ void Arbiter::step() {
 void Arbiter::give_up_on_awaiting(const std::string& why) {
     note("owner " + who(working_->awaiting->owner) + " " + why + "; moving to the next candidate");
     working_->awaiting.reset();
-    ++working_->next;
     step();
 }
 

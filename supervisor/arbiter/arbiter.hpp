@@ -7,6 +7,7 @@
 // and a request that still does not fit follows the configured no-fit policy.
 
 #include "supervisor/arbiter/arbiter_io.hpp"
+#include "supervisor/arbiter/eviction_order.hpp"
 #include "supervisor/arbiter/ledger.hpp"
 
 #include <deque>
@@ -35,10 +36,6 @@ private:
         Bytes target;
         std::uint64_t deadline_ms = 0;  // policy wait only
     };
-    struct Candidate {
-        Participant owner;
-        std::uint64_t model_id;
-    };
     struct Awaiting {
         Participant owner;
         std::uint64_t model_id;
@@ -48,8 +45,7 @@ private:
     };
     struct Working {
         Request request;
-        std::vector<Candidate> candidates;
-        std::size_t next = 0;
+        EvictionQueue candidates;
         std::optional<Awaiting> awaiting;
     };
     struct ParticipantState {

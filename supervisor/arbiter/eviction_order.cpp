@@ -1,12 +1,21 @@
 #include "supervisor/arbiter/eviction_order.hpp"
 
 #include <algorithm>
-#include <tuple>
 
 namespace comfy::arbiter {
 
-std::vector<std::size_t> eviction_order(const Ledger& ledger, const EvictionQuery& query) {
-    std::vector<std::size_t> candidates;
+namespace {
+// std::push_heap and friends keep the largest on top; we pop the smallest key first.
+struct LaterInOrder {
+    template <class Item>
+    bool operator()(const Item& a, const Item& b) const {
+        return b.key < a.key;
+    }
+};
+}  // namespace
+
+EvictionQueue::EvictionQueue(const Ledger& ledger, const EvictionQuery& query) {
+    heap_.reserve(ledger.size());
     for (std::size_t i = 0; i < ledger.capacity(); ++i) {
         const auto& entry = ledger.at(i);
         if (!entry || entry->device != query.device) continue;
@@ -16,16 +25,27 @@ std::vector<std::size_t> eviction_order(const Ledger& ledger, const EvictionQuer
         if (std::find(query.keep_loaded.begin(), query.keep_loaded.end(), entry->model_id) != query.keep_loaded.end()) {
             continue;
         }
-        candidates.push_back(i);
+        heap_.push_back({{~entry->offloaded_bytes(), entry->references, entry->total_bytes, ~entry->load_order},
+                         {entry->owner_slot, entry->owner_generation, entry->model_id}});
     }
-    const auto key = [&](std::size_t i) {
-        const LedgerEntry& e = *ledger.at(i);
-        // Ascending tuple: more offloaded first (negated), fewer references, smaller
-        // total, then the more recent load (negated load order).
-        return std::make_tuple(~e.offloaded_bytes(), e.references, e.total_bytes, ~e.load_order);
-    };
-    std::stable_sort(candidates.begin(), candidates.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
-    return candidates;
+    std::make_heap(heap_.begin(), heap_.end(), LaterInOrder{});
+}
+
+EvictionCandidate EvictionQueue::pop() {
+    std::pop_heap(heap_.begin(), heap_.end(), LaterInOrder{});
+    const EvictionCandidate next = heap_.back().candidate;
+    heap_.pop_back();
+    return next;
+}
+
+std::vector<std::size_t> eviction_order(const Ledger& ledger, const EvictionQuery& query) {
+    std::vector<std::size_t> order;
+    EvictionQueue queue(ledger, query);
+    while (!queue.empty()) {
+        const auto c = queue.pop();
+        order.push_back(*ledger.find(c.owner_slot, c.owner_generation, c.model_id));
+    }
+    return order;
 }
 
 }  // namespace comfy::arbiter

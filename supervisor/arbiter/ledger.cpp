@@ -1,6 +1,7 @@
 #include "supervisor/arbiter/ledger.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 namespace comfy::arbiter {
@@ -9,14 +10,17 @@ namespace {
 Bytes clamp_loaded(Bytes loaded, Bytes total) { return loaded == kUnknownBytes ? kUnknownBytes : std::min(loaded, total); }
 }  // namespace
 
-Ledger::Ledger(std::uint32_t capacity) : table_(capacity) {}
+Ledger::Ledger(std::uint32_t capacity) : table_(capacity) {
+    for (std::size_t row = capacity; row > 0; --row) free_rows_.push_back(row - 1);
+}
 
 bool Ledger::apply_registered(std::uint32_t slot, std::uint32_t generation, const ModelRegistered& report) {
     auto index = find(slot, generation, report.model_id);
     if (!index) {
-        const auto free_slot = std::find_if(table_.begin(), table_.end(), [](const auto& e) { return !e; });
-        if (free_slot == table_.end()) return false;
-        index = static_cast<std::size_t>(free_slot - table_.begin());
+        if (free_rows_.empty()) return false;
+        index = free_rows_.back();
+        free_rows_.pop_back();
+        index_[{slot, generation, report.model_id}] = *index;
         ++size_;
     }
     LedgerEntry entry;
@@ -65,7 +69,11 @@ void Ledger::apply_unloaded(std::size_t index, Bytes freed) {
 
 void Ledger::erase(std::size_t index) {
     if (!table_[index]) return;
+    const LedgerEntry& entry = *table_[index];
+    index_.erase({entry.owner_slot, entry.owner_generation, entry.model_id});
     table_[index].reset();
+    // Keep the lowest free row on top, so rows are reused from the front of the table.
+    free_rows_.insert(std::upper_bound(free_rows_.begin(), free_rows_.end(), index, std::greater<>()), index);
     --size_;
     changed_.insert(index);
 }
@@ -77,11 +85,9 @@ void Ledger::erase_owner(std::uint32_t slot) {
 }
 
 std::optional<std::size_t> Ledger::find(std::uint32_t slot, std::uint32_t generation, std::uint64_t model_id) const {
-    for (std::size_t i = 0; i < table_.size(); ++i) {
-        const auto& e = table_[i];
-        if (e && e->owner_slot == slot && e->owner_generation == generation && e->model_id == model_id) return i;
-    }
-    return std::nullopt;
+    const auto found = index_.find({slot, generation, model_id});
+    if (found == index_.end()) return std::nullopt;
+    return found->second;
 }
 
 Bytes Ledger::loaded_on(std::uint32_t device) const {

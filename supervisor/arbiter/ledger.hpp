@@ -8,8 +8,10 @@
 #include "shared/records.hpp"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <vector>
 
 namespace comfy::arbiter {
@@ -64,7 +66,11 @@ public:
     std::set<std::size_t> take_changed();
 
 private:
+    using Key = std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>;  // owner slot, generation, model
+
     std::vector<std::optional<LedgerEntry>> table_;
+    std::map<Key, std::size_t> index_;    // so lookups stay cheap with thousands of entries
+    std::vector<std::size_t> free_rows_;  // unused table rows, lowest on top
     std::size_t size_ = 0;
     std::uint64_t next_load_order_ = 1;
     std::set<std::size_t> changed_;
