@@ -44,7 +44,7 @@ Check check(const Shutdown& m) {
     return nullptr;
 }
 Check check(const ModelRegistered& m) {
-    if (m.model_id == 0) return "model_registered.model_id";
+    if (m.model_id == 0 || m.model_id >= kModelIdLimit) return "model_registered.model_id";
     if (!is_bytes(m.total_bytes)) return "model_registered.total_bytes";
     if (!is_bytes_or_unknown(m.loaded_bytes)) return "model_registered.loaded_bytes";
     if (m.device >= kMaxDevices) return "model_registered.device";
@@ -70,7 +70,7 @@ Check check(const AdmissionRequest& m) {
     if (m.keep_loaded_count > kMaxKeepLoaded) return "admission_request.keep_loaded_count";
     if (m.flags & ~kAdmitForDynamic) return "admission_request.flags";
     for (std::uint32_t i = 0; i < m.keep_loaded_count; ++i) {
-        if (m.keep_loaded[i] == 0) return "admission_request.keep_loaded";
+        if ((m.keep_loaded[i] & (kModelIdLimit - 1)) == 0) return "admission_request.keep_loaded";
     }
     return nullptr;
 }

@@ -39,6 +39,13 @@ inline constexpr std::uint32_t kWorkStatusCount = 2;
 enum class FailureReason : std::uint32_t { worker_died = 0, worker_failed, shutting_down, no_such_pack };
 inline constexpr std::uint32_t kFailureReasonCount = 4;
 
+// Model ids are unique within their owner and stay below 2^48, so that a model can be
+// named across the machine (in AdmissionRequest::keep_loaded) with its owner's slot on top.
+inline constexpr std::uint64_t kModelIdLimit = std::uint64_t{1} << 48;
+constexpr std::uint64_t machine_model_key(std::uint32_t owner_slot, std::uint64_t model_id) {
+    return (std::uint64_t{owner_slot} << 48) | (model_id & (kModelIdLimit - 1));
+}
+
 // Capabilities a participant declares in Hello.
 enum Capability : std::uint64_t {
     kCapNodeBoundaryRelease = 1u << 0,  // wants release_node_boundary after each node
@@ -105,7 +112,7 @@ struct AdmissionRequest {
     std::uint64_t pinned_bytes;
     std::uint32_t keep_loaded_count;
     std::uint32_t flags;  // kAdmitForDynamic
-    std::uint64_t keep_loaded[kMaxKeepLoaded];
+    std::uint64_t keep_loaded[kMaxKeepLoaded];  // machine_model_key()s of models to leave alone
 };
 // The load is of dynamic models, which never evict one another (upstream's for_dynamic).
 inline constexpr std::uint32_t kAdmitForDynamic = 1u << 0;

@@ -562,9 +562,15 @@ private:
         r.bytes = uniform(128, 10 * 1024) * kMiB + uniform(0, kMiB - 1);
         r.largest_tensor = chance(0.5) ? 0 : uniform(0, r.bytes / 8);
         r.flags = chance(0.2) ? kAdmitForDynamic : 0;
-        if (!o.models.empty() && chance(0.5)) {
-            for (const auto& [id, m] : o.models) {
-                if (r.keep_loaded_count < kMaxKeepLoaded && chance(0.5)) r.keep_loaded[r.keep_loaded_count++] = id;
+        if (chance(0.5)) {
+            // Keep some of the other owners' models, named across the machine.
+            for (std::uint32_t other = 0; other < owners_.size(); ++other) {
+                if (other == *slot || !owners_[other].alive) continue;
+                for (const auto& [id, m] : owners_[other].models) {
+                    if (r.keep_loaded_count < kMaxKeepLoaded && chance(0.3)) {
+                        r.keep_loaded[r.keep_loaded_count++] = machine_model_key(other, id);
+                    }
+                }
             }
         }
         const std::uint64_t correlation = next_correlation_++;

@@ -112,7 +112,9 @@ TEST_CASE("eviction order: each sort key decides in its turn") {
         auto elsewhere = model(30, 2 * kGiB, 2 * kGiB);
         elsewhere.device = 1;
         ledger.apply_registered(3, 1, elsewhere);
-        CHECK(order(9, {20}) == std::vector<std::uint64_t>{10});
+        CHECK(order(9, {machine_model_key(2, 20)}) == std::vector<std::uint64_t>{10});
+        // A bare model id names no model across the machine: ids repeat between owners.
+        CHECK(order(9, {20}) == std::vector<std::uint64_t>{20, 10});
         CHECK(order(1) == std::vector<std::uint64_t>{20});
     }
     SECTION("an unknown residency counts as fully loaded, never as offloaded") {
@@ -205,7 +207,7 @@ TEST_CASE("candidates are asked in order until enough is free; keep_loaded is sk
     world.load(3, model(30, 6 * kGiB, 6 * kGiB));
     world.load(3, model(31, 6 * kGiB, 6 * kGiB));
     // Free is 2 GiB; a 3 GiB load needs about 4.6 GiB more.
-    auto actions = world.send(event::Admission{{1, 1}, 1, load_of(3 * kGiB, {20})});
+    auto actions = world.send(event::Admission{{1, 1}, 1, load_of(3 * kGiB, {machine_model_key(2, 20)})});
     auto detach = only<action::SendDetach>(actions);
     auto partial = only<action::SendPartialUnload>(actions);
     // Equal keys but for recency: model 31, loaded last, goes first; the shortfall is

@@ -171,7 +171,7 @@ void play_session(RecordedWorld& world) {
 
     // Nothing evictable (model 30 kept) and nothing else free: policy wait, then time-out.
     world.other_use = 18 * kGiB;
-    actions = world.send(event::Admission{{2, 1}, 2, load_of(8 * kGiB, {30})});
+    actions = world.send(event::Admission{{2, 1}, 2, load_of(8 * kGiB, {machine_model_key(3, 30)})});
     REQUIRE(first<action::Note>(actions));
     world.now = 1000;
     actions = world.send(event::Tick{});

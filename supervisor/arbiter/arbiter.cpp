@@ -79,7 +79,8 @@ void Arbiter::on(const event::Registered& e) {
         return;
     }
     const auto index = ledger_.find(e.who.slot, e.who.generation, e.report.model_id);
-    loaded_more(e.who.slot, ledger_.at(*index)->loaded_known() ? ledger_.at(*index)->loaded_bytes : 0);
+    // An unknown figure is read as fully loaded, as everywhere in the ledger.
+    loaded_more(e.who.slot, ledger_.at(*index)->loaded_or_total());
     receipt_since_publish_ = true;
 }
 

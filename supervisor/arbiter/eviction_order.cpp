@@ -22,9 +22,8 @@ EvictionQueue::EvictionQueue(const Ledger& ledger, const EvictionQuery& query) {
         // The asker's own models are its own ComfyUI's business: it ran upstream's
         // free_memory on them, against the machine-wide free we publish, before asking.
         if (entry->owner_slot == query.asker_slot) continue;
-        if (std::find(query.keep_loaded.begin(), query.keep_loaded.end(), entry->model_id) != query.keep_loaded.end()) {
-            continue;
-        }
+        const auto key = machine_model_key(entry->owner_slot, entry->model_id);
+        if (std::find(query.keep_loaded.begin(), query.keep_loaded.end(), key) != query.keep_loaded.end()) continue;
         heap_.push_back({{~entry->offloaded_bytes(), entry->references, entry->total_bytes, ~entry->load_order},
                          {entry->owner_slot, entry->owner_generation, entry->model_id}});
     }

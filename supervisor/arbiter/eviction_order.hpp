@@ -15,7 +15,7 @@ namespace comfy::arbiter {
 struct EvictionQuery {
     std::uint32_t device = 0;
     std::uint32_t asker_slot = 0;
-    std::span<const std::uint64_t> keep_loaded;  // model ids to leave alone
+    std::span<const std::uint64_t> keep_loaded;  // machine_model_key()s of models to leave alone
 };
 
 // Which model a candidate is; looked up again when its turn comes, since the ledger may
