@@ -1,7 +1,8 @@
 // comfy-supervisor: runs one worker per node pack under one event loop and keeps the
 // machine's shared-memory segment.
 //
-//   comfy-supervisor run --config FILE [--instance NAME] [--workload FILE]
+//   comfy-supervisor run --config FILE [--instance NAME] [--workload FILE] [--record FILE]
+//   comfy-supervisor replay TRACE.jsonl
 
 #include "supervisor/log.hpp"
 #include "supervisor/summary.hpp"
@@ -14,12 +15,14 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: comfy-supervisor run --config FILE [--instance NAME] [--workload FILE]";
+    "usage: comfy-supervisor run --config FILE [--instance NAME] [--workload FILE] [--record FILE]"
+    " | comfy-supervisor replay TRACE.jsonl";
 
 struct Options {
     std::string config;
     std::string instance = "default";
     std::optional<std::string> workload;
+    std::optional<std::string> record;
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -32,7 +35,7 @@ Options parse_arguments(int argc, char* argv[]) {
         std::puts(kUsage);
         std::exit(0);
     }
-    if (argc < 2 || std::strcmp(argv[1], "run") != 0) usage_error("expected the command 'run'");
+    if (argc < 2 || std::strcmp(argv[1], "run") != 0) usage_error("expected the command 'run' or 'replay'");
     Options options;
     for (int i = 2; i < argc; ++i) {
         const std::string flag = argv[i];
@@ -44,6 +47,8 @@ Options parse_arguments(int argc, char* argv[]) {
             options.instance = value;
         } else if (flag == "--workload") {
             options.workload = value;
+        } else if (flag == "--record") {
+            options.record = value;
         } else {
             usage_error("unknown option '" + flag + "'");
         }
@@ -56,6 +61,10 @@ Options parse_arguments(int argc, char* argv[]) {
 
 int main(int argc, char* argv[]) {
     using namespace comfy::supervisor;
+    if (argc >= 2 && std::strcmp(argv[1], "replay") == 0) {
+        if (argc != 3) usage_error("replay takes one trace file");
+        return comfy::arbiter::run_replay_command(argv[2]);
+    }
     const Options options = parse_arguments(argc, argv);
     std::optional<Config> config;
     std::optional<Workload> workload;
@@ -69,6 +78,7 @@ int main(int argc, char* argv[]) {
     }
     try {
         Supervisor supervisor(std::move(*config), options.instance);
+        if (options.record) supervisor.record_to(*options.record);
         std::optional<WorkloadRunner> runner;
         if (workload) {
             runner.emplace(supervisor, std::move(*workload));

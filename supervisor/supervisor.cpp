@@ -403,8 +403,14 @@ arbiter::Snapshot Supervisor::snapshot() const {
 
 void Supervisor::arbitrate(const arbiter::Event& event) {
     const auto snap = snapshot();
-    for (const auto& action : arbiter_.handle(event, snap)) carry_out(action);
+    const auto actions = arbiter_.handle(event, snap);
+    if (recorder_) recorder_->record(event, snap, actions);
+    for (const auto& action : actions) carry_out(action);
     publish_ledger();
+}
+
+void Supervisor::record_to(const std::string& path) {
+    recorder_.emplace(path, arbiter_.config(), config_.limits.capacities.ledger_entries);
 }
 
 WorkerProcess* Supervisor::worker_in(std::uint32_t slot, std::uint32_t generation) {

@@ -6,6 +6,7 @@
 #include "ipc/eventfd.hpp"
 #include "shared/segment_layout.hpp"
 #include "supervisor/arbiter/arbiter.hpp"
+#include "supervisor/arbiter/trace.hpp"
 #include "supervisor/config.hpp"
 #include "supervisor/worker_process.hpp"
 
@@ -39,6 +40,10 @@ public:
     // Stops accepting work, asks every worker to finish, kills what remains after the
     // grace period, and ends run() once every child is reaped.
     void begin_shutdown(const std::string& why);
+
+    // Writes every event the arbiter sees, with its snapshot and decisions, to `path`
+    // (JSON lines, docs/TRACE.md), for `comfy-supervisor replay`. Throws on an unwritable file.
+    void record_to(const std::string& path);
 
     // Called once every worker reached ready for the first time (or failed).
     void on_all_started(std::function<void()> callback) { all_started_ = std::move(callback); }
@@ -140,6 +145,7 @@ private:
     std::uint64_t next_correlation_ = 1;
     std::uint64_t peak_device_used_ = 0;
     arbiter::Arbiter arbiter_;
+    std::optional<arbiter::TraceRecorder> recorder_;
     Totals memory_totals_;
     std::chrono::steady_clock::time_point started_at_ = std::chrono::steady_clock::now();
     std::uint64_t prompt_epoch_ = 0;
