@@ -3,28 +3,33 @@
 #include <array>
 #include <charconv>
 #include <cstdio>
+#include <limits>
+#include <system_error>
 
 namespace comfy {
 
 namespace {
+
 struct Unit {
     std::string_view name;
-    unsigned shift;
+    unsigned shift;  // the unit is 2^shift bytes
 };
-constexpr std::array<Unit, 5> kUnits{{{"B", 0}, {"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40}}};
+constexpr std::array<Unit, 6> kUnits{{{"B", 0}, {"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40}, {"PiB", 50}}};
+
 }  // namespace
 
 std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
-    std::uint64_t number = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
-    if (ec != std::errc{} || end == text.data()) return std::nullopt;
-    std::string_view unit(end, static_cast<std::size_t>(text.data() + text.size() - end));
-    if (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
-    if (unit.empty()) return number;
-    for (const auto& u : kUnits) {
-        if (unit != u.name) continue;
-        if (u.shift > 0 && number > (~std::uint64_t{0} >> u.shift)) return std::nullopt;
-        return number << u.shift;
+    std::uint64_t count = 0;
+    const char* const end = text.data() + text.size();
+    const auto [digits_end, error] = std::from_chars(text.data(), end, count);
+    if (digits_end == text.data()) return std::nullopt;  // no digits (from_chars takes no sign or space)
+    std::string_view unit(digits_end, static_cast<std::size_t>(end - digits_end));
+    if (unit.starts_with(' ')) unit.remove_prefix(1);
+    for (const auto& [name, shift] : kUnits) {
+        if (unit != name) continue;
+        constexpr auto most = std::numeric_limits<std::uint64_t>::max();
+        if (error == std::errc::result_out_of_range || count > (most >> shift)) return most;
+        return count << shift;
     }
     return std::nullopt;
 }
@@ -37,6 +42,13 @@ std::string format_byte_size(std::uint64_t bytes) {
     char text[32];
     std::snprintf(text, sizeof text, value < 10 ? "%.1f %s" : "%.0f %s", value, kUnits[index].name.data());
     return text;
+}
+
+std::string format_byte_size_exact(std::uint64_t bytes) {
+    // "B" divides every size, so the search ends there at the latest; 0 is "0B".
+    std::size_t index = kUnits.size() - 1;
+    while (index > 0 && (bytes == 0 || bytes % (std::uint64_t{1} << kUnits[index].shift) != 0)) --index;
+    return std::to_string(bytes >> kUnits[index].shift) + std::string(kUnits[index].name);
 }
 
 }  // namespace comfy

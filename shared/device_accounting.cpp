@@ -1,19 +1,54 @@
 #include "shared/device_accounting.hpp"
 
-#include "shared/message_payloads.hpp"
+#include <atomic>
 
 namespace comfy {
 
+bool is_live_participant_state(std::uint8_t state) noexcept {
+    return state == static_cast<std::uint8_t>(ParticipantState::spawning) ||
+           state == static_cast<std::uint8_t>(ParticipantState::ready) ||
+           state == static_cast<std::uint8_t>(ParticipantState::busy) ||
+           state == static_cast<std::uint8_t>(ParticipantState::draining);
+}
+
+bool census_counts_toward_device(const ParticipantRecord& participant, const CensusRecord& census) noexcept {
+    return is_live_participant_state(participant.state) && census.generation == participant.generation;
+}
+
+void DeviceUseTally::add(const ParticipantRecord& participant, const CensusRecord& census) noexcept {
+    if (!census_counts_toward_device(participant, census)) return;
+    const std::uint64_t add = census.device_used_bytes;
+    counted_bytes_ = add > UINT64_MAX - counted_bytes_ ? UINT64_MAX : counted_bytes_ + add;
+}
+
+std::uint64_t DeviceUseTally::worst_case_bytes(std::uint64_t total_bytes) const noexcept {
+    return unreadable_slots_ > 0 ? total_bytes : counted_bytes_;
+}
+
 std::uint64_t simulated_device_used(const SegmentView& view) {
-    std::uint64_t used = 0;
+    // Seq_cst: a caller that has just published its own census (allocate() does, then
+    // re-checks) must not have its reads below ordered before that publication, or two
+    // workers allocating at once could each miss the other's use. With this fence in
+    // both, at least one of them sees the other's census.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    DeviceUseTally tally;
     for (std::uint32_t slot = 0; slot < view.capacities().participants; ++slot) {
-        CensusRecord record{};
-        // A record that stays busy through every retry belongs to a writer stopped
-        // mid-write; counting it as 0 could overcommit, so count it as the worst case.
-        if (view.census(slot).census.read(record) != ipc::SeqlockRead::ok) return view.device_total_bytes();
-        if (record.device_used_bytes <= kMaxBytes) used += record.device_used_bytes;
+        CensusRecord census{};
+        if (view.census(slot).census.read(census) != ipc::SeqlockRead::ok) {
+            tally.add_unreadable();
+            break;  // the device counts as full, whatever the other slots hold
+        }
+        // A census claiming nothing adds nothing whatever its participant: no need to
+        // read (and perhaps wait on) the supervisor's record.
+        if (census.device_used_bytes == 0) continue;
+        ParticipantRecord participant{};
+        if (view.participant(slot).record.read(participant) != ipc::SeqlockRead::ok) {
+            tally.add_unreadable();
+            break;
+        }
+        tally.add(participant, census);
     }
-    return used;
+    return tally.worst_case_bytes(view.device_total_bytes());
 }
 
 }  // namespace comfy

@@ -1,17 +1,58 @@
 #pragma once
 // The simulated device's machine-wide accounting: each participant publishes its own
-// device use in its census slot (one writer each), so "used" is the sum over all slots,
-// as the CUDA driver reports device-wide use on Linux. A dead participant's slot is
-// zeroed by the supervisor, which returns its allocations.
+// device use in its census slot (one writer each), and "used" is the sum over the slots,
+// as the CUDA driver reports device-wide use on Linux.
+//
+// The one rule for which slots count: a slot's device_used_bytes counts when its
+// participant record is in a live state (spawning, ready, busy or draining) and its
+// census carries the participant record's generation. A census left by an earlier life
+// of the slot does not count, nor does one in a slot whose participant is empty, dead or
+// failed: the supervisor zeroes a dead participant's census (returning its allocations)
+// before anything else, so such a census never holds memory that is still allocated. A
+// running worker always counts: the supervisor publishes its generation and a live state
+// before starting it, and marks it dead or failed only after it has exited.
+//
+// Sums saturate at UINT64_MAX: a census can claim anything, and a wrapped sum would lie.
 
+#include "shared/records.hpp"
 #include "shared/segment_layout.hpp"
 
 #include <cstdint>
 
 namespace comfy {
 
-// Sum of device_used_bytes over every census slot. A slot that stays unreadable (its
-// writer stopped mid-write) makes the whole device count as used: never overcommit.
+// Spawning, ready, busy or draining: a process may be running and holding memory.
+bool is_live_participant_state(std::uint8_t state) noexcept;
+
+// Whether the rule above counts `census` for the participant in the same slot.
+bool census_counts_toward_device(const ParticipantRecord& participant, const CensusRecord& census) noexcept;
+
+// A running sum by the rule above, for a reader that reads the records itself (comfyctl
+// reads them once, with its own retry policy, and shows them too).
+class DeviceUseTally {
+public:
+    // A slot whose participant record and census were both read whole.
+    void add(const ParticipantRecord& participant, const CensusRecord& census) noexcept;
+    // A slot whose records stayed mid-write on every try: its use is unknown.
+    void add_unreadable() noexcept { ++unreadable_slots_; }
+
+    // The sum over the slots read whole; what is known to be in use.
+    std::uint64_t counted_bytes() const noexcept { return counted_bytes_; }
+    std::uint32_t unreadable_slots() const noexcept { return unreadable_slots_; }
+    // What an allocation must assume: an unreadable slot could hold the whole device, so
+    // any makes the device count as full (`total_bytes`); otherwise the counted sum.
+    std::uint64_t worst_case_bytes(std::uint64_t total_bytes) const noexcept;
+
+private:
+    std::uint64_t counted_bytes_ = 0;
+    std::uint32_t unreadable_slots_ = 0;
+};
+
+// The device's "used" for allocation decisions (the worker's allocate() re-checks it
+// after publishing its own use; the supervisor records its peak): the tally over every
+// slot, worst case. A record that stays mid-write through a seqlock's default retries
+// (its writer stopped or died inside a write) makes the device count as full: never
+// overcommit. A participant record is read only for a slot whose census claims bytes.
 std::uint64_t simulated_device_used(const SegmentView& view);
 
 }  // namespace comfy

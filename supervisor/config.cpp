@@ -1,5 +1,7 @@
 #include "supervisor/config.hpp"
 
+#include "shared/byte_size.hpp"
+#include "shared/json_errors.hpp"
 #include "shared/message_payloads.hpp"
 #include "shared/records.hpp"
 
@@ -9,11 +11,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
-#include <cstdio>
 #include <filesystem>
 #include <limits>
-#include <memory>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -48,22 +47,6 @@ constexpr Range kSimulatedDeviceBytes{std::uint64_t{256} << 20, kMaxBytes};
 
 constexpr std::size_t kMaxPackNameLength = kPackNameBytes - 1;  // the record keeps a NUL
 constexpr std::string_view kReservedEnvPrefix = "COMFY_SV_";
-constexpr std::size_t kMaxShownValueLength = 60;
-
-// Binary units only: "GB" is refused rather than guessed, because GPU memory sold as
-// "24 GB" is 24 GiB, and reading it as 10^9 would quietly lose 7 % of the device.
-struct SizeUnit {
-    std::string_view suffix;
-    std::uint64_t bytes;
-};
-constexpr SizeUnit kSizeUnits[] = {
-    {"B", 1},
-    {"KiB", std::uint64_t{1} << 10},
-    {"MiB", std::uint64_t{1} << 20},
-    {"GiB", std::uint64_t{1} << 30},
-    {"TiB", std::uint64_t{1} << 40},
-    {"PiB", std::uint64_t{1} << 50},
-};
 
 constexpr std::pair<std::string_view, DeviceKind> kDeviceKinds[] = {
     {"simulated", DeviceKind::simulated},
@@ -106,31 +89,6 @@ std::optional<std::uint64_t> as_unsigned(const json& value) {
     return std::nullopt;
 }
 
-// "24GiB" or "24 GiB" in bytes; nothing when malformed. A count too large for 64 bits
-// saturates, so it fails the range check instead of wrapping into a plausible size.
-std::optional<std::uint64_t> parse_size(std::string_view text) {
-    std::uint64_t count = 0;
-    const char* const end = text.data() + text.size();
-    const auto [digits_end, error] = std::from_chars(text.data(), end, count);
-    if (digits_end == text.data()) return std::nullopt;
-    std::string_view unit(digits_end, static_cast<std::size_t>(end - digits_end));
-    if (unit.starts_with(' ')) unit.remove_prefix(1);
-    for (const auto& [suffix, bytes] : kSizeUnits) {
-        if (unit != suffix) continue;
-        constexpr auto most = std::numeric_limits<std::uint64_t>::max();
-        if (error == std::errc::result_out_of_range || count > most / bytes) return most;
-        return count * bytes;
-    }
-    return std::nullopt;
-}
-
-// The largest unit that divides `bytes` exactly ("B" divides all): 268435456 is "256MiB".
-std::string format_size(std::uint64_t bytes) {
-    const auto unit = std::find_if(std::rbegin(kSizeUnits), std::rend(kSizeUnits),
-                                   [bytes](const SizeUnit& candidate) { return bytes % candidate.bytes == 0; });
-    return std::to_string(bytes / unit->bytes) + std::string(unit->suffix);
-}
-
 std::string count_of(std::size_t count, std::string_view noun) {
     return std::to_string(count) + " " + std::string(noun) + (count == 1 ? "" : "s");
 }
@@ -154,41 +112,8 @@ std::string quoted_names(const std::pair<std::string_view, Enum> (&choices)[N]) 
     return names;
 }
 
-// The value as written, ASCII-only and cut short, so that a message stays one readable line.
-std::string describe(const json& value) {
-    std::string text = value.dump(-1, ' ', /*ensure_ascii=*/true);
-    if (text.size() > kMaxShownValueLength) text = text.substr(0, kMaxShownValueLength - 3) + "...";
-    return text;
-}
-
-// The document itself is the empty pointer; "/" keeps the message reading "at /".
 std::string path_text(const Pointer& at) {
-    return at.empty() ? "/" : at.to_string();
-}
-
-// File names, keys and system messages may hold control characters; shown as \xHH they
-// cannot break the promise of one line per error.
-std::string single_line(std::string_view text) {
-    std::string line;
-    for (const char c : text) {
-        const auto byte = static_cast<unsigned char>(c);
-        if (byte >= 0x20 && byte != 0x7f) {
-            line += c;
-            continue;
-        }
-        char escaped[5];
-        std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
-        line += escaped;
-    }
-    return line;
-}
-
-// nlohmann's messages start with an id like "[json.exception.parse_error.101] ", which
-// tells an operator nothing; the rest names the line and column.
-std::string without_exception_id(std::string_view message) {
-    const auto id_end = message.find("] ");
-    if (!message.starts_with('[') || id_end == std::string_view::npos) return std::string(message);
-    return std::string(message.substr(id_end + 2));
+    return json_path_text(at.to_string());
 }
 
 std::string system_message(int error) {
@@ -229,10 +154,6 @@ std::string directory_problem(const fs::path& folder) {
     if (!fs::is_directory(status)) return "not a directory";
     return {};
 }
-
-struct CloseFile {
-    void operator()(std::FILE* file) const { std::fclose(file); }
-};
 
 // nlohmann::json keeps the last of two equal keys in an object without a word, which in a
 // config silently drops settings; following the parse finds the first repeated key.
@@ -291,7 +212,7 @@ public:
     explicit Loader(std::string file) : file_(std::move(file)) {}
 
     Config load() {
-        const json document = parse(read_text());
+        const json document = parse();
         // Relative paths in the file mean the same whichever directory the supervisor
         // is started from: they are taken from the config's own folder.
         folder_ = fs::absolute(file_).parent_path().lexically_normal();
@@ -307,33 +228,19 @@ public:
 
 private:
     [[noreturn]] void fail(const Pointer& at, std::string_view expected, std::string_view found) const {
-        fail_file(std::string("at ") + path_text(at) + ": expected " + std::string(expected) + ", found " + std::string(found));
+        throw ConfigError(json_error_message(file_, at.to_string(), expected, found));
     }
 
-    [[noreturn]] void fail_file(std::string_view problem) const {
-        throw ConfigError(single_line(file_ + ": " + std::string(problem)));
-    }
-
-    std::string read_text() const {
-        const std::unique_ptr<std::FILE, CloseFile> in(std::fopen(file_.c_str(), "rb"));
-        if (!in) fail_file("cannot read: " + system_message(errno));
-        std::string text;
-        char buffer[16384];
-        while (const std::size_t count = std::fread(buffer, 1, sizeof buffer, in.get())) text.append(buffer, count);
-        if (std::ferror(in.get())) fail_file("cannot read: " + system_message(errno));
-        return text;
-    }
-
-    json parse(const std::string& text) const {
+    json parse() const {
         RepeatedKeyFinder finder;
         json document;
         try {
-            document = json::parse(text, [&finder](int, json::parse_event_t event, json& parsed) {
+            document = read_json_file(file_, [&finder](int, json::parse_event_t event, json& parsed) {
                 finder.see(event, parsed);
                 return true;
             });
-        } catch (const json::parse_error& error) {
-            fail_file("not valid JSON: " + without_exception_id(error.what()));
+        } catch (const JsonFileError& error) {
+            throw ConfigError(error.what());
         }
         if (finder.repeated()) fail(*finder.repeated(), "each key once in its object", "this key a second time");
         return document;
@@ -341,11 +248,11 @@ private:
 
     Node required(const Node& object, const std::string& key, std::string_view what) const {
         if (auto found = member(object, key)) return std::move(*found);
-        fail(object.at / key, std::string(what) + " (required)", "nothing");
+        fail(object.at / key, std::string(what) + " (required)", kFoundNothing);
     }
 
     void require_object(const Node& node) const {
-        if (!node.value.is_object()) fail(node.at, "an object", describe(node.value));
+        if (!node.value.is_object()) fail(node.at, "an object", describe_json_value(node.value));
     }
 
     // Unknown keys are errors: a misspelt optional key would otherwise be a silent default.
@@ -363,7 +270,7 @@ private:
         if (number && *number >= range.min && *number <= range.max) return *number;
         fail(node.at,
              "a whole number" + std::string(unit) + " from " + std::to_string(range.min) + " to " + std::to_string(range.max),
-             describe(node.value));
+             describe_json_value(node.value));
     }
 
     Milliseconds read_ms(const Node& node, Range range) const {
@@ -372,12 +279,12 @@ private:
 
     std::uint64_t read_size(const Node& node, Range range) const {
         auto bytes = as_unsigned(node.value);
-        if (node.value.is_string()) bytes = parse_size(node.value.get_ref<const std::string&>());
+        if (node.value.is_string()) bytes = parse_byte_size(node.value.get_ref<const std::string&>());
         if (bytes && *bytes >= range.min && *bytes <= range.max) return *bytes;
         fail(node.at,
-             "a size from " + format_size(range.min) + " to " + format_size(range.max) +
+             "a size from " + format_byte_size_exact(range.min) + " to " + format_byte_size_exact(range.max) +
                  ": a whole number of bytes or a string like \"24GiB\" (units B, KiB, MiB, GiB, TiB, PiB)",
-             describe(node.value));
+             describe_json_value(node.value));
     }
 
     template <typename Enum, std::size_t N>
@@ -387,14 +294,16 @@ private:
                 if (node.value.get_ref<const std::string&>() == name) return choice;
             }
         }
-        fail(node.at, quoted_names(choices), describe(node.value));
+        fail(node.at, quoted_names(choices), describe_json_value(node.value));
     }
 
     // Strings end up in execve(), where a NUL would cut them short.
     std::string read_string(const Node& node, std::string_view what) const {
-        if (!node.value.is_string()) fail(node.at, what, describe(node.value));
+        if (!node.value.is_string()) fail(node.at, what, describe_json_value(node.value));
         const auto& text = node.value.get_ref<const std::string&>();
-        if (text.find('\0') != std::string::npos) fail(node.at, std::string(what) + " without NUL characters", describe(node.value));
+        if (text.find('\0') != std::string::npos) {
+            fail(node.at, std::string(what) + " without NUL characters", describe_json_value(node.value));
+        }
         return text;
     }
 
@@ -402,7 +311,7 @@ private:
     // environment's python finds its pyvenv.cfg through the link it was started by.
     fs::path read_path(const Node& node, std::string_view what) const {
         const std::string text = read_string(node, what);
-        if (text.empty()) fail(node.at, what, describe(node.value));
+        if (text.empty()) fail(node.at, what, describe_json_value(node.value));
         fs::path path = (folder_ / text).lexically_normal();
         if (!path.has_filename()) path = path.parent_path();  // "dir/" is "dir"
         return path;
@@ -446,7 +355,7 @@ private:
             Capacities probe;
             probe.*field = static_cast<std::uint32_t>(read_unsigned(*node, kCapacityField));
             if (const auto problem = probe.validate(); !problem.empty()) {
-                fail(node->at, "a value the shared segment accepts (" + problem + ")", describe(node->value));
+                fail(node->at, "a value the shared segment accepts (" + problem + ")", describe_json_value(node->value));
             }
             capacities.*field = probe.*field;
         }
@@ -454,7 +363,7 @@ private:
     }
 
     std::vector<PackConfig> read_packs(const Node& node, std::uint32_t participants) const {
-        if (!node.value.is_array()) fail(node.at, "a list of packs", describe(node.value));
+        if (!node.value.is_array()) fail(node.at, "a list of packs", describe_json_value(node.value));
         if (node.value.empty()) fail(node.at, "at least one pack", "[]");
         const std::size_t most = participants - 1;  // one participant slot is the ComfyUI host's
         if (node.value.size() > most) {
@@ -471,7 +380,7 @@ private:
             const auto [first, inserted] = index_by_name.emplace(pack.name, index);
             if (!inserted) {
                 fail(pack_node.at / "name", "a name no other pack has",
-                     describe(pack.name) + " (also the name of " + path_text(node.at / first->second) + ")");
+                     describe_json_value(pack.name) + " (also the name of " + path_text(node.at / first->second) + ")");
             }
             packs.push_back(std::move(pack));
         }
@@ -494,14 +403,15 @@ private:
 
     std::string read_pack_name(const Node& node) const {
         std::string name = read_string(node, pack_name_rule());
-        if (!is_pack_name(name)) fail(node.at, pack_name_rule(), describe(node.value));
+        if (!is_pack_name(name)) fail(node.at, pack_name_rule(), describe_json_value(node.value));
         return name;
     }
 
     std::string read_command(const Node& node) const {
         const fs::path file = read_path(node, "the path of an executable file");
         if (const auto problem = executable_problem(file); !problem.empty()) {
-            fail(node.at, "an executable file", describe(node.value) + " (" + file.string() + ": " + problem + ")");
+            fail(node.at, "an executable file",
+                 describe_json_value(node.value) + " (" + file.string() + ": " + problem + ")");
         }
         return file.string();
     }
@@ -509,13 +419,13 @@ private:
     std::string read_working_directory(const Node& node) const {
         const fs::path folder = read_path(node, "the path of a directory");
         if (const auto problem = directory_problem(folder); !problem.empty()) {
-            fail(node.at, "a directory", describe(node.value) + " (" + folder.string() + ": " + problem + ")");
+            fail(node.at, "a directory", describe_json_value(node.value) + " (" + folder.string() + ": " + problem + ")");
         }
         return folder.string();
     }
 
     std::vector<std::string> read_args(const Node& node) const {
-        if (!node.value.is_array()) fail(node.at, "a list of strings", describe(node.value));
+        if (!node.value.is_array()) fail(node.at, "a list of strings", describe_json_value(node.value));
         std::vector<std::string> args;
         for (std::size_t index = 0; index < node.value.size(); ++index) {
             args.push_back(read_string(Node{node.value[index], node.at / index}, "a string"));
@@ -524,7 +434,7 @@ private:
     }
 
     std::vector<std::string> read_env_allowlist(const Node& node) const {
-        if (!node.value.is_array()) fail(node.at, "a list of variable names", describe(node.value));
+        if (!node.value.is_array()) fail(node.at, "a list of variable names", describe_json_value(node.value));
         std::vector<std::string> names;
         for (std::size_t index = 0; index < node.value.size(); ++index) {
             const Node entry{node.value[index], node.at / index};
@@ -535,14 +445,16 @@ private:
     }
 
     std::map<std::string, std::string> read_env(const Node& node, const std::vector<std::string>& allowlist) const {
-        if (!node.value.is_object()) fail(node.at, "an object of variable names and string values", describe(node.value));
+        if (!node.value.is_object()) {
+            fail(node.at, "an object of variable names and string values", describe_json_value(node.value));
+        }
         std::map<std::string, std::string> env;
         for (const auto& item : node.value.items()) {
             const Node entry{item.value(), node.at / item.key()};
             check_env_name(item.key(), entry.at);
             // Which of the two would win is a question the config should not raise.
             if (std::find(allowlist.begin(), allowlist.end(), item.key()) != allowlist.end()) {
-                fail(entry.at, "a variable not also in env_allowlist", describe(item.key()));
+                fail(entry.at, "a variable not also in env_allowlist", describe_json_value(item.key()));
             }
             env.emplace(item.key(), read_string(entry, "a string"));
         }
@@ -550,10 +462,10 @@ private:
     }
 
     void check_env_name(const std::string& name, const Pointer& at) const {
-        if (!is_env_name(name)) fail(at, "a variable name of [A-Za-z_][A-Za-z0-9_]*", describe(name));
+        if (!is_env_name(name)) fail(at, "a variable name of [A-Za-z_][A-Za-z0-9_]*", describe_json_value(name));
         if (name.starts_with(kReservedEnvPrefix)) {
             fail(at, "a variable name not starting with " + std::string(kReservedEnvPrefix) + " (reserved for the supervisor)",
-                 describe(name));
+                 describe_json_value(name));
         }
     }
 
@@ -571,7 +483,7 @@ private:
             const std::string max_text = std::to_string(restart.max_backoff.count());
             fail(node.at / "max_backoff_ms",
                  "at least initial_backoff_ms (" + std::to_string(restart.initial_backoff.count()) + ")",
-                 max_backoff ? describe(max_backoff->value) : max_text + " (the default)");
+                 max_backoff ? describe_json_value(max_backoff->value) : max_text + " (the default)");
         }
         return restart;
     }

@@ -1,15 +1,13 @@
 #include "supervisor/workload.hpp"
 
+#include "shared/json_errors.hpp"
 #include "supervisor/log.hpp"
 
 #include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 
 namespace comfy::supervisor {
 
@@ -20,21 +18,17 @@ constexpr std::uint32_t kMaxAttempts = 3;  // a node survives two worker deaths
 
 [[noreturn]] void fail(const std::string& file, const std::string& path, const std::string& expected,
                        const json& found) {
-    std::string shown = found.dump();
-    if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
-    throw ConfigError(file + ": at " + path + ": expected " + expected + ", found " + shown);
+    throw ConfigError(json_value_error_message(file, path, expected, found));
 }
 
 }  // namespace
 
 Workload load_workload(const std::string& path, const Config& config) {
-    std::ifstream in(path);
-    if (!in) throw ConfigError(path + ": cannot read: " + std::strerror(errno));
     json document;
     try {
-        document = json::parse(in);
-    } catch (const json::parse_error& e) {
-        throw ConfigError(path + ": not valid JSON: " + e.what());
+        document = read_json_file(path);
+    } catch (const JsonFileError& error) {
+        throw ConfigError(error.what());
     }
     if (!document.is_object()) fail(path, "/", "an object with \"prompts\"", document);
     Workload workload;
@@ -48,8 +42,12 @@ Workload load_workload(const std::string& path, const Config& config) {
             fail(path, "/" + key, "one of prompts, repeat", json(key));
         }
     }
-    const json& prompts = document.contains("prompts") ? document.at("prompts") : json();
-    if (!prompts.is_array() || prompts.empty()) fail(path, "/prompts", "a non-empty array of prompts", prompts);
+    constexpr const char* kPromptsExpected = "a non-empty array of prompts";
+    if (!document.contains("prompts")) {
+        throw ConfigError(json_error_message(path, "/prompts", kPromptsExpected, kFoundNothing));
+    }
+    const json& prompts = document.at("prompts");
+    if (!prompts.is_array() || prompts.empty()) fail(path, "/prompts", kPromptsExpected, prompts);
     for (std::size_t p = 0; p < prompts.size(); ++p) {
         const std::string prompt_path = "/prompts/" + std::to_string(p);
         if (!prompts[p].is_array() || prompts[p].empty()) fail(path, prompt_path, "a non-empty array of nodes", prompts[p]);

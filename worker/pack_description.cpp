@@ -1,12 +1,10 @@
 #include "worker/pack_description.hpp"
 
 #include "shared/byte_size.hpp"
+#include "shared/json_errors.hpp"
 #include "shared/message_payloads.hpp"
 
 #include <nlohmann/json.hpp>
-
-#include <cstring>
-#include <fstream>
 
 namespace comfy::worker {
 
@@ -18,9 +16,7 @@ struct Reader {
     std::string file;
 
     [[noreturn]] void fail(const std::string& path, const std::string& expected, const json& found) const {
-        std::string shown = found.dump();
-        if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
-        throw std::runtime_error(file + ": at " + path + ": expected " + expected + ", found " + shown);
+        throw std::runtime_error(json_value_error_message(file, path, expected, found));
     }
 
     std::uint64_t bytes(const json& value, const std::string& path) const {
@@ -79,14 +75,7 @@ struct Reader {
 
 PackDescription load_pack_description(const std::string& path) {
     const Reader reader{path};
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error(path + ": cannot read: " + std::strerror(errno));
-    json document;
-    try {
-        document = json::parse(in);
-    } catch (const json::parse_error& e) {
-        throw std::runtime_error(path + ": not valid JSON: " + e.what());
-    }
+    const json document = read_json_file(path);  // throws JsonFileError, a std::runtime_error
     if (!document.is_object()) reader.fail("/", "an object with \"nodes\"", document);
     PackDescription pack;
     for (const auto& [key, value] : document.items()) {

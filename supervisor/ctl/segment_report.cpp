@@ -1,5 +1,7 @@
 #include "supervisor/ctl/segment_report.hpp"
 
+#include "shared/device_accounting.hpp"
+
 #include <array>
 #include <atomic>
 #include <thread>
@@ -21,13 +23,6 @@ ipc::SeqlockRead read_bounded(const ipc::Seqlock<T>& lock, T& out, const ReadPol
         if (lock.read(out, policy.tries_per_round) == ipc::SeqlockRead::ok) return ipc::SeqlockRead::ok;
     }
     return ipc::SeqlockRead::busy;
-}
-
-bool is_live(std::uint8_t state) noexcept {
-    return state == static_cast<std::uint8_t>(ParticipantState::spawning) ||
-           state == static_cast<std::uint8_t>(ParticipantState::ready) ||
-           state == static_cast<std::uint8_t>(ParticipantState::busy) ||
-           state == static_cast<std::uint8_t>(ParticipantState::draining);
 }
 
 }  // namespace
@@ -87,7 +82,7 @@ WorkerRow worker_row(std::uint32_t slot, const ParticipantRecord& record) {
     row.name = display_name(record.name, row.name_valid);
     row.kind = kind_name(record.kind);
     row.state = state_name(record.state);
-    row.live = is_live(record.state);
+    row.live = is_live_participant_state(record.state);
     row.pid = record.pid;
     row.generation = record.generation;
     row.restarts = record.restarts;
@@ -105,6 +100,9 @@ SegmentReport read_report(const std::string& instance, const ipc::SharedSegment&
     report.supervisor_pid = segment.header().creator_pid;
     report.participant_slots = view.capacities().participants;
     report.device.total_bytes = view.device_total_bytes();
+    // The accounting rule the workers allocate by, over the records as read here; a slot
+    // that stays busy is shown as such and adds nothing.
+    DeviceUseTally device_use;
 
     for (std::uint32_t slot = 0; slot < report.participant_slots; ++slot) {
         ParticipantRecord record{};
@@ -134,17 +132,13 @@ SegmentReport read_report(const std::string& instance, const ipc::SharedSegment&
         if (read_bounded(census_slot.census, values, policy) == ipc::SeqlockRead::ok) {
             census.census = values;
             census.status = values.generation == row.generation ? RecordStatus::ok : RecordStatus::stale;
-            if (census.status == RecordStatus::ok && row.live) {
-                // Saturating: a census can claim anything, and a wrapped sum would lie.
-                const std::uint64_t add = values.device_used_bytes;
-                report.device.used_bytes =
-                    add > UINT64_MAX - report.device.used_bytes ? UINT64_MAX : report.device.used_bytes + add;
-            }
+            device_use.add(record, values);
         }
         report.workers.push_back(std::move(row));
         report.census.push_back(census);
     }
 
+    report.device.used_bytes = device_use.counted_bytes();
     if (report.device.total_bytes != 0) {
         const auto total = report.device.total_bytes;
         const auto used = report.device.used_bytes;

@@ -48,7 +48,9 @@ struct CensusRow {
 
 struct DeviceSummary {
     std::uint64_t total_bytes = 0;  // the simulated device's size; 0 for a real device
-    // device_used_bytes summed over live participants whose census is current.
+    // device_used_bytes summed by the rule in shared/device_accounting.hpp (live
+    // participants whose census is current), saturating, over the records read whole:
+    // a busy slot adds nothing here, where an allocation would count the device as full.
     std::uint64_t used_bytes = 0;
     // total - used (never below 0); absent for a real device, whose size is not in the segment.
     std::optional<std::uint64_t> free_bytes;

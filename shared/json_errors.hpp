@@ -1,0 +1,48 @@
+#pragma once
+// One-line messages about JSON files (configs, workloads, pack descriptions), all in one
+// shape: "<file>: at <JSON path>: expected <what>, found <what was there>", or for the
+// file as a whole "<file>: cannot read: <reason>" and "<file>: not valid JSON: <where>".
+// One line each: control characters in a file name, key or system message are shown as
+// \xHH, and a value is shown ASCII-only and cut short.
+
+#include <nlohmann/json.hpp>
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace comfy {
+
+// What read_json_file throws; the message is one line and starts with the file name.
+class JsonFileError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// "found nothing": the key was not there.
+inline constexpr std::string_view kFoundNothing = "nothing";
+
+// A JSON pointer as text for a message: the document itself (the empty pointer) is "/".
+std::string json_path_text(std::string_view pointer);
+
+// A value as written, ASCII-only, cut to 60 characters (ending in "...").
+std::string describe_json_value(const nlohmann::json& value);
+
+// "<file>: <problem>", made one line.
+std::string json_file_message(std::string_view file, std::string_view problem);
+
+// "<file>: at <path>: expected <expected>, found <found>", made one line. `path` is a
+// JSON pointer as text; `found` is prose, such as kFoundNothing or "an unknown key".
+std::string json_error_message(std::string_view file, std::string_view path, std::string_view expected,
+                               std::string_view found);
+
+// The same with the value that was found, shown by describe_json_value.
+std::string json_value_error_message(std::string_view file, std::string_view path, std::string_view expected,
+                                     const nlohmann::json& found);
+
+// Reads and parses a whole file, passing `callback` to the parser as json::parse does.
+// Throws JsonFileError: "<file>: cannot read: <reason>", or "<file>: not valid JSON:
+// <nlohmann's message without its exception id, naming the line and column>".
+nlohmann::json read_json_file(const std::string& path, const nlohmann::json::parser_callback_t& callback = nullptr);
+
+}  // namespace comfy
