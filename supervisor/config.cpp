@@ -40,6 +40,11 @@ constexpr Range kBackoffMs{0, 3'600'000};
 constexpr Range kMaxRestarts{0, 1000};
 constexpr Range kRestartWindowMs{1, 86'400'000};
 constexpr Range kCudaIndex{0, kMaxDevices - 1};
+// --reserve-vram takes any amount; more than a device's worth is a typo.
+constexpr Range kReserveBytes{0, kMaxBytes};
+constexpr Range kMemoryTimeoutMs{1, 3'600'000};
+constexpr Range kHostBytes{0, kMaxBytes};
+constexpr Range kIdleReleaseMs{0, 86'400'000};  // 0: no idle sweep
 // Only the type's range: Capacities::validate() owns the real limits.
 constexpr Range kCapacityField{0, std::numeric_limits<std::uint32_t>::max()};
 // No model fits below 256 MiB; above kMaxBytes the figure is a typo, not a device.
@@ -51,6 +56,11 @@ constexpr std::string_view kReservedEnvPrefix = "COMFY_SV_";
 constexpr std::pair<std::string_view, DeviceKind> kDeviceKinds[] = {
     {"simulated", DeviceKind::simulated},
     {"cuda", DeviceKind::cuda},
+};
+constexpr std::pair<std::string_view, arbiter::NoFitPolicy> kNoFitPolicies[] = {
+    {"admit", arbiter::NoFitPolicy::admit},
+    {"wait", arbiter::NoFitPolicy::wait},
+    {"refuse", arbiter::NoFitPolicy::refuse},
 };
 constexpr std::pair<std::string_view, CudaFallback> kCudaFallbacks[] = {
     {"simulated", CudaFallback::simulated},
@@ -217,11 +227,13 @@ public:
         // is started from: they are taken from the config's own folder.
         folder_ = fs::absolute(file_).parent_path().lexically_normal();
         const Node root{document, Pointer{}};
-        expect_object(root, {"device", "limits", "packs"});
+        expect_object(root, {"device", "limits", "memory", "host", "packs"});
         Config config;
         config.source = file_;
         if (const auto device = member(root, "device")) config.device = read_device(*device);
         if (const auto limits = member(root, "limits")) config.limits = read_limits(*limits);
+        if (const auto memory = member(root, "memory")) config.memory = read_memory(*memory);
+        if (const auto host = member(root, "host")) config.host = read_host(*host);
         config.packs = read_packs(required(root, "packs", "a list of packs"), config.limits.capacities.participants);
         return config;
     }
@@ -331,6 +343,28 @@ private:
             if (const auto fallback = member(node, "fallback")) device.cuda_fallback = read_choice(*fallback, kCudaFallbacks);
         }
         return device;
+    }
+
+    MemoryConfig read_memory(const Node& node) const {
+        expect_object(node, {"reserve_bytes", "no_fit", "wait_timeout_ms", "answer_timeout_ms"});
+        MemoryConfig memory;
+        if (const auto reserve = member(node, "reserve_bytes")) memory.reserve_bytes = read_size(*reserve, kReserveBytes);
+        if (const auto policy = member(node, "no_fit")) memory.no_fit = read_choice(*policy, kNoFitPolicies);
+        if (const auto wait = member(node, "wait_timeout_ms")) memory.wait_timeout = read_ms(*wait, kMemoryTimeoutMs);
+        if (const auto answer = member(node, "answer_timeout_ms")) memory.answer_timeout = read_ms(*answer, kMemoryTimeoutMs);
+        return memory;
+    }
+
+    HostMemoryConfig read_host(const Node& node) const {
+        expect_object(node, {"budget_bytes", "low_water_bytes", "pin_release_interval_ms", "idle_release_ms"});
+        HostMemoryConfig host;
+        if (const auto budget = member(node, "budget_bytes")) host.budget_bytes = read_size(*budget, kHostBytes);
+        if (const auto low = member(node, "low_water_bytes")) host.low_water_bytes = read_size(*low, kHostBytes);
+        if (const auto interval = member(node, "pin_release_interval_ms")) {
+            host.pin_release_interval = read_ms(*interval, kMemoryTimeoutMs);
+        }
+        if (const auto idle = member(node, "idle_release_ms")) host.idle_release = read_ms(*idle, kIdleReleaseMs);
+        return host;
     }
 
     Limits read_limits(const Node& node) const {

@@ -38,8 +38,11 @@ Workload load_workload(const std::string& path, const Config& config) {
                 fail(path, "/repeat", "a whole number from 1 to 100000", value);
             }
             workload.repeat = value.get<std::uint32_t>();
+        } else if (key == "parallel") {
+            if (!value.is_boolean()) fail(path, "/parallel", "true or false", value);
+            workload.parallel = value.get<bool>();
         } else if (key != "prompts") {
-            fail(path, "/" + key, "one of prompts, repeat", json(key));
+            fail(path, "/" + key, "one of prompts, repeat, parallel", json(key));
         }
     }
     constexpr const char* kPromptsExpected = "a non-empty array of prompts";
@@ -78,62 +81,80 @@ std::uint32_t WorkloadRunner::prompts_total() const noexcept {
 
 void WorkloadRunner::start() {
     supervisor_.on_all_started([this] {
-        log_line("every worker is up; running " + std::to_string(prompts_total()) + " prompt(s)");
-        run_node();
+        log_line("every worker is up; running " + std::to_string(prompts_total()) + " prompt(s)" +
+                 (workload_.parallel ? ", each round's prompts at once" : ""));
+        start_next();
     });
 }
 
-void WorkloadRunner::run_node() {
-    const auto& prompt = workload_.prompts[prompt_ % workload_.prompts.size()];
-    const auto& node = prompt[node_];
-    ++attempts_;
-    std::printf("prompt %u/%u  node %u/%zu  %s/%s%s\n", prompt_ + 1, prompts_total(), node_ + 1, prompt.size(),
-                node.pack.c_str(), node.node.c_str(), attempts_ > 1 ? "  (retry)" : "");
-    std::fflush(stdout);
-    supervisor_.submit(node.pack, node.node, prompt_ + 1, node_, [this](const Message& reply) { on_reply(reply); });
+// Starts the next prompt, or the next round of prompts when they run in parallel.
+void WorkloadRunner::start_next() {
+    const auto per_round = static_cast<std::uint32_t>(workload_.prompts.size());
+    const std::uint32_t batch = workload_.parallel ? per_round : 1;
+    for (std::uint32_t i = 0; i < batch && next_prompt_ < prompts_total(); ++i) {
+        const std::uint32_t prompt = next_prompt_++;
+        run_node(running_.emplace(prompt, Run{prompt}).first->second);
+    }
 }
 
-void WorkloadRunner::on_reply(const Message& reply) {
-    const auto& prompt = workload_.prompts[prompt_ % workload_.prompts.size()];
+const std::vector<WorkloadNode>& WorkloadRunner::nodes_of(const Run& run) const {
+    return workload_.prompts[run.prompt % workload_.prompts.size()];
+}
+
+void WorkloadRunner::run_node(Run& run) {
+    const auto& nodes = nodes_of(run);
+    const auto& node = nodes[run.node];
+    ++run.attempts;
+    std::printf("prompt %u/%u  node %u/%zu  %s/%s%s\n", run.prompt + 1, prompts_total(), run.node + 1, nodes.size(),
+                node.pack.c_str(), node.node.c_str(), run.attempts > 1 ? "  (retry)" : "");
+    std::fflush(stdout);
+    const std::uint32_t prompt = run.prompt;
+    supervisor_.submit(node.pack, node.node, prompt + 1, run.node,
+                       [this, prompt](const Message& reply) { on_reply(prompt, reply); });
+}
+
+void WorkloadRunner::on_reply(std::uint32_t prompt, const Message& reply) {
+    Run& run = running_.at(prompt);
+    const auto& node = nodes_of(run)[run.node];
+    const std::string name = "prompt " + std::to_string(prompt + 1);
     if (const auto* result = std::get_if<WorkResult>(&reply.payload)) {
         if (result->status != static_cast<std::uint32_t>(WorkStatus::ok)) {
-            log_line("prompt " + std::to_string(prompt_ + 1) + ": node " + prompt[node_].node + " failed in its worker");
-            next_prompt(true);
+            log_line(name + ": node " + node.node + " failed in its worker");
+            finish(prompt, true);
             return;
         }
         ++outcome_.nodes_run;
-        attempts_ = 0;
-        if (++node_ == prompt.size()) {
-            next_prompt(false);
+        run.attempts = 0;
+        if (++run.node == nodes_of(run).size()) {
+            finish(prompt, false);
         } else {
-            run_node();
+            run_node(run);
         }
         return;
     }
     const auto* failed = std::get_if<RequestFailed>(&reply.payload);
     const bool died = failed != nullptr && failed->reason == static_cast<std::uint32_t>(FailureReason::worker_died);
-    if (died && attempts_ < kMaxAttempts) {
+    if (died && run.attempts < kMaxAttempts) {
         ++outcome_.nodes_retried;
-        log_line("prompt " + std::to_string(prompt_ + 1) + ": worker of " + prompt[node_].pack +
-                 " died during " + prompt[node_].node + "; retrying on its replacement");
+        log_line(name + ": worker of " + node.pack + " died during " + node.node + "; retrying on its replacement");
         // Post, so the retry is queued after the death is fully handled.
-        boost::asio::post(supervisor_.io(), [this] { run_node(); });
+        boost::asio::post(supervisor_.io(), [this, prompt] { run_node(running_.at(prompt)); });
         return;
     }
-    log_line("prompt " + std::to_string(prompt_ + 1) + ": node " + prompt[node_].node + " could not run");
-    next_prompt(true);
+    log_line(name + ": node " + node.node + " could not run");
+    finish(prompt, true);
 }
 
-void WorkloadRunner::next_prompt(bool failed) {
+void WorkloadRunner::finish(std::uint32_t prompt, bool failed) {
     (failed ? outcome_.prompts_failed : outcome_.prompts_run) += 1;
-    node_ = 0;
-    attempts_ = 0;
-    if (++prompt_ == prompts_total()) {
+    running_.erase(prompt);
+    if (!running_.empty()) return;  // the rest of this round is still running
+    if (next_prompt_ == prompts_total()) {
         final_census_ = supervisor_.census_rows();
         supervisor_.begin_shutdown("workload finished");
         return;
     }
-    run_node();
+    start_next();
 }
 
 }  // namespace comfy::supervisor

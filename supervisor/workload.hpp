@@ -5,6 +5,7 @@
 
 #include "supervisor/supervisor.hpp"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ struct WorkloadNode {
 struct Workload {
     std::vector<std::vector<WorkloadNode>> prompts;  // run in order, `repeat` times
     std::uint32_t repeat = 1;
+    // All prompts of a round at once (each still node after node), as when several
+    // packs' nodes overlap; otherwise one prompt after another.
+    bool parallel = false;
 };
 
 // Reads a workload file; throws ConfigError (one line: file, JSON path, expected, found).
@@ -41,17 +45,25 @@ public:
     std::uint32_t prompts_total() const noexcept;
 
 private:
-    void run_node();
-    void on_reply(const Message& reply);
-    void next_prompt(bool failed);
+    // One prompt on its way through its nodes.
+    struct Run {
+        std::uint32_t prompt;  // over all repeats, from 0
+        std::uint32_t node = 0;
+        std::uint32_t attempts = 0;
+    };
+
+    void start_next();
+    void run_node(Run& run);
+    void on_reply(std::uint32_t prompt, const Message& reply);
+    void finish(std::uint32_t prompt, bool failed);
+    const std::vector<WorkloadNode>& nodes_of(const Run& run) const;
 
     Supervisor& supervisor_;
     Workload workload_;
     Outcome outcome_;
     std::vector<Supervisor::CensusRow> final_census_;
-    std::uint32_t prompt_ = 0;  // over all repeats
-    std::uint32_t node_ = 0;
-    std::uint32_t attempts_ = 0;
+    std::map<std::uint32_t, Run> running_;  // by prompt
+    std::uint32_t next_prompt_ = 0;
 };
 
 }  // namespace comfy::supervisor

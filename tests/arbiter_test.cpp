@@ -198,7 +198,7 @@ TEST_CASE("a receipt never counts more than was loaded") {
     CHECK(world.arbiter.ledger().at(0)->loaded_bytes == 0);
 }
 
-TEST_CASE("candidates are asked in order until enough is free; keep_loaded is skipped") {
+TEST_CASE("candidates are asked in order until enough is free, and keep_loaded is skipped") {
     World world;
     world.join(1);
     world.join(2);
@@ -254,7 +254,7 @@ TEST_CASE("an owner killed during its eviction counts as freed and the load proc
     CHECK(world.arbiter.ledger().size() == 0);
 }
 
-TEST_CASE("a busy owner is deferred; the arbiter moves on and the release comes later") {
+TEST_CASE("a busy owner is deferred, the arbiter moves on, and the release comes later") {
     ArbiterConfig config;
     config.no_fit = NoFitPolicy::refuse;
     World world(config);

@@ -174,6 +174,30 @@ TEST_CASE("omitted keys take the defaults of config.hpp") {
     CHECK(partial.limits.capacities.participants == limit_defaults.capacities.participants);
 }
 
+TEST_CASE("the memory and host sections land in the struct, defaults where omitted") {
+    const ConfigFolder folder;
+    const Config config = load_config(folder.config(one_pack(
+        "", R"("memory": {"reserve_bytes": "1GiB", "no_fit": "wait", "wait_timeout_ms": 1500, "answer_timeout_ms": 250},
+               "host": {"budget_bytes": "8GiB", "low_water_bytes": "1GiB", "pin_release_interval_ms": 100,
+                        "idle_release_ms": 60000})")));
+    CHECK(config.memory.reserve_bytes == std::uint64_t{1} << 30);
+    CHECK(config.memory.no_fit == comfy::arbiter::NoFitPolicy::wait);
+    CHECK(config.memory.wait_timeout == Milliseconds(1500));
+    CHECK(config.memory.answer_timeout == Milliseconds(250));
+    CHECK(config.host.budget_bytes == std::uint64_t{8} << 30);
+    CHECK(config.host.low_water_bytes == std::uint64_t{1} << 30);
+    CHECK(config.host.pin_release_interval == Milliseconds(100));
+    CHECK(config.host.idle_release == Milliseconds(60000));
+
+    const Config defaults = load_config(folder.config(one_pack()));
+    const MemoryConfig memory_defaults;
+    const HostMemoryConfig host_defaults;
+    CHECK(defaults.memory.reserve_bytes == memory_defaults.reserve_bytes);
+    CHECK(defaults.memory.no_fit == comfy::arbiter::NoFitPolicy::admit);
+    CHECK(defaults.host.budget_bytes == host_defaults.budget_bytes);
+    CHECK(defaults.host.idle_release == host_defaults.idle_release);
+}
+
 TEST_CASE("a simulated device's size takes binary units, with or without a space") {
     const ConfigFolder folder;
     const auto [written, bytes] = GENERATE(table<std::string, std::uint64_t>({
@@ -233,7 +257,14 @@ std::vector<BadConfig> bad_configs() {
          "at /packs/1/name: expected each key once in its object"},
         {"top level not an object", "[]", "at /: expected an object, found []"},
         {"unknown top-level key", one_pack("", R"("colour": "red")"),
-         "at /colour: expected one of the keys device, limits, packs, found an unknown key"},
+         "at /colour: expected one of the keys device, limits, memory, host, packs, found an unknown key"},
+        {"unknown no-fit policy", one_pack("", R"("memory": {"no_fit": "pray"})"),
+         R"(at /memory/no_fit: expected "admit", "wait" or "refuse", found "pray")"},
+        {"unknown memory key", one_pack("", R"("memory": {"reserve": 1})"),
+         "at /memory/reserve: expected one of the keys reserve_bytes, no_fit, wait_timeout_ms, answer_timeout_ms"},
+        {"host budget not a size", one_pack("", R"("host": {"budget_bytes": "lots"})"), "at /host/budget_bytes: expected a size"},
+        {"answer time-out of zero", one_pack("", R"("memory": {"answer_timeout_ms": 0})"),
+         "at /memory/answer_timeout_ms: expected"},
         {"unknown pack key", one_pack(R"("colour": "red")"),
          "at /packs/0/colour: expected one of the keys name, command, args, env_allowlist, env, working_directory, restart, "
          "found an unknown key"},
@@ -335,7 +366,7 @@ std::vector<BadConfig> bad_configs() {
         {"env both passed and set", one_pack(R"("env_allowlist": ["HOME"], "env": {"HOME": "/tmp"})"),
          "at /packs/0/env/HOME: expected a variable not also in env_allowlist, found \"HOME\""},
         {"key with a slash and a newline", one_pack("", R"("a/b\nc": 1)"),
-         "at /a~1b\\x0ac: expected one of the keys device, limits, packs"},
+         "at /a~1b\\x0ac: expected one of the keys device, limits, memory, host, packs"},
         {"long value cut short", with_device(R"({"kind": ")" + std::string(100, 'k') + R"("})"),
          "found \"" + std::string(56, 'k') + "..."},
     };

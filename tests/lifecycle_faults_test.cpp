@@ -85,7 +85,7 @@ TEST_CASE("a stopped worker is found by its silent heartbeat and replaced") {
     CHECK(supervisor.stop() == 0);
 }
 
-TEST_CASE("a wrong token, a wrong version or a message before Hello is refused; the rest run on") {
+TEST_CASE("a wrong token, a wrong version or a message before Hello is refused, and the rest run on") {
     TempFolder packs("packs");
     const json no_restart = {{"max_restarts", 0}};
     auto misbehaving = [&](const std::string& name, const std::string& mode) {

@@ -43,7 +43,7 @@ std::filesystem::path TempFolder::write(const std::string& name, const std::stri
 }
 
 SupervisorProcess::SupervisorProcess(const nlohmann::json& config, const std::optional<nlohmann::json>& workload,
-                                     const std::string& instance)
+                                     const std::string& instance, const std::vector<std::string>& extra_args)
     : folder_("sv"), instance_(instance.empty() ? test_instance("sv") : instance) {
     const auto config_file = folder_.write("config.json", config.dump(2));
     std::vector<std::string> args{supervisor_binary(), "run", "--config", config_file.string(), "--instance", instance_};
@@ -51,6 +51,7 @@ SupervisorProcess::SupervisorProcess(const nlohmann::json& config, const std::op
         args.push_back("--workload");
         args.push_back(folder_.write("workload.json", workload->dump(2)).string());
     }
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
     const auto stdout_file = (folder_.path() / "stdout.txt").string();
     const auto stderr_file = (folder_.path() / "stderr.txt").string();
     child_ = std::make_unique<ChildProcess>([args, stdout_file, stderr_file] {

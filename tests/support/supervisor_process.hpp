@@ -46,7 +46,7 @@ public:
     // Starts `comfy-supervisor run` with `config` (written as config.json in a fresh folder)
     // and, when given, a workload; under a fresh test instance unless one is given.
     explicit SupervisorProcess(const nlohmann::json& config, const std::optional<nlohmann::json>& workload = {},
-                               const std::string& instance = {});
+                               const std::string& instance = {}, const std::vector<std::string>& extra_args = {});
     ~SupervisorProcess();  // SIGKILL and reap if still running; removes a stale segment
 
     const std::string& instance() const noexcept { return instance_; }
