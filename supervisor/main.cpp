@@ -88,6 +88,9 @@ int main(int argc, char* argv[]) {
         if (!runner) return code;
         print_summary(supervisor, *runner);
         return runner->outcome().prompts_failed == 0 ? code : 1;
+    } catch (const DeviceUnavailable& e) {
+        std::fprintf(stderr, "comfy-supervisor: %s\n", e.what());
+        return 2;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "comfy-supervisor: %s\n", e.what());
         return 1;

@@ -3,6 +3,7 @@
 #include "shared/byte_size.hpp"
 #include "shared/device_accounting.hpp"
 #include "supervisor/host_memory.hpp"
+#include "worker/device_factory.hpp"
 #include "supervisor/log.hpp"
 
 #include <boost/asio/post.hpp>
@@ -77,9 +78,29 @@ Message failure(FailureReason reason, const WorkerProcess& worker, std::uint64_t
 
 }  // namespace
 
+namespace {
+
+// Opens the configured CUDA device, or says in one line why not and either falls back to
+// the simulated device (the config allows it) or stops.
+std::unique_ptr<worker::Device> open_configured_device(DeviceConfig& device) {
+    if (device.kind != DeviceKind::cuda) return nullptr;
+    if (const auto reason = worker::cuda_unavailable_reason(device.cuda_index)) {
+        if (device.cuda_fallback == CudaFallback::stop) {
+            throw DeviceUnavailable(*reason + "; fix the driver or set \"fallback\": \"simulated\" in the config's device");
+        }
+        log_line(*reason + "; using the simulated device instead (the config's device.fallback)");
+        device.kind = DeviceKind::simulated;
+        return nullptr;
+    }
+    return worker::open_cuda_device(device.cuda_index);
+}
+
+}  // namespace
+
 Supervisor::Supervisor(Config config, const std::string& instance)
     : config_(std::move(config)),
       instance_(instance),
+      cuda_(open_configured_device(config_.device)),
       segment_([&] {
           const std::string name = ipc::segment_name(instance);
           const auto found = ipc::inspect_segment(name);
@@ -156,6 +177,7 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     attach.token = worker.token;
     attach.doorbell_fd = doorbell_.fd();
     attach.heartbeat_interval = std::max(Milliseconds(10), config_.limits.heartbeat_timeout / 5);
+    if (cuda_) attach.cuda_device = config_.device.cuda_index;
     worker.state = ParticipantState::spawning;
     worker.started_at_ms = wall_clock_ms();
     publish(worker);
@@ -388,9 +410,14 @@ arbiter::Snapshot Supervisor::snapshot() const {
     arbiter::Snapshot snap;
     snap.now_ms = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_at_).count());
-    snap.device_total = view_.device_total_bytes();
-    const Bytes used = simulated_device_used(view_);
-    snap.device_free = used >= snap.device_total ? 0 : snap.device_total - used;
+    if (cuda_) {
+        snap.device_total = cuda_->total_bytes();
+        snap.device_free = cuda_->free_bytes();
+    } else {
+        snap.device_total = view_.device_total_bytes();
+        const Bytes used = simulated_device_used(view_);
+        snap.device_free = used >= snap.device_total ? 0 : snap.device_total - used;
+    }
     for (const auto& worker : workers_) {
         if (!worker->alive()) continue;
         CensusRecord census{};
@@ -591,7 +618,8 @@ void Supervisor::check_heartbeats() {
 }
 
 void Supervisor::sample_device() {
-    peak_device_used_ = std::max(peak_device_used_, simulated_device_used(view_));
+    const Bytes used = cuda_ ? cuda_->total_bytes() - cuda_->free_bytes() : simulated_device_used(view_);
+    peak_device_used_ = std::max(peak_device_used_, used);
 }
 
 // ---- the participant table ----

@@ -9,6 +9,7 @@
 #include "supervisor/arbiter/trace.hpp"
 #include "supervisor/config.hpp"
 #include "supervisor/worker_process.hpp"
+#include "worker/device.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -19,10 +20,17 @@
 
 namespace comfy::supervisor {
 
+// The configured device cannot be used and the config says to stop (exit status 2).
+class DeviceUnavailable : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
 class Supervisor {
 public:
-    // Creates the segment (removing a stale one of the same instance). Throws
-    // ipc::SegmentError when the instance is taken by a live supervisor.
+    // Opens the device and creates the segment (removing a stale one of the same
+    // instance). Throws DeviceUnavailable when a CUDA device is configured, unusable, and
+    // the config says stop; ipc::SegmentError when the instance is taken by a live supervisor.
     Supervisor(Config config, const std::string& instance);
     ~Supervisor();
 
@@ -129,6 +137,9 @@ private:
 
     Config config_;
     std::string instance_;
+    // The CUDA device the workers share, when one is configured and usable; the
+    // supervisor reads its free memory from it. Null for the simulated device.
+    std::unique_ptr<worker::Device> cuda_;
     boost::asio::io_context io_;
     ipc::SharedSegment segment_;
     SegmentView view_;

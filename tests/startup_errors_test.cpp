@@ -110,3 +110,22 @@ TEST_CASE("a second supervisor on a live instance refuses to start and touches n
     CHECK(first.participant("solo")->state == comfy::ParticipantState::ready);
     CHECK(first.stop() == 0);
 }
+
+TEST_CASE("an unusable CUDA device stops start-up with status 2, or falls back when the config says so") {
+    TempFolder packs("cuda");
+    // Device 63: no machine this runs on has 64 GPUs, so it is unusable everywhere.
+    nlohmann::json config = {{"device", {{"kind", "cuda"}, {"index", 63}, {"fallback", "stop"}}},
+                             {"packs", {reference_pack(packs, "solo", idle_pack())}}};
+    const auto file = packs.write("config.json", config.dump());
+    const auto stopped = run_supervisor("run --config " + file.string() + " --instance " + test_instance("cuda"), packs);
+    CHECK(stopped.status == 2);
+    CHECK_THAT(stopped.stderr_text, Contains("CUDA device 63 is not usable"));
+    CHECK_THAT(stopped.stderr_text, Contains("set \"fallback\": \"simulated\""));
+    CHECK(std::count(stopped.stderr_text.begin(), stopped.stderr_text.end(), '\n') == 1);
+
+    config["device"]["fallback"] = "simulated";
+    SupervisorProcess fell_back(config);
+    REQUIRE(fell_back.wait_for([](const auto& t) { return t.size() == 1 && t[0].state == comfy::ParticipantState::ready; }));
+    CHECK_THAT(fell_back.log(), Contains("using the simulated device instead"));
+    CHECK(fell_back.stop() == 0);
+}

@@ -230,6 +230,7 @@ void ReferenceWorker::publish_census() {
     record.prompt_epoch = prompt_epoch_;
     record.last_node = last_node_;
     record.resident_set_bytes = resident_set_bytes();
+    record.device_used_bytes = runtime_.device().used_by_this_process();
     runtime_.census().publish();
 }
 

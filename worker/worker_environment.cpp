@@ -53,6 +53,7 @@ WorkerEnvironment WorkerEnvironment::from_process_environment() {
     env.generation = number<std::uint32_t>(kEnvGeneration);
     env.doorbell_fd = number<int>(kEnvDoorbellFd);
     env.heartbeat_interval = std::chrono::milliseconds(number<std::uint32_t>(kEnvHeartbeatMs));
+    if (std::getenv(kEnvCudaDevice) != nullptr) env.cuda_device = number<int>(kEnvCudaDevice);
     const std::string hex = required(kEnvToken);
     if (hex.size() != env.token.size() * 2) {
         throw std::runtime_error(std::string("environment variable ") + kEnvToken + " must hold 64 hex digits");
@@ -69,7 +70,7 @@ WorkerEnvironment WorkerEnvironment::from_process_environment() {
 }
 
 std::map<std::string, std::string> WorkerEnvironment::to_variables() const {
-    return {
+    std::map<std::string, std::string> variables{
         {kEnvInstance, instance},
         {kEnvSlot, std::to_string(slot)},
         {kEnvGeneration, std::to_string(generation)},
@@ -77,6 +78,8 @@ std::map<std::string, std::string> WorkerEnvironment::to_variables() const {
         {kEnvDoorbellFd, std::to_string(doorbell_fd)},
         {kEnvHeartbeatMs, std::to_string(heartbeat_interval.count())},
     };
+    if (cuda_device >= 0) variables[kEnvCudaDevice] = std::to_string(cuda_device);
+    return variables;
 }
 
 }  // namespace comfy::worker

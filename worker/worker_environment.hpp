@@ -18,6 +18,7 @@ inline constexpr const char* kEnvGeneration = "COMFY_SV_GENERATION";
 inline constexpr const char* kEnvToken = "COMFY_SV_TOKEN";
 inline constexpr const char* kEnvDoorbellFd = "COMFY_SV_DOORBELL_FD";
 inline constexpr const char* kEnvHeartbeatMs = "COMFY_SV_HEARTBEAT_MS";
+inline constexpr const char* kEnvCudaDevice = "COMFY_SV_CUDA_DEVICE";  // absent: the simulated device
 
 using Token = std::array<std::uint8_t, 32>;
 
@@ -28,6 +29,7 @@ struct WorkerEnvironment {
     Token token{};
     int doorbell_fd = -1;
     std::chrono::milliseconds heartbeat_interval{500};
+    int cuda_device = -1;  // the CUDA device to use, or -1 for the simulated device
 
     // Reads the COMFY_SV_* variables; throws std::runtime_error with one line naming
     // the missing or malformed variable.

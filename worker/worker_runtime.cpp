@@ -1,5 +1,7 @@
 #include "worker/worker_runtime.hpp"
 
+#include "worker/device_factory.hpp"
+
 #include <unistd.h>
 
 #include <stdexcept>
@@ -18,7 +20,8 @@ WorkerRuntime::WorkerRuntime(const WorkerEnvironment& environment, std::uint64_t
       outbound_(view_.from_participant_ring(environment.slot), view_.capacities().ring_slots, &doorbell_),
       inbound_(view_.to_participant_ring(environment.slot), view_.capacities().ring_slots),
       census_(view_.census(environment.slot), environment.generation),
-      device_(view_, census_) {
+      device_(environment.cuda_device >= 0 ? open_cuda_device(environment.cuda_device)
+                                           : std::make_unique<SimulatedDevice>(view_, census_)) {
     if (environment.slot >= view_.capacities().participants) {
         throw std::runtime_error("slot " + std::to_string(environment.slot) + " is outside the segment's " +
                                  std::to_string(view_.capacities().participants) + " participant slots");

@@ -37,7 +37,7 @@ public:
 
     std::uint32_t generation() const noexcept { return environment_.generation; }
     CensusWriter& census() noexcept { return census_; }
-    Device& device() noexcept { return device_; }
+    Device& device() noexcept { return *device_; }
 
     // Serves commands until Shutdown arrives (passed to the handler first). Returns
     // normally then; throws std::runtime_error when the inbound ring is corrupt.
@@ -77,7 +77,7 @@ private:
     ipc::RingProducer<MessageSlot> outbound_;
     ipc::RingConsumer<MessageSlot> inbound_;
     CensusWriter census_;
-    SimulatedDevice device_;
+    std::unique_ptr<Device> device_;  // simulated, or CUDA when the supervisor says so
     void stop_heartbeat();
 
     std::mutex heartbeat_mutex_;  // process-local: guards stopping_ for the condition variable
