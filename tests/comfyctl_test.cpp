@@ -542,7 +542,7 @@ TEST_CASE("comfyctl refuses a bad command line with status 2 and the usage") {
         CHECK(run.status == 2);
         CHECK(run.out.empty());
         CHECK(line_count(run.err) == 1);
-        CHECK_THAT(run.err, Contains("usage: comfyctl [--instance NAME] workers|census [--json]"));
+        CHECK_THAT(run.err, Contains("usage: comfyctl [--instance NAME] workers|census|free|retry [--json]"));
     }
     const auto help = run_comfyctl({"--help"});
     CHECK(help.status == 0);

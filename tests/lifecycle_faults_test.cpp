@@ -6,6 +6,7 @@
 
 #include <signal.h>
 
+#include <cstdlib>
 #include <thread>
 
 using namespace comfy;
@@ -60,6 +61,17 @@ TEST_CASE("a worker that exits at once is restarted with backoff, then marked fa
     CHECK(supervisor.participant("crasher")->state == ParticipantState::failed);
     CHECK(supervisor.participant("steady")->generation == 1);
     CHECK(supervisor.participant("steady")->state == ParticipantState::ready);
+
+    // The operator asks again: the pack starts anew, and fails again after its restarts.
+    const std::string retry = comfyctl_binary() + " --instance " + supervisor.instance() + " retry >/dev/null";
+    REQUIRE(std::system(retry.c_str()) == 0);
+    REQUIRE(supervisor.wait_for(
+        [](const auto& t) {
+            const auto p = find(t, "crasher");
+            return p && p->generation > 5 && p->state == ParticipantState::failed;
+        },
+        std::chrono::seconds(20)));
+    CHECK_THAT(supervisor.log(), Contains("crasher: operator asked to retry the failed pack"));
     CHECK(supervisor.stop() == 0);
 }
 

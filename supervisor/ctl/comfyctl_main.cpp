@@ -7,7 +7,11 @@
 #include "supervisor/ctl/report_text.hpp"
 #include "supervisor/ctl/segment_report.hpp"
 
+#include <signal.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -32,6 +36,18 @@ std::string render(const ctl::Options& options, const ctl::SegmentReport& report
                                                     : ctl::census_text(report);
 }
 
+// Operator requests travel as signals: the segment is the supervisor's to write, and
+// attach has just checked that its creator is the live supervisor.
+std::string ask_supervisor(ctl::Command command, pid_t supervisor) {
+    const bool free = command == ctl::Command::free;
+    if (::kill(supervisor, free ? SIGUSR1 : SIGHUP) != 0) {
+        throw std::runtime_error("cannot signal supervisor pid " + std::to_string(supervisor) + ": " +
+                                 std::strerror(errno) + "; run comfyctl as the supervisor's user");
+    }
+    return std::string("asked supervisor pid ") + std::to_string(supervisor) +
+           (free ? " for a full release of every worker\n" : " to restart its failed packs\n");
+}
+
 int run(const std::vector<std::string>& args) {
     ctl::Options options;
     try {
@@ -47,7 +63,11 @@ int run(const std::vector<std::string>& args) {
     std::string output;
     try {
         const auto segment = attach_segment(options.instance);
-        output = render(options, ctl::read_report(options.instance, segment));
+        if (options.command == ctl::Command::free || options.command == ctl::Command::retry) {
+            output = ask_supervisor(options.command, segment.header().creator_pid);
+        } else {
+            output = render(options, ctl::read_report(options.instance, segment));
+        }
     } catch (const ipc::SegmentError& error) {
         complain(error.what());
         return 1;

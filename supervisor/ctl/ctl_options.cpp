@@ -6,7 +6,7 @@
 
 namespace comfy::ctl {
 
-const char* usage_line() noexcept { return "usage: comfyctl [--instance NAME] workers|census [--json]"; }
+const char* usage_line() noexcept { return "usage: comfyctl [--instance NAME] workers|census|free|retry [--json]"; }
 
 std::string help_text() {
     return std::string(usage_line()) +
@@ -20,6 +20,9 @@ std::string help_text() {
            "                   state, restarts, last exit, age\n"
            "  census           what each participant holds (pinned, device, evicted, allocator,\n"
            "                   cast buffers, RSS, last node, heartbeat) and the device's use\n"
+           "  free             ask every worker to release all it holds (models, pins); a busy\n"
+           "                   worker does so when its node ends\n"
+           "  retry            restart the packs marked failed after too many restarts\n"
            "options:\n"
            "  --instance NAME  the supervisor instance (default: default)\n"
            "  --json           one JSON object with raw integers instead of a table\n"
@@ -27,6 +30,16 @@ std::string help_text() {
            "\n"
            "exit status: 0 done, 1 the segment could not be read, 2 bad command line\n";
 }
+
+namespace {
+std::optional<Command> command_named(const std::string& word) {
+    if (word == "workers") return Command::workers;
+    if (word == "census") return Command::census;
+    if (word == "free") return Command::free;
+    if (word == "retry") return Command::retry;
+    return std::nullopt;
+}
+}  // namespace
 
 Options parse_options(const std::vector<std::string>& args) {
     Options options;
@@ -49,9 +62,9 @@ Options parse_options(const std::vector<std::string>& args) {
             if (options.instance.empty()) throw UsageError("--instance needs a NAME");
         } else if (!arg.empty() && arg.front() == '-') {
             throw UsageError("unknown option '" + arg + "'");
-        } else if (arg == "workers" || arg == "census") {
+        } else if (const auto named = command_named(arg)) {
             if (command) throw UsageError("one command at a time, got '" + arg + "' after another");
-            command = arg == "workers" ? Command::workers : Command::census;
+            command = named;
         } else {
             throw UsageError("unknown command '" + arg + "'");
         }

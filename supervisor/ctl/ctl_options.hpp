@@ -1,5 +1,5 @@
 #pragma once
-// comfyctl's command line: [--instance NAME] workers|census [--json], options anywhere.
+// comfyctl's command line: [--instance NAME] workers|census|free|retry [--json], options anywhere.
 
 #include <stdexcept>
 #include <string>
@@ -7,7 +7,12 @@
 
 namespace comfy::ctl {
 
-enum class Command { workers, census };
+enum class Command {
+    workers,  // print the participant table
+    census,   // print the census and the device's use
+    free,     // ask every worker for a full release (the supervisor's SIGUSR1)
+    retry,    // restart the packs marked failed (the supervisor's SIGHUP)
+};
 
 struct Options {
     std::string instance = "default";
