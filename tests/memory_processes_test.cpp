@@ -137,13 +137,17 @@ TEST_CASE("a busy owner is deferred, then releases at its next boundary") {
 
 TEST_CASE("a pin cut short by the host budget makes the holders release pins in proportion") {
     TempFolder packs("mem");
-    const json config = config_of({reference_pack(packs, "alpha", {{"nodes", {{"pin", {step_pin("4GiB")}}}}}),
-                                   reference_pack(packs, "gamma", {{"nodes", {{"pin", {step_pin("2GiB")}}}}}),
+    // Each holder runs one more node after the cut: its ring delivers release_pins first.
+    const json config = config_of({reference_pack(packs, "alpha", {{"nodes", {{"pin", {step_pin("4GiB")}}, {"noop", {step_compute(1)}}}}}),
+                                   reference_pack(packs, "gamma", {{"nodes", {{"pin", {step_pin("2GiB")}}, {"noop", {step_compute(1)}}}}}),
                                    reference_pack(packs, "beta", {{"nodes", {{"pin", {step_pin("1536MiB")}}}}})},
                                   json::object(),
                                   {{"budget_bytes", "8GiB"}, {"low_water_bytes", "2GiB"}});
     SupervisorProcess supervisor(
-        config, workload_of({{node("alpha", "pin")}, {node("gamma", "pin")}, {node("beta", "pin")}}));
+        config, workload_of({{node("alpha", "pin")},
+                             {node("gamma", "pin")},
+                             {node("beta", "pin")},
+                             {node("alpha", "noop"), node("gamma", "noop")}}));
     CHECK(supervisor.wait() == 0);
     CHECK_THAT(supervisor.log(), Contains("beta: pin of 1.5 GiB cut to 0 B"));
     CHECK_THAT(supervisor.log(), Contains("asking 2 worker(s) to release 1.5 GiB of pins in proportion"));

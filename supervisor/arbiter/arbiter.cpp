@@ -198,17 +198,19 @@ void Arbiter::start(Request request) {
     }
     const auto& r = request.request;
     const EvictionQuery query{r.device, request.asker.slot, std::span(r.keep_loaded, r.keep_loaded_count)};
-    working_ = Working{request, EvictionQueue(ledger_, query), std::nullopt};
+    working_ = Working{request, EvictionQueue(query), std::nullopt};
     step();
 }
 
 void Arbiter::step() {
     Working& w = *working_;
     const bool for_dynamic = (w.request.request.flags & kAdmitForDynamic) != 0;
-    while (!w.candidates.empty()) {
+    for (;;) {
         const Bytes free = free_for(w.request.asker);
         if (free >= w.request.target) break;
-        const EvictionCandidate next = w.candidates.pop();
+        const auto candidate = w.candidates.next(ledger_);
+        if (!candidate) break;
+        const EvictionCandidate next = *candidate;
         const Participant owner{next.owner_slot, next.owner_generation};
         const auto index = ledger_.find(owner.slot, owner.generation, next.model_id);
         if (!index) continue;  // dropped, or its owner died, since the queue was made

@@ -4,46 +4,32 @@
 
 namespace comfy::arbiter {
 
-namespace {
-// std::push_heap and friends keep the largest on top; we pop the smallest key first.
-struct LaterInOrder {
-    template <class Item>
-    bool operator()(const Item& a, const Item& b) const {
-        return b.key < a.key;
-    }
-};
-}  // namespace
+EvictionQueue::EvictionQueue(const EvictionQuery& query)
+    : device_(query.device), asker_slot_(query.asker_slot), keep_loaded_(query.keep_loaded.begin(), query.keep_loaded.end()) {}
 
-EvictionQueue::EvictionQueue(const Ledger& ledger, const EvictionQuery& query) {
-    heap_.reserve(ledger.size());
-    for (std::size_t i = 0; i < ledger.capacity(); ++i) {
-        const auto& entry = ledger.at(i);
-        if (!entry || entry->device != query.device) continue;
+std::optional<EvictionCandidate> EvictionQueue::next(const Ledger& ledger) {
+    const auto& order = ledger.order();
+    // The device's entries start at the smallest key with its number.
+    const Ledger::OrderKey first{device_, 0, 0, 0, 0};
+    for (auto it = order.lower_bound({first, 0}); it != order.end() && std::get<0>(it->first) == device_; ++it) {
+        const std::size_t row = it->second;
+        if (handed_out_.count(row)) continue;
+        const LedgerEntry& entry = *ledger.at(row);
         // The asker's own models are its own ComfyUI's business: it ran upstream's
         // free_memory on them, against the machine-wide free we publish, before asking.
-        if (entry->owner_slot == query.asker_slot) continue;
-        const auto key = machine_model_key(entry->owner_slot, entry->model_id);
-        if (std::find(query.keep_loaded.begin(), query.keep_loaded.end(), key) != query.keep_loaded.end()) continue;
-        heap_.push_back({{~entry->offloaded_bytes(), entry->references, entry->total_bytes, ~entry->load_order},
-                         {entry->owner_slot, entry->owner_generation, entry->model_id}});
+        if (entry.owner_slot == asker_slot_) continue;
+        const auto key = machine_model_key(entry.owner_slot, entry.model_id);
+        if (std::find(keep_loaded_.begin(), keep_loaded_.end(), key) != keep_loaded_.end()) continue;
+        handed_out_.insert(row);
+        return EvictionCandidate{entry.owner_slot, entry.owner_generation, entry.model_id};
     }
-    std::make_heap(heap_.begin(), heap_.end(), LaterInOrder{});
-}
-
-EvictionCandidate EvictionQueue::pop() {
-    std::pop_heap(heap_.begin(), heap_.end(), LaterInOrder{});
-    const EvictionCandidate next = heap_.back().candidate;
-    heap_.pop_back();
-    return next;
+    return std::nullopt;
 }
 
 std::vector<std::size_t> eviction_order(const Ledger& ledger, const EvictionQuery& query) {
     std::vector<std::size_t> order;
-    EvictionQueue queue(ledger, query);
-    while (!queue.empty()) {
-        const auto c = queue.pop();
-        order.push_back(*ledger.find(c.owner_slot, c.owner_generation, c.model_id));
-    }
+    EvictionQueue queue(query);
+    while (const auto c = queue.next(ledger)) order.push_back(*ledger.find(c->owner_slot, c->owner_generation, c->model_id));
     return order;
 }
 

@@ -6,8 +6,9 @@
 
 #include "supervisor/arbiter/ledger.hpp"
 
+#include <optional>
+#include <set>
 #include <span>
-#include <tuple>
 #include <vector>
 
 namespace comfy::arbiter {
@@ -26,26 +27,24 @@ struct EvictionCandidate {
     std::uint64_t model_id;
 };
 
-// The candidates in eviction order, handed out one at a time: building is linear and
-// each pop costs a logarithm, because an admission usually stops after a few candidates
-// and a full sort of thousands of entries would dominate the decision.
+// The candidates of one admission, handed out one at a time from the ledger's live order
+// (Ledger::order), skipping the asker's own models, kept ones, and those already handed
+// out. An admission usually stops after a few candidates, so it never pays for ordering
+// the whole ledger. An entry that changes while the admission runs (an owner reports)
+// is met at its new place; one already handed out is not asked again.
 class EvictionQueue {
 public:
     EvictionQueue() = default;
-    EvictionQueue(const Ledger& ledger, const EvictionQuery& query);
+    explicit EvictionQueue(const EvictionQuery& query);
 
-    bool empty() const noexcept { return heap_.empty(); }
-    EvictionCandidate pop();
+    // The next candidate in `ledger`, or nothing when none is left.
+    std::optional<EvictionCandidate> next(const Ledger& ledger);
 
 private:
-    // Ascending: more offloaded first (complemented), fewer references, smaller total,
-    // then the more recent load (complemented load order).
-    using Key = std::tuple<Bytes, std::uint32_t, Bytes, std::uint64_t>;
-    struct Item {
-        Key key;
-        EvictionCandidate candidate;
-    };
-    std::vector<Item> heap_;
+    std::uint32_t device_ = 0;
+    std::uint32_t asker_slot_ = 0;
+    std::vector<std::uint64_t> keep_loaded_;
+    std::set<std::size_t> handed_out_;  // table rows
 };
 
 // The whole order at once (tests, tools): table indices of the candidates.

@@ -22,6 +22,8 @@ bool Ledger::apply_registered(std::uint32_t slot, std::uint32_t generation, cons
         free_rows_.pop_back();
         index_[{slot, generation, report.model_id}] = *index;
         ++size_;
+    } else {
+        unlink(*index);
     }
     LedgerEntry entry;
     entry.owner_slot = slot;
@@ -36,6 +38,7 @@ bool Ledger::apply_registered(std::uint32_t slot, std::uint32_t generation, cons
     entry.references = 1;
     entry.load_order = next_load_order_++;
     table_[*index] = entry;
+    link(*index);
     changed_.insert(*index);
     return true;
 }
@@ -45,10 +48,12 @@ bool Ledger::apply_residency(std::uint32_t slot, std::uint32_t generation, const
     if (!index) return false;
     LedgerEntry& entry = *table_[*index];
     if (report.sequence < entry.last_sequence) return false;
+    unlink(*index);
     entry.last_sequence = report.sequence;
     entry.loaded_bytes = clamp_loaded(report.loaded_bytes, entry.total_bytes);
     entry.references = report.references;
     entry.currently_used = report.currently_used != 0;
+    link(*index);
     changed_.insert(*index);
     return true;
 }
@@ -61,9 +66,11 @@ bool Ledger::apply_dropped(std::uint32_t slot, std::uint32_t generation, std::ui
 }
 
 void Ledger::apply_unloaded(std::size_t index, Bytes freed) {
+    unlink(index);
     LedgerEntry& entry = *table_[index];
     const Bytes loaded = entry.loaded_or_total();
     entry.loaded_bytes = loaded - std::min(freed, loaded);
+    link(index);
     changed_.insert(index);
 }
 
@@ -71,6 +78,7 @@ void Ledger::erase(std::size_t index) {
     if (!table_[index]) return;
     const LedgerEntry& entry = *table_[index];
     index_.erase({entry.owner_slot, entry.owner_generation, entry.model_id});
+    unlink(index);
     table_[index].reset();
     // Keep the lowest free row on top, so rows are reused from the front of the table.
     free_rows_.insert(std::upper_bound(free_rows_.begin(), free_rows_.end(), index, std::greater<>()), index);
@@ -99,5 +107,14 @@ Bytes Ledger::loaded_on(std::uint32_t device) const {
 }
 
 std::set<std::size_t> Ledger::take_changed() { return std::exchange(changed_, {}); }
+
+Ledger::OrderKey Ledger::order_key(const LedgerEntry& e) {
+    // Ascending: complemented offload and load order put the larger figures first.
+    return {e.device, ~e.offloaded_bytes(), e.references, e.total_bytes, ~e.load_order};
+}
+
+void Ledger::unlink(std::size_t index) { order_.erase({order_key(*table_[index]), index}); }
+
+void Ledger::link(std::size_t index) { order_.insert({order_key(*table_[index]), index}); }
 
 }  // namespace comfy::arbiter

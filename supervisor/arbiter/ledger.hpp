@@ -65,8 +65,20 @@ public:
     // Indices changed since the last call, for publishing to the segment.
     std::set<std::size_t> take_changed();
 
+    // Upstream's free_memory order, kept up to date as entries change, so an admission
+    // walks it from the front instead of sorting thousands of entries: per device, the
+    // most offloaded first, then fewest references, smaller total, most recently loaded.
+    using OrderKey = std::tuple<std::uint32_t, Bytes, std::uint32_t, Bytes, std::uint64_t>;
+    using Order = std::set<std::pair<OrderKey, std::size_t>>;
+    const Order& order() const noexcept { return order_; }
+    static OrderKey order_key(const LedgerEntry& entry);
+
 private:
     using Key = std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>;  // owner slot, generation, model
+
+    // Every change to an entry goes between these two, so order_ stays right.
+    void unlink(std::size_t index);
+    void link(std::size_t index);
 
     std::vector<std::optional<LedgerEntry>> table_;
     std::map<Key, std::size_t> index_;    // so lookups stay cheap with thousands of entries
@@ -74,6 +86,7 @@ private:
     std::size_t size_ = 0;
     std::uint64_t next_load_order_ = 1;
     std::set<std::size_t> changed_;
+    Order order_;
 };
 
 }  // namespace comfy::arbiter
