@@ -434,6 +434,7 @@ void Supervisor::arbitrate(const arbiter::Event& event) {
     if (recorder_) recorder_->record(event, snap, actions);
     for (const auto& action : actions) carry_out(action);
     publish_ledger();
+    if (arbitration_observer_) arbitration_observer_(event, actions);
 }
 
 void Supervisor::record_to(const std::string& path) {

@@ -60,6 +60,9 @@ public:
     enum class WorkerEvent { spawned, ready, exited };
     using Observer = std::function<void(WorkerEvent, const WorkerProcess&)>;
     void observe(Observer observer) { observer_ = std::move(observer); }
+    // Every event the arbiter handles, with what it decided (scripts/bench arbitration).
+    using ArbitrationObserver = std::function<void(const arbiter::Event&, const std::vector<arbiter::Action>&)>;
+    void observe_arbitration(ArbitrationObserver observer) { arbitration_observer_ = std::move(observer); }
 
     struct Totals {
         std::uint32_t workers_started = 0;
@@ -152,6 +155,7 @@ private:
     std::vector<std::unique_ptr<WorkerProcess>> workers_;
     std::function<void()> all_started_;
     Observer observer_;
+    ArbitrationObserver arbitration_observer_;
     bool shutting_down_ = false;
     std::uint64_t next_correlation_ = 1;
     std::uint64_t peak_device_used_ = 0;
