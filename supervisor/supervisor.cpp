@@ -474,23 +474,8 @@ void Supervisor::carry_out(const arbiter::Action& action) {
 
 void Supervisor::publish_ledger() {
     for (const auto index : arbiter_.ledger().take_changed()) {
-        LedgerRecord record{};
-        if (const auto& entry = arbiter_.ledger().at(index)) {
-            record.model_id = entry->model_id;
-            record.weights_id = entry->weights_id;
-            record.total_bytes = entry->total_bytes;
-            record.loaded_bytes = entry->loaded_bytes;
-            record.load_order = entry->load_order;
-            record.last_sequence = entry->last_sequence;
-            record.owner_slot = entry->owner_slot;
-            record.owner_generation = entry->owner_generation;
-            record.device = entry->device;
-            record.references = entry->references;
-            record.kind = entry->kind;
-            record.currently_used = entry->currently_used ? 1 : 0;
-            record.dynamic = entry->dynamic ? 1 : 0;
-        }
-        view_.ledger(static_cast<std::uint32_t>(index)).entry.write(record);
+        const auto& entry = arbiter_.ledger().at(index);
+        view_.ledger(static_cast<std::uint32_t>(index)).entry.write(entry ? to_record(*entry) : LedgerRecord{});
     }
 }
 
@@ -697,19 +682,12 @@ void Supervisor::finish_if_done() {
 }
 
 Supervisor::Totals Supervisor::totals() const {
-    Totals totals;
+    Totals totals = memory_totals_;
     for (const auto& worker : workers_) {
         totals.workers_started += worker->starts;
         totals.workers_restarted += worker->starts > 0 ? worker->starts - 1 : 0;
     }
     totals.peak_device_used = peak_device_used_;
-    totals.admissions = memory_totals_.admissions;
-    totals.evictions_asked = memory_totals_.evictions_asked;
-    totals.bytes_evicted = memory_totals_.bytes_evicted;
-    totals.admitted_short = memory_totals_.admitted_short;
-    totals.refused = memory_totals_.refused;
-    totals.pin_release_rounds = memory_totals_.pin_release_rounds;
-    totals.bytes_released = memory_totals_.bytes_released;
     return totals;
 }
 

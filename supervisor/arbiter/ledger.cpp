@@ -10,6 +10,24 @@ namespace {
 Bytes clamp_loaded(Bytes loaded, Bytes total) { return loaded == kUnknownBytes ? kUnknownBytes : std::min(loaded, total); }
 }  // namespace
 
+LedgerRecord to_record(const LedgerEntry& entry) {
+    LedgerRecord record{};
+    record.model_id = entry.model_id;
+    record.weights_id = entry.weights_id;
+    record.total_bytes = entry.total_bytes;
+    record.loaded_bytes = entry.loaded_bytes;
+    record.load_order = entry.load_order;
+    record.last_sequence = entry.last_sequence;
+    record.owner_slot = entry.owner_slot;
+    record.owner_generation = entry.owner_generation;
+    record.device = entry.device;
+    record.references = entry.references;
+    record.kind = entry.kind;
+    record.currently_used = entry.currently_used ? 1 : 0;
+    record.dynamic = entry.dynamic ? 1 : 0;
+    return record;
+}
+
 Ledger::Ledger(std::uint32_t capacity) : table_(capacity) {
     for (std::size_t row = capacity; row > 0; --row) free_rows_.push_back(row - 1);
 }

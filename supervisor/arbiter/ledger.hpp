@@ -37,6 +37,9 @@ struct LedgerEntry {
     Bytes offloaded_bytes() const noexcept { return total_bytes - loaded_or_total(); }
 };
 
+// The entry as the segment's ledger table holds it, for comfyctl and the metrics.
+LedgerRecord to_record(const LedgerEntry& entry);
+
 class Ledger {
 public:
     explicit Ledger(std::uint32_t capacity);
