@@ -423,6 +423,10 @@ arbiter::Snapshot Supervisor::snapshot() const {
         CensusRecord census{};
         if (view_.census(worker->slot).census.read(census) != ipc::SeqlockRead::ok) continue;
         if (census.generation != worker->generation) continue;  // not yet written by this life
+        // Shared memory is input: a figure no machine can have is not believed.
+        const bool plausible = census.allocator_reserved <= kMaxBytes && census.allocator_active <= kMaxBytes &&
+                               census.pinned_bytes <= kMaxBytes;
+        if (!plausible) continue;
         snap.participants[worker->slot] = {census.allocator_reserved, census.allocator_active, census.pinned_bytes};
     }
     return snap;
