@@ -4,6 +4,7 @@
 // supervisor stopped with SIGSTOP.
 #include <catch2/catch.hpp>
 
+#include "shared/message_payloads.hpp"
 #include "shared/segment_layout.hpp"
 #include "supervisor/ctl/ctl_options.hpp"
 #include "supervisor/ctl/report_format.hpp"
@@ -255,6 +256,54 @@ TEST_CASE("the report lists non-empty slots with validated fields") {
     CHECK(gone.generation == 0);
 }
 
+TEST_CASE("the ledger lists every model with its owner, newest load first, and distrusts bad rows") {
+    auto segment = create_segment(test::test_instance("ctl"), kCaps, 24 * kGiB);
+    const auto view = view_of(segment);
+    fill(view, ctl::wall_clock_ms());
+    LedgerRecord older{};
+    older.model_id = 7;
+    older.owner_slot = 2;
+    older.owner_generation = 3;
+    older.total_bytes = 6 * kGiB;
+    older.loaded_bytes = 4 * kGiB;
+    older.references = 2;
+    older.load_order = 10;
+    view.ledger(3).entry.write(older);
+    LedgerRecord newer = older;
+    newer.model_id = 8;
+    newer.owner_slot = 0;
+    newer.owner_generation = 1;
+    newer.loaded_bytes = kUnknownBytes;
+    newer.load_order = 11;
+    view.ledger(1).entry.write(newer);
+    LedgerRecord broken = older;
+    broken.model_id = 9;
+    broken.loaded_bytes = 9 * kGiB;  // more than its total
+    broken.load_order = 3;
+    view.ledger(2).entry.write(broken);
+
+    const auto report = ctl::read_report("here", segment);
+    REQUIRE(report.ledger.size() == 3);
+    CHECK(report.ledger[0].model_id == 8);
+    CHECK(report.ledger[0].owner == "comfyui");
+    CHECK_FALSE(report.ledger[0].loaded_bytes);  // unknown, not zero
+    CHECK(report.ledger[1].model_id == 7);
+    CHECK(report.ledger[1].owner == "pack-a");
+    CHECK(report.ledger[1].row == 3);
+    CHECK(*report.ledger[1].loaded_bytes == 4 * kGiB);
+    CHECK(report.ledger[1].valid);
+    CHECK_FALSE(report.ledger[2].valid);
+
+    const auto text = ctl::ledger_text(report);
+    CHECK_THAT(text, Contains("unknown / 6.0 GiB"));
+    CHECK_THAT(text, Contains("4.0 GiB / 6.0 GiB"));
+    CHECK_THAT(text, Contains("invalid"));
+    const auto json = ctl::ledger_json(report);
+    CHECK(json["ledger"][0]["loaded_bytes"].is_null());
+    CHECK(json["ledger"][1]["loaded_bytes"] == 4 * kGiB);
+    CHECK(json["ledger"][2]["status"] == "invalid");
+}
+
 TEST_CASE("names, states and kinds out of range are shown, not trusted") {
     bool valid = true;
     char raw[kPackNameBytes] = "pa\x01" "ck\xff";
@@ -471,7 +520,7 @@ TEST_CASE("the command line: a command, an instance, --json, anywhere") {
 TEST_CASE("a bad command line is refused with the problem named") {
     using ctl::parse_options;
     CHECK_THROWS_WITH(parse_options({}), Contains("no command"));
-    CHECK_THROWS_WITH(parse_options({"ledger"}), Contains("unknown command 'ledger'"));
+    CHECK_THROWS_WITH(parse_options({"models"}), Contains("unknown command 'models'"));
     CHECK_THROWS_WITH(parse_options({"workers", "--verbose"}), Contains("unknown option '--verbose'"));
     CHECK_THROWS_WITH(parse_options({"workers", "--instance"}), Contains("--instance needs a NAME"));
     CHECK_THROWS_WITH(parse_options({"--instance", "--json", "workers"}), Contains("--instance needs a NAME"));
@@ -536,13 +585,13 @@ TEST_CASE("comfyctl on a stale segment says so and how to clear it") {
 
 TEST_CASE("comfyctl refuses a bad command line with status 2 and the usage") {
     for (const auto& args : std::vector<std::vector<std::string>>{
-             {"ledger"}, {"workers", "--verbose"}, {"workers", "--instance"}, {}, {"--instance", "a b", "census"}}) {
+             {"models"}, {"workers", "--verbose"}, {"workers", "--instance"}, {}, {"--instance", "a b", "census"}}) {
         INFO("args: " << Json(args).dump());
         const auto run = run_comfyctl(args);
         CHECK(run.status == 2);
         CHECK(run.out.empty());
         CHECK(line_count(run.err) == 1);
-        CHECK_THAT(run.err, Contains("usage: comfyctl [--instance NAME] workers|census|free|retry [--json]"));
+        CHECK_THAT(run.err, Contains("usage: comfyctl [--instance NAME] workers|census|ledger|free|retry [--json]"));
     }
     const auto help = run_comfyctl({"--help"});
     CHECK(help.status == 0);

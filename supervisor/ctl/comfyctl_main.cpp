@@ -28,12 +28,14 @@ void complain(std::string message) {
 }
 
 std::string render(const ctl::Options& options, const ctl::SegmentReport& report) {
-    if (options.json) {
-        const auto json = options.command == ctl::Command::workers ? ctl::workers_json(report) : ctl::census_json(report);
-        return json.dump(2) + "\n";
+    switch (options.command) {
+        case ctl::Command::workers:
+            return options.json ? ctl::workers_json(report).dump(2) + "\n" : ctl::workers_text(report, ctl::wall_clock_ms());
+        case ctl::Command::ledger:
+            return options.json ? ctl::ledger_json(report).dump(2) + "\n" : ctl::ledger_text(report);
+        default:
+            return options.json ? ctl::census_json(report).dump(2) + "\n" : ctl::census_text(report);
     }
-    return options.command == ctl::Command::workers ? ctl::workers_text(report, ctl::wall_clock_ms())
-                                                    : ctl::census_text(report);
 }
 
 // Operator requests travel as signals: the segment is the supervisor's to write, and

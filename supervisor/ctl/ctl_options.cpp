@@ -6,7 +6,7 @@
 
 namespace comfy::ctl {
 
-const char* usage_line() noexcept { return "usage: comfyctl [--instance NAME] workers|census|free|retry [--json]"; }
+const char* usage_line() noexcept { return "usage: comfyctl [--instance NAME] workers|census|ledger|free|retry [--json]"; }
 
 std::string help_text() {
     return std::string(usage_line()) +
@@ -20,6 +20,8 @@ std::string help_text() {
            "                   state, restarts, last exit, age\n"
            "  census           what each participant holds (pinned, device, evicted, allocator,\n"
            "                   cast buffers, RSS, last node, heartbeat) and the device's use\n"
+           "  ledger           every model held on a device: owner, size, how much is loaded,\n"
+           "                   references, most recently loaded first\n"
            "  free             ask every worker to release all it holds (models, pins); a busy\n"
            "                   worker does so when its node ends\n"
            "  retry            restart the packs marked failed after too many restarts\n"
@@ -35,6 +37,7 @@ namespace {
 std::optional<Command> command_named(const std::string& word) {
     if (word == "workers") return Command::workers;
     if (word == "census") return Command::census;
+    if (word == "ledger") return Command::ledger;
     if (word == "free") return Command::free;
     if (word == "retry") return Command::retry;
     return std::nullopt;

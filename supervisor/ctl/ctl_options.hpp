@@ -1,5 +1,5 @@
 #pragma once
-// comfyctl's command line: [--instance NAME] workers|census|free|retry [--json], options anywhere.
+// comfyctl's command line: [--instance NAME] workers|census|ledger|free|retry [--json], options anywhere.
 
 #include <stdexcept>
 #include <string>
@@ -10,6 +10,7 @@ namespace comfy::ctl {
 enum class Command {
     workers,  // print the participant table
     census,   // print the census and the device's use
+    ledger,   // print the machine-wide ledger: every model on a device and its owner
     free,     // ask every worker for a full release (the supervisor's SIGUSR1)
     retry,    // restart the packs marked failed (the supervisor's SIGHUP)
 };

@@ -72,4 +72,27 @@ nlohmann::ordered_json census_json(const SegmentReport& report) {
     return out;
 }
 
+nlohmann::ordered_json ledger_json(const SegmentReport& report) {
+    nlohmann::ordered_json out = header_json(report);
+    out["ledger"] = nlohmann::ordered_json::array();
+    for (const auto& row : report.ledger) {
+        nlohmann::ordered_json entry = {{"row", row.row}, {"status", row.busy ? "busy" : row.valid ? "ok" : "invalid"}};
+        if (!row.busy) {
+            entry["owner"] = row.owner;
+            entry["owner_slot"] = row.owner_slot;
+            entry["owner_generation"] = row.owner_generation;
+            entry["model_id"] = row.model_id;
+            entry["device"] = row.device;
+            entry["total_bytes"] = row.total_bytes;
+            entry["loaded_bytes"] = row.loaded_bytes ? nlohmann::ordered_json(*row.loaded_bytes) : nlohmann::ordered_json();
+            entry["references"] = row.references;
+            entry["currently_used"] = row.currently_used;
+            entry["dynamic"] = row.dynamic;
+            entry["load_order"] = row.load_order;
+        }
+        out["ledger"].push_back(entry);
+    }
+    return out;
+}
+
 }  // namespace comfy::ctl

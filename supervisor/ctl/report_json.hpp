@@ -16,4 +16,7 @@ nlohmann::ordered_json workers_json(const SegmentReport& report);
 //  "census":[{slot,name,generation,status,...the CensusRecord fields...,heartbeat}...]}
 nlohmann::ordered_json census_json(const SegmentReport& report);
 
+// {"instance", "segment", "supervisor_pid", "ledger": [{row, status, owner, owner_slot, ...}]}
+nlohmann::ordered_json ledger_json(const SegmentReport& report);
+
 }  // namespace comfy::ctl

@@ -117,4 +117,23 @@ std::string census_text(const SegmentReport& report) {
     return out + table.render();
 }
 
+std::string ledger_text(const SegmentReport& report) {
+    std::string out = title(report);
+    if (report.ledger.empty()) return out + "no models on any device\n";
+    Table table({"ROW", "OWNER", "SLOT", "GEN", "MODEL", "DEVICE", "LOADED / TOTAL", "REFS", "USED", "DYNAMIC", "STATUS"},
+                {true, false, true, true, true, true, true, true, false, false, false});
+    for (const auto& row : report.ledger) {
+        if (row.busy) {
+            table.add({std::to_string(row.row), "-", "-", "-", "-", "-", "-", "-", "-", "-", "busy"});
+            continue;
+        }
+        const std::string loaded = row.loaded_bytes ? format_byte_size(*row.loaded_bytes) : std::string("unknown");
+        table.add({std::to_string(row.row), name_text(row.owner), slot_text(row.owner_slot),
+                   std::to_string(row.owner_generation), std::to_string(row.model_id), std::to_string(row.device),
+                   loaded + " / " + format_byte_size(row.total_bytes), std::to_string(row.references),
+                   row.currently_used ? "yes" : "no", row.dynamic ? "yes" : "no", row.valid ? "ok" : "invalid"});
+    }
+    return out + table.render();
+}
+
 }  // namespace comfy::ctl

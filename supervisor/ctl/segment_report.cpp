@@ -1,5 +1,9 @@
 #include "supervisor/ctl/segment_report.hpp"
 
+#include "shared/message_payloads.hpp"
+
+#include <algorithm>
+
 #include "shared/device_accounting.hpp"
 
 #include <array>
@@ -92,6 +96,46 @@ WorkerRow worker_row(std::uint32_t slot, const ParticipantRecord& record) {
     return row;
 }
 
+namespace {
+
+void read_ledger(const SegmentView& view, const ReadPolicy& policy, SegmentReport& report) {
+    for (std::uint32_t index = 0; index < view.capacities().ledger_entries; ++index) {
+        LedgerRecord record{};
+        LedgerRow row;
+        row.row = index;
+        if (read_bounded(view.ledger(index).entry, record, policy) == ipc::SeqlockRead::busy) {
+            row.busy = true;
+            report.ledger.push_back(row);
+            continue;
+        }
+        if (record.owner_generation == 0) continue;  // a free row
+        row.owner_slot = record.owner_slot;
+        row.owner_generation = record.owner_generation;
+        row.model_id = record.model_id;
+        row.device = record.device;
+        row.total_bytes = record.total_bytes;
+        if (record.loaded_bytes != kUnknownBytes) row.loaded_bytes = record.loaded_bytes;
+        row.references = record.references;
+        row.currently_used = record.currently_used != 0;
+        row.dynamic = record.dynamic != 0;
+        row.load_order = record.load_order;
+        row.valid = record.owner_slot < view.capacities().participants && record.total_bytes <= kMaxBytes &&
+                    (!row.loaded_bytes || *row.loaded_bytes <= record.total_bytes) && record.currently_used <= 1 &&
+                    record.dynamic <= 1;
+        row.owner = "?";
+        for (const auto& worker : report.workers) {
+            if (!worker.busy && worker.slot == record.owner_slot && worker.generation == record.owner_generation) {
+                row.owner = worker.name;
+            }
+        }
+        report.ledger.push_back(row);
+    }
+    std::stable_sort(report.ledger.begin(), report.ledger.end(),
+                     [](const LedgerRow& a, const LedgerRow& b) { return a.load_order > b.load_order; });
+}
+
+}  // namespace
+
 SegmentReport read_report(const std::string& instance, const ipc::SharedSegment& segment, const ReadPolicy& policy) {
     const SegmentView view = view_of(segment);
     SegmentReport report;
@@ -138,6 +182,7 @@ SegmentReport read_report(const std::string& instance, const ipc::SharedSegment&
         report.census.push_back(census);
     }
 
+    read_ledger(view, policy, report);
     report.device.used_bytes = device_use.counted_bytes();
     if (report.device.total_bytes != 0) {
         const auto total = report.device.total_bytes;

@@ -46,6 +46,24 @@ struct CensusRow {
     std::uint64_t heartbeat = 0;
 };
 
+// One model in the machine-wide ledger: who holds it and how much of it is on the device.
+struct LedgerRow {
+    std::uint32_t row = 0;     // its place in the segment's table
+    bool busy = false;         // mid-write on every try; nothing below is known
+    bool valid = true;         // false when a field holds a value no entry can hold
+    std::uint32_t owner_slot = 0;
+    std::string owner;         // the owner's pack name, or "?" when its slot is not a live participant
+    std::uint32_t owner_generation = 0;
+    std::uint64_t model_id = 0;
+    std::uint32_t device = 0;
+    std::uint64_t total_bytes = 0;
+    std::optional<std::uint64_t> loaded_bytes;  // absent: not reported yet (never read as 0)
+    std::uint32_t references = 0;
+    bool currently_used = false;
+    bool dynamic = false;
+    std::uint64_t load_order = 0;  // larger is more recent
+};
+
 struct DeviceSummary {
     std::uint64_t total_bytes = 0;  // the simulated device's size; 0 for a real device
     // device_used_bytes summed by the rule in shared/device_accounting.hpp (live
@@ -63,6 +81,7 @@ struct SegmentReport {
     std::uint32_t participant_slots = 0;
     std::vector<WorkerRow> workers;  // non-empty slots only, in slot order
     std::vector<CensusRow> census;   // the same slots
+    std::vector<LedgerRow> ledger;   // entries in use, most recently loaded first
     DeviceSummary device;
 };
 
