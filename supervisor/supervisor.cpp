@@ -392,9 +392,12 @@ void Supervisor::handle_memory_report(WorkerProcess& worker, const Message& mess
             arbitrate(arbiter::event::Unloaded{who, receipt});
             break;
         }
-        case MessageType::release_receipt:
-            memory_totals_.bytes_released += std::get<ReleaseReceipt>(message.payload).bytes_freed;
+        case MessageType::release_receipt: {
+            const auto& receipt = std::get<ReleaseReceipt>(message.payload);
+            memory_totals_.bytes_released += receipt.bytes_freed;
+            arbitrate(arbiter::event::Released{who, receipt});
             break;
+        }
         case MessageType::pin_request: answer_pin_request(worker, message); break;
         default:
             // A supervisor-to-participant type sent back to us: a confused or hostile worker.
@@ -463,6 +466,8 @@ void Supervisor::carry_out(const arbiter::Action& action) {
                 if constexpr (std::is_same_v<A, arbiter::action::SendPartialUnload> ||
                               std::is_same_v<A, arbiter::action::SendDetach>) {
                     ++memory_totals_.evictions_asked;
+                    deliver(*target, encode(a.command, target->generation));
+                } else if constexpr (std::is_same_v<A, arbiter::action::SendPartialRelease>) {
                     deliver(*target, encode(a.command, target->generation));
                 } else if constexpr (std::is_same_v<A, arbiter::action::Grant>) {
                     if (a.grant.shortfall > 0) ++memory_totals_.admitted_short;

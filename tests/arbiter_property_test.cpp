@@ -100,6 +100,9 @@ std::string describe(const event::Unloaded& e) {
            gib(e.receipt.bytes_requested) + " freed " + gib(e.receipt.bytes_freed) + (e.receipt.deferred ? " deferred" : "");
 }
 std::string describe(const event::Tick&) { return "Tick"; }
+std::string describe(const event::Released& e) {
+    return "Released " + name(e.who) + " freed " + gib(e.receipt.bytes_freed);
+}
 std::string describe(const Event& e) {
     return std::visit([](const auto& x) { return describe(x); }, e);
 }

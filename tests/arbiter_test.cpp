@@ -351,3 +351,46 @@ TEST_CASE("an owner that never answers is given up on after the answer time-out"
     REQUIRE(next.size() == 1);
     CHECK(next[0].to.slot == 3);
 }
+
+namespace {
+ReleaseReceipt released(Bytes asked, Bytes freed) {
+    ReleaseReceipt receipt{};
+    receipt.release_type = static_cast<std::uint16_t>(MessageType::partial_release);
+    receipt.bytes_requested = asked;
+    receipt.bytes_freed = freed;
+    return receipt;
+}
+}  // namespace
+
+TEST_CASE("with the ledger exhausted, idle siblings are asked for a partial release of the shortfall") {
+    ArbiterConfig config;
+    config.no_fit = NoFitPolicy::refuse;
+    World world(config);
+    world.join(1);
+    world.join(2);
+    world.join(3);
+    world.send(event::Busy{{3, 1}, true});
+    world.other_use = 22 * kGiB;  // caches and buffers outside the ledger
+    auto actions = world.send(event::Admission{{1, 1}, 1, load_of(4 * kGiB)});
+    const auto asked = only<action::SendPartialRelease>(actions);
+    REQUIRE(asked.size() == 1);  // the busy sibling is not asked
+    CHECK(asked[0].to.slot == 2);
+    CHECK(asked[0].command.bytes == admission_target(4 * kGiB, 0, 1, kDefaultReserve) - 2 * kGiB);
+    CHECK(only<action::Refuse>(actions).empty());
+
+    SECTION("the sibling frees enough: granted") {
+        world.other_use -= 10 * kGiB;
+        actions = world.send(event::Released{{2, 1}, released(asked[0].command.bytes, 10 * kGiB)});
+        CHECK(only<action::Grant>(actions).size() == 1);
+    }
+    SECTION("the sibling frees nothing: the no-fit policy decides") {
+        actions = world.send(event::Released{{2, 1}, released(asked[0].command.bytes, 0)});
+        CHECK(only<action::Refuse>(actions).size() == 1);
+    }
+    SECTION("the sibling never answers: the answer time-out moves on") {
+        world.now = 5000;
+        actions = world.send(event::Tick{});
+        CHECK(only<action::Refuse>(actions).size() == 1);
+    }
+    CHECK(world.arbiter.unanswered() == 0);
+}

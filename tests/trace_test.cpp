@@ -172,6 +172,15 @@ void play_session(RecordedWorld& world) {
     // Nothing evictable (model 30 kept) and nothing else free: policy wait, then time-out.
     world.other_use = 18 * kGiB;
     actions = world.send(event::Admission{{2, 1}, 2, load_of(8 * kGiB, {machine_model_key(3, 30)})});
+    // The ledger has nothing more to give: the idle sibling (slot 1; slot 3 holds the kept
+    // model) is asked for a partial release, frees nothing, and the request then waits.
+    const auto* release = first<action::SendPartialRelease>(actions);
+    REQUIRE(release);
+    CHECK(release->to.slot == 1);
+    ReleaseReceipt nothing{};
+    nothing.release_type = static_cast<std::uint16_t>(MessageType::partial_release);
+    nothing.bytes_requested = release->command.bytes;
+    actions = world.send(event::Released{{1, 1}, nothing});
     REQUIRE(first<action::Note>(actions));
     world.now = 1000;
     actions = world.send(event::Tick{});

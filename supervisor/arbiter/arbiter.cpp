@@ -48,6 +48,10 @@ void Arbiter::on(const event::Left& e) {
         pump();
         return;
     }
+    if (working_ && working_->releasing.count(e.who.slot)) {
+        sibling_answered(e.who.slot);
+        return;
+    }
     if (working_ && working_->awaiting && working_->awaiting->owner.slot == e.who.slot) {
         // Its memory went with the process: the eviction succeeded.
         note("owner " + who(e.who) + " died during its eviction; its entries count as freed");
@@ -150,6 +154,13 @@ void Arbiter::on(const event::Tick&) {
         snapshot_->now_ms - working_->awaiting->since_ms >= config_.answer_timeout_ms) {
         give_up_on_awaiting("did not answer within " + std::to_string(config_.answer_timeout_ms) + " ms");
     }
+    if (working_ && !working_->releasing.empty() &&
+        snapshot_->now_ms - working_->releasing_since_ms >= config_.answer_timeout_ms) {
+        note(std::to_string(working_->releasing.size()) + " sibling(s) did not answer the partial release within " +
+             std::to_string(config_.answer_timeout_ms) + " ms; going on without them");
+        working_->releasing.clear();
+        step();
+    }
     const auto now = snapshot_->now_ms;
     std::vector<Request> expired;
     std::erase_if(waiting_, [&](const Request& r) {
@@ -198,7 +209,7 @@ void Arbiter::start(Request request) {
     }
     const auto& r = request.request;
     const EvictionQuery query{r.device, request.asker.slot, std::span(r.keep_loaded, r.keep_loaded_count)};
-    working_ = Working{request, EvictionQueue(query), std::nullopt};
+    working_ = Working{request, EvictionQueue(query), std::nullopt, false, {}, 0};
     step();
 }
 
@@ -239,6 +250,11 @@ void Arbiter::step() {
                               snapshot_->now_ms};
         return;  // resumed by the receipt, the owner's death, or the answer time-out
     }
+    if (w.awaiting || !w.releasing.empty()) return;
+    if (!w.siblings_asked && free_for(w.request.asker) < w.request.target) {
+        w.siblings_asked = true;
+        if (ask_siblings(w, w.request.target - free_for(w.request.asker))) return;
+    }
     Request request = w.request;
     working_.reset();
     const Bytes free = free_for(request.asker);
@@ -248,6 +264,45 @@ void Arbiter::step() {
         no_fit(std::move(request));
     }
     pump();
+}
+
+void Arbiter::on(const event::Released& e) {
+    if (!current(e.who)) return;
+    receipt_since_publish_ = true;
+    if (working_ && working_->releasing.count(e.who.slot)) {
+        sibling_answered(e.who.slot);
+        return;
+    }
+    recheck_waiting();
+}
+
+bool Arbiter::ask_siblings(Working& w, Bytes shortfall) {
+    const auto& r = w.request.request;
+    const std::span<const std::uint64_t> kept(r.keep_loaded, r.keep_loaded_count);
+    for (const auto& [slot, state] : participants_) {
+        if (slot == w.request.asker.slot || state.busy) continue;
+        // A sibling that holds a model the asker wants kept might release exactly that one.
+        bool holds_kept = false;
+        for (std::size_t i = 0; i < ledger_.capacity() && !holds_kept; ++i) {
+            const auto& entry = ledger_.at(i);
+            holds_kept = entry && entry->owner_slot == slot &&
+                         std::find(kept.begin(), kept.end(), machine_model_key(slot, entry->model_id)) != kept.end();
+        }
+        if (holds_kept) continue;
+        out_->push_back(action::SendPartialRelease{{slot, state.generation}, PartialRelease{shortfall}});
+        w.releasing.insert(slot);
+    }
+    if (w.releasing.empty()) return false;
+    w.releasing_since_ms = snapshot_->now_ms;
+    note("slot " + std::to_string(w.request.asker.slot) + " is still " + bytes(shortfall) +
+         " short with the ledger exhausted: asking " + std::to_string(w.releasing.size()) +
+         " idle sibling(s) for a partial release");
+    return true;
+}
+
+void Arbiter::sibling_answered(std::uint32_t slot) {
+    working_->releasing.erase(slot);
+    if (working_->releasing.empty()) step();
 }
 
 void Arbiter::give_up_on_awaiting(const std::string& why) {

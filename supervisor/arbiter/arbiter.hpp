@@ -11,6 +11,7 @@
 #include "supervisor/arbiter/ledger.hpp"
 
 #include <deque>
+#include <set>
 #include <optional>
 
 namespace comfy::arbiter {
@@ -47,6 +48,9 @@ private:
         Request request;
         EvictionQueue candidates;
         std::optional<Awaiting> awaiting;
+        bool siblings_asked = false;      // partial_release went out once the ledger ran dry
+        std::set<std::uint32_t> releasing;  // siblings whose release receipt is awaited
+        std::uint64_t releasing_since_ms = 0;
     };
     struct ParticipantState {
         std::uint32_t generation;
@@ -62,6 +66,11 @@ private:
     void on(const event::Admission& e);
     void on(const event::Unloaded& e);
     void on(const event::Tick& e);
+    void on(const event::Released& e);
+    // Asks the idle siblings (not the asker, none holding a kept model) for a partial
+    // release of the shortfall; true when at least one was asked.
+    bool ask_siblings(Working& w, Bytes shortfall);
+    void sibling_answered(std::uint32_t slot);
 
     bool current(const Participant& who) const;
     // A participant's report shows `bytes` more loaded: that much of its grants is used.

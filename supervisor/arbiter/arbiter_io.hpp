@@ -54,10 +54,11 @@ struct Dropped { Participant who; std::uint64_t model_id; };
 struct Admission { Participant who; std::uint64_t correlation; AdmissionRequest request; };
 struct Unloaded { Participant who; UnloadReceipt receipt; };
 struct Tick {};
+struct Released { Participant who; ReleaseReceipt receipt; };  // answers a release message
 }  // namespace event
 
 using Event = std::variant<event::Joined, event::Left, event::Busy, event::Registered, event::Residency,
-                           event::Dropped, event::Admission, event::Unloaded, event::Tick>;
+                           event::Dropped, event::Admission, event::Unloaded, event::Tick, event::Released>;
 
 namespace action {
 struct SendPartialUnload { Participant to; PartialUnload command; };
@@ -65,8 +66,12 @@ struct SendDetach { Participant to; Detach command; };
 struct Grant { Participant to; std::uint64_t correlation; AdmissionGrant grant; };
 struct Refuse { Participant to; std::uint64_t correlation; AdmissionRefused refusal; };
 struct Note { std::string text; };  // a decision worth a log line
+// When the ledger has nothing more to give, idle siblings free what they can of the rest
+// (caches, buffers) up to the shortfall.
+struct SendPartialRelease { Participant to; PartialRelease command; };
 }  // namespace action
 
-using Action = std::variant<action::SendPartialUnload, action::SendDetach, action::Grant, action::Refuse, action::Note>;
+using Action = std::variant<action::SendPartialUnload, action::SendDetach, action::Grant, action::Refuse, action::Note,
+                            action::SendPartialRelease>;
 
 }  // namespace comfy::arbiter

@@ -272,6 +272,27 @@ Event read_unloaded(const Fields& line) {
 
 Event read_tick(const Fields&) { return event::Tick{}; }
 
+// The release messages a release receipt can answer, by name.
+constexpr std::array<std::pair<std::string_view, MessageType>, 5> kReleaseTypes{{
+    {"release_node_boundary", MessageType::release_node_boundary},
+    {"cast_epoch_boundary", MessageType::cast_epoch_boundary},
+    {"full_release", MessageType::full_release},
+    {"partial_release", MessageType::partial_release},
+    {"release_pins", MessageType::release_pins},
+}};
+constexpr std::array<std::string_view, 5> kReleaseTypeNames{
+    kReleaseTypes[0].first, kReleaseTypes[1].first, kReleaseTypes[2].first, kReleaseTypes[3].first,
+    kReleaseTypes[4].first};
+
+Event read_released(const Fields& line) {
+    ReleaseReceipt receipt{};
+    receipt.release_type = static_cast<std::uint16_t>(kReleaseTypes[line.choice("release_type", kReleaseTypeNames)].second);
+    receipt.deferred = line.flag("deferred");
+    receipt.bytes_requested = line.bytes("bytes_requested");
+    receipt.bytes_freed = line.bytes("bytes_freed");
+    return event::Released{read_participant(line), receipt};
+}
+
 Action read_partial_unload(const Fields& line) {
     const PartialUnload command{line.whole("model_id"), line.bytes("bytes")};
     return action::SendPartialUnload{read_participant(line), command};
@@ -301,13 +322,17 @@ Action read_refuse(const Fields& line) {
 
 Action read_note(const Fields& line) { return action::Note{line.text("text")}; }
 
+Action read_partial_release(const Fields& line) {
+    return action::SendPartialRelease{read_participant(line), PartialRelease{line.bytes("bytes")}};
+}
+
 // The kinds in the order of the variants' alternatives, so that a value's kind is
 // kinds[value.index()] and one table gives both the name written and the reader.
 struct EventKind {
     std::string_view name;
     Event (*read)(const Fields&);
 };
-constexpr std::array<EventKind, 9> kEventKinds{{{"joined", read_joined},
+constexpr std::array<EventKind, 10> kEventKinds{{{"joined", read_joined},
                                                 {"left", read_left},
                                                 {"busy", read_busy},
                                                 {"registered", read_registered},
@@ -315,18 +340,20 @@ constexpr std::array<EventKind, 9> kEventKinds{{{"joined", read_joined},
                                                 {"dropped", read_dropped},
                                                 {"admission", read_admission},
                                                 {"unloaded", read_unloaded},
-                                                {"tick", read_tick}}};
+                                                {"tick", read_tick},
+                                                {"released", read_released}}};
 static_assert(kEventKinds.size() == std::variant_size_v<Event>);
 
 struct DecisionKind {
     std::string_view name;
     Action (*read)(const Fields&);
 };
-constexpr std::array<DecisionKind, 5> kDecisionKinds{{{"partial_unload", read_partial_unload},
+constexpr std::array<DecisionKind, 6> kDecisionKinds{{{"partial_unload", read_partial_unload},
                                                       {"detach", read_detach},
                                                       {"grant", read_grant},
                                                       {"refuse", read_refuse},
-                                                      {"note", read_note}}};
+                                                      {"note", read_note},
+                                                      {"partial_release", read_partial_release}}};
 static_assert(kDecisionKinds.size() == std::variant_size_v<Action>);
 
 template <typename Kind, std::size_t N>
@@ -403,6 +430,23 @@ void add_fields(TraceJson& line, const event::Unloaded& e) {
 }
 
 void add_fields(TraceJson&, const event::Tick&) {}
+
+void add_fields(TraceJson& line, const event::Released& e) {
+    add_participant(line, e.who);
+    const auto type = std::find_if(kReleaseTypes.begin(), kReleaseTypes.end(), [&](const auto& t) {
+        return static_cast<std::uint16_t>(t.second) == e.receipt.release_type;
+    });
+    if (type == kReleaseTypes.end()) throw TraceError("a release receipt answers no release message");
+    line["release_type"] = type->first;
+    line["deferred"] = e.receipt.deferred != 0;
+    line["bytes_requested"] = e.receipt.bytes_requested;
+    line["bytes_freed"] = e.receipt.bytes_freed;
+}
+
+void add_fields(TraceJson& line, const action::SendPartialRelease& a) {
+    add_participant(line, a.to);
+    line["bytes"] = a.command.bytes;
+}
 
 void add_fields(TraceJson& line, const action::SendPartialUnload& a) {
     add_participant(line, a.to);
