@@ -7,10 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <filesystem>
 #include <limits>
 #include <optional>
@@ -227,13 +229,14 @@ public:
         // is started from: they are taken from the config's own folder.
         folder_ = fs::absolute(file_).parent_path().lexically_normal();
         const Node root{document, Pointer{}};
-        expect_object(root, {"device", "limits", "memory", "host", "packs"});
+        expect_object(root, {"device", "limits", "memory", "host", "http", "packs"});
         Config config;
         config.source = file_;
         if (const auto device = member(root, "device")) config.device = read_device(*device);
         if (const auto limits = member(root, "limits")) config.limits = read_limits(*limits);
         if (const auto memory = member(root, "memory")) config.memory = read_memory(*memory);
         if (const auto host = member(root, "host")) config.host = read_host(*host);
+        if (const auto http = member(root, "http")) config.http = read_http(*http);
         config.packs = read_packs(required(root, "packs", "a list of packs"), config.limits.capacities.participants);
         return config;
     }
@@ -365,6 +368,33 @@ private:
         }
         if (const auto idle = member(node, "idle_release_ms")) host.idle_release = read_ms(*idle, kIdleReleaseMs);
         return host;
+    }
+
+    HttpConfig read_http(const Node& node) const {
+        expect_object(node, {"listen"});
+        HttpConfig http;
+        const auto listen = member(node, "listen");
+        if (!listen) return http;
+        constexpr const char* kExpected = "an address and port such as \"127.0.0.1:8189\" or \"[::1]:8189\"";
+        const std::string text = read_string(*listen, kExpected);
+        const auto colon = text.rfind(':');
+        if (colon == std::string::npos) fail(listen->at, kExpected, describe_json_value(listen->value));
+        std::string address = text.substr(0, colon);
+        if (address.size() >= 2 && address.front() == '[' && address.back() == ']') address = address.substr(1, address.size() - 2);
+        unsigned long port = 0;
+        const std::string port_text = text.substr(colon + 1);
+        const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+        in6_addr probe{};
+        const bool address_ok = ::inet_pton(AF_INET, address.c_str(), &probe) == 1 ||
+                                ::inet_pton(AF_INET6, address.c_str(), &probe) == 1;
+        if (!address_ok || port_text.empty() || ec != std::errc{} || end != port_text.data() + port_text.size() ||
+            port > 65535) {
+            fail(listen->at, kExpected, describe_json_value(listen->value));
+        }
+        http.enabled = true;
+        http.address = address;
+        http.port = static_cast<unsigned short>(port);
+        return http;
     }
 
     Limits read_limits(const Node& node) const {

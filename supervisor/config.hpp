@@ -53,6 +53,13 @@ struct HostMemoryConfig {
     Milliseconds idle_release{0};              // full_release to a worker idle this long; 0: off
 };
 
+// The operator's HTTP endpoints (/census, /metrics, /free); off unless a listen address is given.
+struct HttpConfig {
+    bool enabled = false;
+    std::string address;      // an IPv4 or IPv6 address, e.g. 127.0.0.1
+    unsigned short port = 0;  // 0: any free port (the log says which)
+};
+
 struct Limits {
     Milliseconds heartbeat_timeout{5'000};   // a worker silent this long is hung
     Milliseconds handshake_timeout{10'000};  // from spawn to Hello
@@ -76,6 +83,7 @@ struct Config {
     Limits limits;
     MemoryConfig memory;
     HostMemoryConfig host;
+    HttpConfig http;
     std::vector<PackConfig> packs;
 };
 

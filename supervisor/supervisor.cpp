@@ -2,6 +2,8 @@
 
 #include "shared/byte_size.hpp"
 #include "shared/device_accounting.hpp"
+#include "supervisor/ctl/report_json.hpp"
+#include "supervisor/ctl/segment_report.hpp"
 #include "supervisor/host_memory.hpp"
 #include "worker/device_factory.hpp"
 #include "supervisor/log.hpp"
@@ -143,6 +145,7 @@ int Supervisor::run() {
     });
     watch_signals();
     log_line("segment " + segment_.name() + " created; starting " + std::to_string(workers_.size()) + " worker(s)");
+    start_http();
     for (auto& worker : workers_) start_worker(*worker);
     wait_for_messages();
     check_heartbeats();
@@ -657,6 +660,7 @@ void Supervisor::begin_shutdown(const std::string& why) {
              std::to_string(config_.limits.shutdown_grace.count()) + " ms");
     signals_.cancel();
     operator_signals_.cancel();
+    if (http_) http_->stop();
     heartbeat_timer_.cancel();
     for (auto& worker : workers_) {
         worker->restart_timer.cancel();
@@ -829,6 +833,66 @@ void Supervisor::watch_signals() {
         if (signal == SIGHUP) retry_failed_packs();
         watch_signals();
     });
+}
+
+// ---- the operator's HTTP endpoints ----
+
+void Supervisor::start_http() {
+    if (!config_.http.enabled) return;
+    http_.emplace(io_, config_.http.address, config_.http.port,
+                  OpsHandlers{[this] { return census_json(); }, [this] { return metrics_text(); },
+                              [this] { release_everything(FullReleaseReason::free_endpoint); }});
+    http_->start();
+    log_line("http: listening on " + config_.http.address + ":" + std::to_string(http_->port()) +
+             " (GET /census, GET /metrics, POST /free)");
+}
+
+std::string Supervisor::census_json() const {
+    // The same report comfyctl prints, read the same validated way from our own segment.
+    const auto report = ctl::read_report(instance_, segment_);
+    auto out = ctl::workers_json(report);
+    out["census"] = ctl::census_json(report)["census"];
+    out["device"] = ctl::census_json(report)["device"];
+    out["ledger"] = ctl::ledger_json(report)["ledger"];
+    return out.dump(2) + "\n";
+}
+
+std::string Supervisor::metrics_text() const {
+    const auto totals = this->totals();
+    const auto snap = snapshot();
+    std::string out;
+    const auto metric = [&out](const std::string& name, const char* type, const char* help) {
+        out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    };
+    const auto value = [&out](const std::string& sample, std::uint64_t v) { out += sample + " " + std::to_string(v) + "\n"; };
+    metric("comfy_device_total_bytes", "gauge", "Device memory in all.");
+    value("comfy_device_total_bytes", snap.device_total);
+    metric("comfy_device_free_bytes", "gauge", "Device memory free, machine-wide.");
+    value("comfy_device_free_bytes", snap.device_free);
+    metric("comfy_ledger_models", "gauge", "Models held on a device by any participant.");
+    value("comfy_ledger_models", arbiter_.ledger().size());
+    metric("comfy_admissions_total", "counter", "Admission requests handled.");
+    value("comfy_admissions_total", totals.admissions);
+    metric("comfy_evictions_total", "counter", "Partial unloads and detaches asked of owners.");
+    value("comfy_evictions_total", totals.evictions_asked);
+    metric("comfy_evicted_bytes_total", "counter", "Bytes the owners measured as freed by evictions.");
+    value("comfy_evicted_bytes_total", totals.bytes_evicted);
+    metric("comfy_admissions_refused_total", "counter", "Admissions refused.");
+    value("comfy_admissions_refused_total", totals.refused);
+    metric("comfy_worker_up", "gauge", "1 when the pack's worker is ready or busy.");
+    for (const auto& w : workers_) {
+        const bool up = w->state == ParticipantState::ready || w->state == ParticipantState::busy;
+        value("comfy_worker_up{pack=\"" + w->pack.name + "\"}", up ? 1 : 0);
+    }
+    metric("comfy_worker_restarts_total", "counter", "Restarts of the pack's worker.");
+    for (const auto& w : workers_) value("comfy_worker_restarts_total{pack=\"" + w->pack.name + "\"}", w->restarts.restarts());
+    // Each family's samples follow its own TYPE line, as the exposition format requires.
+    const auto rows = census_rows();
+    metric("comfy_worker_device_bytes", "gauge", "Device memory the pack's worker holds, from its census.");
+    for (const auto& row : rows) value("comfy_worker_device_bytes{pack=\"" + row.pack + "\"}", row.census.device_used_bytes);
+    metric("comfy_worker_pinned_bytes", "gauge", "Host memory the pack's worker has pinned, from its census.");
+    for (const auto& row : rows) value("comfy_worker_pinned_bytes{pack=\"" + row.pack + "\"}", row.census.pinned_bytes);
+    return out;
 }
 
 }  // namespace comfy::supervisor

@@ -8,6 +8,7 @@
 #include "supervisor/arbiter/arbiter.hpp"
 #include "supervisor/arbiter/trace.hpp"
 #include "supervisor/config.hpp"
+#include "supervisor/ops_http.hpp"
 #include "supervisor/worker_process.hpp"
 #include "worker/device.hpp"
 
@@ -128,6 +129,11 @@ private:
     void retry_failed_packs();
     void watch_signals();
 
+    // The operator's HTTP endpoints: what they answer.
+    void start_http();
+    std::string census_json() const;
+    std::string metrics_text() const;
+
     void check_heartbeats();
     void sample_device();
     void publish(const WorkerProcess& worker);
@@ -161,6 +167,7 @@ private:
     std::uint64_t peak_device_used_ = 0;
     arbiter::Arbiter arbiter_;
     std::optional<arbiter::TraceRecorder> recorder_;
+    std::optional<OpsHttpServer> http_;
     Totals memory_totals_;
     std::chrono::steady_clock::time_point started_at_ = std::chrono::steady_clock::now();
     std::uint64_t prompt_epoch_ = 0;
