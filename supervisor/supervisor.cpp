@@ -66,16 +66,21 @@ std::map<std::string, std::string> child_environment(const PackConfig& pack,
     return env;
 }
 
-Message failure(FailureReason reason, const WorkerProcess& worker, std::uint64_t correlation) {
+Message request_failed(const RequestFailed& payload, std::uint32_t generation, std::uint64_t correlation) {
     Message message{};
     message.header.type = static_cast<std::uint16_t>(MessageType::request_failed);
     message.header.version = kMessageVersion;
     message.header.payload_size = sizeof(RequestFailed);
-    message.header.generation = worker.generation;
+    message.header.generation = generation;
     message.header.correlation = correlation;
-    message.payload = RequestFailed{static_cast<std::uint32_t>(reason), worker.last_exit_status,
-                                    worker.last_exit_signal, worker.slot};
+    message.payload = payload;
     return message;
+}
+
+Message failure(FailureReason reason, const WorkerProcess& worker, std::uint64_t correlation) {
+    return request_failed({static_cast<std::uint32_t>(reason), worker.last_exit_status, worker.last_exit_signal,
+                           worker.slot},
+                          worker.generation, correlation);
 }
 
 }  // namespace
@@ -338,7 +343,6 @@ void Supervisor::drain_rings() {
         }
         flush(worker);
     }
-    sample_device();
     wait_for_messages();
 }
 
@@ -440,6 +444,9 @@ arbiter::Snapshot Supervisor::snapshot() const {
 
 void Supervisor::arbitrate(const arbiter::Event& event) {
     const auto snap = snapshot();
+    // Every allocation is followed by a report, and every tick arbitrates: the peak is
+    // sampled here from the reading the arbiter uses anyway.
+    peak_device_used_ = std::max(peak_device_used_, snap.device_total - std::min(snap.device_free, snap.device_total));
     const auto actions = arbiter_.handle(event, snap);
     if (recorder_) recorder_->record(event, snap, actions);
     for (const auto& action : actions) carry_out(action);
@@ -559,11 +566,8 @@ void Supervisor::submit(const std::string& pack, const std::string& node, std::u
     std::strncpy(request.node_name, node.c_str(), sizeof request.node_name - 1);
     PendingRequest pending{encode(request, 0, next_correlation_++), std::move(reply)};
     if (found == workers_.end()) {
-        Message message{};
-        message.header.correlation = pending.message.header.correlation;
-        message.payload = RequestFailed{static_cast<std::uint32_t>(FailureReason::no_such_pack), -1, 0, 0};
-        message.header.type = static_cast<std::uint16_t>(MessageType::request_failed);
-        pending.reply(message);
+        const RequestFailed no_pack{static_cast<std::uint32_t>(FailureReason::no_such_pack), -1, 0, 0};
+        pending.reply(request_failed(no_pack, 0, pending.message.header.correlation));
         return;
     }
     WorkerProcess& worker = **found;
@@ -605,7 +609,6 @@ void Supervisor::check_heartbeats() {
         }
         flush(worker);
     }
-    sample_device();
     arbitrate(arbiter::event::Tick{});
     sweep_idle_workers();
     relieve_host_pressure();
@@ -613,11 +616,6 @@ void Supervisor::check_heartbeats() {
     heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
         if (!ec) check_heartbeats();
     });
-}
-
-void Supervisor::sample_device() {
-    const Bytes used = cuda_ ? cuda_->total_bytes() - cuda_->free_bytes() : simulated_device_used(view_);
-    peak_device_used_ = std::max(peak_device_used_, used);
 }
 
 // ---- the participant table ----
@@ -742,7 +740,7 @@ void Supervisor::on_node_finished(WorkerProcess& worker, const NodeFinished& nod
 
 void Supervisor::answer_pin_request(WorkerProcess& worker, const Message& message) {
     const Bytes asked = std::get<PinRequest>(message.payload).bytes;
-    const Bytes available = host_available();
+    const Bytes available = host_available(snapshot());
     const Bytes granted = pin_grant(asked, available, config_.host.low_water_bytes);
     if (granted < asked) {
         log_line(worker.pack.name + ": pin of " + format_byte_size(asked) + " cut to " + format_byte_size(granted) +
@@ -755,12 +753,12 @@ void Supervisor::answer_pin_request(WorkerProcess& worker, const Message& messag
     deliver(worker, encode(PinGrant{granted, std::min(left, kMaxBytes)}, worker.generation, message.header.correlation));
 }
 
-Bytes Supervisor::host_available() const {
+Bytes Supervisor::host_available(const arbiter::Snapshot& snap) const {
     if (config_.host.budget_bytes > 0) {
         // A configured budget stands for a memory limit: what the participants pin and
         // keep resident counts against it.
         Bytes used = 0;
-        for (const auto& [slot, figures] : snapshot().participants) used += figures.pinned;
+        for (const auto& [slot, figures] : snap.participants) used += figures.pinned;
         return config_.host.budget_bytes > used ? config_.host.budget_bytes - used : 0;
     }
     const auto reading = read_host_memory();
@@ -768,13 +766,14 @@ Bytes Supervisor::host_available() const {
 }
 
 void Supervisor::relieve_host_pressure(std::optional<Bytes> wanted) {
-    const Bytes available = host_available();
+    const auto snap = snapshot();
+    const Bytes available = host_available(snap);
     if (!wanted && available >= config_.host.low_water_bytes) return;
     const Bytes deficit = wanted ? *wanted : config_.host.low_water_bytes - available;
     const auto now = Clock::now();
     if (last_pin_release_ != Clock::time_point{} && now - last_pin_release_ < config_.host.pin_release_interval) return;
     std::vector<PinHolder> holders;
-    for (const auto& [slot, figures] : snapshot().participants) {
+    for (const auto& [slot, figures] : snap.participants) {
         const WorkerProcess& worker = *workers_[slot - kFirstWorkerSlot];
         holders.push_back({slot, worker.generation, figures.pinned});
     }

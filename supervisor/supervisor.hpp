@@ -124,7 +124,7 @@ private:
     // Asks pin holders to release `deficit` in proportion, at most once per interval;
     // with no figure, the deficit is how far available host memory is below low water.
     void relieve_host_pressure(std::optional<Bytes> deficit = std::nullopt);
-    Bytes host_available() const;
+    Bytes host_available(const arbiter::Snapshot& snap) const;
     void release_everything(FullReleaseReason reason);
     void retry_failed_packs();
     void watch_signals();
@@ -135,7 +135,6 @@ private:
     std::string metrics_text() const;
 
     void check_heartbeats();
-    void sample_device();
     void publish(const WorkerProcess& worker);
     void set_state(WorkerProcess& worker, ParticipantState state);
     void finish_if_done();
