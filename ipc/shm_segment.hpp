@@ -80,10 +80,6 @@ public:
     const SegmentHeader& header() const noexcept { return *reinterpret_cast<const SegmentHeader*>(base_); }
     bool is_creator() const noexcept { return creator_; }
 
-    // Forgets the creator's duty to remove the name. For a forked child that inherited
-    // the object and must leave the segment to its parent.
-    void disown() noexcept { creator_ = false; }
-
 private:
     SharedSegment(std::string name, int fd, std::byte* base, std::size_t size, bool creator) noexcept;
     void release() noexcept;

@@ -21,6 +21,8 @@ void print_summary(const Supervisor& supervisor, const WorkloadRunner& runner) {
                 totals.admitted_short, totals.refused);
     std::printf("  evictions          %u asked of other workers, %s freed (measured by the owners)\n",
                 totals.evictions_asked, format_byte_size(totals.bytes_evicted).c_str());
+    std::printf("  releases           %s freed by release messages, %u pin-release round(s)\n",
+                format_byte_size(totals.bytes_released).c_str(), totals.pin_release_rounds);
     std::printf("  census at the end of the workload:\n");
     std::printf("    %-12s %8s %4s %8s %12s %12s %12s\n", "pack", "pid", "gen", "restarts", "device", "pinned", "rss");
     for (const auto& row : runner.final_census()) {

@@ -878,6 +878,10 @@ std::string Supervisor::metrics_text() const {
     value("comfy_evicted_bytes_total", totals.bytes_evicted);
     metric("comfy_admissions_refused_total", "counter", "Admissions refused.");
     value("comfy_admissions_refused_total", totals.refused);
+    metric("comfy_released_bytes_total", "counter", "Bytes the workers measured as freed by release messages.");
+    value("comfy_released_bytes_total", totals.bytes_released);
+    metric("comfy_pin_release_rounds_total", "counter", "Rounds of release_pins sent under host memory pressure.");
+    value("comfy_pin_release_rounds_total", totals.pin_release_rounds);
     metric("comfy_worker_up", "gauge", "1 when the pack's worker is ready or busy.");
     for (const auto& w : workers_) {
         const bool up = w->state == ParticipantState::ready || w->state == ParticipantState::busy;

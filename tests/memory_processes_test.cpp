@@ -155,6 +155,7 @@ TEST_CASE("a pin cut short by the host budget makes the holders release pins in 
     CHECK(census_figure(supervisor.output(), "alpha", 1) == 3 * kGiBf);
     CHECK(census_figure(supervisor.output(), "gamma", 1) == 1.5 * kGiBf);
     CHECK(census_figure(supervisor.output(), "beta", 1) == 0);
+    CHECK_THAT(supervisor.output(), Contains("1.5 GiB freed by release messages, 1 pin-release round(s)"));
 }
 
 TEST_CASE("no-fit policies: admit grants short, refuse explains, wait times out") {
