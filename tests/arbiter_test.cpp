@@ -394,3 +394,51 @@ TEST_CASE("with the ledger exhausted, idle siblings are asked for a partial rele
     }
     CHECK(world.arbiter.unanswered() == 0);
 }
+
+TEST_CASE("the owners that together cover the shortfall are asked at once, each for what the others leave") {
+    World world;
+    world.join(1);
+    for (std::uint32_t slot = 2; slot <= 4; ++slot) {
+        world.join(slot);
+        world.load(slot, model(slot * 10, 7 * kGiB, 7 * kGiB));
+    }
+    // 3 GiB free of 24; a 9 GiB load needs a target of about 12.6 GiB: two detaches and a
+    // partial unload of the rest, all sent in one decision, in upstream's order (the most
+    // recently loaded first, as the keys are otherwise equal).
+    const Bytes target = admission_target(9 * kGiB, 0, 1, kDefaultReserve);
+    auto actions = world.send(event::Admission{{1, 1}, 1, load_of(9 * kGiB)});
+    const auto detach = only<action::SendDetach>(actions);
+    const auto partial = only<action::SendPartialUnload>(actions);
+    REQUIRE(detach.size() == 1);
+    CHECK(detach[0].to.slot == 4);
+    REQUIRE(partial.size() == 1);
+    CHECK(partial[0].to.slot == 3);
+    CHECK(partial[0].command.bytes == target - 3 * kGiB - 7 * kGiB);
+    CHECK(only<action::Grant>(actions).empty());
+
+    SECTION("the grant waits for the last receipt, in whatever order they come") {
+        actions = world.free_and_answer(3, 30, partial[0].command.bytes, partial[0].command.bytes);
+        CHECK(only<action::Grant>(actions).empty());
+        CHECK(only<action::SendPartialUnload>(actions).empty());
+        actions = world.detach_and_answer(4, 40);
+        CHECK(only<action::Grant>(actions).size() == 1);
+    }
+    SECTION("an owner that frees less is detached, and the detach covers the rest") {
+        actions = world.detach_and_answer(4, 40);
+        CHECK(only<action::Grant>(actions).empty());
+        // Model 30 freed 1 GiB of the 2.6 GiB asked: it is detached, and nobody else is asked.
+        actions = world.free_and_answer(3, 30, partial[0].command.bytes, kGiB);
+        REQUIRE(only<action::SendDetach>(actions).size() == 1);
+        CHECK(only<action::SendPartialUnload>(actions).empty());
+        actions = world.detach_and_answer(3, 30);
+        CHECK(only<action::Grant>(actions).size() == 1);
+    }
+    SECTION("an owner that dies while asked counts as freed") {
+        world.held.erase({4, 40});
+        actions = world.send(event::Left{{4, 1}});
+        CHECK(only<action::Grant>(actions).empty());
+        actions = world.free_and_answer(3, 30, partial[0].command.bytes, partial[0].command.bytes);
+        CHECK(only<action::Grant>(actions).size() == 1);
+    }
+    CHECK(world.arbiter.unanswered() == 0);
+}

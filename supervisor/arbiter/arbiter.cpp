@@ -52,10 +52,9 @@ void Arbiter::on(const event::Left& e) {
         sibling_answered(e.who.slot);
         return;
     }
-    if (working_ && working_->awaiting && working_->awaiting->owner.slot == e.who.slot) {
+    if (working_ && std::erase_if(working_->awaiting, [&](const Awaiting& a) { return a.owner.slot == e.who.slot; })) {
         // Its memory went with the process: the eviction succeeded.
         note("owner " + who(e.who) + " died during its eviction; its entries count as freed");
-        working_->awaiting.reset();
         step();
         return;
     }
@@ -126,13 +125,12 @@ void Arbiter::on(const event::Unloaded& e) {
         ledger_.apply_unloaded(*index, freed);
     }
     receipt_since_publish_ = true;
-    const bool awaited = working_ && working_->awaiting && working_->awaiting->owner.slot == e.who.slot &&
-                         working_->awaiting->model_id == receipt.model_id;
-    if (!awaited) {
+    const auto awaited = working_ ? awaiting_of(e.who.slot, receipt.model_id) : std::vector<Awaiting>::iterator{};
+    if (!working_ || awaited == working_->awaiting.end()) {
         recheck_waiting();
         return;
     }
-    Awaiting& awaiting = *working_->awaiting;
+    Awaiting& awaiting = *awaited;
     if (receipt.deferred) {
         note("owner " + who(e.who) + " is busy: eviction of model " + std::to_string(receipt.model_id) +
              " deferred to its next boundary");
@@ -142,17 +140,23 @@ void Arbiter::on(const event::Unloaded& e) {
              std::to_string(receipt.model_id));
         out_->push_back(action::SendDetach{awaiting.owner, Detach{receipt.model_id}});
         awaiting.detaching = true;
+        awaiting.asked = ledger_.at(*index)->loaded_or_total();
         awaiting.since_ms = snapshot_->now_ms;
+        step();  // the detach is expected to free less than the partial unload was
         return;
     }
-    working_->awaiting.reset();
+    working_->awaiting.erase(awaited);
     step();
 }
 
 void Arbiter::on(const event::Tick&) {
-    if (working_ && working_->awaiting &&
-        snapshot_->now_ms - working_->awaiting->since_ms >= config_.answer_timeout_ms) {
-        give_up_on_awaiting("did not answer within " + std::to_string(config_.answer_timeout_ms) + " ms");
+    if (working_ && std::erase_if(working_->awaiting, [&](const Awaiting& a) {
+            if (snapshot_->now_ms - a.since_ms < config_.answer_timeout_ms) return false;
+            note("owner " + who(a.owner) + " did not answer within " + std::to_string(config_.answer_timeout_ms) +
+                 " ms; moving to the next candidate");
+            return true;
+        })) {
+        step();
     }
     if (working_ && !working_->releasing.empty() &&
         snapshot_->now_ms - working_->releasing_since_ms >= config_.answer_timeout_ms) {
@@ -209,7 +213,7 @@ void Arbiter::start(Request request) {
     }
     const auto& r = request.request;
     const EvictionQuery query{r.device, request.asker.slot, std::span(r.keep_loaded, r.keep_loaded_count)};
-    working_ = Working{request, EvictionQueue(query), std::nullopt, false, {}, 0};
+    working_ = Working{request, EvictionQueue(query), {}, false, {}, 0};
     step();
 }
 
@@ -219,6 +223,10 @@ void Arbiter::step() {
     for (;;) {
         const Bytes free = free_for(w.request.asker);
         if (free >= w.request.target) break;
+        // What the answers still out should free is spoken for: ask the next owner only
+        // for the rest, so one slow owner does not hold up the others.
+        const Bytes expected = free + outstanding();
+        if (expected >= w.request.target) return;  // resumed by the receipts, deaths or time-outs
         const auto candidate = w.candidates.next(ledger_);
         if (!candidate) break;
         const EvictionCandidate next = *candidate;
@@ -231,13 +239,14 @@ void Arbiter::step() {
             w.request.target -= std::min(w.request.target, entry.loaded_or_total());
             continue;
         }
-        const Bytes shortfall = w.request.target - free;
+        const Bytes shortfall = w.request.target - expected;
         const bool partial = shortfall < entry.loaded_or_total();
         const Action command = partial ? Action{action::SendPartialUnload{owner, PartialUnload{next.model_id, shortfall}}}
                                        : Action{action::SendDetach{owner, Detach{next.model_id}}};
         out_->push_back(command);
         note("slot " + std::to_string(w.request.asker.slot) + " needs " + bytes(w.request.target) + " with " +
-             bytes(free) + " free: asking " + who(owner) + " to " +
+             bytes(free) + " free" + (expected > free ? " and " + bytes(expected - free) + " being freed" : std::string()) +
+             ": asking " + who(owner) + " to " +
              (partial ? "free " + bytes(shortfall) + " of" : std::string("detach")) + " model " +
              std::to_string(next.model_id) + " (" + bytes(entry.loaded_or_total()) + " loaded)");
         if (participants_[owner.slot].busy) {
@@ -246,15 +255,18 @@ void Arbiter::step() {
                  " deferred to its next boundary");
             continue;
         }
-        w.awaiting = Awaiting{owner, next.model_id, !partial, partial ? shortfall : entry.loaded_or_total(),
-                              snapshot_->now_ms};
-        return;  // resumed by the receipt, the owner's death, or the answer time-out
+        w.awaiting.push_back(Awaiting{owner, next.model_id, !partial, partial ? shortfall : entry.loaded_or_total(),
+                                      snapshot_->now_ms});
     }
-    if (w.awaiting || !w.releasing.empty()) return;
-    if (!w.siblings_asked && free_for(w.request.asker) < w.request.target) {
-        w.siblings_asked = true;
-        if (ask_siblings(w, w.request.target - free_for(w.request.asker))) return;
+    if (free_for(w.request.asker) < w.request.target) {
+        if (!w.awaiting.empty() || !w.releasing.empty()) return;
+        if (!w.siblings_asked) {
+            w.siblings_asked = true;
+            if (ask_siblings(w, w.request.target - free_for(w.request.asker))) return;
+        }
     }
+    // It fits, or nothing more can be asked. Answers still out for this admission are
+    // applied to the ledger when they come, as any receipt.
     Request request = w.request;
     working_.reset();
     const Bytes free = free_for(request.asker);
@@ -264,6 +276,17 @@ void Arbiter::step() {
         no_fit(std::move(request));
     }
     pump();
+}
+
+Bytes Arbiter::outstanding() const {
+    Bytes sum = 0;
+    for (const auto& a : working_->awaiting) sum += a.asked;
+    return sum;
+}
+
+std::vector<Arbiter::Awaiting>::iterator Arbiter::awaiting_of(std::uint32_t slot, std::uint64_t model_id) {
+    return std::find_if(working_->awaiting.begin(), working_->awaiting.end(),
+                        [&](const Awaiting& a) { return a.owner.slot == slot && a.model_id == model_id; });
 }
 
 void Arbiter::on(const event::Released& e) {
@@ -303,12 +326,6 @@ bool Arbiter::ask_siblings(Working& w, Bytes shortfall) {
 void Arbiter::sibling_answered(std::uint32_t slot) {
     working_->releasing.erase(slot);
     if (working_->releasing.empty()) step();
-}
-
-void Arbiter::give_up_on_awaiting(const std::string& why) {
-    note("owner " + who(working_->awaiting->owner) + " " + why + "; moving to the next candidate");
-    working_->awaiting.reset();
-    step();
 }
 
 void Arbiter::no_fit(Request request) {

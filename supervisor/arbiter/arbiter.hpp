@@ -1,8 +1,12 @@
 #pragma once
 // The memory arbiter: upstream's admission and eviction rules over the whole machine.
 // One admission is worked at a time, in arrival order: compute the target, and while the
-// asker's free figure is short, ask the next candidate's owner to free the shortfall
-// (partial unload, then detach if it falls short), re-reading free after each receipt.
+// asker's free figure is short, ask candidates' owners, in upstream's order, to free the
+// shortfall (partial unload, then detach if it falls short). Owners are separate processes,
+// so the commands that together cover the shortfall go out at once rather than one round
+// trip after another: each next candidate is asked for what the earlier outstanding asks
+// do not cover. Free is re-read at every receipt; with honest receipts the victims and the
+// bytes asked are the ones upstream's one-at-a-time loop would choose.
 // A dead owner's entry counts as freed, a busy owner is deferred to its next boundary,
 // and a request that still does not fit follows the configured no-fit policy.
 
@@ -37,17 +41,18 @@ private:
         Bytes target;
         std::uint64_t deadline_ms = 0;  // policy wait only
     };
+    // An eviction command sent and not yet answered.
     struct Awaiting {
         Participant owner;
         std::uint64_t model_id;
         bool detaching;
-        Bytes asked;
+        Bytes asked;  // what the command should free: the bytes asked, or all loaded for a detach
         std::uint64_t since_ms;
     };
     struct Working {
         Request request;
         EvictionQueue candidates;
-        std::optional<Awaiting> awaiting;
+        std::vector<Awaiting> awaiting;
         bool siblings_asked = false;      // partial_release went out once the ledger ran dry
         std::set<std::uint32_t> releasing;  // siblings whose release receipt is awaited
         std::uint64_t releasing_since_ms = 0;
@@ -82,7 +87,9 @@ private:
     void pump();
     void start(Request request);
     void step();
-    void give_up_on_awaiting(const std::string& why);
+    // The answers still expected to free memory for the admission being worked.
+    Bytes outstanding() const;
+    std::vector<Awaiting>::iterator awaiting_of(std::uint32_t slot, std::uint64_t model_id);
     void no_fit(Request request);
     void grant(const Request& request, Bytes shortfall);
     void refuse(const Request& request, RefusalReason reason);
