@@ -122,7 +122,6 @@ void read_ledger(const SegmentView& view, const ReadPolicy& policy, SegmentRepor
         row.valid = record.owner_slot < view.capacities().participants && record.total_bytes <= kMaxBytes &&
                     (!row.loaded_bytes || *row.loaded_bytes <= record.total_bytes) && record.currently_used <= 1 &&
                     record.dynamic <= 1;
-        row.owner = "?";
         for (const auto& worker : report.workers) {
             if (!worker.busy && worker.slot == record.owner_slot && worker.generation == record.owner_generation) {
                 row.owner = worker.name;

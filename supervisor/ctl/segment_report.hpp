@@ -52,7 +52,7 @@ struct LedgerRow {
     bool busy = false;         // mid-write on every try; nothing below is known
     bool valid = true;         // false when a field holds a value no entry can hold
     std::uint32_t owner_slot = 0;
-    std::string owner;         // the owner's pack name, or "?" when its slot is not a live participant
+    std::string owner = "?";   // the owner's pack name, or "?" when its slot is not a live participant
     std::uint32_t owner_generation = 0;
     std::uint64_t model_id = 0;
     std::uint32_t device = 0;
