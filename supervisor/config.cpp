@@ -229,7 +229,7 @@ public:
         // is started from: they are taken from the config's own folder.
         folder_ = fs::absolute(file_).parent_path().lexically_normal();
         const Node root{document, Pointer{}};
-        expect_object(root, {"device", "limits", "memory", "host", "http", "packs"});
+        expect_object(root, {"device", "limits", "memory", "host", "http", "comfyui", "packs"});
         Config config;
         config.source = file_;
         if (const auto device = member(root, "device")) config.device = read_device(*device);
@@ -237,7 +237,9 @@ public:
         if (const auto memory = member(root, "memory")) config.memory = read_memory(*memory);
         if (const auto host = member(root, "host")) config.host = read_host(*host);
         if (const auto http = member(root, "http")) config.http = read_http(*http);
-        config.packs = read_packs(required(root, "packs", "a list of packs"), config.limits.capacities.participants);
+        if (const auto comfyui = member(root, "comfyui")) config.comfyui = read_comfyui(*comfyui);
+        config.packs = read_packs(required(root, "packs", "a list of packs"), config.limits.capacities.participants,
+                                  config.comfyui.has_value());
         return config;
     }
 
@@ -426,7 +428,7 @@ private:
         return capacities;
     }
 
-    std::vector<PackConfig> read_packs(const Node& node, std::uint32_t participants) const {
+    std::vector<PackConfig> read_packs(const Node& node, std::uint32_t participants, bool with_host) const {
         if (!node.value.is_array()) fail(node.at, "a list of packs", describe_json_value(node.value));
         if (node.value.empty()) fail(node.at, "at least one pack", "[]");
         const std::size_t most = participants - 1;  // one participant slot is the ComfyUI host's
@@ -441,6 +443,12 @@ private:
         for (std::size_t index = 0; index < node.value.size(); ++index) {
             const Node pack_node{node.value[index], node.at / index};
             PackConfig pack = read_pack(pack_node);
+            // The host's name in the participant table and the logs must name one process.
+            if (with_host && pack.name == kHostParticipantName) {
+                fail(pack_node.at / "name", "a name other than \"" + std::string(kHostParticipantName) +
+                                                "\" (the ComfyUI host's, from /comfyui)",
+                     describe_json_value(pack.name));
+            }
             const auto [first, inserted] = index_by_name.emplace(pack.name, index);
             if (!inserted) {
                 fail(pack_node.at / "name", "a name no other pack has",
@@ -455,14 +463,28 @@ private:
         expect_object(node, {"name", "command", "args", "env_allowlist", "env", "working_directory", "restart"});
         PackConfig pack;
         pack.name = read_pack_name(required(node, "name", pack_name_rule()));
-        pack.command = read_command(required(node, "command", "the path of an executable file"));
-        if (const auto args = member(node, "args")) pack.args = read_args(*args);
-        if (const auto allowlist = member(node, "env_allowlist")) pack.env_allowlist = read_env_allowlist(*allowlist);
-        if (const auto env = member(node, "env")) pack.env = read_env(*env, pack.env_allowlist);
-        pack.working_directory = folder_.string();
-        if (const auto folder = member(node, "working_directory")) pack.working_directory = read_working_directory(*folder);
-        if (const auto restart = member(node, "restart")) pack.restart = read_restart(*restart);
+        read_process(node, pack);
         return pack;
+    }
+
+    // The ComfyUI host: a pack's process keys, without a name (it is always the host).
+    PackConfig read_comfyui(const Node& node) const {
+        expect_object(node, {"command", "args", "env_allowlist", "env", "working_directory", "restart"});
+        PackConfig host;
+        host.name = kHostParticipantName;
+        read_process(node, host);
+        return host;
+    }
+
+    // What starts and restarts a process, the same for a pack's worker and the host.
+    void read_process(const Node& node, PackConfig& process) const {
+        process.command = read_command(required(node, "command", "the path of an executable file"));
+        if (const auto args = member(node, "args")) process.args = read_args(*args);
+        if (const auto allowlist = member(node, "env_allowlist")) process.env_allowlist = read_env_allowlist(*allowlist);
+        if (const auto env = member(node, "env")) process.env = read_env(*env, process.env_allowlist);
+        process.working_directory = folder_.string();
+        if (const auto folder = member(node, "working_directory")) process.working_directory = read_working_directory(*folder);
+        if (const auto restart = member(node, "restart")) process.restart = read_restart(*restart);
     }
 
     std::string read_pack_name(const Node& node) const {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -77,6 +78,9 @@ struct PackConfig {
     RestartPolicy restart;
 };
 
+// The name the ComfyUI host process goes by in the participant table, comfyctl and logs.
+inline constexpr const char* kHostParticipantName = "host";
+
 struct Config {
     std::string source;  // the file it came from, for messages
     DeviceConfig device;
@@ -84,6 +88,9 @@ struct Config {
     MemoryConfig memory;
     HostMemoryConfig host;
     HttpConfig http;
+    // The ComfyUI host process (the "comfyui" section), run in slot 0 like a pack's
+    // worker; its name is kHostParticipantName. Absent: slot 0 stays empty.
+    std::optional<PackConfig> comfyui;
     std::vector<PackConfig> packs;
 };
 

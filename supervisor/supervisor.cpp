@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 
 namespace comfy::supervisor {
 
@@ -24,8 +25,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Slot 0 is kept for the ComfyUI host; pack i runs in slot i + 1.
-constexpr std::uint32_t kFirstWorkerSlot = 1;
+// Slot 0 is the ComfyUI host's, filled only when the config has one; pack i runs in
+// slot i + 1 either way.
+constexpr std::uint32_t kHostSlot = 0;
+constexpr std::uint32_t kFirstPackSlot = 1;
 // How many messages one worker may hand us per wake-up before the others get a turn.
 constexpr int kMessagesPerTurn = 64;
 
@@ -55,6 +58,16 @@ std::string describe_exit(int status, int signal) {
     return "exited with status " + std::to_string(status);
 }
 
+// The C ABI participant library of this build (build/lib beside build/bin), so that a
+// Python participant loads the one that speaks this supervisor's layout. Empty if absent.
+std::string participant_library() {
+    std::error_code error;
+    const auto exe = std::filesystem::read_symlink("/proc/self/exe", error);
+    if (error) return {};
+    const auto library = exe.parent_path().parent_path() / "lib" / "libcomfy_participant.so";
+    return std::filesystem::exists(library, error) ? library.string() : std::string{};
+}
+
 std::map<std::string, std::string> child_environment(const PackConfig& pack,
                                                      const worker::WorkerEnvironment& attach) {
     std::map<std::string, std::string> env;
@@ -63,6 +76,8 @@ std::map<std::string, std::string> child_environment(const PackConfig& pack,
     }
     for (const auto& [key, value] : pack.env) env[key] = value;
     for (const auto& [key, value] : attach.to_variables()) env[key] = value;
+    static const std::string library = participant_library();
+    if (!library.empty()) env[worker::kEnvLibrary] = library;
     return env;
 }
 
@@ -128,9 +143,15 @@ Supervisor::Supervisor(Config config, const std::string& instance)
                                       static_cast<std::uint64_t>(config_.memory.answer_timeout.count()),
                                       VramState::normal_vram},
                config_.limits.capacities.ledger_entries) {
+    // The table is indexed by slot from first_slot_: the host's slot 0 is in it only when
+    // configured, so without a host nothing changes.
+    first_slot_ = config_.comfyui ? kHostSlot : kFirstPackSlot;
+    if (config_.comfyui) {
+        workers_.push_back(std::make_unique<WorkerProcess>(*config_.comfyui, kHostSlot, ParticipantKind::host, io_));
+    }
     for (std::size_t i = 0; i < config_.packs.size(); ++i) {
-        workers_.push_back(std::make_unique<WorkerProcess>(config_.packs[i],
-                                                           kFirstWorkerSlot + static_cast<std::uint32_t>(i), io_));
+        workers_.push_back(std::make_unique<WorkerProcess>(
+            config_.packs[i], kFirstPackSlot + static_cast<std::uint32_t>(i), ParticipantKind::worker, io_));
     }
 }
 
@@ -236,7 +257,8 @@ void Supervisor::on_exit(WorkerProcess& worker) {
     worker.last_exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     worker.last_exit_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 
-    std::string what = worker.pack.name + ": worker pid " + std::to_string(pid) + " (generation " +
+    const char* who = worker.kind == ParticipantKind::host ? ": pid " : ": worker pid ";
+    std::string what = worker.pack.name + who + std::to_string(pid) + " (generation " +
                        std::to_string(worker.generation) + ") " +
                        describe_exit(worker.last_exit_status, worker.last_exit_signal);
     if (exec_error != 0) what += ": cannot execute " + worker.pack.command + ": " + std::strerror(exec_error);
@@ -459,8 +481,8 @@ void Supervisor::record_to(const std::string& path) {
 }
 
 WorkerProcess* Supervisor::worker_in(std::uint32_t slot, std::uint32_t generation) {
-    if (slot < kFirstWorkerSlot || slot - kFirstWorkerSlot >= workers_.size()) return nullptr;
-    WorkerProcess& worker = *workers_[slot - kFirstWorkerSlot];
+    if (slot < first_slot_ || slot - first_slot_ >= workers_.size()) return nullptr;
+    WorkerProcess& worker = *workers_[slot - first_slot_];
     return worker.generation == generation && worker.alive() ? &worker : nullptr;
 }
 
@@ -558,8 +580,10 @@ void Supervisor::flush(WorkerProcess& worker) {
 
 void Supervisor::submit(const std::string& pack, const std::string& node, std::uint64_t epoch, std::uint32_t index,
                         ReplyHandler reply) {
-    const auto found = std::find_if(workers_.begin(), workers_.end(),
-                                    [&](const auto& w) { return w->pack.name == pack; });
+    // Work goes to packs only: the host runs its own prompts.
+    const auto found = std::find_if(workers_.begin(), workers_.end(), [&](const auto& w) {
+        return w->kind == ParticipantKind::worker && w->pack.name == pack;
+    });
     WorkRequest request{};
     request.prompt_epoch = epoch;
     request.node_index = index;
@@ -632,7 +656,7 @@ void Supervisor::publish(const WorkerProcess& worker) {
     record.pid = worker.process.pid > 0 ? worker.process.pid : 0;
     record.generation = worker.generation;
     record.state = static_cast<std::uint8_t>(worker.state);
-    record.kind = static_cast<std::uint8_t>(ParticipantKind::worker);
+    record.kind = static_cast<std::uint8_t>(worker.kind);
     record.restarts = worker.restarts.restarts();
     record.last_exit_status = worker.last_exit_status;
     record.last_exit_signal = worker.last_exit_signal;
@@ -774,7 +798,7 @@ void Supervisor::relieve_host_pressure(std::optional<Bytes> wanted) {
     if (last_pin_release_ != Clock::time_point{} && now - last_pin_release_ < config_.host.pin_release_interval) return;
     std::vector<PinHolder> holders;
     for (const auto& [slot, figures] : snap.participants) {
-        const WorkerProcess& worker = *workers_[slot - kFirstWorkerSlot];
+        const WorkerProcess& worker = *workers_[slot - first_slot_];
         holders.push_back({slot, worker.generation, figures.pinned});
     }
     const auto plan = plan_pin_releases(holders, deficit);

@@ -157,7 +157,8 @@ private:
     boost::asio::signal_set operator_signals_;  // SIGUSR1: full release; SIGHUP: retry failed packs
     boost::asio::steady_timer heartbeat_timer_;
     boost::asio::steady_timer shutdown_timer_;
-    std::vector<std::unique_ptr<WorkerProcess>> workers_;
+    std::vector<std::unique_ptr<WorkerProcess>> workers_;  // workers_[i] runs in slot first_slot_ + i
+    std::uint32_t first_slot_ = 0;
     std::function<void()> all_started_;
     Observer observer_;
     ArbitrationObserver arbitration_observer_;

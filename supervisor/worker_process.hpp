@@ -1,6 +1,7 @@
 #pragma once
-// The supervisor's private view of one pack's worker: what it started, what it waits
-// for, and what it owes to whoever sent the worker requests.
+// The supervisor's private view of one participant process (a pack's worker, or the
+// ComfyUI host): what it started, what it waits for, and what it owes to whoever sent
+// the worker requests.
 
 #include "shared/message_codec.hpp"
 #include "supervisor/config.hpp"
@@ -28,12 +29,14 @@ struct PendingRequest {
 };
 
 struct WorkerProcess {
-    WorkerProcess(const PackConfig& config, std::uint32_t slot_index, boost::asio::io_context& io)
-        : pack(config), slot(slot_index), restarts(config.restart), pidfd(io), restart_timer(io),
-          handshake_timer(io), kill_timer(io) {}
+    WorkerProcess(const PackConfig& config, std::uint32_t slot_index, ParticipantKind participant_kind,
+                  boost::asio::io_context& io)
+        : pack(config), slot(slot_index), kind(participant_kind), restarts(config.restart), pidfd(io),
+          restart_timer(io), handshake_timer(io), kill_timer(io) {}
 
-    PackConfig pack;
+    PackConfig pack;  // for the host: its "comfyui" section, named kHostParticipantName
     std::uint32_t slot;
+    ParticipantKind kind;
     std::uint32_t generation = 0;
     ParticipantState state = ParticipantState::empty;
     RestartTracker restarts;

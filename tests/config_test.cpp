@@ -198,6 +198,27 @@ TEST_CASE("the memory and host sections land in the struct, defaults where omitt
     CHECK(defaults.host.idle_release == host_defaults.idle_release);
 }
 
+TEST_CASE("the comfyui section lands as the host's process, absent when not given") {
+    const ConfigFolder folder;
+    const Config config = load_config(folder.config(one_pack(
+        "", R"("comfyui": {"command": "worker.sh", "args": ["main.py", "--listen"], "env_allowlist": ["PATH"],
+                           "env": {"PYTHONUNBUFFERED": "1"}, "working_directory": "sub",
+                           "restart": {"max_restarts": 2}})")));
+    REQUIRE(config.comfyui.has_value());
+    const PackConfig& host = *config.comfyui;
+    CHECK(host.name == kHostParticipantName);
+    CHECK(host.command == (folder.path() / "worker.sh").string());
+    CHECK(host.args == std::vector<std::string>{"main.py", "--listen"});
+    CHECK(host.env_allowlist == std::vector<std::string>{"PATH"});
+    CHECK(host.env == std::map<std::string, std::string>{{"PYTHONUNBUFFERED", "1"}});
+    CHECK(host.working_directory == (folder.path() / "sub").string());
+    CHECK(host.restart.max_restarts == 2);
+    CHECK(host.restart.window == RestartPolicy{}.window);
+    // A pack may be called "host" when there is no host to confuse it with.
+    CHECK_FALSE(load_config(folder.config(one_pack())).comfyui.has_value());
+    CHECK(load_config(folder.config(R"({"packs": [{"name": "host", "command": "worker.sh"}]})")).packs[0].name == "host");
+}
+
 TEST_CASE("a simulated device's size takes binary units, with or without a space") {
     const ConfigFolder folder;
     const auto [written, bytes] = GENERATE(table<std::string, std::uint64_t>({
@@ -257,7 +278,7 @@ std::vector<BadConfig> bad_configs() {
          "at /packs/1/name: expected each key once in its object"},
         {"top level not an object", "[]", "at /: expected an object, found []"},
         {"unknown top-level key", one_pack("", R"("colour": "red")"),
-         "at /colour: expected one of the keys device, limits, memory, host, http, packs, found an unknown key"},
+         "at /colour: expected one of the keys device, limits, memory, host, http, comfyui, packs, found an unknown key"},
         {"http listen without a port", one_pack("", R"("http": {"listen": "127.0.0.1"})"),
          "at /http/listen: expected an address and port such as"},
         {"http listen on a host name", one_pack("", R"("http": {"listen": "localhost:8189"})"),
@@ -271,6 +292,22 @@ std::vector<BadConfig> bad_configs() {
         {"host budget not a size", one_pack("", R"("host": {"budget_bytes": "lots"})"), "at /host/budget_bytes: expected a size"},
         {"answer time-out of zero", one_pack("", R"("memory": {"answer_timeout_ms": 0})"),
          "at /memory/answer_timeout_ms: expected"},
+        {"comfyui section not an object", one_pack("", R"("comfyui": "main.py")"),
+         "at /comfyui: expected an object, found \"main.py\""},
+        {"comfyui section without a command", one_pack("", R"("comfyui": {"args": ["main.py"]})"),
+         "at /comfyui/command: expected the path of an executable file (required), found nothing"},
+        {"comfyui command not found", one_pack("", R"("comfyui": {"command": "venv/bin/python"})"),
+         "at /comfyui/command: expected an executable file, found \"venv/bin/python\" ("},
+        {"comfyui section with a name", one_pack("", R"("comfyui": {"name": "ui", "command": "worker.sh"})"),
+         "at /comfyui/name: expected one of the keys command, args, env_allowlist, env, working_directory, restart, "
+         "found an unknown key"},
+        {"comfyui reserved env name", one_pack("", R"("comfyui": {"command": "worker.sh", "env": {"COMFY_SV_SLOT": "0"}})"),
+         "at /comfyui/env/COMFY_SV_SLOT: expected a variable name not starting with COMFY_SV_"},
+        {"comfyui restart out of range", one_pack("", R"("comfyui": {"command": "worker.sh", "restart": {"window_ms": 0}})"),
+         "at /comfyui/restart/window_ms: expected a whole number of milliseconds from 1 to 86400000, found 0"},
+        {"a pack named host beside the host",
+         R"({"comfyui": {"command": "worker.sh"}, "packs": [{"name": "host", "command": "worker.sh"}]})",
+         "at /packs/0/name: expected a name other than \"host\" (the ComfyUI host's, from /comfyui), found \"host\""},
         {"unknown pack key", one_pack(R"("colour": "red")"),
          "at /packs/0/colour: expected one of the keys name, command, args, env_allowlist, env, working_directory, restart, "
          "found an unknown key"},
@@ -372,7 +409,7 @@ std::vector<BadConfig> bad_configs() {
         {"env both passed and set", one_pack(R"("env_allowlist": ["HOME"], "env": {"HOME": "/tmp"})"),
          "at /packs/0/env/HOME: expected a variable not also in env_allowlist, found \"HOME\""},
         {"key with a slash and a newline", one_pack("", R"("a/b\nc": 1)"),
-         "at /a~1b\\x0ac: expected one of the keys device, limits, memory, host, http, packs"},
+         "at /a~1b\\x0ac: expected one of the keys device, limits, memory, host, http, comfyui, packs"},
         {"long value cut short", with_device(R"({"kind": ")" + std::string(100, 'k') + R"("})"),
          "found \"" + std::string(56, 'k') + "..."},
     };

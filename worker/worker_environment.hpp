@@ -19,6 +19,9 @@ inline constexpr const char* kEnvToken = "COMFY_SV_TOKEN";
 inline constexpr const char* kEnvDoorbellFd = "COMFY_SV_DOORBELL_FD";
 inline constexpr const char* kEnvHeartbeatMs = "COMFY_SV_HEARTBEAT_MS";
 inline constexpr const char* kEnvCudaDevice = "COMFY_SV_CUDA_DEVICE";  // absent: the simulated device
+// The participant library built beside the supervisor, for participants that load it
+// (Python, through ctypes); absent when the build has none.
+inline constexpr const char* kEnvLibrary = "COMFY_SV_LIBRARY";
 
 using Token = std::array<std::uint8_t, 32>;
 
