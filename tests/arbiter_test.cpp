@@ -442,3 +442,28 @@ TEST_CASE("the owners that together cover the shortfall are asked at once, each 
     }
     CHECK(world.arbiter.unanswered() == 0);
 }
+
+TEST_CASE("an owner has one eviction command in flight, and its next candidate waits for its answer") {
+    World world;
+    world.join(1);
+    world.join(2);
+    world.join(3);
+    world.load(3, model(30, 5 * kGiB, 5 * kGiB));
+    world.load(2, model(20, 4 * kGiB, 4 * kGiB));
+    world.load(2, model(21, 4 * kGiB, 4 * kGiB));
+    // 11 GiB free; a 13 GiB load needs about 17 GiB: the order is 20, 21 (smaller, the most
+    // recent first), then 30. Model 21's owner is asked first; model 20, same owner, waits.
+    auto actions = world.send(event::Admission{{1, 1}, 1, load_of(13 * kGiB)});
+    auto detach = only<action::SendDetach>(actions);
+    REQUIRE(detach.size() == 1);
+    CHECK(detach[0].command.model_id == 21);
+    CHECK(only<action::SendPartialUnload>(actions).empty());
+    actions = world.detach_and_answer(2, 21);
+    const auto partial = only<action::SendPartialUnload>(actions);
+    REQUIRE(partial.size() == 1);
+    CHECK(partial[0].command.model_id == 20);
+    CHECK(only<action::Grant>(actions).empty());
+    actions = world.free_and_answer(2, 20, partial[0].command.bytes, partial[0].command.bytes);
+    CHECK(only<action::Grant>(actions).size() == 1);
+    CHECK(world.arbiter.unanswered() == 0);
+}

@@ -3,6 +3,7 @@
 #include "shared/byte_size.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace comfy::arbiter {
 
@@ -213,7 +214,7 @@ void Arbiter::start(Request request) {
     }
     const auto& r = request.request;
     const EvictionQuery query{r.device, request.asker.slot, std::span(r.keep_loaded, r.keep_loaded_count)};
-    working_ = Working{request, EvictionQueue(query), {}, false, {}, 0};
+    working_ = Working{request, EvictionQueue(query), {}, std::nullopt, false, {}, 0};
     step();
 }
 
@@ -227,7 +228,8 @@ void Arbiter::step() {
         // for the rest, so one slow owner does not hold up the others.
         const Bytes expected = free + outstanding();
         if (expected >= w.request.target) return;  // resumed by the receipts, deaths or time-outs
-        const auto candidate = w.candidates.next(ledger_);
+        auto candidate = std::exchange(w.held_back, std::nullopt);
+        if (!candidate) candidate = w.candidates.next(ledger_);
         if (!candidate) break;
         const EvictionCandidate next = *candidate;
         const Participant owner{next.owner_slot, next.owner_generation};
@@ -238,6 +240,12 @@ void Arbiter::step() {
             // Dynamic models never evict one another: count this one's bytes as needed.
             w.request.target -= std::min(w.request.target, entry.loaded_or_total());
             continue;
+        }
+        if (std::any_of(w.awaiting.begin(), w.awaiting.end(), [&](const Awaiting& a) { return a.owner.slot == owner.slot; })) {
+            // One command in flight per owner: its answer may change what it should be asked
+            // next, and it keeps the rings shallow however many small models an owner holds.
+            w.held_back = next;
+            return;
         }
         const Bytes shortfall = w.request.target - expected;
         const bool partial = shortfall < entry.loaded_or_total();

@@ -2,11 +2,12 @@
 // The memory arbiter: upstream's admission and eviction rules over the whole machine.
 // One admission is worked at a time, in arrival order: compute the target, and while the
 // asker's free figure is short, ask candidates' owners, in upstream's order, to free the
-// shortfall (partial unload, then detach if it falls short). Owners are separate processes,
-// so the commands that together cover the shortfall go out at once rather than one round
-// trip after another: each next candidate is asked for what the earlier outstanding asks
-// do not cover. Free is re-read at every receipt; with honest receipts the victims and the
-// bytes asked are the ones upstream's one-at-a-time loop would choose.
+// shortfall (partial unload, then detach if it falls short). Owners are separate
+// processes, so the commands that together cover the shortfall go out at once instead of
+// one round trip after another: each next candidate is asked for what the earlier
+// outstanding asks leave, and an owner has at most one command in flight. Free is re-read
+// at every receipt; with honest receipts the victims and the bytes asked are the ones
+// upstream's one-at-a-time loop would choose.
 // A dead owner's entry counts as freed, a busy owner is deferred to its next boundary,
 // and a request that still does not fit follows the configured no-fit policy.
 
@@ -53,6 +54,7 @@ private:
         Request request;
         EvictionQueue candidates;
         std::vector<Awaiting> awaiting;
+        std::optional<EvictionCandidate> held_back;  // next in order; its owner is still answering
         bool siblings_asked = false;      // partial_release went out once the ledger ran dry
         std::set<std::uint32_t> releasing;  // siblings whose release receipt is awaited
         std::uint64_t releasing_since_ms = 0;
