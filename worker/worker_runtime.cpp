@@ -9,8 +9,14 @@
 namespace comfy::worker {
 
 namespace {
+
 constexpr auto kHandshakeTimeout = std::chrono::seconds(30);
-}
+
+// For waits that end only with their answer: far enough never to come, near enough that
+// no clock arithmetic overflows.
+Inbox::Clock::time_point no_deadline() { return Inbox::Clock::now() + std::chrono::hours(24 * 365); }
+
+}  // namespace
 
 WorkerRuntime::WorkerRuntime(const WorkerEnvironment& environment, std::uint64_t capabilities)
     : environment_(environment),
@@ -18,7 +24,7 @@ WorkerRuntime::WorkerRuntime(const WorkerEnvironment& environment, std::uint64_t
       view_(view_of(segment_)),
       doorbell_(environment.doorbell_fd),
       outbound_(view_.from_participant_ring(environment.slot), view_.capacities().ring_slots, &doorbell_),
-      inbound_(view_.to_participant_ring(environment.slot), view_.capacities().ring_slots),
+      inbox_(view_.to_participant_ring(environment.slot), view_.capacities().ring_slots, environment.generation),
       census_(view_.census(environment.slot), environment.generation),
       device_(environment.cuda_device >= 0 ? open_cuda_device(environment.cuda_device)
                                            : std::make_unique<SimulatedDevice>(view_, census_)) {
@@ -32,8 +38,15 @@ WorkerRuntime::WorkerRuntime(const WorkerEnvironment& environment, std::uint64_t
     hello.layout_version = kLayoutVersion;
     hello.capabilities = capabilities;
     std::copy(environment.token.begin(), environment.token.end(), hello.token);
-    send(encode(hello, environment.generation));
-    if (!wait_for_hello_ack(kHandshakeTimeout)) {
+    // HelloAck answers with correlation 0, the Hello's.
+    std::optional<Message> ack;
+    try {
+        ack = ask(encode(hello, environment.generation), Inbox::Clock::now() + kHandshakeTimeout);
+    } catch (...) {
+        stop_heartbeat();  // a joinable thread must not be destroyed
+        throw;
+    }
+    if (!ack) {
         stop_heartbeat();
         throw std::runtime_error("the supervisor did not accept this worker's Hello within 30 s");
     }
@@ -60,41 +73,13 @@ void WorkerRuntime::heartbeat_loop() {
     }
 }
 
-bool WorkerRuntime::wait_for_hello_ack(std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    MessageSlot slot{};
-    while (std::chrono::steady_clock::now() < deadline) {
-        const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - std::chrono::steady_clock::now());
-        if (inbound_.wait(left) != ipc::WaitResult::ready) continue;
-        if (inbound_.try_pop(slot) != ipc::PopResult::ok) continue;
-        const auto decoded = decode(slot);
-        if (!decoded.ok() || decoded.message.header.generation != environment_.generation) continue;
-        if (decoded.message.type() == MessageType::hello_ack) return true;
-        if (decoded.message.type() == MessageType::shutdown) return false;
-    }
-    return false;
-}
-
-std::optional<Message> WorkerRuntime::ask(const MessageSlot& request) {
-    const std::uint64_t correlation = request.header.correlation;
+std::optional<Message> WorkerRuntime::ask(const MessageSlot& request, Inbox::Clock::time_point deadline) {
     send(request);
-    MessageSlot slot{};
-    for (;;) {
-        if (inbound_.wait(std::chrono::seconds(1)) == ipc::WaitResult::corrupt) {
-            throw std::runtime_error("the supervisor's command ring is corrupt; exiting so the supervisor restarts us");
-        }
-        while (inbound_.try_pop(slot) == ipc::PopResult::ok) {
-            const auto decoded = decode(slot);
-            if (!decoded.ok() || decoded.message.header.generation != environment_.generation) continue;
-            if (decoded.message.header.correlation == correlation) return decoded.message;
-            kept_commands_.push_back(decoded.message);
-            if (decoded.message.type() == MessageType::shutdown) return std::nullopt;
-        }
-    }
+    return inbox_.reply_to(request.header.correlation, deadline);
 }
 
 WorkerRuntime::AdmissionAnswer WorkerRuntime::request_admission(const AdmissionRequest& request) {
-    const auto reply = ask(encode(request, environment_.generation, next_correlation()));
+    const auto reply = ask(encode(request, environment_.generation, next_correlation()), no_deadline());
     if (reply && reply->type() == MessageType::admission_grant) {
         return {true, std::get<AdmissionGrant>(reply->payload), {}};
     }
@@ -107,36 +92,26 @@ WorkerRuntime::AdmissionAnswer WorkerRuntime::request_admission(const AdmissionR
 }
 
 std::uint64_t WorkerRuntime::request_pin(std::uint64_t bytes) {
-    const auto reply = ask(encode(PinRequest{bytes}, environment_.generation, next_correlation()));
+    const auto reply = ask(encode(PinRequest{bytes}, environment_.generation, next_correlation()), no_deadline());
     if (!reply || reply->type() != MessageType::pin_grant) return 0;
     return std::min(bytes, std::get<PinGrant>(reply->payload).bytes_granted);
 }
 
+std::optional<Message> WorkerRuntime::next_command(std::chrono::milliseconds timeout) {
+    return inbox_.next_command(Inbox::Clock::now() + timeout);
+}
+
 void WorkerRuntime::serve(CommandHandler& handler) {
     for (;;) {
-        // Commands kept while a handler waited for an admission run first, in order.
-        while (!kept_commands_.empty()) {
-            const Message command = kept_commands_.front();
-            kept_commands_.pop_front();
-            handler.on_command(command);
-            if (command.type() == MessageType::shutdown) return;
-        }
-        if (inbound_.wait(std::chrono::seconds(1)) == ipc::WaitResult::corrupt) {
-            throw std::runtime_error("the supervisor's command ring is corrupt; exiting so the supervisor restarts us");
-        }
-        MessageSlot slot{};
-        // One at a time: a handler may call request_admission, which reads this ring too.
-        if (inbound_.try_pop(slot) != ipc::PopResult::ok) continue;
-        const auto decoded = decode(slot);
-        // The supervisor is trusted, but a message for an older generation of this slot
-        // (left in the ring) must not be applied.
-        if (!decoded.ok() || decoded.message.header.generation != environment_.generation) continue;
-        handler.on_command(decoded.message);
-        if (decoded.message.type() == MessageType::shutdown) return;
+        const auto command = next_command(std::chrono::seconds(1));
+        if (!command) continue;
+        handler.on_command(*command);
+        if (command->type() == MessageType::shutdown) return;
     }
 }
 
 void WorkerRuntime::send(const MessageSlot& message) {
+    const std::lock_guard lock(send_mutex_);
     for (;;) {
         const auto state = outbound_.try_push(message);
         if (state == ipc::PushResult::ok) return;

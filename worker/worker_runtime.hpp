@@ -6,13 +6,14 @@
 
 #include "shared/message_codec.hpp"
 #include "worker/census_writer.hpp"
+#include "worker/inbox.hpp"
 #include "worker/simulated_device.hpp"
 #include "worker/worker_environment.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
-#include <chrono>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -35,6 +36,7 @@ public:
     WorkerRuntime(const WorkerRuntime&) = delete;
     WorkerRuntime& operator=(const WorkerRuntime&) = delete;
 
+    std::uint32_t slot() const noexcept { return environment_.slot; }
     std::uint32_t generation() const noexcept { return environment_.generation; }
     CensusWriter& census() noexcept { return census_; }
     Device& device() noexcept { return *device_; }
@@ -43,14 +45,24 @@ public:
     // normally then; throws std::runtime_error when the inbound ring is corrupt.
     void serve(CommandHandler& handler);
 
-    // Queues one message to the supervisor, waiting while the ring is full.
+    // The next command of this generation, in order (those that arrived while a request
+    // waited for its reply included); nothing after `timeout`. Throws std::runtime_error
+    // when the inbound ring is corrupt. One thread may take commands while another waits
+    // in request_admission() or request_pin().
+    std::optional<Message> next_command(std::chrono::milliseconds timeout);
+
+    // Queues one message to the supervisor, waiting while the ring is full. Safe from
+    // several threads.
     void send(const MessageSlot& message);
 
     // A fresh correlation id for a request to the supervisor.
-    std::uint64_t next_correlation() noexcept { return ++last_correlation_; }
+    std::uint64_t next_correlation() noexcept {
+        // Relaxed: only uniqueness matters, and the increment is atomic whatever the order.
+        return last_correlation_.fetch_add(1, std::memory_order_relaxed) + 1;
+    }
 
     // Asks the supervisor to admit a load and waits for its answer. Commands that arrive
-    // meanwhile are kept, in order, for serve() to run next. A Shutdown arriving first
+    // meanwhile are kept, in order, for next_command(). A Shutdown arriving first
     // answers the request as refused (shutting down).
     struct AdmissionAnswer {
         bool granted = false;
@@ -64,28 +76,27 @@ public:
     std::uint64_t request_pin(std::uint64_t bytes);
 
 private:
-    bool wait_for_hello_ack(std::chrono::milliseconds timeout);
     // Sends a request and waits for the reply with its correlation id, keeping other
-    // commands for serve(). Nothing when a Shutdown arrives first.
-    std::optional<Message> ask(const MessageSlot& request);
+    // commands for next_command(). Nothing when a Shutdown arrives first or the deadline passes.
+    std::optional<Message> ask(const MessageSlot& request, Inbox::Clock::time_point deadline);
     void heartbeat_loop();
+    void stop_heartbeat();
 
     WorkerEnvironment environment_;
     ipc::SharedSegment segment_;
     SegmentView view_;
     ipc::EventFd doorbell_;
+    std::mutex send_mutex_;  // process-local: the outbound ring has one producer at a time
     ipc::RingProducer<MessageSlot> outbound_;
-    ipc::RingConsumer<MessageSlot> inbound_;
+    Inbox inbox_;
     CensusWriter census_;
     std::unique_ptr<Device> device_;  // simulated, or CUDA when the supervisor says so
-    void stop_heartbeat();
 
     std::mutex heartbeat_mutex_;  // process-local: guards stopping_ for the condition variable
     std::condition_variable heartbeat_wake_;
     bool stopping_ = false;
     std::thread heartbeat_;
-    std::uint64_t last_correlation_ = 0;
-    std::deque<Message> kept_commands_;  // arrived during request_admission
+    std::atomic<std::uint64_t> last_correlation_{0};  // process-local
 };
 
 }  // namespace comfy::worker

@@ -1,0 +1,97 @@
+#include "worker/inbox.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <stdexcept>
+
+namespace comfy::worker {
+
+namespace {
+
+constexpr const char* kCorrupt = "the supervisor's command ring is corrupt; exiting so the supervisor restarts us";
+
+bool is_reply(MessageType type) {
+    return type == MessageType::hello_ack || type == MessageType::admission_grant ||
+           type == MessageType::admission_refused || type == MessageType::pin_grant;
+}
+
+}  // namespace
+
+Inbox::Inbox(void* ring, std::uint32_t ring_slots, std::uint32_t generation)
+    : ring_(ring, ring_slots), generation_(generation) {}
+
+std::optional<Message> Inbox::reply_to(std::uint64_t correlation, Clock::time_point deadline) {
+    std::optional<Message> reply;
+    wait_until(deadline, [&] {
+        const auto found = replies_.find(correlation);
+        if (found == replies_.end()) return shutdown_seen_;
+        reply = found->second;
+        replies_.erase(found);
+        return true;
+    });
+    return reply;
+}
+
+std::optional<Message> Inbox::next_command(Clock::time_point deadline) {
+    std::optional<Message> command;
+    wait_until(deadline, [&] {
+        if (commands_.empty()) return false;
+        command = commands_.front();
+        commands_.pop_front();
+        return true;
+    });
+    return command;
+}
+
+template <class Done>
+void Inbox::wait_until(Clock::time_point deadline, Done done) {
+    std::unique_lock lock(mutex_);
+    while (!done() && Clock::now() < deadline) {
+        if (reading_) {
+            // The reader wakes us once it has sorted what it read.
+            changed_.wait_until(lock, deadline);
+            continue;
+        }
+        reading_ = true;
+        lock.unlock();
+        std::deque<Message> arrived;
+        std::exception_ptr failure;
+        try {
+            arrived = read_ring(deadline);
+        } catch (...) {
+            failure = std::current_exception();
+        }
+        lock.lock();
+        reading_ = false;
+        for (const auto& message : arrived) sort(message);
+        changed_.notify_all();
+        if (failure) std::rethrow_exception(failure);
+    }
+}
+
+std::deque<Message> Inbox::read_ring(Clock::time_point deadline) {
+    const auto left = std::max(Clock::duration::zero(), deadline - Clock::now());
+    if (ring_.wait(left) == ipc::WaitResult::corrupt) throw std::runtime_error(kCorrupt);
+    std::deque<Message> arrived;
+    MessageSlot slot{};
+    for (;;) {
+        const auto state = ring_.try_pop(slot);
+        if (state == ipc::PopResult::empty) return arrived;
+        if (state == ipc::PopResult::corrupt) throw std::runtime_error(kCorrupt);
+        const auto decoded = decode(slot);
+        // The supervisor is trusted, but a message for an older generation of this slot
+        // (left in the ring) must not be applied.
+        if (decoded.ok() && decoded.message.header.generation == generation_) arrived.push_back(decoded.message);
+    }
+}
+
+void Inbox::sort(const Message& message) {
+    if (is_reply(message.type())) {
+        replies_[message.header.correlation] = message;
+        return;
+    }
+    if (message.type() == MessageType::shutdown) shutdown_seen_ = true;
+    commands_.push_back(message);
+}
+
+}  // namespace comfy::worker
