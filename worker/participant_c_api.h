@@ -1,0 +1,140 @@
+#ifndef COMFY_PARTICIPANT_C_API_H
+#define COMFY_PARTICIPANT_C_API_H
+/* libcomfy_participant.so: the worker runtime behind a C ABI, for participants that are
+ * not C++ (the ComfyUI host, from Python through ctypes). ctypes over a C ABI rather than
+ * Boost.Python: one .so that any Python 3 (ComfyUI's own venv) loads without being built
+ * against its ABI.
+ *
+ * Functions returning int give 0 on success and -1 on failure; then
+ * comfy_participant_last_error() says in one line what happened (per thread). Any
+ * function may be called from any thread: one thread may wait in
+ * comfy_participant_next_command() while another waits for an admission; commands that
+ * arrive during an admission wait are kept for the next comfy_participant_next_command(). */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COMFY_PARTICIPANT_API __attribute__((visibility("default")))
+
+typedef struct comfy_participant comfy_participant;
+
+/* The commands a participant takes, by their protocol message type. */
+enum {
+    COMFY_COMMAND_SHUTDOWN = 3,
+    COMFY_COMMAND_PARTIAL_UNLOAD = 10,
+    COMFY_COMMAND_DETACH = 11,
+    COMFY_COMMAND_RELEASE_NODE_BOUNDARY = 13,
+    COMFY_COMMAND_CAST_EPOCH_BOUNDARY = 14,
+    COMFY_COMMAND_FULL_RELEASE = 15,
+    COMFY_COMMAND_PARTIAL_RELEASE = 16,
+    COMFY_COMMAND_RELEASE_PINS = 17
+};
+
+typedef struct {
+    uint32_t type;         /* a COMFY_COMMAND_* */
+    uint32_t node_index;   /* release_node_boundary */
+    uint64_t correlation;  /* give it back in the receipt */
+    uint64_t model_id;     /* partial_unload, detach */
+    uint64_t bytes;        /* partial_unload, partial_release, release_pins: bytes asked */
+    uint64_t prompt_epoch; /* release_node_boundary, cast_epoch_boundary */
+    uint32_t reason;       /* full_release: 0 idle sweep, 1 operator, 2 /free, 3 shutdown */
+    uint32_t grace_ms;     /* shutdown: exit within this */
+} comfy_command;
+
+typedef struct {
+    int32_t granted;          /* 1: load; 0: refused */
+    uint32_t vram_state;      /* upstream's VRAMState value */
+    uint64_t device_free;     /* granted: free on the device when decided */
+    uint64_t reserve_bytes;   /* granted: publish as upstream's EXTRA_RESERVED_VRAM */
+    uint64_t shortfall;       /* granted short under policy "admit": bytes still missing */
+    uint64_t needed_bytes;    /* refused: the admission target */
+    uint64_t held_by_others;  /* refused: what the other participants hold */
+    uint32_t refusal_reason;  /* refused: 0 no fit, 1 timed out, 2 shutting down */
+    uint32_t reserved;
+} comfy_admission_answer;
+
+/* The census fields a participant keeps (its device use is kept by the library). */
+typedef struct {
+    uint64_t pinned_bytes;       /* TOTAL_PINNED_MEMORY */
+    uint64_t pinned_ceiling;     /* MAX_PINNED_MEMORY */
+    uint64_t bytes_evicted;
+    uint64_t bytes_evicted_active;
+    uint64_t churn;
+    uint64_t allocator_reserved; /* e.g. torch.cuda.memory_reserved() */
+    uint64_t allocator_active;   /* e.g. torch.cuda.memory_allocated() */
+    uint64_t cast_buffer_bytes;
+    uint64_t resident_set_bytes;
+    uint64_t prompt_epoch;
+    uint32_t last_node;
+    uint32_t pin_errors;
+} comfy_census;
+
+/* Attaches from the COMFY_SV_* environment the supervisor set, says Hello and waits for
+ * its answer. NULL on failure (see comfy_participant_last_error()). */
+COMFY_PARTICIPANT_API comfy_participant* comfy_participant_open(uint64_t capabilities);
+/* Stops the heartbeat and detaches; the handle is gone. NULL is ignored. */
+COMFY_PARTICIPANT_API void comfy_participant_close(comfy_participant* participant);
+/* The last failure on this thread, one line; "" when none. */
+COMFY_PARTICIPANT_API const char* comfy_participant_last_error(void);
+
+COMFY_PARTICIPANT_API uint32_t comfy_participant_slot(const comfy_participant* participant);
+COMFY_PARTICIPANT_API uint32_t comfy_participant_generation(const comfy_participant* participant);
+
+/* The ledger: model ids are the participant's own, non-zero and below 2^48. */
+COMFY_PARTICIPANT_API int comfy_participant_register_model(comfy_participant* participant, uint64_t model_id,
+                                                           uint64_t weights_id, uint64_t total_bytes,
+                                                           uint64_t loaded_bytes, uint32_t device, uint16_t kind,
+                                                           int dynamic);
+/* `sequence` grows by one per report of a model; an older one is dropped by the supervisor. */
+COMFY_PARTICIPANT_API int comfy_participant_report_residency(comfy_participant* participant, uint64_t model_id,
+                                                             uint64_t sequence, uint64_t loaded_bytes,
+                                                             uint32_t references, int currently_used);
+COMFY_PARTICIPANT_API int comfy_participant_drop_model(comfy_participant* participant, uint64_t model_id);
+
+/* Asks leave to load `bytes` and blocks until a grant, a refusal or a shutdown (a refusal
+ * with reason 2). `keep_loaded` lists this participant's own model ids to leave alone. */
+COMFY_PARTICIPANT_API int comfy_participant_request_admission(comfy_participant* participant, uint32_t device,
+                                                              uint64_t bytes, uint64_t largest_tensor,
+                                                              uint32_t streams, uint64_t pinned_bytes,
+                                                              const uint64_t* keep_loaded, uint32_t keep_loaded_count,
+                                                              uint32_t flags, comfy_admission_answer* answer);
+/* Asks leave to pin `bytes` of host memory; *granted is what may be pinned (maybe 0). */
+COMFY_PARTICIPANT_API int comfy_participant_request_pin(comfy_participant* participant, uint64_t bytes,
+                                                        uint64_t* granted);
+
+/* Busy from node_started to node_finished: evictions meanwhile are deferred. */
+COMFY_PARTICIPANT_API int comfy_participant_node_started(comfy_participant* participant, uint64_t prompt_epoch,
+                                                         uint32_t node_index);
+COMFY_PARTICIPANT_API int comfy_participant_node_finished(comfy_participant* participant, uint64_t prompt_epoch,
+                                                          uint32_t node_index, int ok);
+COMFY_PARTICIPANT_API int comfy_participant_update_census(comfy_participant* participant,
+                                                          const comfy_census* census);
+
+/* 1 with *command filled, 0 when `timeout_ms` passed first, -1 on failure. */
+COMFY_PARTICIPANT_API int comfy_participant_next_command(comfy_participant* participant, uint32_t timeout_ms,
+                                                         comfy_command* command);
+/* Answers partial_unload or detach with the bytes really freed, measured. */
+COMFY_PARTICIPANT_API int comfy_participant_send_unload_receipt(comfy_participant* participant, uint64_t correlation,
+                                                                uint64_t model_id, uint64_t bytes_requested,
+                                                                uint64_t bytes_freed, int deferred);
+/* Answers a release command (its COMFY_COMMAND_* type) with the bytes really freed. */
+COMFY_PARTICIPANT_API int comfy_participant_send_release_receipt(comfy_participant* participant, uint64_t correlation,
+                                                                 uint32_t release_type, uint64_t bytes_requested,
+                                                                 uint64_t bytes_freed, int deferred);
+
+/* The participant's device: the simulated device, or CUDA when COMFY_SV_CUDA_DEVICE is
+ * set. allocate returns 1 when the bytes were reserved, 0 when they do not fit. */
+COMFY_PARTICIPANT_API int comfy_participant_device_allocate(comfy_participant* participant, uint64_t bytes);
+COMFY_PARTICIPANT_API int comfy_participant_device_release(comfy_participant* participant, uint64_t bytes);
+COMFY_PARTICIPANT_API uint64_t comfy_participant_device_free(comfy_participant* participant);
+COMFY_PARTICIPANT_API uint64_t comfy_participant_device_used(comfy_participant* participant);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
