@@ -11,7 +11,7 @@ std::string required(const char* name) {
     const char* value = std::getenv(name);
     if (value == nullptr || *value == '\0') {
         throw std::runtime_error(std::string("environment variable ") + name +
-                                 " is not set: comfy-worker must be started by comfy-supervisor");
+                                 " is not set: a participant must be started by comfy-supervisor");
     }
     return value;
 }

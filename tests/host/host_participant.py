@@ -1,0 +1,127 @@
+"""A stand-in for the ComfyUI host in multi-process tests: it takes part through
+comfy_supervisor.participant exactly as comfy_supervisor.comfyui does, on the simulated
+device. It holds models as device bytes allocated through the library, asks admission
+before each load, and answers eviction and release commands from a background thread
+with the bytes it measured freed (its device use before minus after).
+
+    host_participant.py [--hold NAME=SIZE]... [--later NAME=SIZE --when-free-below SIZE]
+
+--hold loads at start; --later loads once the device's free memory falls below the
+threshold (another participant loaded), so the test decides the order. It runs until
+the supervisor's Shutdown. Every event is one line on stderr, for the test to read.
+"""
+
+import argparse
+import sys
+import threading
+import time
+
+from comfy_supervisor import participant as sv
+
+UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+
+
+def size(text):
+    for unit in sorted(UNITS, key=len, reverse=True):
+        if text.endswith(unit):
+            return int(text[:-len(unit)]) * UNITS[unit]
+    raise argparse.ArgumentTypeError(f"expected a size like 12GiB, found {text!r}")
+
+
+def model(text):
+    name, _, amount = text.partition("=")
+    return name, size(amount)
+
+
+def say(line):
+    print(f"host_participant: {line}", file=sys.stderr, flush=True)
+
+
+class Host:
+    def __init__(self, link):
+        self.link = link
+        self.lock = threading.Lock()  # the models, between the main and the command thread
+        self.models = {}              # id -> [name, total, loaded]
+        self.next_id = 1
+        self.stopped = threading.Event()
+
+    def load(self, name, nbytes):
+        answer = self.link.request_admission(nbytes, largest_tensor=nbytes // 8, streams=1)
+        if not answer.granted:
+            say(f"loading {name} refused: {answer.refusal()}")
+            return
+        with self.lock:
+            if not self.link.device_allocate(nbytes):
+                say(f"out of device memory loading {name}")
+                return
+            model_id = self.next_id
+            self.next_id += 1
+            self.models[model_id] = [name, nbytes, nbytes]
+            self.link.register_model(model_id, nbytes, nbytes, kind=sv.KIND_DIFFUSION)
+            self.link.report_residency(model_id, nbytes)
+        say(f"loaded {name} ({nbytes} bytes) as model {model_id}")
+
+    def serve(self):
+        while not self.stopped.is_set():
+            command = self.link.next_command(1.0)
+            if command is None:
+                continue
+            if command.type == sv.SHUTDOWN:
+                self.stopped.set()
+            elif command.type in (sv.PARTIAL_UNLOAD, sv.DETACH):
+                self.unload(command)
+            elif command.type in sv.RELEASES:
+                # Its models are all in the ledger and it keeps no caches: nothing to free.
+                self.link.send_release_receipt(command, 0)
+
+    def unload(self, command):
+        with self.lock:
+            held = self.models.get(command.model_id)
+            loaded = held[2] if held else 0
+            asked = command.bytes if command.type == sv.PARTIAL_UNLOAD else loaded
+            before = self.link.device_used()
+            self.link.device_release(min(asked, loaded))
+            freed = before - self.link.device_used()
+            if held:
+                held[2] -= freed
+                if command.type == sv.DETACH:
+                    del self.models[command.model_id]
+                    self.link.drop_model(command.model_id)
+                else:
+                    self.link.report_residency(command.model_id, held[2])
+        self.link.send_unload_receipt(command, freed, bytes_requested=asked)
+        what = "partial_unload" if command.type == sv.PARTIAL_UNLOAD else "detach"
+        say(f"{what} of model {command.model_id}: freed {freed} bytes of {asked} asked")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--hold", type=model, action="append", default=[])
+    parser.add_argument("--later", type=model)
+    parser.add_argument("--when-free-below", type=size, default=0)
+    options = parser.parse_args()
+    try:
+        link = sv.Participant(capabilities=sv.CAP_PARTIAL_UNLOAD)
+    except sv.ParticipantError as error:
+        say(str(error))
+        return 2
+    say(f"joined in slot {link.slot}, generation {link.generation}")
+    host = Host(link)
+    commands = threading.Thread(target=host.serve, daemon=True)
+    commands.start()
+    for name, nbytes in options.hold:
+        host.load(name, nbytes)
+    if options.later:
+        while link.device_free() >= options.when_free_below and not host.stopped.is_set():
+            time.sleep(0.01)
+        if not host.stopped.is_set():
+            host.load(*options.later)
+    host.stopped.wait()
+    commands.join()
+    link.close()
+    say("shut down")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

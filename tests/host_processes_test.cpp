@@ -1,0 +1,195 @@
+// The ComfyUI host as a participant in slot 0, across real processes on a 24 GiB
+// simulated device: tests/host/host_participant.py takes part through the Python
+// package and libcomfy_participant.so as the ComfyUI integration does, beside two
+// comfy-worker workers. Evictions both ways, a killed host restarted, a bad host section.
+#include <catch2/catch.hpp>
+
+#include "ipc/shm_segment.hpp"
+#include "shared/segment_layout.hpp"
+#include "tests/support/supervisor_process.hpp"
+
+#include <signal.h>
+
+#include <cstdio>
+#include <sstream>
+#include <thread>
+
+using namespace comfy;
+using namespace comfy::test;
+using Catch::Matchers::Contains;
+using nlohmann::json;
+
+namespace {
+
+constexpr double kGiBf = 1073741824.0;
+
+json step_load(const std::string& model, const std::string& bytes) {
+    return {{"op", "load_model"}, {"model", model}, {"bytes", bytes}};
+}
+json step_compute(int ms) { return {{"op", "compute"}, {"ms", ms}}; }
+
+// The host section: the Python host program with `args`, finding the package through
+// PYTHONPATH and the library through the COMFY_SV_LIBRARY the supervisor sets.
+json host_section(const std::vector<std::string>& args) {
+    json all = json::array({HOST_PARTICIPANT_PATH});
+    for (const auto& arg : args) all.push_back(arg);
+    return {{"command", PYTHON3_PATH}, {"args", all}, {"env", {{"PYTHONPATH", PARTICIPANT_PYTHONPATH}}},
+            {"restart", {{"initial_backoff_ms", 50}}}};
+}
+
+json config_with_host(const json& host, const json& packs) {
+    return {{"device", {{"kind", "simulated"}, {"total_bytes", "24GiB"}}},
+            {"limits", {{"heartbeat_timeout_ms", 20000}, {"shutdown_grace_ms", 2000}}},
+            {"comfyui", host},
+            {"packs", packs}};
+}
+
+json workload_of(const json& prompts) { return {{"prompts", prompts}}; }
+json node(const std::string& pack, const std::string& name) { return {{"pack", pack}, {"node", name}}; }
+
+// The device figure of `pack`'s row in the summary's final census, in bytes; -1 if absent.
+double census_device(const std::string& output, const std::string& pack) {
+    std::istringstream lines(output);
+    std::string line;
+    while (std::getline(lines, line)) {
+        std::istringstream row(line);
+        std::string name, pid, generation, restarts, unit;
+        double value = 0;
+        row >> name >> pid >> generation >> restarts >> value >> unit;
+        if (name != pack || !row) continue;
+        return value * (unit == "GiB" ? kGiBf : unit == "MiB" ? 1048576.0 : unit == "KiB" ? 1024.0 : 1.0);
+    }
+    return -1;
+}
+
+// The ledger's entries now, read straight from the segment.
+std::vector<LedgerRecord> ledger_of(const SupervisorProcess& supervisor) {
+    std::vector<LedgerRecord> entries;
+    try {
+        auto segment = attach_segment(supervisor.instance());
+        const auto view = view_of(segment);
+        for (std::uint32_t i = 0; i < view.capacities().ledger_entries; ++i) {
+            LedgerRecord record{};
+            if (view.ledger(i).entry.read(record) == ipc::SeqlockRead::ok && record.owner_generation != 0) {
+                entries.push_back(record);
+            }
+        }
+    } catch (const ipc::SegmentError&) {
+        // Not created yet, or already gone.
+    }
+    return entries;
+}
+
+bool host_holds(const SupervisorProcess& supervisor, std::uint32_t generation) {
+    for (const auto& entry : ledger_of(supervisor)) {
+        if (entry.owner_slot == 0 && entry.owner_generation == generation) return true;
+    }
+    return false;
+}
+
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = std::chrono::seconds(15)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (condition()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("a worker's load that needs the host's model evicted: the host frees its bytes and the grant follows") {
+    TempFolder packs("host");
+    // The worker waits long enough for the host (a Python start-up) to hold its model.
+    const json config = config_with_host(
+        host_section({"--hold", "big=12GiB"}),
+        {reference_pack(packs, "asker", {{"nodes", {{"load", {step_compute(1500), step_load("huge", "14GiB")}}}}}),
+         reference_pack(packs, "idle", idle_pack())});
+    SupervisorProcess supervisor(config, workload_of({{node("asker", "load")}}));
+    CHECK(supervisor.wait() == 0);
+    const auto log = supervisor.log();
+    CHECK_THAT(log, Contains("host_participant: loaded big (12884901888 bytes) as model 1"));
+    CHECK_THAT(log, Contains("asking slot 0 (generation 1) to free"));
+    CHECK_THAT(log, Contains("host_participant: partial_unload of model 1: freed"));
+    CHECK_THAT(supervisor.output(), Contains("prompts run        1 of 1 (0 failed)"));
+    CHECK(census_device(supervisor.output(), "asker") == 14 * kGiBf);
+    // The host's device use went down by what it measured: the grant came after.
+    const double host = census_device(supervisor.output(), "host");
+    CHECK(host > 0);
+    CHECK(host < 12 * kGiBf);
+    CHECK(host + 14 * kGiBf <= 24 * kGiBf);
+}
+
+TEST_CASE("the host's load that needs a worker's model evicted succeeds") {
+    TempFolder packs("host");
+    // The host loads once the holder's 12 GiB are on the device; the clock keeps the
+    // workload (and the supervisor) running meanwhile.
+    const json config = config_with_host(
+        host_section({"--later", "huge=14GiB", "--when-free-below", "13GiB"}),
+        {reference_pack(packs, "holder", {{"nodes", {{"load", {step_load("big", "12GiB")}}}}}),
+         reference_pack(packs, "clock", {{"nodes", {{"wait", {step_compute(3000)}}}}})});
+    SupervisorProcess supervisor(config, workload_of({{node("holder", "load"), node("clock", "wait")}}));
+    CHECK(supervisor.wait() == 0);
+    const auto log = supervisor.log();
+    CHECK_THAT(log, Contains("memory: slot 0 needs"));
+    CHECK_THAT(log, Contains("asking slot 1 (generation 1) to free"));
+    CHECK_THAT(log, Contains("host_participant: loaded huge (15032385536 bytes)"));
+    CHECK(census_device(supervisor.output(), "host") == 14 * kGiBf);
+    const double holder = census_device(supervisor.output(), "holder");
+    CHECK(holder < 12 * kGiBf);
+    CHECK(holder + 14 * kGiBf <= 24 * kGiBf);
+}
+
+TEST_CASE("the host killed with SIGKILL is restarted in slot 0 and its ledger entries leave") {
+    TempFolder packs("host");
+    const json config = config_with_host(host_section({"--hold", "big=2GiB"}),
+                                         {reference_pack(packs, "a", idle_pack()), reference_pack(packs, "b", idle_pack())});
+    SupervisorProcess supervisor(config);
+    REQUIRE(eventually([&] { return host_holds(supervisor, 1); }));
+    const auto first = supervisor.participant("host");
+    REQUIRE(first);
+    CHECK(first->slot == 0);
+    REQUIRE(::kill(first->pid, SIGKILL) == 0);
+    REQUIRE(supervisor.wait_for([](const auto& table) {
+        for (const auto& p : table) {
+            if (p.name == "host" && p.generation == 2 && p.state == ParticipantState::ready) return true;
+        }
+        return false;
+    }));
+    const auto second = *supervisor.participant("host");
+    CHECK(second.slot == 0);
+    CHECK(second.restarts == 1);
+    CHECK(second.last_exit_signal == SIGKILL);
+    // The first life's model left with it; the second holds its own.
+    REQUIRE(eventually([&] { return host_holds(supervisor, 2); }));
+    CHECK_FALSE(host_holds(supervisor, 1));
+    CHECK(supervisor.stop() == 0);
+    CHECK_THAT(supervisor.log(), Contains("host: pid " + std::to_string(first->pid) + " (generation 1) killed by SIGKILL"));
+    CHECK_THAT(supervisor.log(), Contains("host: restarting in 50 ms"));
+}
+
+TEST_CASE("a config with a bad host section is refused with one line") {
+    TempFolder packs("host");
+    json config = config_with_host({{"command", "no-such-python"}}, {reference_pack(packs, "a", idle_pack())});
+    SupervisorProcess supervisor(config);
+    CHECK(supervisor.wait() == 2);
+    const auto log = supervisor.log();
+    CHECK_THAT(log, Contains("at /comfyui/command: expected an executable file, found \"no-such-python\""));
+    CHECK(log.find('\n') == log.size() - 1);
+}
+
+TEST_CASE("the Python participant started outside a supervisor says so in one line") {
+    const std::string command = std::string("env -u COMFY_SV_INSTANCE COMFY_SV_LIBRARY=") + PARTICIPANT_LIBRARY +
+                                " PYTHONPATH=" + PARTICIPANT_PYTHONPATH + " " + PYTHON3_PATH + " " +
+                                HOST_PARTICIPANT_PATH + " 2>&1";
+    FILE* pipe = ::popen(command.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    std::string output;
+    char buffer[256];
+    while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
+    const int status = ::pclose(pipe);
+    CHECK(WEXITSTATUS(status) == 2);
+    CHECK_THAT(output, Contains("host_participant: cannot join the supervisor: environment variable COMFY_SV_INSTANCE is not set: "
+                                      "a participant must be started by comfy-supervisor"));
+    CHECK(output.find('\n') == output.size() - 1);
+}

@@ -1,0 +1,3 @@
+"""comfy-supervisor for Python participants: `participant` wraps the C ABI library
+(libcomfy_participant.so) through ctypes; `comfyui` makes a ComfyUI process the host
+participant. Standard library only."""

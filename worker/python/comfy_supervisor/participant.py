@@ -1,0 +1,271 @@
+"""A participant of comfy-supervisor, from Python, over libcomfy_participant.so (ctypes).
+
+A process the supervisor started (COMFY_SV_SLOT and the other COMFY_SV_* variables set)
+opens a Participant to take part: report the models it holds to the machine-wide
+ledger, ask admission before it loads, take the supervisor's commands and answer them
+with the bytes it really freed, measured. ctypes over a C ABI rather than a compiled
+extension: one .so that any Python 3 (ComfyUI's own venv) loads without being built
+against its ABI. Every failure raises ParticipantError with one line.
+"""
+
+import ctypes
+import os
+import pathlib
+import threading
+from dataclasses import dataclass
+
+LIBRARY_NAME = "libcomfy_participant.so"
+UNKNOWN_BYTES = 2**64 - 1  # a figure not known yet; never read as zero
+
+# Command types, as participant_c_api.h numbers them (the protocol's message types).
+SHUTDOWN = 3
+PARTIAL_UNLOAD = 10
+DETACH = 11
+RELEASE_NODE_BOUNDARY = 13
+CAST_EPOCH_BOUNDARY = 14
+FULL_RELEASE = 15
+PARTIAL_RELEASE = 16
+RELEASE_PINS = 17
+RELEASES = (RELEASE_NODE_BOUNDARY, CAST_EPOCH_BOUNDARY, FULL_RELEASE, PARTIAL_RELEASE, RELEASE_PINS)
+
+# Capabilities declared in Hello.
+CAP_NODE_BOUNDARY_RELEASE = 1 << 0
+CAP_PINNED_MEMORY = 1 << 1
+CAP_PARTIAL_UNLOAD = 1 << 2
+
+# Model kinds of the ledger.
+KIND_UNKNOWN, KIND_DIFFUSION, KIND_TEXT_ENCODER, KIND_VAE, KIND_CLIP_VISION, KIND_CONTROLNET, KIND_OTHER = range(7)
+
+REFUSAL_REASONS = ("it cannot fit", "it waited too long", "the supervisor is shutting down")
+
+
+class ParticipantError(RuntimeError):
+    """A call into the participant library failed; the message is one line."""
+
+
+class _Command(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_uint32), ("node_index", ctypes.c_uint32), ("correlation", ctypes.c_uint64),
+                ("model_id", ctypes.c_uint64), ("bytes", ctypes.c_uint64), ("prompt_epoch", ctypes.c_uint64),
+                ("reason", ctypes.c_uint32), ("grace_ms", ctypes.c_uint32)]
+
+
+class _AdmissionAnswer(ctypes.Structure):
+    _fields_ = [("granted", ctypes.c_int32), ("vram_state", ctypes.c_uint32), ("device_free", ctypes.c_uint64),
+                ("reserve_bytes", ctypes.c_uint64), ("shortfall", ctypes.c_uint64), ("needed_bytes", ctypes.c_uint64),
+                ("held_by_others", ctypes.c_uint64), ("refusal_reason", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
+
+
+class _Census(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "pinned_bytes", "pinned_ceiling", "bytes_evicted", "bytes_evicted_active", "churn", "allocator_reserved",
+        "allocator_active", "cast_buffer_bytes", "resident_set_bytes", "prompt_epoch")] + [
+        ("last_node", ctypes.c_uint32), ("pin_errors", ctypes.c_uint32)]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command from the supervisor; answer it with the matching receipt."""
+    type: int
+    correlation: int
+    model_id: int
+    bytes: int
+    prompt_epoch: int
+    node_index: int
+    reason: int
+    grace_ms: int
+
+
+@dataclass(frozen=True)
+class AdmissionAnswer:
+    granted: bool
+    reserve_bytes: int      # publish as upstream's EXTRA_RESERVED_VRAM
+    device_free: int
+    shortfall: int          # granted short under policy "admit"
+    needed_bytes: int       # refused: the admission target
+    held_by_others: int     # refused: what the other participants hold
+    refusal_reason: int     # refused: an index into REFUSAL_REASONS
+
+    def refusal(self):
+        """Why a load was refused, in one line."""
+        reason = REFUSAL_REASONS[self.refusal_reason] if self.refusal_reason < len(REFUSAL_REASONS) else "unknown"
+        return (f"the supervisor refused the load because {reason}: it needs {self.needed_bytes} bytes, "
+                f"{self.device_free} are free, other processes hold {self.held_by_others}")
+
+
+def find_library():
+    """The library's path: $COMFY_SV_LIBRARY (the supervisor sets it to the one built beside
+    it), else next to this package, else the repository's build/lib."""
+    here = pathlib.Path(__file__).resolve().parent
+    candidates = [os.environ.get("COMFY_SV_LIBRARY"), here / LIBRARY_NAME, here.parents[2] / "build" / "lib" / LIBRARY_NAME]
+    for candidate in candidates:
+        if candidate and pathlib.Path(candidate).is_file():
+            return str(candidate)
+    looked = ", ".join(str(c) for c in candidates if c)
+    raise ParticipantError(f"cannot find {LIBRARY_NAME} (looked at {looked}); build the project "
+                           "(cmake --build build) or set COMFY_SV_LIBRARY to its path")
+
+
+_u32, _u64, _int, _p = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int, ctypes.c_void_p
+_SIGNATURES = {
+    "comfy_participant_open": (_p, [_u64]),
+    "comfy_participant_close": (None, [_p]),
+    "comfy_participant_last_error": (ctypes.c_char_p, []),
+    "comfy_participant_slot": (_u32, [_p]),
+    "comfy_participant_generation": (_u32, [_p]),
+    "comfy_participant_register_model": (_int, [_p, _u64, _u64, _u64, _u64, _u32, ctypes.c_uint16, _int]),
+    "comfy_participant_report_residency": (_int, [_p, _u64, _u64, _u64, _u32, _int]),
+    "comfy_participant_drop_model": (_int, [_p, _u64]),
+    "comfy_participant_request_admission": (_int, [_p, _u32, _u64, _u64, _u32, _u64, ctypes.POINTER(_u64), _u32, _u32,
+                                                   ctypes.POINTER(_AdmissionAnswer)]),
+    "comfy_participant_request_pin": (_int, [_p, _u64, ctypes.POINTER(_u64)]),
+    "comfy_participant_node_started": (_int, [_p, _u64, _u32]),
+    "comfy_participant_node_finished": (_int, [_p, _u64, _u32, _int]),
+    "comfy_participant_update_census": (_int, [_p, ctypes.POINTER(_Census)]),
+    "comfy_participant_next_command": (_int, [_p, _u32, ctypes.POINTER(_Command)]),
+    "comfy_participant_send_unload_receipt": (_int, [_p, _u64, _u64, _u64, _u64, _int]),
+    "comfy_participant_send_release_receipt": (_int, [_p, _u64, _u32, _u64, _u64, _int]),
+    "comfy_participant_device_allocate": (_int, [_p, _u64]),
+    "comfy_participant_device_release": (_int, [_p, _u64]),
+    "comfy_participant_device_free": (_u64, [_p]),
+    "comfy_participant_device_used": (_u64, [_p]),
+}
+
+
+def _load(path):
+    try:
+        library = ctypes.CDLL(path)
+    except OSError as error:
+        raise ParticipantError(f"cannot load {path}: {error}; rebuild the project") from None
+    for name, (result, arguments) in _SIGNATURES.items():
+        function = getattr(library, name)
+        function.restype = result
+        function.argtypes = arguments
+    return library
+
+
+class Participant:
+    """This process's place in the supervisor's segment. Methods may be called from any
+    thread: one thread may wait in next_command() while another waits for an admission."""
+
+    def __init__(self, capabilities=CAP_PARTIAL_UNLOAD, library=None):
+        self._lib = _load(library or find_library())
+        self._handle = self._lib.comfy_participant_open(capabilities)
+        if not self._handle:
+            raise ParticipantError("cannot join the supervisor: " + self._error())
+        self._sequences = {}  # model id -> last residency sequence sent
+        self._sequence_lock = threading.Lock()
+
+    def _error(self):
+        return self._lib.comfy_participant_last_error().decode(errors="replace") or "unknown failure"
+
+    def _check(self, status):
+        if status < 0:
+            raise ParticipantError(self._error())
+        return status
+
+    def close(self):
+        """Stops the heartbeat and detaches; the supervisor sees the process leave when it exits."""
+        if self._handle:
+            self._lib.comfy_participant_close(self._handle)
+            self._handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def slot(self):
+        return self._lib.comfy_participant_slot(self._handle)
+
+    @property
+    def generation(self):
+        return self._lib.comfy_participant_generation(self._handle)
+
+    def register_model(self, model_id, total_bytes, loaded_bytes=UNKNOWN_BYTES, weights_id=None, device=0,
+                       kind=KIND_UNKNOWN, dynamic=False):
+        """A model now held on the device; ids are this process's own, 1 to 2**48 - 1."""
+        with self._sequence_lock:
+            self._sequences[model_id] = 0
+        self._check(self._lib.comfy_participant_register_model(
+            self._handle, model_id, weights_id or model_id, total_bytes, loaded_bytes, device, kind, int(dynamic)))
+
+    def report_residency(self, model_id, loaded_bytes, references=1, currently_used=True):
+        """How much of a model is on the device now (numbered, so a late report never wins)."""
+        with self._sequence_lock:
+            sequence = self._sequences.get(model_id, 0) + 1
+            self._sequences[model_id] = sequence
+        self._check(self._lib.comfy_participant_report_residency(
+            self._handle, model_id, sequence, loaded_bytes, references, int(currently_used)))
+
+    def drop_model(self, model_id):
+        with self._sequence_lock:
+            self._sequences.pop(model_id, None)
+        self._check(self._lib.comfy_participant_drop_model(self._handle, model_id))
+
+    def request_admission(self, nbytes, largest_tensor=0, streams=1, pinned_bytes=0, keep_loaded=(), dynamic=False,
+                          device=0):
+        """Asks leave to load `nbytes`; blocks until the supervisor answers (or shuts down)."""
+        keep = (_u64 * max(1, len(keep_loaded)))(*keep_loaded)
+        answer = _AdmissionAnswer()
+        self._check(self._lib.comfy_participant_request_admission(
+            self._handle, device, nbytes, largest_tensor, streams, pinned_bytes, keep, len(keep_loaded),
+            1 if dynamic else 0, ctypes.byref(answer)))
+        return AdmissionAnswer(bool(answer.granted), answer.reserve_bytes, answer.device_free, answer.shortfall,
+                               answer.needed_bytes, answer.held_by_others, answer.refusal_reason)
+
+    def request_pin(self, nbytes):
+        """The bytes of host memory the supervisor lets this process pin (maybe fewer, or 0)."""
+        granted = _u64()
+        self._check(self._lib.comfy_participant_request_pin(self._handle, nbytes, ctypes.byref(granted)))
+        return granted.value
+
+    def node_started(self, prompt_epoch, node_index=0):
+        self._check(self._lib.comfy_participant_node_started(self._handle, prompt_epoch, node_index))
+
+    def node_finished(self, prompt_epoch, node_index=0, ok=True):
+        self._check(self._lib.comfy_participant_node_finished(self._handle, prompt_epoch, node_index, int(ok)))
+
+    def update_census(self, **fields):
+        """Publishes the census fields given (names as in comfy_census); the rest become 0."""
+        unknown = set(fields) - {name for name, _ in _Census._fields_}
+        if unknown:
+            raise ParticipantError("unknown census field(s): " + ", ".join(sorted(unknown)))
+        self._check(self._lib.comfy_participant_update_census(self._handle, ctypes.byref(_Census(**fields))))
+
+    def next_command(self, timeout_s):
+        """The next command, or None when `timeout_s` seconds passed first."""
+        command = _Command()
+        got = self._check(self._lib.comfy_participant_next_command(
+            self._handle, int(max(0.0, timeout_s) * 1000), ctypes.byref(command)))
+        if not got:
+            return None
+        return Command(command.type, command.correlation, command.model_id, command.bytes, command.prompt_epoch,
+                       command.node_index, command.reason, command.grace_ms)
+
+    def send_unload_receipt(self, command, bytes_freed, bytes_requested=None, deferred=False):
+        """Answers partial_unload or detach with the bytes really freed."""
+        asked = command.bytes if bytes_requested is None else bytes_requested
+        self._check(self._lib.comfy_participant_send_unload_receipt(
+            self._handle, command.correlation, command.model_id, asked, bytes_freed, int(deferred)))
+
+    def send_release_receipt(self, command, bytes_freed, deferred=False):
+        """Answers a release command with the bytes really freed."""
+        self._check(self._lib.comfy_participant_send_release_receipt(
+            self._handle, command.correlation, command.type, command.bytes, bytes_freed, int(deferred)))
+
+    def device_allocate(self, nbytes):
+        """Reserves `nbytes` on this participant's device; False when they do not fit."""
+        return self._check(self._lib.comfy_participant_device_allocate(self._handle, nbytes)) == 1
+
+    def device_release(self, nbytes):
+        self._check(self._lib.comfy_participant_device_release(self._handle, nbytes))
+
+    def device_free(self):
+        """Free on the whole device, every process's use counted."""
+        return self._lib.comfy_participant_device_free(self._handle)
+
+    def device_used(self):
+        """What this process holds on the device."""
+        return self._lib.comfy_participant_device_used(self._handle)
