@@ -1,0 +1,22 @@
+"""comfy-supervisor's ComfyUI custom node. Symlink this folder into ComfyUI/custom_nodes:
+
+    ln -s /path/to/comfy-supervisor/worker/python/comfyui_custom_node ComfyUI/custom_nodes/comfy_supervisor
+
+It adds no nodes. When the supervisor started this ComfyUI (COMFY_SV_SLOT is set) it makes
+the process the host participant (comfy_supervisor.comfyui); otherwise it does nothing.
+"""
+
+import os
+import sys
+
+NODE_CLASS_MAPPINGS = {}
+
+if os.environ.get("COMFY_SV_SLOT"):
+    try:
+        import comfy_supervisor  # noqa: F401 (on PYTHONPATH)
+    except ImportError:
+        # The package sits beside this folder; the symlink resolves to it.
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+    from comfy_supervisor import comfyui
+
+    comfyui.install()
