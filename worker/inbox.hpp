@@ -35,11 +35,12 @@ public:
 private:
     // Waits until done() (called under mutex_) says so or the deadline passes, reading
     // the ring meanwhile unless another thread is reading it.
+    // `spin` is how long the reading thread polls before it sleeps on the ring.
     template <class Done>
-    void wait_until(Clock::time_point deadline, Done done);
+    void wait_until(Clock::time_point deadline, std::chrono::nanoseconds spin, Done done);
     // Waits up to `deadline` for messages and takes all there are. Only the thread that
     // set reading_ calls it, without holding mutex_.
-    std::deque<Message> read_ring(Clock::time_point deadline);
+    std::deque<Message> read_ring(Clock::time_point deadline, std::chrono::nanoseconds spin);
     void sort(const Message& message);
 
     ipc::RingConsumer<MessageSlot> ring_;
