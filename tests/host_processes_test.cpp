@@ -29,11 +29,12 @@ json step_load(const std::string& model, const std::string& bytes) {
 json step_compute(int ms) { return {{"op", "compute"}, {"ms", ms}}; }
 
 // The host section: the Python host program with `args`, finding the package through
-// PYTHONPATH and the library through the COMFY_SV_LIBRARY the supervisor sets.
+// PYTHONPATH and the library through the COMFY_SV_LIBRARY the supervisor sets; no
+// bytecode is written into the source tree.
 json host_section(const std::vector<std::string>& args) {
     json all = json::array({HOST_PARTICIPANT_PATH});
     for (const auto& arg : args) all.push_back(arg);
-    return {{"command", PYTHON3_PATH}, {"args", all}, {"env", {{"PYTHONPATH", PARTICIPANT_PYTHONPATH}}},
+    return {{"command", PYTHON3_PATH}, {"args", all}, {"env", {{"PYTHONPATH", PARTICIPANT_PYTHONPATH}, {"PYTHONDONTWRITEBYTECODE", "1"}}},
             {"restart", {{"initial_backoff_ms", 50}}}};
 }
 
@@ -204,7 +205,7 @@ TEST_CASE("a config with a bad host section is refused with one line") {
 
 TEST_CASE("the Python participant started outside a supervisor says so in one line") {
     const std::string command = std::string("env -u COMFY_SV_INSTANCE COMFY_SV_LIBRARY=") + PARTICIPANT_LIBRARY +
-                                " PYTHONPATH=" + PARTICIPANT_PYTHONPATH + " " + PYTHON3_PATH + " " +
+                                " PYTHONPATH=" + PARTICIPANT_PYTHONPATH + " PYTHONDONTWRITEBYTECODE=1 " + PYTHON3_PATH + " " +
                                 HOST_PARTICIPANT_PATH + " 2>&1";
     FILE* pipe = ::popen(command.c_str(), "r");
     REQUIRE(pipe != nullptr);
