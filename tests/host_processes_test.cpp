@@ -104,7 +104,7 @@ TEST_CASE("a worker's load that needs the host's model evicted: the host frees i
     // The worker waits long enough for the host (a Python start-up) to hold its model.
     const json config = config_with_host(
         host_section({"--hold", "big=12GiB"}),
-        {reference_pack(packs, "asker", {{"nodes", {{"load", {step_compute(1500), step_load("huge", "14GiB")}}}}}),
+        {reference_pack(packs, "asker", {{"nodes", {{"load", {step_compute(2500), step_load("huge", "14GiB")}}}}}),
          reference_pack(packs, "idle", idle_pack())});
     SupervisorProcess supervisor(config, workload_of({{node("asker", "load")}}));
     CHECK(supervisor.wait() == 0);
@@ -174,7 +174,7 @@ TEST_CASE("the ComfyUI integration, on stand-ins for upstream, is admitted, repo
     json host = host_section({});
     host["args"] = {FAKE_COMFYUI_MAIN, "--load", "12"};
     const json config = config_with_host(
-        host, {reference_pack(packs, "asker", {{"nodes", {{"load", {step_compute(1500), step_load("huge", "14GiB")}}}}}),
+        host, {reference_pack(packs, "asker", {{"nodes", {{"load", {step_compute(2500), step_load("huge", "14GiB")}}}}}),
                reference_pack(packs, "idle", idle_pack())});
     SupervisorProcess supervisor(config, workload_of({{node("asker", "load")}}));
     CHECK(supervisor.wait() == 0);
