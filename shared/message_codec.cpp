@@ -16,16 +16,6 @@ template <class A>
 constexpr bool all_zero(const A& array) {
     return std::all_of(std::begin(array), std::end(array), [](auto b) { return b == 0; });
 }
-bool is_release_type(std::uint16_t t) {
-    switch (static_cast<MessageType>(t)) {
-        case MessageType::release_node_boundary:
-        case MessageType::cast_epoch_boundary:
-        case MessageType::full_release:
-        case MessageType::partial_release:
-        case MessageType::release_pins: return true;
-        default: return false;
-    }
-}
 
 Check check(const Hello& m) {
     if (m.pid <= 0) return "hello.pid";
@@ -115,7 +105,7 @@ Check check(const FullRelease& m) {
 Check check(const PartialRelease& m) { return is_bytes(m.bytes) ? nullptr : "partial_release.bytes"; }
 Check check(const ReleasePins& m) { return is_bytes(m.bytes) ? nullptr : "release_pins.bytes"; }
 Check check(const ReleaseReceipt& m) {
-    if (!is_release_type(m.release_type)) return "release_receipt.release_type";
+    if (!is_release(static_cast<MessageType>(m.release_type))) return "release_receipt.release_type";
     if (!is_flag(m.deferred)) return "release_receipt.deferred";
     if (!all_zero(m.reserved)) return "release_receipt.reserved";
     if (!is_bytes(m.bytes_requested)) return "release_receipt.bytes_requested";

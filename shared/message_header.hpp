@@ -46,6 +46,18 @@ inline constexpr std::uint16_t kLastMessageType = static_cast<std::uint16_t>(Mes
 
 std::string_view to_string(MessageType type) noexcept;
 
+// The release messages: each is answered by a release_receipt naming its type.
+constexpr bool is_release(MessageType type) noexcept {
+    switch (type) {
+        case MessageType::release_node_boundary:
+        case MessageType::cast_epoch_boundary:
+        case MessageType::full_release:
+        case MessageType::partial_release:
+        case MessageType::release_pins: return true;
+        default: return false;
+    }
+}
+
 struct MessageHeader {
     std::uint16_t type;          // a MessageType
     std::uint16_t version;       // kMessageVersion of the sender

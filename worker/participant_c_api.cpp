@@ -103,17 +103,8 @@ comfy_command to_command(const Message& message) {
 }
 
 bool is_participant_command(MessageType type) {
-    switch (type) {
-        case MessageType::shutdown:
-        case MessageType::partial_unload:
-        case MessageType::detach:
-        case MessageType::release_node_boundary:
-        case MessageType::cast_epoch_boundary:
-        case MessageType::full_release:
-        case MessageType::partial_release:
-        case MessageType::release_pins: return true;
-        default: return false;
-    }
+    return type == MessageType::shutdown || type == MessageType::partial_unload || type == MessageType::detach ||
+           is_release(type);
 }
 
 }  // namespace
