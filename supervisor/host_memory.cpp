@@ -56,11 +56,17 @@ std::optional<HostMemoryReading> read_host_memory() {
     return reading;
 }
 
+Bytes budget_left(Bytes budget, const std::vector<HostHolding>& holdings) {
+    Bytes held = 0;
+    for (const auto& h : holdings) held += std::max(h.pinned, h.resident);
+    return budget > held ? budget - held : 0;
+}
+
 Bytes pin_grant(Bytes asked, Bytes available, Bytes low_water) {
     return available > low_water ? std::min(asked, available - low_water) : 0;
 }
 
-std::vector<PinRelease> plan_pin_releases(const std::vector<PinHolder>& holders, Bytes deficit, Bytes floor) {
+std::vector<PinRelease> plan_pin_releases(const std::vector<HostHolding>& holders, Bytes deficit, Bytes floor) {
     std::vector<PinRelease> plan;
     Bytes eligible = 0;
     for (const auto& h : holders) {

@@ -23,21 +23,28 @@ std::optional<HostMemoryReading> read_host_memory();
 // How much of a pin request to grant: what keeps `available` above `low_water`.
 Bytes pin_grant(Bytes asked, Bytes available, Bytes low_water);
 
-struct PinHolder {
+// What one live participant holds in host RAM, from its census.
+struct HostHolding {
     std::uint32_t slot;
     std::uint32_t generation;
     Bytes pinned;
+    Bytes resident = 0;  // its resident set
 };
 
+// A configured budget less what the participants hold: each one's resident set, or its
+// pins where those are larger (pinned pages are part of the resident set once touched,
+// and a pin the resident set does not show yet still holds its share of the budget).
+Bytes budget_left(Bytes budget, const std::vector<HostHolding>& holdings);
+
 struct PinRelease {
-    PinHolder holder;
+    HostHolding holder;
     Bytes bytes;
 };
 
 // Spreads `deficit` over the holders in proportion to what each has pinned, skipping
 // holders under `floor` (too small to be worth a message). Each share is rounded up so
 // the shares cover the deficit, and never exceeds what the holder has pinned.
-std::vector<PinRelease> plan_pin_releases(const std::vector<PinHolder>& holders, Bytes deficit,
+std::vector<PinRelease> plan_pin_releases(const std::vector<HostHolding>& holders, Bytes deficit,
                                           Bytes floor = 256 * kMiB);
 
 }  // namespace comfy::supervisor

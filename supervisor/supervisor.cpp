@@ -450,18 +450,24 @@ arbiter::Snapshot Supervisor::snapshot() const {
         const Bytes used = simulated_device_used(view_);
         snap.device_free = used >= snap.device_total ? 0 : snap.device_total - used;
     }
+    for (const auto& [slot, census] : believable_censuses()) {
+        snap.participants[slot] = {census.allocator_reserved, census.allocator_active, census.pinned_bytes};
+    }
+    return snap;
+}
+
+std::map<std::uint32_t, CensusRecord> Supervisor::believable_censuses() const {
+    std::map<std::uint32_t, CensusRecord> censuses;
     for (const auto& worker : workers_) {
         if (!worker->alive()) continue;
         CensusRecord census{};
         if (view_.census(worker->slot).census.read(census) != ipc::SeqlockRead::ok) continue;
         if (census.generation != worker->generation) continue;  // not yet written by this life
-        // Shared memory is input: a figure no machine can have is not believed.
         const bool plausible = census.allocator_reserved <= kMaxBytes && census.allocator_active <= kMaxBytes &&
-                               census.pinned_bytes <= kMaxBytes;
-        if (!plausible) continue;
-        snap.participants[worker->slot] = {census.allocator_reserved, census.allocator_active, census.pinned_bytes};
+                               census.pinned_bytes <= kMaxBytes && census.resident_set_bytes <= kMaxBytes;
+        if (plausible) censuses[worker->slot] = census;
     }
-    return snap;
+    return censuses;
 }
 
 void Supervisor::arbitrate(const arbiter::Event& event) {
@@ -764,7 +770,7 @@ void Supervisor::on_node_finished(WorkerProcess& worker, const NodeFinished& nod
 
 void Supervisor::answer_pin_request(WorkerProcess& worker, const Message& message) {
     const Bytes asked = std::get<PinRequest>(message.payload).bytes;
-    const Bytes available = host_available(snapshot());
+    const Bytes available = host_available(host_holdings());
     const Bytes granted = pin_grant(asked, available, config_.host.low_water_bytes);
     if (granted < asked) {
         log_line(worker.pack.name + ": pin of " + format_byte_size(asked) + " cut to " + format_byte_size(granted) +
@@ -777,31 +783,30 @@ void Supervisor::answer_pin_request(WorkerProcess& worker, const Message& messag
     deliver(worker, encode(PinGrant{granted, std::min(left, kMaxBytes)}, worker.generation, message.header.correlation));
 }
 
-Bytes Supervisor::host_available(const arbiter::Snapshot& snap) const {
-    if (config_.host.budget_bytes > 0) {
-        // A configured budget stands for a memory limit: what the participants pin and
-        // keep resident counts against it.
-        Bytes used = 0;
-        for (const auto& [slot, figures] : snap.participants) used += figures.pinned;
-        return config_.host.budget_bytes > used ? config_.host.budget_bytes - used : 0;
+std::vector<HostHolding> Supervisor::host_holdings() const {
+    std::vector<HostHolding> holdings;
+    for (const auto& [slot, census] : believable_censuses()) {
+        holdings.push_back({slot, census.generation, census.pinned_bytes, census.resident_set_bytes});
     }
+    return holdings;
+}
+
+Bytes Supervisor::host_available(const std::vector<HostHolding>& holdings) const {
+    // A configured budget stands for a memory limit that the participants' pins and
+    // resident sets count against; otherwise the machine's own reading already has them.
+    if (config_.host.budget_bytes > 0) return budget_left(config_.host.budget_bytes, holdings);
     const auto reading = read_host_memory();
     return reading ? reading->available : 0;
 }
 
 void Supervisor::relieve_host_pressure(std::optional<Bytes> wanted) {
-    const auto snap = snapshot();
-    const Bytes available = host_available(snap);
+    const auto holdings = host_holdings();
+    const Bytes available = host_available(holdings);
     if (!wanted && available >= config_.host.low_water_bytes) return;
     const Bytes deficit = wanted ? *wanted : config_.host.low_water_bytes - available;
     const auto now = Clock::now();
     if (last_pin_release_ != Clock::time_point{} && now - last_pin_release_ < config_.host.pin_release_interval) return;
-    std::vector<PinHolder> holders;
-    for (const auto& [slot, figures] : snap.participants) {
-        const WorkerProcess& worker = *workers_[slot - first_slot_];
-        holders.push_back({slot, worker.generation, figures.pinned});
-    }
-    const auto plan = plan_pin_releases(holders, deficit);
+    const auto plan = plan_pin_releases(holdings, deficit);
     if (plan.empty()) return;
     last_pin_release_ = now;
     ++memory_totals_.pin_release_rounds;

@@ -8,6 +8,7 @@
 #include "supervisor/arbiter/arbiter.hpp"
 #include "supervisor/arbiter/trace.hpp"
 #include "supervisor/config.hpp"
+#include "supervisor/host_memory.hpp"
 #include "supervisor/ops_http.hpp"
 #include "supervisor/worker_process.hpp"
 #include "worker/device.hpp"
@@ -16,6 +17,7 @@
 #include <boost/asio/signal_set.hpp>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -110,6 +112,9 @@ private:
     // what it decides, and publishes the ledger's changes to the segment.
     void arbitrate(const arbiter::Event& event);
     arbiter::Snapshot snapshot() const;
+    // The live participants' census records that this life wrote and that hold figures a
+    // machine can have (shared memory is input), by slot.
+    std::map<std::uint32_t, CensusRecord> believable_censuses() const;
     void carry_out(const arbiter::Action& action);
     void publish_ledger();
     WorkerProcess* worker_in(std::uint32_t slot, std::uint32_t generation);
@@ -124,7 +129,8 @@ private:
     // Asks pin holders to release `deficit` in proportion, at most once per interval;
     // with no figure, the deficit is how far available host memory is below low water.
     void relieve_host_pressure(std::optional<Bytes> deficit = std::nullopt);
-    Bytes host_available(const arbiter::Snapshot& snap) const;
+    std::vector<HostHolding> host_holdings() const;
+    Bytes host_available(const std::vector<HostHolding>& holdings) const;
     void release_everything(FullReleaseReason reason);
     void retry_failed_packs();
     void watch_signals();

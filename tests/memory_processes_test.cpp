@@ -137,25 +137,32 @@ TEST_CASE("a busy owner is deferred, then releases at its next boundary") {
 
 TEST_CASE("a pin cut short by the host budget makes the holders release pins in proportion") {
     TempFolder packs("mem");
-    // Each holder runs one more node after the cut: its ring delivers release_pins first.
+    // The budget counts pins and resident sets: 8 GiB for the pins and 64 MiB for the
+    // three workers' resident sets (a few MiB each). Alpha's and gamma's pins fit; beta's
+    // finds about 64 MiB above low water, less the resident sets, so it is cut to that and
+    // the holders are asked for the rest. Each holder runs one more node after the cut:
+    // its ring delivers release_pins first.
     const json config = config_of({reference_pack(packs, "alpha", {{"nodes", {{"pin", {step_pin("4GiB")}}, {"noop", {step_compute(1)}}}}}),
                                    reference_pack(packs, "gamma", {{"nodes", {{"pin", {step_pin("2GiB")}}, {"noop", {step_compute(1)}}}}}),
                                    reference_pack(packs, "beta", {{"nodes", {{"pin", {step_pin("1536MiB")}}}}})},
                                   json::object(),
-                                  {{"budget_bytes", "8GiB"}, {"low_water_bytes", "2GiB"}});
+                                  {{"budget_bytes", "8256MiB"}, {"low_water_bytes", "2GiB"}});
     SupervisorProcess supervisor(
         config, workload_of({{node("alpha", "pin")},
                              {node("gamma", "pin")},
                              {node("beta", "pin")},
                              {node("alpha", "noop"), node("gamma", "noop")}}));
     CHECK(supervisor.wait() == 0);
-    CHECK_THAT(supervisor.log(), Contains("beta: pin of 1.5 GiB cut to 0 B"));
-    CHECK_THAT(supervisor.log(), Contains("asking 2 worker(s) to release 1.5 GiB of pins in proportion"));
-    // 1.5 GiB over 4 GiB and 2 GiB pinned: alpha gives 1 GiB, gamma 0.5 GiB.
-    CHECK(census_figure(supervisor.output(), "alpha", 1) == 3 * kGiBf);
-    CHECK(census_figure(supervisor.output(), "gamma", 1) == 1.5 * kGiBf);
-    CHECK(census_figure(supervisor.output(), "beta", 1) == 0);
-    CHECK_THAT(supervisor.output(), Contains("1.5 GiB freed by release messages, 1 pin-release round(s)"));
+    CHECK_THAT(supervisor.log(), Contains("beta: pin of 1.5 GiB cut to"));
+    CHECK_THAT(supervisor.log(), Contains("asking 2 worker(s) to release"));
+    CHECK_THAT(supervisor.output(), Contains("1 pin-release round(s)"));
+    // What beta was not granted (1.5 GiB less at most 64 MiB) is released 2 to 1, as
+    // alpha's 4 GiB to gamma's 2 GiB.
+    const double alpha_released = 4 * kGiBf - census_figure(supervisor.output(), "alpha", 1);
+    const double gamma_released = 2 * kGiBf - census_figure(supervisor.output(), "gamma", 1);
+    CHECK(alpha_released + gamma_released == Approx(1.5 * kGiBf - 32 * 1048576.0).epsilon(0.05));
+    CHECK(alpha_released == Approx(2 * gamma_released).epsilon(0.05));
+    CHECK(census_figure(supervisor.output(), "beta", 1) < 64 * 1048576.0);
 }
 
 TEST_CASE("no-fit policies: admit grants short, refuse explains, wait times out") {
