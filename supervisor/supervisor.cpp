@@ -170,7 +170,9 @@ int Supervisor::run() {
         if (!ec) begin_shutdown(std::string("received SIG") + sigabbrev_np(signal));
     });
     watch_signals();
-    log_line("segment " + segment_.name() + " created; starting " + std::to_string(workers_.size()) + " worker(s)");
+    const bool with_host = !workers_.empty() && workers_.front()->kind == ParticipantKind::host;
+    log_line("segment " + segment_.name() + " created; starting " + (with_host ? "the ComfyUI host and " : "") +
+             std::to_string(workers_.size() - (with_host ? 1 : 0)) + " worker(s)");
     start_http();
     for (auto& worker : workers_) start_worker(*worker);
     wait_for_messages();
