@@ -295,23 +295,21 @@ int comfy_participant_device_release(comfy_participant* participant, uint64_t by
     });
 }
 
-uint64_t comfy_participant_device_free(comfy_participant* participant) {
-    std::uint64_t free = 0;
-    guarded(participant, [&](comfy_participant& p) {
-        free = p.runtime.device().free_bytes();
+int comfy_participant_device_free(comfy_participant* participant, uint64_t* bytes) {
+    return guarded(participant, [&](comfy_participant& p) {
+        if (bytes == nullptr) throw std::invalid_argument("device_free needs somewhere to put the figure");
+        *bytes = p.runtime.device().free_bytes();
         return 0;
     });
-    return free;
 }
 
-uint64_t comfy_participant_device_used(comfy_participant* participant) {
-    std::uint64_t used = 0;
-    guarded(participant, [&](comfy_participant& p) {
+int comfy_participant_device_used(comfy_participant* participant, uint64_t* bytes) {
+    return guarded(participant, [&](comfy_participant& p) {
+        if (bytes == nullptr) throw std::invalid_argument("device_used needs somewhere to put the figure");
         const std::lock_guard lock(p.census_mutex);
-        used = p.runtime.device().used_by_this_process();
+        *bytes = p.runtime.device().used_by_this_process();
         return 0;
     });
-    return used;
 }
 
 }  // extern "C"

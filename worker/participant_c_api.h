@@ -130,8 +130,10 @@ COMFY_PARTICIPANT_API int comfy_participant_send_release_receipt(comfy_participa
  * set. allocate returns 1 when the bytes were reserved, 0 when they do not fit. */
 COMFY_PARTICIPANT_API int comfy_participant_device_allocate(comfy_participant* participant, uint64_t bytes);
 COMFY_PARTICIPANT_API int comfy_participant_device_release(comfy_participant* participant, uint64_t bytes);
-COMFY_PARTICIPANT_API uint64_t comfy_participant_device_free(comfy_participant* participant);
-COMFY_PARTICIPANT_API uint64_t comfy_participant_device_used(comfy_participant* participant);
+/* *bytes: free on the whole device, every process's use counted. */
+COMFY_PARTICIPANT_API int comfy_participant_device_free(comfy_participant* participant, uint64_t* bytes);
+/* *bytes: what this process holds on the device. */
+COMFY_PARTICIPANT_API int comfy_participant_device_used(comfy_participant* participant, uint64_t* bytes);
 
 #ifdef __cplusplus
 }

@@ -126,8 +126,8 @@ _SIGNATURES = {
     "comfy_participant_send_release_receipt": (_int, [_p, _u64, _u32, _u64, _u64, _int]),
     "comfy_participant_device_allocate": (_int, [_p, _u64]),
     "comfy_participant_device_release": (_int, [_p, _u64]),
-    "comfy_participant_device_free": (_u64, [_p]),
-    "comfy_participant_device_used": (_u64, [_p]),
+    "comfy_participant_device_free": (_int, [_p, ctypes.POINTER(_u64)]),
+    "comfy_participant_device_used": (_int, [_p, ctypes.POINTER(_u64)]),
 }
 
 
@@ -264,8 +264,12 @@ class Participant:
 
     def device_free(self):
         """Free on the whole device, every process's use counted."""
-        return self._lib.comfy_participant_device_free(self._handle)
+        figure = _u64()
+        self._check(self._lib.comfy_participant_device_free(self._handle, ctypes.byref(figure)))
+        return figure.value
 
     def device_used(self):
         """What this process holds on the device."""
-        return self._lib.comfy_participant_device_used(self._handle)
+        figure = _u64()
+        self._check(self._lib.comfy_participant_device_used(self._handle, ctypes.byref(figure)))
+        return figure.value
