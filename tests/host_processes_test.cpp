@@ -1,5 +1,5 @@
 // The ComfyUI host as a participant in slot 0, across real processes on a 24 GiB
-// simulated device: tests/host/host_participant.py takes part through the Python
+// simulated device: examples/host_participant.py takes part through the Python
 // package and libcomfy_participant.so as the ComfyUI integration does, beside two
 // comfy-worker workers. Evictions both ways, a killed host restarted, a bad host section.
 #include <catch2/catch.hpp>

@@ -25,7 +25,7 @@ Both wraps replace module and class attributes: code that imported load_models_g
 name before install() keeps upstream's function and bypasses admission.
 
 NOT RUN AGAINST A REAL ComfyUI: torch and ComfyUI cannot be installed where this project
-is built and tested. The protocol side is tested through tests/host/host_participant.py,
+is built and tested. The protocol side is tested through examples/host_participant.py,
 which drives the same Participant class; the upstream names used here follow
 comfy/model_management.py as described in reference/comfyui-memory-api.txt and may need
 adjusting when upstream changes them.

@@ -1,6 +1,6 @@
-"""A stand-in for the ComfyUI host in multi-process tests: it takes part through
-comfy_supervisor.participant exactly as comfy_supervisor.comfyui does, on the simulated
-device. It holds models as device bytes allocated through the library, asks admission
+"""A stand-in for the ComfyUI host, for the demo and the multi-process tests (where
+torch and ComfyUI cannot run): it takes part through comfy_supervisor.participant
+exactly as comfy_supervisor.comfyui does, on the simulated device. It holds models as device bytes allocated through the library, asks admission
 before each load, and answers eviction and release commands from a background thread
 with the bytes it measured freed (its device use before minus after).
 
@@ -12,6 +12,7 @@ the supervisor's Shutdown. Every event is one line on stderr, for the test to re
 """
 
 import argparse
+import os
 import sys
 import threading
 import time
@@ -65,6 +66,7 @@ class Host:
         while not self.stopped.is_set():
             command = self.link.next_command(1.0)
             if command is None:
+                self.publish_census()
                 continue
             if command.type == sv.SHUTDOWN:
                 self.stopped.set()
@@ -73,6 +75,12 @@ class Host:
             elif command.type in sv.RELEASES:
                 # Its models are all in the ledger and it keeps no caches: nothing to free.
                 self.link.send_release_receipt(command, 0)
+
+    def publish_census(self):
+        """Its resident set, as ComfyUI's host keeps its census (the device figure is the library's)."""
+        with open("/proc/self/statm") as statm:
+            resident = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        self.link.update_census(resident_set_bytes=resident)
 
     def unload(self, command):
         with self.lock:
@@ -107,6 +115,7 @@ def main():
         return 2
     say(f"joined in slot {link.slot}, generation {link.generation}")
     host = Host(link)
+    host.publish_census()
     commands = threading.Thread(target=host.serve, daemon=True)
     commands.start()
     for name, nbytes in options.hold:
