@@ -6,7 +6,10 @@
 #include "supervisor/arbiter/arbiter.hpp"
 #include "supervisor/arbiter/eviction_order.hpp"
 
+#include <algorithm>
 #include <map>
+#include <random>
+#include <tuple>
 
 using namespace comfy;
 using namespace comfy::arbiter;
@@ -466,4 +469,92 @@ TEST_CASE("an owner has one eviction command in flight, and its next candidate w
     actions = world.free_and_answer(2, 20, partial[0].command.bytes, partial[0].command.bytes);
     CHECK(only<action::Grant>(actions).size() == 1);
     CHECK(world.arbiter.unanswered() == 0);
+}
+
+namespace {
+// One eviction command: who, which model, a detach or how many bytes.
+using Ask = std::tuple<std::uint32_t, std::uint64_t, bool, Bytes>;
+
+// Upstream's free_memory as one process runs it: candidates in order, free re-read after
+// each, the shortfall asked, a detach where the shortfall covers the whole model. Every
+// owner here frees exactly what it is asked.
+std::vector<Ask> upstream_asks(const World& world, const EvictionQuery& query, Bytes target) {
+    Bytes free = world.snapshot().device_free;
+    std::vector<Ask> asks;
+    for (const auto row : eviction_order(world.arbiter.ledger(), query)) {
+        if (free >= target) break;
+        const auto& entry = *world.arbiter.ledger().at(row);
+        const Bytes shortfall = target - free;
+        const bool detach = shortfall >= entry.loaded_or_total();
+        asks.emplace_back(entry.owner_slot, entry.model_id, detach, detach ? 0 : shortfall);
+        free += detach ? entry.loaded_or_total() : shortfall;
+    }
+    return asks;
+}
+}  // namespace
+
+TEST_CASE("with honest owners, the asks sent at once are the ones upstream's one-at-a-time loop makes") {
+    for (std::uint64_t seed = 1; seed <= 300; ++seed) {
+        INFO("seed " << seed);
+        std::mt19937_64 random(seed);
+        const auto uniform = [&](std::uint64_t lo, std::uint64_t hi) {
+            return std::uniform_int_distribution<std::uint64_t>(lo, hi)(random);
+        };
+        World world;
+        world.join(1);
+        Bytes held = 0;
+        for (std::uint32_t slot = 2; slot <= 6; ++slot) {
+            world.join(slot);
+            for (std::uint64_t id = 1, models = uniform(1, 3); id <= models; ++id) {
+                const Bytes total = uniform(256, 1400) * kMiB;  // 15 models at most fit the 24 GiB
+                const Bytes loaded = uniform(0, 1) == 0 ? total : uniform(1, total / kMiB) * kMiB;
+                world.load(slot, model(id, total, loaded), static_cast<std::uint32_t>(uniform(1, 3)));
+                held += loaded;
+            }
+        }
+        // A load whose target needs between a little and nearly all of what others hold.
+        const Bytes free = world.snapshot().device_free;
+        const Bytes target = free + uniform(1, held * 9 / 10);
+        Bytes load = 0;
+        while (admission_target(load + 64 * kMiB, 0, 1, kDefaultReserve) <= target) load += 64 * kMiB;
+        if (admission_target(load, 0, 1, kDefaultReserve) <= free) continue;  // fits at once: nothing to compare
+        const Bytes asked_target = admission_target(load, 0, 1, kDefaultReserve);
+        const auto expected = upstream_asks(world, EvictionQuery{0, 1, {}}, asked_target);
+
+        std::vector<Ask> asked;
+        std::vector<Ask> outstanding;
+        bool granted = false;
+        const auto take = [&](const std::vector<Action>& actions) {
+            for (const auto& a : actions) {
+                if (const auto* p = std::get_if<action::SendPartialUnload>(&a)) {
+                    asked.emplace_back(p->to.slot, p->command.model_id, false, p->command.bytes);
+                } else if (const auto* d = std::get_if<action::SendDetach>(&a)) {
+                    asked.emplace_back(d->to.slot, d->command.model_id, true, 0);
+                } else {
+                    granted = granted || std::holds_alternative<action::Grant>(a);
+                    continue;
+                }
+                outstanding.push_back(asked.back());
+            }
+        };
+        take(world.send(event::Admission{{1, 1}, 1, load_of(load)}));
+        while (!outstanding.empty()) {
+            // The owners answer in any order.
+            const auto pick = outstanding.begin() + static_cast<std::ptrdiff_t>(uniform(0, outstanding.size() - 1));
+            const auto [slot, id, detach, bytes] = *pick;
+            outstanding.erase(pick);
+            take(detach ? world.detach_and_answer(slot, id) : world.free_and_answer(slot, id, bytes, bytes));
+        }
+        CHECK(granted);
+        const auto show = [](const std::vector<Ask>& asks) {
+            std::string text;
+            for (const auto& [slot, id, detach, bytes] : asks) {
+                text += " " + std::to_string(slot) + "/" + std::to_string(id) + (detach ? " detach" : " " + std::to_string(bytes / kMiB) + "MiB");
+            }
+            return text;
+        };
+        INFO("asked:" << show(asked) << "\nupstream:" << show(expected));
+        CHECK(asked == expected);
+        CHECK(world.arbiter.unanswered() == 0);
+    }
 }
