@@ -233,9 +233,9 @@ void Arbiter::step() {
         if (!candidate) break;
         const EvictionCandidate next = *candidate;
         const Participant owner{next.owner_slot, next.owner_generation};
-        const auto index = ledger_.find(owner.slot, owner.generation, next.model_id);
-        if (!index) continue;  // dropped, or its owner died, since the queue was made
-        const LedgerEntry entry = *ledger_.at(*index);
+        const LedgerEntry* still = next.in(ledger_);
+        if (still == nullptr) continue;  // dropped, or its owner died, since it was handed out
+        const LedgerEntry entry = *still;
         if (for_dynamic && entry.dynamic) {
             // Dynamic models never evict one another: count this one's bytes as needed.
             w.request.target -= std::min(w.request.target, entry.loaded_or_total());

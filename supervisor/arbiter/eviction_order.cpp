@@ -1,17 +1,28 @@
 #include "supervisor/arbiter/eviction_order.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 namespace comfy::arbiter {
 
 EvictionQueue::EvictionQueue(const EvictionQuery& query)
     : device_(query.device), asker_slot_(query.asker_slot), keep_loaded_(query.keep_loaded.begin(), query.keep_loaded.end()) {}
 
+const LedgerEntry* EvictionCandidate::in(const Ledger& ledger) const {
+    const auto& entry = ledger.at(row);
+    const bool same = entry && entry->owner_slot == owner_slot && entry->owner_generation == owner_generation &&
+                      entry->model_id == model_id;
+    return same ? &*entry : nullptr;
+}
+
 std::optional<EvictionCandidate> EvictionQueue::next(const Ledger& ledger) {
     const auto& order = ledger.order();
-    // The device's entries start at the smallest key with its number.
+    // The device's entries start at the smallest key with its number; everything before
+    // the last place handed out was handed out or passed over, and still is if nothing moved.
     const Ledger::OrderKey first{device_, 0, 0, 0, 0};
-    for (auto it = order.lower_bound({first, 0}); it != order.end() && std::get<0>(it->first) == device_; ++it) {
+    const bool resume = walked_ == &order && walked_version_ == ledger.order_version();
+    for (auto it = resume ? resume_ : order.lower_bound({first, 0});
+         it != order.end() && std::get<0>(it->first) == device_; ++it) {
         const std::size_t row = it->second;
         if (handed_out_.count(row)) continue;
         const LedgerEntry& entry = *ledger.at(row);
@@ -21,7 +32,10 @@ std::optional<EvictionCandidate> EvictionQueue::next(const Ledger& ledger) {
         const auto key = machine_model_key(entry.owner_slot, entry.model_id);
         if (std::find(keep_loaded_.begin(), keep_loaded_.end(), key) != keep_loaded_.end()) continue;
         handed_out_.insert(row);
-        return EvictionCandidate{entry.owner_slot, entry.owner_generation, entry.model_id};
+        walked_ = &order;
+        walked_version_ = ledger.order_version();
+        resume_ = std::next(it);
+        return EvictionCandidate{entry.owner_slot, entry.owner_generation, entry.model_id, row};
     }
     return std::nullopt;
 }
@@ -29,7 +43,7 @@ std::optional<EvictionCandidate> EvictionQueue::next(const Ledger& ledger) {
 std::vector<std::size_t> eviction_order(const Ledger& ledger, const EvictionQuery& query) {
     std::vector<std::size_t> order;
     EvictionQueue queue(query);
-    while (const auto c = queue.next(ledger)) order.push_back(*ledger.find(c->owner_slot, c->owner_generation, c->model_id));
+    while (const auto c = queue.next(ledger)) order.push_back(c->row);
     return order;
 }
 

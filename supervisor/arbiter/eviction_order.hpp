@@ -19,19 +19,24 @@ struct EvictionQuery {
     std::span<const std::uint64_t> keep_loaded;  // machine_model_key()s of models to leave alone
 };
 
-// Which model a candidate is; looked up again when its turn comes, since the ledger may
-// have changed by then.
+// Which model a candidate is, and the table row it had; checked again when its turn
+// comes, since the ledger may have changed by then (an entry keeps its row while it lives).
 struct EvictionCandidate {
     std::uint32_t owner_slot;
     std::uint32_t owner_generation;
     std::uint64_t model_id;
+    std::size_t row;
+
+    // The entry, if the row still holds this candidate.
+    const LedgerEntry* in(const Ledger& ledger) const;
 };
 
 // The candidates of one admission, handed out one at a time from the ledger's live order
 // (Ledger::order), skipping the asker's own models, kept ones, and those already handed
 // out. An admission usually stops after a few candidates, so it never pays for ordering
-// the whole ledger. An entry that changes while the admission runs (an owner reports)
-// is met at its new place; one already handed out is not asked again.
+// the whole ledger. While the order is unchanged each call resumes after the last
+// candidate; once an entry changes (an owner reports) the walk starts again from the
+// front, so a changed entry is met at its new place; one handed out is not asked again.
 class EvictionQueue {
 public:
     EvictionQueue() = default;
@@ -45,6 +50,10 @@ private:
     std::uint32_t asker_slot_ = 0;
     std::vector<std::uint64_t> keep_loaded_;
     std::set<std::size_t> handed_out_;  // table rows
+    // Where the walk stopped, valid while that order (not a copy of it) has not changed.
+    const Ledger::Order* walked_ = nullptr;
+    std::uint64_t walked_version_ = 0;
+    Ledger::Order::const_iterator resume_;
 };
 
 // The whole order at once (tests, tools): table indices of the candidates.

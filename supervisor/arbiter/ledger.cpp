@@ -131,8 +131,14 @@ Ledger::OrderKey Ledger::order_key(const LedgerEntry& e) {
     return {e.device, ~e.offloaded_bytes(), e.references, e.total_bytes, ~e.load_order};
 }
 
-void Ledger::unlink(std::size_t index) { order_.erase({order_key(*table_[index]), index}); }
+void Ledger::unlink(std::size_t index) {
+    order_.erase({order_key(*table_[index]), index});
+    ++order_version_;
+}
 
-void Ledger::link(std::size_t index) { order_.insert({order_key(*table_[index]), index}); }
+void Ledger::link(std::size_t index) {
+    order_.insert({order_key(*table_[index]), index});
+    ++order_version_;
+}
 
 }  // namespace comfy::arbiter

@@ -74,6 +74,8 @@ public:
     using OrderKey = std::tuple<std::uint32_t, Bytes, std::uint32_t, Bytes, std::uint64_t>;
     using Order = std::set<std::pair<OrderKey, std::size_t>>;
     const Order& order() const noexcept { return order_; }
+    // Changes whenever the order does, so a walk over it knows whether it may resume.
+    std::uint64_t order_version() const noexcept { return order_version_; }
     static OrderKey order_key(const LedgerEntry& entry);
 
 private:
@@ -90,6 +92,7 @@ private:
     std::uint64_t next_load_order_ = 1;
     std::set<std::size_t> changed_;
     Order order_;
+    std::uint64_t order_version_ = 0;
 };
 
 }  // namespace comfy::arbiter
