@@ -127,6 +127,38 @@ TEST_CASE("eviction order: each sort key decides in its turn") {
     }
 }
 
+TEST_CASE("an eviction queue meets an entry that changed at its new place, and never hands one out twice") {
+    Ledger ledger(16);
+    for (std::uint32_t id = 1; id <= 4; ++id) ledger.apply_registered(id, 1, model(id, 2 * kGiB, 2 * kGiB));
+    EvictionQueue queue({0, 9, {}});
+    // Equal keys but recency: 4, 3, 2, 1.
+    CHECK(queue.next(ledger)->model_id == 4);
+    CHECK(queue.next(ledger)->model_id == 3);
+    SECTION("unchanged, the walk goes on where it stopped") {
+        CHECK(queue.next(ledger)->model_id == 2);
+        CHECK(queue.next(ledger)->model_id == 1);
+        CHECK_FALSE(queue.next(ledger));
+    }
+    SECTION("an entry that became the most offloaded is met first") {
+        ledger.apply_residency(1, 1, ResidencyReceipt{1, 1, kGiB, 1, 0, {}});
+        CHECK(queue.next(ledger)->model_id == 1);
+        CHECK(queue.next(ledger)->model_id == 2);
+        CHECK_FALSE(queue.next(ledger));
+    }
+    SECTION("a handed-out entry that moved to the front is not handed out again") {
+        ledger.apply_residency(4, 1, ResidencyReceipt{4, 1, kGiB, 1, 0, {}});
+        CHECK(queue.next(ledger)->model_id == 2);
+        CHECK(queue.next(ledger)->model_id == 1);
+        CHECK_FALSE(queue.next(ledger));
+    }
+    SECTION("a copy walks its own ledger") {
+        const Ledger copied = ledger;
+        EvictionQueue copy = queue;
+        CHECK(copy.next(copied)->model_id == 2);
+        CHECK(queue.next(ledger)->model_id == 2);
+    }
+}
+
 TEST_CASE("ledger reports: replaced by newer, older sequences dropped, residency clamped") {
     Ledger ledger(4);
     REQUIRE(ledger.apply_registered(1, 1, model(10, 4 * kGiB, kUnknownBytes)));
