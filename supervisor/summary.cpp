@@ -14,12 +14,13 @@ void print_summary(const Supervisor& supervisor, const WorkloadRunner& runner) {
     std::printf("  prompts run        %u of %u (%u failed)\n", outcome.prompts_run, runner.prompts_total(),
                 outcome.prompts_failed);
     std::printf("  nodes run          %u (%u retried after a worker died)\n", outcome.nodes_run, outcome.nodes_retried);
-    std::printf("  workers started    %u (%u restarts)\n", totals.workers_started, totals.workers_restarted);
+    // The host, when configured, counts among the processes started.
+    std::printf("  processes started  %u (%u restarts)\n", totals.workers_started, totals.workers_restarted);
     std::printf("  peak device use    %s of %s\n", format_byte_size(totals.peak_device_used).c_str(),
                 format_byte_size(device_total).c_str());
     std::printf("  admissions         %u (%u granted short under policy admit, %u refused)\n", totals.admissions,
                 totals.admitted_short, totals.refused);
-    std::printf("  evictions          %u asked of other workers, %s freed (measured by the owners)\n",
+    std::printf("  evictions          %u asked of other participants, %s freed (measured by the owners)\n",
                 totals.evictions_asked, format_byte_size(totals.bytes_evicted).c_str());
     std::printf("  releases           %s freed by release messages, %u pin-release round(s)\n",
                 format_byte_size(totals.bytes_released).c_str(), totals.pin_release_rounds);
