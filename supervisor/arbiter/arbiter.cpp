@@ -12,6 +12,10 @@ std::string who(const Participant& p) {
     return "slot " + std::to_string(p.slot) + " (generation " + std::to_string(p.generation) + ")";
 }
 std::string bytes(Bytes b) { return format_byte_size(b); }
+// Matches the outstanding eviction commands of the owner in `slot`.
+auto of_owner(std::uint32_t slot) {
+    return [slot](const auto& awaiting) { return awaiting.owner.slot == slot; };
+}
 }  // namespace
 
 Arbiter::Arbiter(ArbiterConfig config, std::uint32_t ledger_capacity) : config_(config), ledger_(ledger_capacity) {}
@@ -53,7 +57,7 @@ void Arbiter::on(const event::Left& e) {
         sibling_answered(e.who.slot);
         return;
     }
-    if (working_ && std::erase_if(working_->awaiting, [&](const Awaiting& a) { return a.owner.slot == e.who.slot; })) {
+    if (working_ && std::erase_if(working_->awaiting, of_owner(e.who.slot))) {
         // Its memory went with the process: the eviction succeeded.
         note("owner " + who(e.who) + " died during its eviction; its entries count as freed");
         step();
@@ -241,7 +245,7 @@ void Arbiter::step() {
             w.request.target -= std::min(w.request.target, entry.loaded_or_total());
             continue;
         }
-        if (std::any_of(w.awaiting.begin(), w.awaiting.end(), [&](const Awaiting& a) { return a.owner.slot == owner.slot; })) {
+        if (std::any_of(w.awaiting.begin(), w.awaiting.end(), of_owner(owner.slot))) {
             // One command in flight per owner: its answer may change what it should be asked
             // next, and it keeps the rings shallow however many small models an owner holds.
             w.held_back = next;
@@ -266,18 +270,18 @@ void Arbiter::step() {
         w.awaiting.push_back(Awaiting{owner, next.model_id, !partial, partial ? shortfall : entry.loaded_or_total(),
                                       snapshot_->now_ms});
     }
-    if (free_for(w.request.asker) < w.request.target) {
+    const Bytes free = free_for(w.request.asker);
+    if (free < w.request.target) {
         if (!w.awaiting.empty() || !w.releasing.empty()) return;
         if (!w.siblings_asked) {
             w.siblings_asked = true;
-            if (ask_siblings(w, w.request.target - free_for(w.request.asker))) return;
+            if (ask_siblings(w, w.request.target - free)) return;
         }
     }
     // It fits, or nothing more can be asked. Answers still out for this admission are
     // applied to the ledger when they come, as any receipt.
     Request request = w.request;
     working_.reset();
-    const Bytes free = free_for(request.asker);
     if (free >= request.target) {
         grant(request, 0);
     } else {
