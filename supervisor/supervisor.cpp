@@ -839,8 +839,8 @@ void Supervisor::sweep_idle_workers() {
 void Supervisor::release_everything(FullReleaseReason reason) {
     log_line("operator asked for a full release: every idle worker releases everything");
     for (auto& worker : workers_) {
-        // Releases go only to idle workers; a busy one gets it at its next boundary anyway,
-        // since it reads the ring only between nodes.
+        // Idle and busy workers both get it: a busy one reads the ring only between nodes,
+        // so it finds the message at its next boundary.
         if (worker->state == ParticipantState::ready || worker->state == ParticipantState::busy) {
             deliver(*worker, encode(FullRelease{static_cast<std::uint32_t>(reason), 0}, worker->generation));
         }
