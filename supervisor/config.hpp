@@ -40,7 +40,7 @@ struct DeviceConfig {
 
 // How the supervisor arbitrates device memory (see docs/ARBITRATION.md).
 struct MemoryConfig {
-    std::uint64_t reserve_bytes = std::uint64_t{400} << 20;  // upstream's EXTRA_RESERVED_VRAM
+    std::uint64_t reserve_bytes = kDefaultReserve;  // upstream's EXTRA_RESERVED_VRAM
     arbiter::NoFitPolicy no_fit = arbiter::NoFitPolicy::admit;  // upstream's behaviour
     Milliseconds wait_timeout{30'000};                        // policy wait: refuse after this
     Milliseconds answer_timeout{5'000};                       // an owner silent on an eviction
