@@ -2,6 +2,7 @@
 
 #include "shared/byte_size.hpp"
 #include "shared/device_accounting.hpp"
+#include "supervisor/ctl/report_format.hpp"
 #include "supervisor/ctl/report_json.hpp"
 #include "supervisor/ctl/segment_report.hpp"
 #include "supervisor/host_memory.hpp"
@@ -45,12 +46,6 @@ bool same_token(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) {
     std::uint8_t difference = 0;
     for (std::size_t i = 0; i < n; ++i) difference = static_cast<std::uint8_t>(difference | (a[i] ^ b[i]));
     return difference == 0;
-}
-
-std::uint64_t wall_clock_ms() {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                          std::chrono::system_clock::now().time_since_epoch())
-                                          .count());
 }
 
 std::string describe_exit(int status, int signal) {
@@ -210,7 +205,7 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     attach.heartbeat_interval = std::max(Milliseconds(10), config_.limits.heartbeat_timeout / 5);
     if (cuda_) attach.cuda_device = config_.device.cuda_index;
     worker.state = ParticipantState::spawning;
-    worker.started_at_ms = wall_clock_ms();
+    worker.started_at_ms = ctl::wall_clock_ms();
     publish(worker);
     try {
         worker.process = spawn_process(SpawnRequest{worker.pack.command, worker.pack.args,
