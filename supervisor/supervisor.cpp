@@ -876,8 +876,9 @@ std::string Supervisor::census_json() const {
     // The same report comfyctl prints, read the same validated way from our own segment.
     const auto report = ctl::read_report(instance_, segment_);
     auto out = ctl::workers_json(report);
-    out["census"] = ctl::census_json(report)["census"];
-    out["device"] = ctl::census_json(report)["device"];
+    auto census = ctl::census_json(report);
+    out["census"] = std::move(census["census"]);
+    out["device"] = std::move(census["device"]);
     out["ledger"] = ctl::ledger_json(report)["ledger"];
     return out.dump(2) + "\n";
 }
