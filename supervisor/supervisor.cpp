@@ -608,7 +608,7 @@ void Supervisor::submit(const std::string& pack, const std::string& node, std::u
 }
 
 void Supervisor::dispatch_queued(WorkerProcess& worker) {
-    if (worker.state != ParticipantState::ready && worker.state != ParticipantState::busy) return;
+    if (!worker.up()) return;
     while (!worker.queued.empty()) {
         PendingRequest request = std::move(worker.queued.front());
         worker.queued.pop_front();
@@ -624,7 +624,7 @@ void Supervisor::check_heartbeats() {
     const auto now = Clock::now();
     for (auto& worker_ptr : workers_) {
         WorkerProcess& worker = *worker_ptr;
-        if (worker.state != ParticipantState::ready && worker.state != ParticipantState::busy) continue;
+        if (!worker.up()) continue;
         // Relaxed: only compared with the previous value; a change is all that matters.
         const std::uint64_t beat = view_.census(worker.slot).heartbeat.load(std::memory_order_relaxed);
         if (beat != worker.last_heartbeat) {
@@ -672,8 +672,7 @@ void Supervisor::publish(const WorkerProcess& worker) {
 void Supervisor::check_all_started() {
     if (!all_started_) return;
     const bool all = std::all_of(workers_.begin(), workers_.end(), [](const auto& w) {
-        return w->state == ParticipantState::ready || w->state == ParticipantState::busy ||
-               w->state == ParticipantState::failed;
+        return w->up() || w->state == ParticipantState::failed;
     });
     if (all) std::exchange(all_started_, nullptr)();
 }
@@ -691,7 +690,7 @@ void Supervisor::begin_shutdown(const std::string& why) {
         worker->restart_timer.cancel();
         fail_requests(*worker, FailureReason::shutting_down, true);
         if (!worker->alive()) continue;
-        if (worker->state == ParticipantState::ready || worker->state == ParticipantState::busy) {
+        if (worker->up()) {
             set_state(*worker, ParticipantState::draining);
             deliver(*worker, encode(Shutdown{static_cast<std::uint32_t>(config_.limits.shutdown_grace.count()), 0},
                                     worker->generation));
@@ -749,7 +748,7 @@ void Supervisor::on_node_started(WorkerProcess& worker, const NodeStarted& node)
     // finds the message at its next boundary).
     prompt_epoch_ = node.prompt_epoch;
     for (auto& other : workers_) {
-        if (other->state == ParticipantState::ready || other->state == ParticipantState::busy) {
+        if (other->up()) {
             deliver(*other, encode(CastEpochBoundary{prompt_epoch_}, other->generation));
         }
     }
@@ -836,7 +835,7 @@ void Supervisor::release_everything(FullReleaseReason reason) {
     for (auto& worker : workers_) {
         // Idle and busy workers both get it: a busy one reads the ring only between nodes,
         // so it finds the message at its next boundary.
-        if (worker->state == ParticipantState::ready || worker->state == ParticipantState::busy) {
+        if (worker->up()) {
             deliver(*worker, encode(FullRelease{static_cast<std::uint32_t>(reason), 0}, worker->generation));
         }
     }
@@ -911,8 +910,7 @@ std::string Supervisor::metrics_text() const {
     value("comfy_pin_release_rounds_total", totals.pin_release_rounds);
     metric("comfy_worker_up", "gauge", "1 when the pack's worker is ready or busy.");
     for (const auto& w : workers_) {
-        const bool up = w->state == ParticipantState::ready || w->state == ParticipantState::busy;
-        value("comfy_worker_up{pack=\"" + w->pack.name + "\"}", up ? 1 : 0);
+        value("comfy_worker_up{pack=\"" + w->pack.name + "\"}", w->up() ? 1 : 0);
     }
     metric("comfy_worker_restarts_total", "counter", "Restarts of the pack's worker.");
     for (const auto& w : workers_) value("comfy_worker_restarts_total{pack=\"" + w->pack.name + "\"}", w->restarts.restarts());

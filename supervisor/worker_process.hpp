@@ -65,6 +65,8 @@ struct WorkerProcess {
     std::map<std::uint64_t, ReplyHandler> in_flight;  // sent, by correlation id
 
     bool alive() const noexcept { return process.pid > 0; }
+    // Ready or busy: past its Hello and taking messages (not draining, dead or failed).
+    bool up() const noexcept { return state == ParticipantState::ready || state == ParticipantState::busy; }
 };
 
 }  // namespace comfy::supervisor
