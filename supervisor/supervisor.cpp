@@ -766,14 +766,15 @@ void Supervisor::on_node_finished(WorkerProcess& worker, const NodeFinished& nod
 
 void Supervisor::answer_pin_request(WorkerProcess& worker, const Message& message) {
     const Bytes asked = std::get<PinRequest>(message.payload).bytes;
-    const Bytes available = host_available(host_holdings());
+    const auto holdings = host_holdings();
+    const Bytes available = host_available(holdings);
     const Bytes granted = pin_grant(asked, available, config_.host.low_water_bytes);
     if (granted < asked) {
         log_line(worker.pack.name + ": pin of " + format_byte_size(asked) + " cut to " + format_byte_size(granted) +
                  ": host has " + format_byte_size(available) + " available, keeping " +
                  format_byte_size(config_.host.low_water_bytes) + " free");
         // Make room for the next try, as upstream's ensure_pin_budget frees pins first.
-        relieve_host_pressure(asked - granted);
+        relieve_host_pressure(asked - granted, holdings, available);
     }
     const Bytes left = available > granted ? available - granted : 0;
     deliver(worker, encode(PinGrant{granted, std::min(left, kMaxBytes)}, worker.generation, message.header.correlation));
@@ -795,13 +796,22 @@ Bytes Supervisor::host_available(const std::vector<HostHolding>& holdings) const
     return reading ? reading->available : 0;
 }
 
-void Supervisor::relieve_host_pressure(std::optional<Bytes> wanted) {
+bool Supervisor::pin_release_recent(Clock::time_point now) const {
+    return last_pin_release_ != Clock::time_point{} && now - last_pin_release_ < config_.host.pin_release_interval;
+}
+
+void Supervisor::relieve_host_pressure() {
+    // The interval first: host memory is read only when a round could go out.
+    if (pin_release_recent(Clock::now())) return;
     const auto holdings = host_holdings();
     const Bytes available = host_available(holdings);
-    if (!wanted && available >= config_.host.low_water_bytes) return;
-    const Bytes deficit = wanted ? *wanted : config_.host.low_water_bytes - available;
+    if (available >= config_.host.low_water_bytes) return;
+    relieve_host_pressure(config_.host.low_water_bytes - available, holdings, available);
+}
+
+void Supervisor::relieve_host_pressure(Bytes deficit, const std::vector<HostHolding>& holdings, Bytes available) {
     const auto now = Clock::now();
-    if (last_pin_release_ != Clock::time_point{} && now - last_pin_release_ < config_.host.pin_release_interval) return;
+    if (pin_release_recent(now)) return;
     const auto plan = plan_pin_releases(holdings, deficit);
     if (plan.empty()) return;
     last_pin_release_ = now;

@@ -126,9 +126,13 @@ private:
     void on_node_finished(WorkerProcess& worker, const NodeFinished& node);
     void answer_pin_request(WorkerProcess& worker, const Message& message);
     void sweep_idle_workers();
-    // Asks pin holders to release `deficit` in proportion, at most once per interval;
-    // with no figure, the deficit is how far available host memory is below low water.
-    void relieve_host_pressure(std::optional<Bytes> deficit = std::nullopt);
+    // Asks pin holders to release, in proportion, how far available host memory is below
+    // low water; at most one round per interval.
+    void relieve_host_pressure();
+    // The same for `deficit`, with the holdings and available figure the caller just read.
+    void relieve_host_pressure(Bytes deficit, const std::vector<HostHolding>& holdings, Bytes available);
+    // Whether a round of release_pins went out less than an interval before `now`.
+    bool pin_release_recent(std::chrono::steady_clock::time_point now) const;
     std::vector<HostHolding> host_holdings() const;
     Bytes host_available(const std::vector<HostHolding>& holdings) const;
     void release_everything(FullReleaseReason reason);
