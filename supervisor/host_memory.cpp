@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 namespace comfy::supervisor {
 
@@ -44,13 +45,13 @@ std::optional<Bytes> mem_available() {
 
 std::optional<HostMemoryReading> read_host_memory() {
     std::optional<HostMemoryReading> reading;
-    if (const auto available = mem_available()) reading = HostMemoryReading{*available, "MemAvailable"};
+    if (const auto available = mem_available()) reading = HostMemoryReading{*available};
     if (const auto cgroup = own_cgroup()) {
         const auto limit = read_number(*cgroup + "/memory.max");
         const auto current = read_number(*cgroup + "/memory.current");
         if (limit && current) {
             const Bytes headroom = *limit > *current ? *limit - *current : 0;
-            if (!reading || headroom < reading->available) reading = HostMemoryReading{headroom, "cgroup memory.max"};
+            if (!reading || headroom < reading->available) reading = HostMemoryReading{headroom};
         }
     }
     return reading;

@@ -6,14 +6,12 @@
 #include "shared/memory_arithmetic.hpp"
 
 #include <optional>
-#include <string>
 #include <vector>
 
 namespace comfy::supervisor {
 
 struct HostMemoryReading {
     Bytes available = 0;
-    std::string source;  // "cgroup memory.max", "MemAvailable": for log lines
 };
 
 // The smaller of the cgroup v2 headroom (memory.max - memory.current of our cgroup, when

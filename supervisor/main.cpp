@@ -4,7 +4,6 @@
 //   comfy-supervisor run --config FILE [--instance NAME] [--workload FILE] [--record FILE]
 //   comfy-supervisor replay TRACE.jsonl
 
-#include "supervisor/log.hpp"
 #include "supervisor/summary.hpp"
 
 #include <cstdio>

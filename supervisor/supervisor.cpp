@@ -5,7 +5,6 @@
 #include "supervisor/ctl/report_format.hpp"
 #include "supervisor/ctl/report_json.hpp"
 #include "supervisor/ctl/segment_report.hpp"
-#include "supervisor/host_memory.hpp"
 #include "worker/device_factory.hpp"
 #include "supervisor/log.hpp"
 
@@ -471,7 +470,8 @@ void Supervisor::arbitrate(const arbiter::Event& event) {
     const auto snap = snapshot();
     // Every allocation is followed by a report, and every tick arbitrates: the peak is
     // sampled here from the reading the arbiter uses anyway.
-    peak_device_used_ = std::max(peak_device_used_, snap.device_total - std::min(snap.device_free, snap.device_total));
+    memory_totals_.peak_device_used =
+        std::max(memory_totals_.peak_device_used, snap.device_total - std::min(snap.device_free, snap.device_total));
     const auto actions = arbiter_.handle(event, snap);
     if (recorder_) recorder_->record(event, snap, actions);
     for (const auto& action : actions) carry_out(action);
@@ -724,7 +724,6 @@ Supervisor::Totals Supervisor::totals() const {
         totals.workers_started += worker->starts;
         totals.workers_restarted += worker->starts > 0 ? worker->starts - 1 : 0;
     }
-    totals.peak_device_used = peak_device_used_;
     return totals;
 }
 

@@ -90,7 +90,6 @@ public:
         CensusRecord census;
     };
     std::vector<CensusRow> census_rows() const;
-    const std::vector<std::unique_ptr<WorkerProcess>>& workers() const noexcept { return workers_; }
 
 private:
     void start_worker(WorkerProcess& worker);
@@ -174,7 +173,6 @@ private:
     ArbitrationObserver arbitration_observer_;
     bool shutting_down_ = false;
     std::uint64_t next_correlation_ = 1;
-    std::uint64_t peak_device_used_ = 0;
     arbiter::Arbiter arbiter_;
     std::optional<arbiter::TraceRecorder> recorder_;
     std::optional<OpsHttpServer> http_;
