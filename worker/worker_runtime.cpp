@@ -12,6 +12,17 @@ namespace {
 
 constexpr auto kHandshakeTimeout = std::chrono::seconds(30);
 
+// The segment's view, once `slot` is known to be one of its participant slots: the rings
+// and the census slot are reached through it before the constructor's body runs.
+SegmentView view_for_slot(const ipc::SharedSegment& segment, std::uint32_t slot) {
+    SegmentView view = view_of(segment);
+    if (slot >= view.capacities().participants) {
+        throw std::runtime_error("slot " + std::to_string(slot) + " is outside the segment's " +
+                                 std::to_string(view.capacities().participants) + " participant slots");
+    }
+    return view;
+}
+
 // For waits that end only with their answer: far enough never to come, near enough that
 // no clock arithmetic overflows.
 Inbox::Clock::time_point no_deadline() { return Inbox::Clock::now() + std::chrono::hours(24 * 365); }
@@ -21,17 +32,13 @@ Inbox::Clock::time_point no_deadline() { return Inbox::Clock::now() + std::chron
 WorkerRuntime::WorkerRuntime(const WorkerEnvironment& environment, std::uint64_t capabilities)
     : environment_(environment),
       segment_(attach_segment(environment.instance)),
-      view_(view_of(segment_)),
+      view_(view_for_slot(segment_, environment.slot)),
       doorbell_(environment.doorbell_fd),
       outbound_(view_.from_participant_ring(environment.slot), view_.capacities().ring_slots, &doorbell_),
       inbox_(view_.to_participant_ring(environment.slot), view_.capacities().ring_slots, environment.generation),
       census_(view_.census(environment.slot), environment.generation),
       device_(environment.cuda_device >= 0 ? open_cuda_device(environment.cuda_device)
                                            : std::make_unique<SimulatedDevice>(view_, census_)) {
-    if (environment.slot >= view_.capacities().participants) {
-        throw std::runtime_error("slot " + std::to_string(environment.slot) + " is outside the segment's " +
-                                 std::to_string(view_.capacities().participants) + " participant slots");
-    }
     heartbeat_ = std::thread([this] { heartbeat_loop(); });
     Hello hello{};
     hello.pid = ::getpid();
