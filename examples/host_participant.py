@@ -12,7 +12,6 @@ the supervisor's Shutdown. Every event is one line on stderr, for the test to re
 """
 
 import argparse
-import os
 import sys
 import threading
 import time
@@ -78,9 +77,7 @@ class Host:
 
     def publish_census(self):
         """Its resident set, as ComfyUI's host keeps its census (the device figure is the library's)."""
-        with open("/proc/self/statm") as statm:
-            resident = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        self.link.update_census(resident_set_bytes=resident)
+        self.link.update_census(resident_set_bytes=sv.resident_set_bytes())
 
     def unload(self, command):
         with self.lock:

@@ -196,14 +196,12 @@ class _Host:
         import torch
         device = self.mm.get_torch_device()
         on_cuda = device.type == "cuda"
-        with open("/proc/self/statm") as statm:
-            resident = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         self.link.update_census(
             pinned_bytes=max(0, int(getattr(self.mm, "TOTAL_PINNED_MEMORY", 0))),
             pinned_ceiling=max(0, int(getattr(self.mm, "MAX_PINNED_MEMORY", 0))),
             allocator_reserved=torch.cuda.memory_reserved(device) if on_cuda else 0,
             allocator_active=torch.cuda.memory_allocated(device) if on_cuda else 0,
-            resident_set_bytes=resident,
+            resident_set_bytes=sv.resident_set_bytes(),
             prompt_epoch=self.epoch)
 
     # ---- prompts: busy from start to end ----

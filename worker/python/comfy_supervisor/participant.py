@@ -92,6 +92,12 @@ class AdmissionAnswer:
                 f"{self.device_free} are free, other processes hold {self.held_by_others}")
 
 
+def resident_set_bytes():
+    """This process's resident set, for the census."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def find_library():
     """The library's path: $COMFY_SV_LIBRARY (the supervisor sets it to the one built beside
     it), else next to this package, else the repository's build/lib."""
