@@ -36,6 +36,18 @@ static_assert(COMFY_COMMAND_RELEASE_PINS == static_cast<int>(MessageType::releas
 
 thread_local std::string last_error;
 
+// Keeps the exception being handled as this thread's last error, on one line.
+void remember_failure(const char* unknown) {
+    try {
+        throw;
+    } catch (const std::exception& e) {
+        last_error = e.what();
+    } catch (...) {
+        last_error = unknown;
+    }
+    std::replace(last_error.begin(), last_error.end(), '\n', ' ');
+}
+
 // Runs `call`, turning an exception into -1 and a line for comfy_participant_last_error().
 template <class Call>
 int guarded(comfy_participant* participant, Call call) {
@@ -45,25 +57,27 @@ int guarded(comfy_participant* participant, Call call) {
     }
     try {
         return call(*participant);
-    } catch (const std::exception& e) {
-        last_error = e.what();
     } catch (...) {
-        last_error = "unknown failure in the participant library";
+        remember_failure("unknown failure in the participant library");
     }
-    std::replace(last_error.begin(), last_error.end(), '\n', ' ');
     return -1;
 }
 
 // Sends `payload` after checking it as the supervisor will: a field it would refuse
 // would get this process stopped, so it is an error here instead.
 template <class Payload>
-int send_checked(comfy_participant& participant, const Payload& payload, std::uint64_t correlation = 0) {
+MessageSlot checked(const comfy_participant& participant, const Payload& payload, std::uint64_t correlation = 0) {
     const MessageSlot slot = encode(payload, participant.runtime.generation(), correlation);
     if (const auto decoded = decode(slot); !decoded.ok()) {
         throw std::invalid_argument(std::string("invalid ") + std::string(to_string(Payload::kType)) + ": " +
                                     decoded.describe());
     }
-    participant.runtime.send(slot);
+    return slot;
+}
+
+template <class Payload>
+int send_checked(comfy_participant& participant, const Payload& payload, std::uint64_t correlation = 0) {
+    participant.runtime.send(checked(participant, payload, correlation));
     return 0;
 }
 
@@ -115,12 +129,9 @@ comfy_participant* comfy_participant_open(uint64_t capabilities) {
     try {
         last_error.clear();
         return new comfy_participant(capabilities);
-    } catch (const std::exception& e) {
-        last_error = e.what();
     } catch (...) {
-        last_error = "unknown failure attaching to the supervisor";
+        remember_failure("unknown failure attaching to the supervisor");
     }
-    std::replace(last_error.begin(), last_error.end(), '\n', ' ');
     return nullptr;
 }
 
@@ -179,9 +190,7 @@ int comfy_participant_request_admission(comfy_participant* participant, uint32_t
         for (std::uint32_t i = 0; i < keep_loaded_count; ++i) {
             request.keep_loaded[i] = machine_model_key(p.runtime.slot(), keep_loaded[i]);
         }
-        if (const auto decoded = decode(encode(request, p.runtime.generation())); !decoded.ok()) {
-            throw std::invalid_argument("invalid admission_request: " + decoded.describe());
-        }
+        checked(p, request);
         const auto reply = p.runtime.request_admission(request);
         *answer = comfy_admission_answer{};
         answer->granted = reply.granted ? 1 : 0;
