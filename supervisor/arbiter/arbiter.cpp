@@ -391,13 +391,7 @@ void Arbiter::refuse(const Request& request, RefusalReason reason) {
     refusal.needed_bytes = std::min(request.target, kMaxBytes);
     // The figure the decision used: free less what others were granted and not loaded yet.
     refusal.device_free = std::min(free_for(request.asker), kMaxBytes);
-    Bytes held_by_others = 0;
-    for (std::size_t i = 0; i < ledger_.capacity(); ++i) {
-        const auto& e = ledger_.at(i);
-        if (e && e->device == request.request.device && e->owner_slot != request.asker.slot) {
-            held_by_others += e->loaded_or_total();
-        }
-    }
+    const Bytes held_by_others = ledger_.loaded_on(request.request.device, request.asker.slot);
     refusal.held_by_others = std::min(held_by_others, kMaxBytes);
     refusal.reason = static_cast<std::uint32_t>(reason);
     note("refusing slot " + std::to_string(request.asker.slot) + ": needs " + bytes(request.target) + ", free " +

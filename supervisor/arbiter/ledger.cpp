@@ -116,10 +116,10 @@ std::optional<std::size_t> Ledger::find(std::uint32_t slot, std::uint32_t genera
     return found->second;
 }
 
-Bytes Ledger::loaded_on(std::uint32_t device) const {
+Bytes Ledger::loaded_on(std::uint32_t device, std::optional<std::uint32_t> except_slot) const {
     Bytes sum = 0;
     for (const auto& e : table_) {
-        if (e && e->device == device) sum += e->loaded_or_total();
+        if (e && e->device == device && e->owner_slot != except_slot) sum += e->loaded_or_total();
     }
     return sum;
 }

@@ -62,8 +62,9 @@ public:
     const std::optional<LedgerEntry>& at(std::size_t index) const { return table_[index]; }
     std::size_t capacity() const noexcept { return table_.size(); }
     std::size_t size() const noexcept { return size_; }
-    // Sum of loaded bytes (unknown counted as total) over entries on `device`.
-    Bytes loaded_on(std::uint32_t device) const;
+    // Sum of loaded bytes (unknown counted as total) over entries on `device`, leaving
+    // out those of the participant in `except_slot` when one is given.
+    Bytes loaded_on(std::uint32_t device, std::optional<std::uint32_t> except_slot = std::nullopt) const;
 
     // Indices changed since the last call, for publishing to the segment.
     std::set<std::size_t> take_changed();
