@@ -82,11 +82,11 @@ void Arbiter::loaded_more(std::uint32_t slot, Bytes bytes) {
 
 void Arbiter::on(const event::Registered& e) {
     if (!current(e.who)) return;
-    if (!ledger_.apply_registered(e.who.slot, e.who.generation, e.report)) {
+    const auto index = ledger_.apply_registered(e.who.slot, e.who.generation, e.report);
+    if (!index) {
         note("ledger full: model " + std::to_string(e.report.model_id) + " of " + who(e.who) + " is not tracked");
         return;
     }
-    const auto index = ledger_.find(e.who.slot, e.who.generation, e.report.model_id);
     // An unknown figure is read as fully loaded, as everywhere in the ledger.
     loaded_more(e.who.slot, ledger_.at(*index)->loaded_or_total());
     receipt_since_publish_ = true;

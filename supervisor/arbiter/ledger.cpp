@@ -32,14 +32,14 @@ Ledger::Ledger(std::uint32_t capacity) : table_(capacity) {
     for (std::size_t row = capacity; row > 0; --row) free_rows_.push_back(row - 1);
 }
 
-bool Ledger::apply_registered(std::uint32_t slot, std::uint32_t generation, const ModelRegistered& report) {
+std::optional<std::size_t> Ledger::apply_registered(std::uint32_t slot, std::uint32_t generation,
+                                                    const ModelRegistered& report) {
     auto index = find(slot, generation, report.model_id);
     if (!index) {
-        if (free_rows_.empty()) return false;
+        if (free_rows_.empty()) return std::nullopt;
         index = free_rows_.back();
         free_rows_.pop_back();
         index_[{slot, generation, report.model_id}] = *index;
-        ++size_;
     } else {
         unlink(*index);
     }
@@ -58,7 +58,7 @@ bool Ledger::apply_registered(std::uint32_t slot, std::uint32_t generation, cons
     table_[*index] = entry;
     link(*index);
     changed_.insert(*index);
-    return true;
+    return index;
 }
 
 bool Ledger::apply_residency(std::uint32_t slot, std::uint32_t generation, const ResidencyReceipt& report) {
@@ -100,7 +100,6 @@ void Ledger::erase(std::size_t index) {
     table_[index].reset();
     // Keep the lowest free row on top, so rows are reused from the front of the table.
     free_rows_.insert(std::upper_bound(free_rows_.begin(), free_rows_.end(), index, std::greater<>()), index);
-    --size_;
     changed_.insert(index);
 }
 

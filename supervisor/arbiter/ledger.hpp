@@ -45,8 +45,9 @@ public:
     explicit Ledger(std::uint32_t capacity);
 
     // A participant reports a model. A second report of the same model replaces the
-    // first and moves it to the front of the load order. False when the table is full.
-    bool apply_registered(std::uint32_t slot, std::uint32_t generation, const ModelRegistered& report);
+    // first and moves it to the front of the load order. Its table row; nothing when the
+    // table is full.
+    std::optional<std::size_t> apply_registered(std::uint32_t slot, std::uint32_t generation, const ModelRegistered& report);
     // Residency: replaces the loaded figure unless the sequence is strictly older than
     // the last applied (then the whole report is dropped); clamped to [0, total].
     // False when the report was dropped or names no known model.
@@ -61,7 +62,7 @@ public:
     std::optional<std::size_t> find(std::uint32_t slot, std::uint32_t generation, std::uint64_t model_id) const;
     const std::optional<LedgerEntry>& at(std::size_t index) const { return table_[index]; }
     std::size_t capacity() const noexcept { return table_.size(); }
-    std::size_t size() const noexcept { return size_; }
+    std::size_t size() const noexcept { return index_.size(); }
     // Sum of loaded bytes (unknown counted as total) over entries on `device`, leaving
     // out those of the participant in `except_slot` when one is given.
     Bytes loaded_on(std::uint32_t device, std::optional<std::uint32_t> except_slot = std::nullopt) const;
@@ -89,7 +90,6 @@ private:
     std::vector<std::optional<LedgerEntry>> table_;
     std::map<Key, std::size_t> index_;    // so lookups stay cheap with thousands of entries
     std::vector<std::size_t> free_rows_;  // unused table rows, lowest on top
-    std::size_t size_ = 0;
     std::uint64_t next_load_order_ = 1;
     std::set<std::size_t> changed_;
     Order order_;
