@@ -11,7 +11,6 @@
 #include <signal.h>
 
 #include <cstdio>
-#include <sstream>
 #include <thread>
 
 using namespace comfy;
@@ -47,21 +46,6 @@ json config_with_host(const json& host, const json& packs) {
 
 json workload_of(const json& prompts) { return {{"prompts", prompts}}; }
 json node(const std::string& pack, const std::string& name) { return {{"pack", pack}, {"node", name}}; }
-
-// The device figure of `pack`'s row in the summary's final census, in bytes; -1 if absent.
-double census_device(const std::string& output, const std::string& pack) {
-    std::istringstream lines(output);
-    std::string line;
-    while (std::getline(lines, line)) {
-        std::istringstream row(line);
-        std::string name, pid, generation, restarts, unit;
-        double value = 0;
-        row >> name >> pid >> generation >> restarts >> value >> unit;
-        if (name != pack || !row) continue;
-        return value * (unit == "GiB" ? kGiBf : unit == "MiB" ? 1048576.0 : unit == "KiB" ? 1024.0 : 1.0);
-    }
-    return -1;
-}
 
 // The ledger's entries now, read straight from the segment.
 std::vector<LedgerRecord> ledger_of(const SupervisorProcess& supervisor) {
@@ -113,9 +97,9 @@ TEST_CASE("a worker's load that needs the host's model evicted: the host frees i
     CHECK_THAT(log, Contains("asking slot 0 (generation 1) to free"));
     CHECK_THAT(log, Contains("host_participant: partial_unload of model 1: freed"));
     CHECK_THAT(supervisor.output(), Contains("prompts run        1 of 1 (0 failed)"));
-    CHECK(census_device(supervisor.output(), "asker") == 14 * kGiBf);
+    CHECK(census_figure(supervisor.output(), "asker", 0) == 14 * kGiBf);
     // The host's device use went down by what it measured: the grant came after.
-    const double host = census_device(supervisor.output(), "host");
+    const double host = census_figure(supervisor.output(), "host", 0);
     CHECK(host > 0);
     CHECK(host < 12 * kGiBf);
     CHECK(host + 14 * kGiBf <= 24 * kGiBf);
@@ -135,8 +119,8 @@ TEST_CASE("the host's load that needs a worker's model evicted succeeds") {
     CHECK_THAT(log, Contains("memory: slot 0 needs"));
     CHECK_THAT(log, Contains("asking slot 1 (generation 1) to free"));
     CHECK_THAT(log, Contains("host_participant: loaded huge (15032385536 bytes)"));
-    CHECK(census_device(supervisor.output(), "host") == 14 * kGiBf);
-    const double holder = census_device(supervisor.output(), "holder");
+    CHECK(census_figure(supervisor.output(), "host", 0) == 14 * kGiBf);
+    const double holder = census_figure(supervisor.output(), "holder", 0);
     CHECK(holder < 12 * kGiBf);
     CHECK(holder + 14 * kGiBf <= 24 * kGiBf);
 }
@@ -186,8 +170,8 @@ TEST_CASE("the ComfyUI integration, on stand-ins for upstream, is admitted, repo
     CHECK_THAT(log, Contains("1 model(s) loaded"));
     // Evicted through LoadedModel.model_unload, with the bytes it measured.
     CHECK_THAT(log, Contains("asking slot 0 (generation 1) to free"));
-    CHECK(census_device(supervisor.output(), "asker") == 14 * kGiBf);
-    const double held = census_device(supervisor.output(), "host");
+    CHECK(census_figure(supervisor.output(), "asker", 0) == 14 * kGiBf);
+    const double held = census_figure(supervisor.output(), "host", 0);
     CHECK(held > 0);
     CHECK(held + 14 * kGiBf <= 24 * kGiBf);
     CHECK_THAT(supervisor.output(), Contains("prompts run        1 of 1 (0 failed)"));

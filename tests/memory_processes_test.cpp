@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
-#include <sstream>
 #include <thread>
 
 using namespace comfy;
@@ -42,26 +41,6 @@ json workload_of(const json& prompts, bool parallel = false) {
 }
 
 json node(const std::string& pack, const std::string& name) { return {{"pack", pack}, {"node", name}}; }
-
-// A byte figure of the summary's final census ("7.4 GiB") for `pack` in `column`
-// (0: device, 1: pinned), in bytes.
-double census_figure(const std::string& output, const std::string& pack, int column) {
-    std::istringstream lines(output);
-    std::string line;
-    double found = -1;
-    while (std::getline(lines, line)) {
-        std::istringstream row(line);
-        std::string name, pid, generation, restarts;
-        row >> name >> pid >> generation >> restarts;
-        if (name != pack) continue;
-        double value = 0;
-        std::string unit;
-        for (int i = 0; i <= column; ++i) row >> value >> unit;
-        const double scale = unit == "GiB" ? 1073741824.0 : unit == "MiB" ? 1048576.0 : unit == "KiB" ? 1024.0 : 1.0;
-        found = value * scale;
-    }
-    return found;
-}
 
 bool log_has(const SupervisorProcess& supervisor, const std::string& text,
              std::chrono::milliseconds timeout = std::chrono::seconds(10)) {

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <thread>
 
 namespace comfy::test {
@@ -142,6 +143,31 @@ std::string supervisor_binary() { return COMFY_SUPERVISOR_PATH; }
 std::string worker_binary() { return COMFY_WORKER_PATH; }
 std::string comfyctl_binary() { return COMFYCTL_PATH; }
 std::string misbehaving_worker_binary() { return MISBEHAVING_WORKER_PATH; }
+
+std::optional<SummaryRow> census_row(const std::string& output, const std::string& pack) {
+    std::istringstream lines(output);
+    std::string line;
+    while (std::getline(lines, line)) {
+        std::istringstream fields(line);
+        SummaryRow row{};
+        fields >> row.pack;
+        if (row.pack != pack) continue;
+        fields >> row.pid >> row.generation >> row.restarts;
+        for (double& figure : row.figures) {
+            std::string unit;
+            fields >> figure >> unit;
+            figure *= unit == "GiB" ? 1073741824.0 : unit == "MiB" ? 1048576.0 : unit == "KiB" ? 1024.0 : 1.0;
+        }
+        if (!fields) continue;  // a line that only starts with the pack's name
+        return row;
+    }
+    return std::nullopt;
+}
+
+double census_figure(const std::string& output, const std::string& pack, int column) {
+    const auto row = census_row(output, pack);
+    return row ? row->figures[column] : -1;
+}
 
 bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 

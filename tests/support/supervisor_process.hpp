@@ -87,6 +87,20 @@ std::string worker_binary();
 std::string comfyctl_binary();
 std::string misbehaving_worker_binary();
 
+// A row of the summary's final census, one per pack: "pack pid gen restarts device pinned rss",
+// the byte figures as printed ("7.4 GiB") and read back in bytes.
+struct SummaryRow {
+    std::string pack;
+    long pid;
+    unsigned generation;
+    unsigned restarts;
+    double figures[3];  // 0: device, 1: pinned, 2: resident set
+};
+std::optional<SummaryRow> census_row(const std::string& output, const std::string& pack);
+// The byte figure of `pack`'s census row in `column` (0: device, 1: pinned, 2: resident
+// set), in bytes; -1 if the summary has no row for `pack`.
+double census_figure(const std::string& output, const std::string& pack, int column);
+
 // True while a process with this pid exists (zombies included).
 bool process_exists(pid_t pid);
 
