@@ -20,13 +20,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr double kGiBf = 1073741824.0;
-
-json step_load(const std::string& model, const std::string& bytes) {
-    return {{"op", "load_model"}, {"model", model}, {"bytes", bytes}};
-}
-json step_compute(int ms) { return {{"op", "compute"}, {"ms", ms}}; }
-
 // The host section: the Python host program with `args`, finding the package through
 // PYTHONPATH and the library through the COMFY_SV_LIBRARY the supervisor sets; no
 // bytecode is written into the source tree.
@@ -43,9 +36,6 @@ json config_with_host(const json& host, const json& packs) {
             {"comfyui", host},
             {"packs", packs}};
 }
-
-json workload_of(const json& prompts) { return {{"prompts", prompts}}; }
-json node(const std::string& pack, const std::string& name) { return {{"pack", pack}, {"node", name}}; }
 
 // The ledger's entries now, read straight from the segment.
 std::vector<LedgerRecord> ledger_of(const SupervisorProcess& supervisor) {

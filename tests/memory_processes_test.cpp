@@ -19,10 +19,6 @@ using nlohmann::json;
 
 namespace {
 
-json step_load(const std::string& model, const std::string& bytes) {
-    return {{"op", "load_model"}, {"model", model}, {"bytes", bytes}};
-}
-json step_compute(int ms) { return {{"op", "compute"}, {"ms", ms}}; }
 json step_pin(const std::string& bytes) { return {{"op", "pin"}, {"bytes", bytes}}; }
 
 json config_of(const json& packs, const json& memory = json::object(), const json& host = json::object()) {
@@ -34,14 +30,6 @@ json config_of(const json& packs, const json& memory = json::object(), const jso
     return config;
 }
 
-json workload_of(const json& prompts, bool parallel = false) {
-    json workload = {{"prompts", prompts}};
-    if (parallel) workload["parallel"] = true;
-    return workload;
-}
-
-json node(const std::string& pack, const std::string& name) { return {{"pack", pack}, {"node", name}}; }
-
 bool log_has(const SupervisorProcess& supervisor, const std::string& text,
              std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -51,8 +39,6 @@ bool log_has(const SupervisorProcess& supervisor, const std::string& text,
     }
     return false;
 }
-
-constexpr double kGiBf = 1073741824.0;
 
 }  // namespace
 

@@ -139,6 +139,19 @@ nlohmann::json reference_pack(const TempFolder& folder, const std::string& name,
     return {{"name", name}, {"command", worker_binary()}, {"args", {"--pack", file.string()}}};
 }
 
+nlohmann::json step_load(const std::string& model, const std::string& bytes) {
+    return {{"op", "load_model"}, {"model", model}, {"bytes", bytes}};
+}
+nlohmann::json step_compute(int ms) { return {{"op", "compute"}, {"ms", ms}}; }
+
+nlohmann::json node(const std::string& pack, const std::string& name) { return {{"pack", pack}, {"node", name}}; }
+
+nlohmann::json workload_of(const nlohmann::json& prompts, bool parallel) {
+    nlohmann::json workload = {{"prompts", prompts}};
+    if (parallel) workload["parallel"] = true;
+    return workload;
+}
+
 std::string supervisor_binary() { return COMFY_SUPERVISOR_PATH; }
 std::string worker_binary() { return COMFY_WORKER_PATH; }
 std::string comfyctl_binary() { return COMFYCTL_PATH; }

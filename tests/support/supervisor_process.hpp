@@ -81,6 +81,16 @@ nlohmann::json idle_pack();
 // A pack entry for a config: the reference worker running `pack` (written to the folder).
 nlohmann::json reference_pack(const TempFolder& folder, const std::string& name, const nlohmann::json& pack);
 
+// A GiB as a double, for comparing census figures.
+inline constexpr double kGiBf = 1073741824.0;
+
+// Steps of a reference worker's node: load `bytes` ("12GiB") as `model`; compute for `ms`.
+nlohmann::json step_load(const std::string& model, const std::string& bytes);
+nlohmann::json step_compute(int ms);
+// A node of a prompt, and a workload of `prompts` (run one at a time unless `parallel`).
+nlohmann::json node(const std::string& pack, const std::string& name);
+nlohmann::json workload_of(const nlohmann::json& prompts, bool parallel = false);
+
 // Paths of the programs under test, from CMake.
 std::string supervisor_binary();
 std::string worker_binary();
