@@ -4,8 +4,6 @@
 // comfy-worker workers. Evictions both ways, a killed host restarted, a bad host section.
 #include <catch2/catch.hpp>
 
-#include "ipc/shm_segment.hpp"
-#include "shared/segment_layout.hpp"
 #include "tests/support/supervisor_process.hpp"
 
 #include <signal.h>
@@ -37,26 +35,8 @@ json config_with_host(const json& host, const json& packs) {
             {"packs", packs}};
 }
 
-// The ledger's entries now, read straight from the segment.
-std::vector<LedgerRecord> ledger_of(const SupervisorProcess& supervisor) {
-    std::vector<LedgerRecord> entries;
-    try {
-        auto segment = attach_segment(supervisor.instance());
-        const auto view = view_of(segment);
-        for (std::uint32_t i = 0; i < view.capacities().ledger_entries; ++i) {
-            LedgerRecord record{};
-            if (view.ledger(i).entry.read(record) == ipc::SeqlockRead::ok && record.owner_generation != 0) {
-                entries.push_back(record);
-            }
-        }
-    } catch (const ipc::SegmentError&) {
-        // Not created yet, or already gone.
-    }
-    return entries;
-}
-
 bool host_holds(const SupervisorProcess& supervisor, std::uint32_t generation) {
-    for (const auto& entry : ledger_of(supervisor)) {
+    for (const auto& entry : supervisor.ledger()) {
         if (entry.owner_slot == 0 && entry.owner_generation == generation) return true;
     }
     return false;

@@ -101,6 +101,23 @@ std::vector<Participant> SupervisorProcess::participants() const {
     return table;
 }
 
+std::vector<LedgerRecord> SupervisorProcess::ledger() const {
+    std::vector<LedgerRecord> entries;
+    try {
+        auto segment = attach_segment(instance_);
+        const auto view = view_of(segment);
+        for (std::uint32_t i = 0; i < view.capacities().ledger_entries; ++i) {
+            LedgerRecord record{};
+            if (view.ledger(i).entry.read(record) == ipc::SeqlockRead::ok && record.owner_generation != 0) {
+                entries.push_back(record);
+            }
+        }
+    } catch (const ipc::SegmentError&) {
+        // Not created yet, or already gone.
+    }
+    return entries;
+}
+
 std::optional<Participant> SupervisorProcess::participant(const std::string& pack) const {
     for (const auto& p : participants()) {
         if (p.name == pack) return p;

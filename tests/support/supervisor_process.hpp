@@ -56,6 +56,8 @@ public:
     // The participant table now; empty until the segment exists.
     std::vector<Participant> participants() const;
     std::optional<Participant> participant(const std::string& pack) const;
+    // The ledger's entries now (those with an owner); empty until the segment exists.
+    std::vector<LedgerRecord> ledger() const;
     // Polls until `predicate` holds over the table, up to `timeout`; false on time-out.
     bool wait_for(const std::function<bool(const std::vector<Participant>&)>& predicate,
                   std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
