@@ -9,7 +9,6 @@
 #include <signal.h>
 
 #include <cstdio>
-#include <thread>
 
 using namespace comfy;
 using namespace comfy::test;
@@ -38,15 +37,6 @@ json config_with_host(const json& host, const json& packs) {
 bool host_holds(const SupervisorProcess& supervisor, std::uint32_t generation) {
     for (const auto& entry : supervisor.ledger()) {
         if (entry.owner_slot == 0 && entry.owner_generation == generation) return true;
-    }
-    return false;
-}
-
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = std::chrono::seconds(15)) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-        if (condition()) return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return false;
 }
@@ -100,7 +90,7 @@ TEST_CASE("the host killed with SIGKILL is restarted in slot 0 and its ledger en
     const json config = config_with_host(host_section({"--hold", "big=2GiB"}),
                                          {reference_pack(packs, "a", idle_pack()), reference_pack(packs, "b", idle_pack())});
     SupervisorProcess supervisor(config);
-    REQUIRE(eventually([&] { return host_holds(supervisor, 1); }));
+    REQUIRE(eventually([&] { return host_holds(supervisor, 1); }, std::chrono::seconds(15)));
     const auto first = supervisor.participant("host");
     REQUIRE(first);
     CHECK(first->slot == 0);
@@ -116,7 +106,7 @@ TEST_CASE("the host killed with SIGKILL is restarted in slot 0 and its ledger en
     CHECK(second.restarts == 1);
     CHECK(second.last_exit_signal == SIGKILL);
     // The first life's model left with it; the second holds its own.
-    REQUIRE(eventually([&] { return host_holds(supervisor, 2); }));
+    REQUIRE(eventually([&] { return host_holds(supervisor, 2); }, std::chrono::seconds(15)));
     CHECK_FALSE(host_holds(supervisor, 1));
     CHECK(supervisor.stop() == 0);
     CHECK_THAT(supervisor.log(), Contains("host: pid " + std::to_string(first->pid) + " (generation 1) killed by SIGKILL"));

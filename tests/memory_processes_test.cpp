@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
-#include <thread>
 
 using namespace comfy;
 using namespace comfy::test;
@@ -28,16 +27,6 @@ json config_of(const json& packs, const json& memory = json::object(), const jso
     if (!memory.empty()) config["memory"] = memory;
     if (!host.empty()) config["host"] = host;
     return config;
-}
-
-bool log_has(const SupervisorProcess& supervisor, const std::string& text,
-             std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-        if (supervisor.log().find(text) != std::string::npos) return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
 }
 
 }  // namespace
@@ -75,7 +64,8 @@ TEST_CASE("an owner killed during its eviction counts as freed and the load proc
     }));
     const auto holder = *supervisor.participant("holder");
     REQUIRE(::kill(holder.pid, SIGSTOP) == 0);
-    REQUIRE(log_has(supervisor, "asking slot 1 (generation 1) to free"));
+    REQUIRE(eventually([&] { return supervisor.log().find("asking slot 1 (generation 1) to free") != std::string::npos; },
+                       std::chrono::seconds(10)));
     REQUIRE(::kill(holder.pid, SIGKILL) == 0);
     CHECK(supervisor.wait() == 0);
     CHECK_THAT(supervisor.log(), Contains("died during its eviction; its entries count as freed"));

@@ -127,12 +127,7 @@ std::optional<Participant> SupervisorProcess::participant(const std::string& pac
 
 bool SupervisorProcess::wait_for(const std::function<bool(const std::vector<Participant>&)>& predicate,
                                  std::chrono::milliseconds timeout) const {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-        if (predicate(participants())) return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return false;
+    return eventually([&] { return predicate(participants()); }, timeout);
 }
 
 std::string SupervisorProcess::log() const { return read_file(folder_.path() / "stderr.txt"); }
@@ -147,6 +142,15 @@ int SupervisorProcess::wait() {
     const int code = child_->wait();
     exited_ = true;
     return code;
+}
+
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (condition()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
 }
 
 nlohmann::json idle_pack() { return {{"nodes", {{"noop", {{{"op", "compute"}, {"ms", 1}}}}}}}; }

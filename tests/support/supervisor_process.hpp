@@ -77,6 +77,9 @@ private:
     bool exited_ = false;
 };
 
+// Polls `condition` every 5 ms until it holds, up to `timeout`; false on time-out.
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+
 // A pack description with one trivial node, for workers that only need to be alive.
 nlohmann::json idle_pack();
 
