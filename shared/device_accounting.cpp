@@ -1,5 +1,7 @@
 #include "shared/device_accounting.hpp"
 
+#include "shared/memory_arithmetic.hpp"
+
 #include <atomic>
 
 namespace comfy {
@@ -17,12 +19,7 @@ bool census_counts_toward_device(const ParticipantRecord& participant, const Cen
 
 void DeviceUseTally::add(const ParticipantRecord& participant, const CensusRecord& census) noexcept {
     if (!census_counts_toward_device(participant, census)) return;
-    const std::uint64_t add = census.device_used_bytes;
-    counted_bytes_ = add > UINT64_MAX - counted_bytes_ ? UINT64_MAX : counted_bytes_ + add;
-}
-
-std::uint64_t DeviceUseTally::worst_case_bytes(std::uint64_t total_bytes) const noexcept {
-    return unreadable_slots_ > 0 ? total_bytes : counted_bytes_;
+    counted_bytes_ = saturating_add(counted_bytes_, census.device_used_bytes);
 }
 
 std::uint64_t simulated_device_used(const SegmentView& view) {
@@ -35,20 +32,18 @@ std::uint64_t simulated_device_used(const SegmentView& view) {
     for (std::uint32_t slot = 0; slot < view.capacities().participants; ++slot) {
         CensusRecord census{};
         if (view.census(slot).census.read(census) != ipc::SeqlockRead::ok) {
-            tally.add_unreadable();
-            break;  // the device counts as full, whatever the other slots hold
+            return view.device_total_bytes();  // the device counts as full, whatever the other slots hold
         }
         // A census claiming nothing adds nothing whatever its participant: no need to
         // read (and perhaps wait on) the supervisor's record.
         if (census.device_used_bytes == 0) continue;
         ParticipantRecord participant{};
         if (view.participant(slot).record.read(participant) != ipc::SeqlockRead::ok) {
-            tally.add_unreadable();
-            break;
+            return view.device_total_bytes();
         }
         tally.add(participant, census);
     }
-    return tally.worst_case_bytes(view.device_total_bytes());
+    return tally.counted_bytes();
 }
 
 }  // namespace comfy

@@ -33,19 +33,12 @@ class DeviceUseTally {
 public:
     // A slot whose participant record and census were both read whole.
     void add(const ParticipantRecord& participant, const CensusRecord& census) noexcept;
-    // A slot whose records stayed mid-write on every try: its use is unknown.
-    void add_unreadable() noexcept { ++unreadable_slots_; }
 
     // The sum over the slots read whole; what is known to be in use.
     std::uint64_t counted_bytes() const noexcept { return counted_bytes_; }
-    std::uint32_t unreadable_slots() const noexcept { return unreadable_slots_; }
-    // What an allocation must assume: an unreadable slot could hold the whole device, so
-    // any makes the device count as full (`total_bytes`); otherwise the counted sum.
-    std::uint64_t worst_case_bytes(std::uint64_t total_bytes) const noexcept;
 
 private:
     std::uint64_t counted_bytes_ = 0;
-    std::uint32_t unreadable_slots_ = 0;
 };
 
 // The device's "used" for allocation decisions (the worker's allocate() re-checks it

@@ -4,10 +4,6 @@
 
 namespace comfy {
 
-namespace {
-Bytes saturating_add(Bytes a, Bytes b) { return a > ~Bytes{0} - b ? ~Bytes{0} : a + b; }
-}  // namespace
-
 Bytes minimum_inference_memory(Bytes reserve) {
     // 0.8 * 2^30 exactly as a double, then truncated: 858993459.
     return static_cast<Bytes>(0.8 * static_cast<double>(kGiB)) + reserve;

@@ -15,6 +15,9 @@ inline constexpr Bytes kGiB = Bytes{1} << 30;
 // EXTRA_RESERVED_VRAM on Linux; `--reserve-vram` replaces it.
 inline constexpr Bytes kDefaultReserve = 400 * kMiB;
 
+// a + b, or UINT64_MAX where the sum would wrap: a wrapped sum of byte figures would lie.
+constexpr Bytes saturating_add(Bytes a, Bytes b) noexcept { return a > ~Bytes{0} - b ? ~Bytes{0} : a + b; }
+
 // minimum_inference_memory(): 0.8 GiB plus the reserve, truncated to whole bytes as
 // Python's int() would (0.8 GiB is 858993459.2 bytes).
 Bytes minimum_inference_memory(Bytes reserve);
