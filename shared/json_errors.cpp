@@ -39,10 +39,6 @@ std::string without_exception_id(std::string_view message) {
     return std::string(message.substr(id_end + 2));
 }
 
-std::string system_message(int error) {
-    return std::error_code(error, std::generic_category()).message();
-}
-
 struct CloseFile {
     void operator()(std::FILE* file) const { std::fclose(file); }
 };
@@ -63,6 +59,19 @@ std::string read_text(const std::string& path) {
 }
 
 }  // namespace
+
+std::string system_message(int error) {
+    return std::error_code(error, std::generic_category()).message();
+}
+
+std::string quoted_names(std::span<const std::string_view> names) {
+    std::string text;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        if (i > 0) text += i + 1 == names.size() ? " or " : ", ";
+        text += '"' + std::string(names[i]) + '"';
+    }
+    return text;
+}
 
 std::string json_path_text(std::string_view pointer) {
     return pointer.empty() ? "/" : std::string(pointer);

@@ -7,9 +7,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace comfy {
 
@@ -44,5 +50,30 @@ std::string json_value_error_message(std::string_view file, std::string_view pat
 // Throws JsonFileError: "<file>: cannot read: <reason>", or "<file>: not valid JSON:
 // <nlohmann's message without its exception id, naming the line and column>".
 nlohmann::json read_json_file(const std::string& path, const nlohmann::json::parser_callback_t& callback = nullptr);
+
+// errno's text for `error`, such as "Permission denied", for "cannot read: ..." and the like.
+std::string system_message(int error);
+
+// Non-negative whole numbers only: 5000.0 and 5e3 are not, so a fraction never gets
+// rounded away without a word. For nlohmann::json and nlohmann::ordered_json alike.
+template <typename Json>
+std::optional<std::uint64_t> as_unsigned(const Json& value) {
+    if (value.is_number_unsigned()) return value.template get<std::uint64_t>();
+    if (value.is_number_integer() && value.template get<std::int64_t>() >= 0) {
+        return static_cast<std::uint64_t>(value.template get<std::int64_t>());  // "-0" is parsed as signed
+    }
+    return std::nullopt;
+}
+
+// The names a value may take, for an "expected" in a message: "a", "b" or "c".
+std::string quoted_names(std::span<const std::string_view> names);
+
+// The names of a {name, value} table, in its order.
+template <typename Value, std::size_t N>
+constexpr std::array<std::string_view, N> choice_names(const std::pair<std::string_view, Value> (&choices)[N]) {
+    std::array<std::string_view, N> names{};
+    for (std::size_t i = 0; i < N; ++i) names[i] = choices[i].first;
+    return names;
+}
 
 }  // namespace comfy

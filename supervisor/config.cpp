@@ -59,11 +59,6 @@ constexpr std::pair<std::string_view, DeviceKind> kDeviceKinds[] = {
     {"simulated", DeviceKind::simulated},
     {"cuda", DeviceKind::cuda},
 };
-constexpr std::pair<std::string_view, arbiter::NoFitPolicy> kNoFitPolicies[] = {
-    {"admit", arbiter::NoFitPolicy::admit},
-    {"wait", arbiter::NoFitPolicy::wait},
-    {"refuse", arbiter::NoFitPolicy::refuse},
-};
 constexpr std::pair<std::string_view, CudaFallback> kCudaFallbacks[] = {
     {"simulated", CudaFallback::simulated},
     {"stop", CudaFallback::stop},
@@ -91,16 +86,6 @@ std::optional<Node> member(const Node& object, const std::string& key) {
     return Node{*found, object.at / key};
 }
 
-// Non-negative whole numbers only: 5000.0 and 5e3 are not, so a fraction never gets
-// rounded away without a word.
-std::optional<std::uint64_t> as_unsigned(const json& value) {
-    if (value.is_number_unsigned()) return value.get<std::uint64_t>();
-    if (value.is_number_integer() && value.get<std::int64_t>() >= 0) {
-        return static_cast<std::uint64_t>(value.get<std::int64_t>());  // "-0" is parsed as signed
-    }
-    return std::nullopt;
-}
-
 std::string count_of(std::size_t count, std::string_view noun) {
     return std::to_string(count) + " " + std::string(noun) + (count == 1 ? "" : "s");
 }
@@ -114,22 +99,8 @@ std::string join(std::initializer_list<std::string_view> words, std::string_view
     return joined;
 }
 
-template <typename Enum, std::size_t N>
-std::string quoted_names(const std::pair<std::string_view, Enum> (&choices)[N]) {
-    std::string names;
-    for (std::size_t i = 0; i < N; ++i) {
-        if (i > 0) names += i + 1 == N ? " or " : ", ";
-        names += '"' + std::string(choices[i].first) + '"';
-    }
-    return names;
-}
-
 std::string path_text(const Pointer& at) {
     return json_path_text(at.to_string());
-}
-
-std::string system_message(int error) {
-    return std::error_code(error, std::generic_category()).message();
 }
 
 std::string pack_name_rule() {
@@ -311,7 +282,7 @@ private:
                 if (node.value.get_ref<const std::string&>() == name) return choice;
             }
         }
-        fail(node.at, quoted_names(choices), describe_json_value(node.value));
+        fail(node.at, quoted_names(choice_names(choices)), describe_json_value(node.value));
     }
 
     // Strings end up in execve(), where a NUL would cut them short.
@@ -354,7 +325,7 @@ private:
         expect_object(node, {"reserve_bytes", "no_fit", "wait_timeout_ms", "answer_timeout_ms"});
         MemoryConfig memory;
         if (const auto reserve = member(node, "reserve_bytes")) memory.reserve_bytes = read_size(*reserve, kReserveBytes);
-        if (const auto policy = member(node, "no_fit")) memory.no_fit = read_choice(*policy, kNoFitPolicies);
+        if (const auto policy = member(node, "no_fit")) memory.no_fit = read_choice(*policy, arbiter::kNoFitPolicies);
         if (const auto wait = member(node, "wait_timeout_ms")) memory.wait_timeout = read_ms(*wait, kMemoryTimeoutMs);
         if (const auto answer = member(node, "answer_timeout_ms")) memory.answer_timeout = read_ms(*answer, kMemoryTimeoutMs);
         return memory;

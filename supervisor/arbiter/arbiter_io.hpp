@@ -8,6 +8,8 @@
 
 #include <map>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -15,6 +17,13 @@ namespace comfy::arbiter {
 
 // What to do when an admission still does not fit after every possible eviction.
 enum class NoFitPolicy { admit, wait, refuse };
+
+// The policies by name, as a config and a trace write them, in the enum's order.
+inline constexpr std::pair<std::string_view, NoFitPolicy> kNoFitPolicies[] = {
+    {"admit", NoFitPolicy::admit},
+    {"wait", NoFitPolicy::wait},
+    {"refuse", NoFitPolicy::refuse},
+};
 
 struct ArbiterConfig {
     Bytes base_reserve = kDefaultReserve;

@@ -14,7 +14,6 @@
 #include <optional>
 #include <span>
 #include <string_view>
-#include <system_error>
 
 namespace comfy::arbiter {
 
@@ -26,7 +25,13 @@ constexpr std::string_view kTraceName = "comfy-supervisor-arbiter";
 
 // ---- names as written in a trace, indexed by the enum's value ----
 
-constexpr std::array<std::string_view, 3> kNoFitNames{"admit", "wait", "refuse"};
+constexpr auto kNoFitNames = choice_names(kNoFitPolicies);
+static_assert([] {
+    for (std::size_t i = 0; i < kNoFitNames.size(); ++i) {
+        if (static_cast<std::size_t>(kNoFitPolicies[i].second) != i) return false;
+    }
+    return true;
+}(), "kNoFitPolicies lists the policies in the enum's order");
 constexpr std::array<std::string_view, kVramStateCount> kVramStateNames{
     "disabled", "no_vram", "low_vram", "normal_vram", "high_vram", "shared"};
 constexpr std::array<std::string_view, kModelKindCount> kModelKindNames{
@@ -41,28 +46,7 @@ std::string name_of(const std::array<std::string_view, N>& names, std::size_t va
     return std::string(names.at(value));
 }
 
-// `one of "a", "b" or "c"`, for messages.
-std::string one_of(std::span<const std::string_view> names) {
-    std::string text = "one of ";
-    for (std::size_t i = 0; i < names.size(); ++i) {
-        if (i > 0) text += i + 1 == names.size() ? " or " : ", ";
-        text += '"' + std::string(names[i]) + '"';
-    }
-    return text;
-}
-
 std::string line_label(std::size_t line_number) { return "line " + std::to_string(line_number); }
-
-std::string system_message(int error) { return std::error_code(error, std::generic_category()).message(); }
-
-// Non-negative whole numbers only: 5.0 is not, so a fraction is never rounded away.
-std::optional<std::uint64_t> as_unsigned(const TraceJson& value) {
-    if (value.is_number_unsigned()) return value.get<std::uint64_t>();
-    if (value.is_number_integer() && value.get<std::int64_t>() >= 0) {
-        return static_cast<std::uint64_t>(value.get<std::int64_t>());
-    }
-    return std::nullopt;
-}
 
 // A byte count as the writer leaves it (a whole number), or as a person writing a trace
 // by hand may put it ("20GiB"); never above kMaxBytes, as in the messages themselves.
@@ -127,7 +111,7 @@ public:
 
     // The index of the name found among `names`.
     std::size_t choice(const char* key, std::span<const std::string_view> names) const {
-        const std::string expected = one_of(names);
+        const std::string expected = "one of " + quoted_names(names);
         const TraceJson& value = member(key, expected);
         if (value.is_string()) {
             const auto found = std::find(names.begin(), names.end(), value.get_ref<const std::string&>());
