@@ -8,7 +8,6 @@
 
 #include <signal.h>
 
-#include <cstdio>
 
 using namespace comfy;
 using namespace comfy::test;
@@ -151,13 +150,10 @@ TEST_CASE("the Python participant started outside a supervisor says so in one li
     const std::string command = std::string("env -u COMFY_SV_INSTANCE COMFY_SV_LIBRARY=") + PARTICIPANT_LIBRARY +
                                 " PYTHONPATH=" + PARTICIPANT_PYTHONPATH + " PYTHONDONTWRITEBYTECODE=1 " + PYTHON3_PATH + " " +
                                 HOST_PARTICIPANT_PATH + " 2>&1";
-    FILE* pipe = ::popen(command.c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    std::string output;
-    char buffer[256];
-    while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
-    const int status = ::pclose(pipe);
-    CHECK(WEXITSTATUS(status) == 2);
+    const auto run = run_and_capture(command);
+    REQUIRE(run.started);
+    const std::string& output = run.output;
+    CHECK(run.status == 2);
     CHECK_THAT(output, Contains("host_participant: cannot join the supervisor: environment variable COMFY_SV_INSTANCE is not set: "
                                       "a participant must be started by comfy-supervisor"));
     CHECK(output.find('\n') == output.size() - 1);

@@ -7,7 +7,6 @@
 #include "tests/support/test_instance.hpp"
 
 #include <signal.h>
-#include <stdio.h>
 #include <sys/wait.h>
 
 #include <set>
@@ -36,15 +35,6 @@ bool all_ready(const std::vector<Participant>& table, std::size_t count) {
     return true;
 }
 
-std::string run_and_capture(const std::string& command) {
-    std::string out;
-    FILE* pipe = ::popen(command.c_str(), "r");
-    char buffer[4096];
-    while (pipe != nullptr && std::fgets(buffer, sizeof buffer, pipe)) out += buffer;
-    if (pipe != nullptr) ::pclose(pipe);
-    return out;
-}
-
 }  // namespace
 
 TEST_CASE("three workers start, reach ready, and show correctly through comfyctl --json") {
@@ -53,7 +43,7 @@ TEST_CASE("three workers start, reach ready, and show correctly through comfyctl
     REQUIRE(supervisor.wait_for([](const auto& t) { return all_ready(t, 3); }));
 
     const auto report = json::parse(
-        run_and_capture(comfyctl_binary() + " --instance " + supervisor.instance() + " workers --json"));
+        run_and_capture(comfyctl_binary() + " --instance " + supervisor.instance() + " workers --json").output);
     REQUIRE(report["workers"].size() == 3);
     std::set<std::string> names;
     for (const auto& row : report["workers"]) {

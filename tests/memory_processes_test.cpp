@@ -8,8 +8,6 @@
 #include <signal.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 
 using namespace comfy;
 using namespace comfy::test;
@@ -159,8 +157,7 @@ TEST_CASE("a recording of a live run replays to the same decisions") {
     REQUIRE(supervisor.wait() == 0);
     const std::string command = supervisor_binary() + " replay " + recording + " > " + recording + ".out 2>&1";
     CHECK(std::system(command.c_str()) == 0);
-    std::ifstream replayed(recording + ".out");
-    const std::string decisions{std::istreambuf_iterator<char>(replayed), std::istreambuf_iterator<char>()};
+    const std::string decisions = read_file(recording + ".out");
     CHECK_THAT(decisions, Contains("\"decision\":\"partial_unload\""));
     CHECK_THAT(decisions, Contains("\"decision\":\"grant\""));
 }

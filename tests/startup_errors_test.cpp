@@ -10,8 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
+#include <cstdlib>
 
 using namespace comfy::test;
 using Catch::Matchers::Contains;
@@ -27,9 +26,7 @@ Run run_supervisor(const std::string& arguments, const TempFolder& folder) {
     const auto err = folder.path() / "stderr.txt";
     const std::string command = supervisor_binary() + " " + arguments + " 2>" + err.string();
     const int raw = std::system(command.c_str());
-    std::ifstream in(err);
-    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1,
-            std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>())};
+    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_file(err)};
 }
 
 struct BadConfig {

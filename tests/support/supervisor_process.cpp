@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -17,15 +18,6 @@
 #include <thread>
 
 namespace comfy::test {
-
-namespace {
-
-std::string read_file(const std::filesystem::path& path) {
-    std::ifstream in(path);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-}  // namespace
 
 TempFolder::TempFolder(const std::string& tag)
     : path_(std::filesystem::temp_directory_path() / ("comfy-test-" + test_instance(tag))) {
@@ -201,6 +193,23 @@ std::optional<SummaryRow> census_row(const std::string& output, const std::strin
 double census_figure(const std::string& output, const std::string& pack, int column) {
     const auto row = census_row(output, pack);
     return row ? row->figures[column] : -1;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+CommandRun run_and_capture(const std::string& command) {
+    CommandRun run;
+    FILE* pipe = ::popen(command.c_str(), "r");
+    if (pipe == nullptr) return run;
+    run.started = true;
+    char buffer[4096];
+    while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) run.output += buffer;
+    const int raw = ::pclose(pipe);
+    if (raw != -1) run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : WIFSIGNALED(raw) ? 128 + WTERMSIG(raw) : -1;
+    return run;
 }
 
 bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }

@@ -116,6 +116,17 @@ std::optional<SummaryRow> census_row(const std::string& output, const std::strin
 // set), in bytes; -1 if the summary has no row for `pack`.
 double census_figure(const std::string& output, const std::string& pack, int column);
 
+// The whole of a file; empty when it cannot be read.
+std::string read_file(const std::filesystem::path& path);
+
+// A shell command run to its end with its stdout captured (add 2>&1 for stderr too).
+struct CommandRun {
+    bool started = false;  // popen succeeded
+    int status = -1;       // its exit code, or 128 + the signal that ended it
+    std::string output;
+};
+CommandRun run_and_capture(const std::string& command);
+
 // True while a process with this pid exists (zombies included).
 bool process_exists(pid_t pid);
 
