@@ -2,6 +2,7 @@
 
 #include "shared/byte_size.hpp"
 #include "shared/json_errors.hpp"
+#include "shared/message_header.hpp"
 #include "supervisor/arbiter/arbiter.hpp"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace comfy::arbiter {
 
@@ -256,21 +258,31 @@ Event read_unloaded(const Fields& line) {
 
 Event read_tick(const Fields&) { return event::Tick{}; }
 
-// The release messages a release receipt can answer, by name.
-constexpr std::array<std::pair<std::string_view, MessageType>, 5> kReleaseTypes{{
-    {"release_node_boundary", MessageType::release_node_boundary},
-    {"cast_epoch_boundary", MessageType::cast_epoch_boundary},
-    {"full_release", MessageType::full_release},
-    {"partial_release", MessageType::partial_release},
-    {"release_pins", MessageType::release_pins},
-}};
-constexpr std::array<std::string_view, 5> kReleaseTypeNames{
-    kReleaseTypes[0].first, kReleaseTypes[1].first, kReleaseTypes[2].first, kReleaseTypes[3].first,
-    kReleaseTypes[4].first};
+// The release messages a release receipt can answer (is_release), in the order of their
+// values, and their names (to_string).
+struct ReleaseTypes {
+    std::vector<MessageType> types;
+    std::vector<std::string_view> names;
+};
+
+const ReleaseTypes& release_types() {
+    static const ReleaseTypes table = [] {
+        ReleaseTypes release;
+        for (std::uint16_t value = kFirstMessageType; value <= kLastMessageType; ++value) {
+            const auto type = static_cast<MessageType>(value);
+            if (!is_release(type)) continue;
+            release.types.push_back(type);
+            release.names.push_back(to_string(type));
+        }
+        return release;
+    }();
+    return table;
+}
 
 Event read_released(const Fields& line) {
+    const ReleaseTypes& release = release_types();
     ReleaseReceipt receipt{};
-    receipt.release_type = static_cast<std::uint16_t>(kReleaseTypes[line.choice("release_type", kReleaseTypeNames)].second);
+    receipt.release_type = static_cast<std::uint16_t>(release.types[line.choice("release_type", release.names)]);
     receipt.deferred = line.flag("deferred");
     receipt.bytes_requested = line.bytes("bytes_requested");
     receipt.bytes_freed = line.bytes("bytes_freed");
@@ -417,11 +429,9 @@ void add_fields(TraceJson&, const event::Tick&) {}
 
 void add_fields(TraceJson& line, const event::Released& e) {
     add_participant(line, e.who);
-    const auto type = std::find_if(kReleaseTypes.begin(), kReleaseTypes.end(), [&](const auto& t) {
-        return static_cast<std::uint16_t>(t.second) == e.receipt.release_type;
-    });
-    if (type == kReleaseTypes.end()) throw TraceError("a release receipt answers no release message");
-    line["release_type"] = type->first;
+    const auto type = static_cast<MessageType>(e.receipt.release_type);
+    if (!is_release(type)) throw TraceError("a release receipt answers no release message");
+    line["release_type"] = to_string(type);
     line["deferred"] = e.receipt.deferred != 0;
     line["bytes_requested"] = e.receipt.bytes_requested;
     line["bytes_freed"] = e.receipt.bytes_freed;
