@@ -8,7 +8,7 @@
 
 namespace comfy::ipc {
 
-std::optional<std::uint64_t> process_start_time(pid_t pid) {
+std::optional<std::string> read_proc_stat(pid_t pid) {
     if (pid <= 0) return std::nullopt;
     // Plain read(2): the process may exit while we read, which must mean "gone", not
     // an exception from a stream.
@@ -18,7 +18,13 @@ std::optional<std::uint64_t> process_start_time(pid_t pid) {
     const ssize_t length = ::read(fd, buffer, sizeof buffer);
     ::close(fd);
     if (length <= 0) return std::nullopt;
-    const std::string stat(buffer, static_cast<std::size_t>(length));
+    return std::string(buffer, static_cast<std::size_t>(length));
+}
+
+std::optional<std::uint64_t> process_start_time(pid_t pid) {
+    const auto read = read_proc_stat(pid);
+    if (!read) return std::nullopt;
+    const std::string& stat = *read;
     // The command name (field 2) is in parentheses and may itself hold spaces or ')',
     // so fields are counted from the last ')'.
     const auto close = stat.rfind(')');

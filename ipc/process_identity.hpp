@@ -5,8 +5,13 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace comfy::ipc {
+
+// The text of /proc/PID/stat (its first 1024 bytes, which hold every field up to the
+// start time), or nothing when the process does not exist or has exited meanwhile.
+std::optional<std::string> read_proc_stat(pid_t pid);
 
 // The process's start time in clock ticks since boot (field 22 of /proc/PID/stat),
 // or nothing when the process does not exist (or its stat cannot be parsed).

@@ -1,9 +1,9 @@
 #include "tests/support/leak_check.hpp"
 
+#include "ipc/process_identity.hpp"
 #include "tests/support/test_instance.hpp"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -27,14 +27,10 @@ std::vector<Child> children_of(pid_t parent) {
     while (const dirent* entry = ::readdir(proc)) {
         const pid_t pid = static_cast<pid_t>(std::strtol(entry->d_name, nullptr, 10));
         if (pid <= 0) continue;
-        // Plain read(2): a process that exits meanwhile reads as empty, never as an exception.
-        const int fd = ::open(("/proc/" + std::string(entry->d_name) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) continue;
-        char buffer[1024];
-        const ssize_t length = ::read(fd, buffer, sizeof buffer);
-        ::close(fd);
-        if (length <= 0) continue;
-        const std::string stat(buffer, static_cast<std::size_t>(length));
+        // A process that exits meanwhile reads as nothing, never as an exception.
+        const auto read = ipc::read_proc_stat(pid);
+        if (!read) continue;
+        const std::string& stat = *read;
         const auto open = stat.find('(');
         const auto close = stat.rfind(')');
         if (open == std::string::npos || close == std::string::npos || close + 4 >= stat.size()) continue;
@@ -60,20 +56,6 @@ std::vector<std::string> segment_files() {
 }
 
 }  // namespace
-
-std::vector<std::string> leftover_children() {
-    std::vector<std::string> lines;
-    for (const auto& child : children_of(::getpid())) {
-        lines.push_back(std::to_string(child.pid) + " (" + child.comm + ")");
-    }
-    return lines;
-}
-
-std::vector<std::string> leftover_segments() {
-    std::vector<std::string> lines;
-    for (const auto& file : segment_files()) lines.push_back("/dev/shm/" + file);
-    return lines;
-}
 
 std::vector<std::string> collect_and_clean_leaks() {
     std::vector<std::string> leaks;

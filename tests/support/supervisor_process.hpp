@@ -51,7 +51,6 @@ public:
 
     const std::string& instance() const noexcept { return instance_; }
     pid_t pid() const noexcept { return child_->pid(); }
-    const TempFolder& folder() const noexcept { return folder_; }
 
     // The participant table now; empty until the segment exists.
     std::vector<Participant> participants() const;
