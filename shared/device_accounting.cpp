@@ -46,4 +46,10 @@ std::uint64_t simulated_device_used(const SegmentView& view) {
     return tally.counted_bytes();
 }
 
+std::uint64_t simulated_device_free(const SegmentView& view) {
+    const std::uint64_t total = view.device_total_bytes();
+    const std::uint64_t used = simulated_device_used(view);
+    return used >= total ? 0 : total - used;
+}
+
 }  // namespace comfy

@@ -47,5 +47,7 @@ private:
 // (its writer stopped or died inside a write) makes the device count as full: never
 // overcommit. A participant record is read only for a slot whose census claims bytes.
 std::uint64_t simulated_device_used(const SegmentView& view);
+// The device's total less that "used", never below zero: what the driver would report free.
+std::uint64_t simulated_device_free(const SegmentView& view);
 
 }  // namespace comfy

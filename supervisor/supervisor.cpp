@@ -443,8 +443,7 @@ arbiter::Snapshot Supervisor::snapshot() const {
         snap.device_free = cuda_->free_bytes();
     } else {
         snap.device_total = view_.device_total_bytes();
-        const Bytes used = simulated_device_used(view_);
-        snap.device_free = used >= snap.device_total ? 0 : snap.device_total - used;
+        snap.device_free = simulated_device_free(view_);
     }
     for (const auto& [slot, census] : believable_censuses()) {
         snap.participants[slot] = {census.allocator_reserved, census.allocator_active, census.pinned_bytes};

@@ -10,10 +10,7 @@ SimulatedDevice::SimulatedDevice(const SegmentView& view, CensusWriter& census) 
 
 std::uint64_t SimulatedDevice::total_bytes() const { return view_.device_total_bytes(); }
 
-std::uint64_t SimulatedDevice::free_bytes() const {
-    const std::uint64_t used = simulated_device_used(view_);
-    return used >= total_bytes() ? 0 : total_bytes() - used;
-}
+std::uint64_t SimulatedDevice::free_bytes() const { return simulated_device_free(view_); }
 
 bool SimulatedDevice::allocate(std::uint64_t bytes) {
     if (bytes > free_bytes()) return false;
