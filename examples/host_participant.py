@@ -89,12 +89,12 @@ class Host:
             freed = before - self.link.device_used()
             if held:
                 held[2] -= freed
-                if command.type == sv.DETACH:
-                    del self.models[command.model_id]
-                    self.link.drop_model(command.model_id)
-                else:
+                if command.type == sv.PARTIAL_UNLOAD:
                     self.link.report_residency(command.model_id, held[2])
-        self.link.send_unload_receipt(command, freed, bytes_requested=asked)
+            self.link.send_unload_receipt(command, freed, held[2] if held else 0, bytes_requested=asked)
+            if held and command.type == sv.DETACH:
+                del self.models[command.model_id]
+                self.link.drop_model(command.model_id)
         what = "partial_unload" if command.type == sv.PARTIAL_UNLOAD else "detach"
         say(f"{what} of model {command.model_id}: freed {freed} bytes of {asked} asked")
 

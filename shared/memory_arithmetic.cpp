@@ -1,27 +1,25 @@
 #include "shared/memory_arithmetic.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace comfy {
 
-Bytes minimum_inference_memory(Bytes reserve) {
-    // 0.8 * 2^30 exactly as a double, then truncated: 858993459.
-    return static_cast<Bytes>(0.8 * static_cast<double>(kGiB)) + reserve;
+double minimum_inference_memory(Bytes reserve) {
+    return static_cast<double>(kGiB) * 0.8 + static_cast<double>(reserve);
 }
 
-Bytes admission_target(Bytes weights, Bytes largest_tensor, std::uint32_t streams, Bytes reserve) {
-    const auto headroom = static_cast<Bytes>(static_cast<double>(weights) * 1.1);
+double admission_target(Bytes weights, Bytes largest_tensor, std::uint32_t streams, Bytes reserve) {
     const Bytes forward = largest_tensor > ~Bytes{0} / std::max<Bytes>(streams, 1) ? ~Bytes{0} : largest_tensor * streams;
-    return saturating_add(headroom, std::max(minimum_inference_memory(reserve), saturating_add(forward, reserve)));
+    // Python's max() of a float and an int, then need * 1.1 + extra_mem: all in double.
+    const double extra = std::max(minimum_inference_memory(reserve), static_cast<double>(saturating_add(forward, reserve)));
+    return static_cast<double>(weights) * 1.1 + extra;
 }
 
-std::int64_t weight_budget(Bytes free, Bytes loaded, Bytes minimum, Bytes inference, double min_weight_ratio) {
-    const double current = static_cast<double>(free) + static_cast<double>(loaded);
-    const double by_minimum = current - static_cast<double>(minimum);
-    const double by_ratio = std::min(current * min_weight_ratio, current - static_cast<double>(inference));
-    const double budget = std::max({0.0, by_minimum, by_ratio}) - static_cast<double>(loaded);
-    const auto whole = static_cast<std::int64_t>(budget);
-    return whole == 0 ? 1 : whole;
+Bytes whole_bytes_up(double bytes) {
+    if (!(bytes > 0)) return 0;
+    const double up = std::ceil(bytes);
+    return up >= std::ldexp(1.0, 64) ? ~Bytes{0} : static_cast<Bytes>(up);  // saturates, as saturating_add
 }
 
 Bytes free_for_asker(Bytes device_free, Bytes asker_reserved, Bytes asker_active) {

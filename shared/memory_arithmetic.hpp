@@ -18,19 +18,28 @@ inline constexpr Bytes kDefaultReserve = 400 * kMiB;
 // a + b, or UINT64_MAX where the sum would wrap: a wrapped sum of byte figures would lie.
 constexpr Bytes saturating_add(Bytes a, Bytes b) noexcept { return a > ~Bytes{0} - b ? ~Bytes{0} : a + b; }
 
-// minimum_inference_memory(): 0.8 GiB plus the reserve, truncated to whole bytes as
-// Python's int() would (0.8 GiB is 858993459.2 bytes).
-Bytes minimum_inference_memory(Bytes reserve);
+// Upstream computes its targets in Python floats and never rounds them: these do the same
+// in double, operation for operation, so a decision at the boundary goes the same way.
 
-// The bytes a load of `weights` needs free before it starts:
-// int(weights * 1.1) + max(minimum_inference, forward + reserve), forward = streams x largest tensor.
-Bytes admission_target(Bytes weights, Bytes largest_tensor, std::uint32_t streams, Bytes reserve);
+// minimum_inference_memory(): 1024**3 * 0.8 + reserve, a float (1,278,423,859.2 bytes
+// with the default reserve).
+double minimum_inference_memory(Bytes reserve);
 
-// load_models_gpu's low-VRAM weight budget for a model with `loaded` bytes already on
-// the device: max(0, cur - minimum, min(cur * ratio, cur - inference)) - loaded, with
-// cur = free + loaded. Negative means "unload this much"; upstream turns 0 into 0.1,
-// which here is 1 byte (a budget that loads nothing new).
-std::int64_t weight_budget(Bytes free, Bytes loaded, Bytes minimum, Bytes inference, double min_weight_ratio);
+// The target load_models_gpu hands free_memory for a load of `weights`:
+// weights * 1.1 + max(minimum_inference, forward + reserve), forward = streams x largest tensor.
+double admission_target(Bytes weights, Bytes largest_tensor, std::uint32_t streams, Bytes reserve);
+
+// free_memory's memory_to_free for one candidate: target - free, in double. Memory must be
+// freed while it is above 0.
+inline double memory_to_free(double target, Bytes free) { return target - static_cast<double>(free); }
+
+// Whether a candidate with `loaded` bytes on the device is partially unloaded rather than
+// detached: model_unload tries partially_unload only while memory_to_free < loaded_size().
+inline bool unloads_partially(double to_free, Bytes loaded) { return to_free < static_cast<double>(loaded); }
+
+// The whole bytes a partial unload asks for: a float shortfall rounded up, since
+// partially_unload must free at least memory_to_free for the model to stay (freed >= it).
+Bytes whole_bytes_up(double bytes);
 
 // get_free_memory() for one asker: what the driver reports free on the device plus the
 // allocator cache (reserved - active) that the asker itself could return. Another

@@ -47,6 +47,7 @@ Check check(const ResidencyReceipt& m) {
     if (m.model_id == 0) return "residency_receipt.model_id";
     if (!is_bytes_or_unknown(m.loaded_bytes)) return "residency_receipt.loaded_bytes";
     if (!is_flag(m.currently_used)) return "residency_receipt.currently_used";
+    if (!is_flag(m.just_used)) return "residency_receipt.just_used";
     if (!all_zero(m.reserved)) return "residency_receipt.reserved";
     return nullptr;
 }
@@ -57,10 +58,15 @@ Check check(const AdmissionRequest& m) {
     if (!is_bytes(m.bytes)) return "admission_request.bytes";
     if (!is_bytes(m.largest_tensor)) return "admission_request.largest_tensor";
     if (!is_bytes(m.pinned_bytes)) return "admission_request.pinned_bytes";
-    if (m.keep_loaded_count > kMaxKeepLoaded) return "admission_request.keep_loaded_count";
     if (m.flags & ~kAdmitForDynamic) return "admission_request.flags";
-    for (std::uint32_t i = 0; i < m.keep_loaded_count; ++i) {
-        if ((m.keep_loaded[i] & (kModelIdLimit - 1)) == 0) return "admission_request.keep_loaded";
+    return nullptr;
+}
+Check check(const AdmissionKeep& m) {
+    if (m.count == 0 || m.count > kKeepKeysPerMessage) return "admission_keep.count";
+    if (m.reserved != 0) return "admission_keep.reserved";
+    for (std::uint32_t i = 0; i < kKeepKeysPerMessage; ++i) {
+        // A used key names a model (ids are never 0); an unused one is all zero.
+        if (i < m.count ? (m.keys[i] & (kModelIdLimit - 1)) == 0 : m.keys[i] != 0) return "admission_keep.keys";
     }
     return nullptr;
 }
@@ -92,6 +98,7 @@ Check check(const UnloadReceipt& m) {
     if (!is_bytes(m.bytes_freed)) return "unload_receipt.bytes_freed";
     if (!is_flag(m.deferred)) return "unload_receipt.deferred";
     if (m.deferred && m.bytes_freed != 0) return "unload_receipt.bytes_freed";
+    if (!is_bytes_or_unknown(m.loaded_bytes)) return "unload_receipt.loaded_bytes";
     if (!all_zero(m.reserved)) return "unload_receipt.reserved";
     return nullptr;
 }
@@ -217,6 +224,7 @@ std::string_view to_string(MessageType type) noexcept {
         case MessageType::work_request: return "work_request";
         case MessageType::work_result: return "work_result";
         case MessageType::request_failed: return "request_failed";
+        case MessageType::admission_keep: return "admission_keep";
     }
     return "unknown";
 }

@@ -40,9 +40,10 @@ enum class MessageType : std::uint16_t {
     work_request,           // S->P  run one node of a prompt
     work_result,            // P->S  the node's outcome
     request_failed,         // S->P  a request could not be served (e.g. its worker died)
+    admission_keep,         // P->S  models the next admission_request keeps loaded (any number)
 };
 inline constexpr std::uint16_t kFirstMessageType = static_cast<std::uint16_t>(MessageType::hello);
-inline constexpr std::uint16_t kLastMessageType = static_cast<std::uint16_t>(MessageType::request_failed);
+inline constexpr std::uint16_t kLastMessageType = static_cast<std::uint16_t>(MessageType::admission_keep);
 
 std::string_view to_string(MessageType type) noexcept;
 
@@ -56,6 +57,11 @@ constexpr bool is_release(MessageType type) noexcept {
         case MessageType::release_pins: return true;
         default: return false;
     }
+}
+
+// The eviction commands: each is answered by an unload_receipt.
+constexpr bool is_eviction(MessageType type) noexcept {
+    return type == MessageType::partial_unload || type == MessageType::detach;
 }
 
 struct MessageHeader {

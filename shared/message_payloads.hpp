@@ -15,7 +15,8 @@ inline constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 50;
 inline constexpr std::uint64_t kUnknownBytes = std::numeric_limits<std::uint64_t>::max();
 inline constexpr std::uint32_t kMaxDevices = 64;
 inline constexpr std::uint32_t kMaxStreams = 64;
-inline constexpr std::uint32_t kMaxKeepLoaded = 8;
+// Keys per admission_keep message: one full slot's payload.
+inline constexpr std::uint32_t kKeepKeysPerMessage = 12;
 inline constexpr std::uint32_t kMaxGraceMs = 10 * 60 * 1000;
 inline constexpr std::size_t kTokenBytes = 32;
 inline constexpr std::size_t kNodeNameBytes = 64;
@@ -91,11 +92,14 @@ struct ModelRegistered {
 struct ResidencyReceipt {
     static constexpr MessageType kType = MessageType::residency_receipt;
     std::uint64_t model_id;
-    std::uint64_t sequence;      // strictly increasing per model; older ones are dropped
+    std::uint64_t sequence;      // per model, shared with unload_receipt; an older one is dropped
     std::uint64_t loaded_bytes;  // kUnknownBytes when not known
     std::uint32_t references;
     std::uint8_t currently_used; // 0 or 1
-    std::uint8_t reserved[3];
+    // 0 or 1: a load just used this model (upstream's load_models_gpu re-inserts it at
+    // index 0), so it moves to the front of the load order.
+    std::uint8_t just_used;
+    std::uint8_t reserved[2];
 };
 
 struct ModelDropped {
@@ -110,10 +114,20 @@ struct AdmissionRequest {
     std::uint64_t bytes;
     std::uint64_t largest_tensor;
     std::uint64_t pinned_bytes;
+    // How many models to leave alone (upstream's keep_loaded, the models of this load among
+    // them), sent just before in admission_keep messages with the same correlation: a load
+    // may keep any number of models, more than one slot holds.
     std::uint32_t keep_loaded_count;
     std::uint32_t flags;  // kAdmitForDynamic
-    std::uint64_t keep_loaded[kMaxKeepLoaded];  // machine_model_key()s of models to leave alone
 };
+// Part of an admission's keep_loaded list; its header carries the admission's correlation.
+struct AdmissionKeep {
+    static constexpr MessageType kType = MessageType::admission_keep;
+    std::uint32_t count;  // 1..kKeepKeysPerMessage keys used
+    std::uint32_t reserved;
+    std::uint64_t keys[kKeepKeysPerMessage];  // machine_model_key()s; unused ones are zero
+};
+
 // The load is of dynamic models, which never evict one another (upstream's for_dynamic).
 inline constexpr std::uint32_t kAdmitForDynamic = 1u << 0;
 
@@ -146,12 +160,17 @@ struct Detach {
     std::uint64_t model_id;
 };
 
+// The bytes freed answer the command; the model's figure after it (loaded_bytes, under the
+// model's residency sequence) is what the ledger takes, so a residency_receipt sent before
+// or after it never makes the freed bytes count twice.
 struct UnloadReceipt {
     static constexpr MessageType kType = MessageType::unload_receipt;
     std::uint64_t model_id;
     std::uint64_t bytes_requested;
-    std::uint64_t bytes_freed;  // measured
-    std::uint8_t deferred;      // 0 or 1: busy, runs at the next boundary
+    std::uint64_t bytes_freed;   // measured
+    std::uint64_t sequence;      // the model's residency sequence for loaded_bytes
+    std::uint64_t loaded_bytes;  // still loaded after it (0 after a detach); kUnknownBytes when not known
+    std::uint8_t deferred;       // 0 or 1: busy, runs at the next boundary (then nothing else counts)
     std::uint8_t reserved[7];
 };
 

@@ -275,6 +275,11 @@ private:
              describe_json_value(node.value));
     }
 
+    bool read_flag(const Node& node) const {
+        if (!node.value.is_boolean()) fail(node.at, "true or false", describe_json_value(node.value));
+        return node.value.get<bool>();
+    }
+
     template <typename Enum, std::size_t N>
     Enum read_choice(const Node& node, const std::pair<std::string_view, Enum> (&choices)[N]) const {
         if (node.value.is_string()) {
@@ -322,12 +327,13 @@ private:
     }
 
     MemoryConfig read_memory(const Node& node) const {
-        expect_object(node, {"reserve_bytes", "no_fit", "wait_timeout_ms", "answer_timeout_ms"});
+        expect_object(node, {"reserve_bytes", "no_fit", "wait_timeout_ms", "answer_timeout_ms", "smart_memory"});
         MemoryConfig memory;
         if (const auto reserve = member(node, "reserve_bytes")) memory.reserve_bytes = read_size(*reserve, kReserveBytes);
         if (const auto policy = member(node, "no_fit")) memory.no_fit = read_choice(*policy, arbiter::kNoFitPolicies);
         if (const auto wait = member(node, "wait_timeout_ms")) memory.wait_timeout = read_ms(*wait, kMemoryTimeoutMs);
         if (const auto answer = member(node, "answer_timeout_ms")) memory.answer_timeout = read_ms(*answer, kMemoryTimeoutMs);
+        if (const auto smart = member(node, "smart_memory")) memory.smart_memory = read_flag(*smart);
         return memory;
     }
 

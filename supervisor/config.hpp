@@ -44,6 +44,7 @@ struct MemoryConfig {
     arbiter::NoFitPolicy no_fit = arbiter::NoFitPolicy::admit;  // upstream's behaviour
     Milliseconds wait_timeout{30'000};                        // policy wait: refuse after this
     Milliseconds answer_timeout{5'000};                       // an owner silent on an eviction
+    bool smart_memory = true;  // false: upstream's --disable-smart-memory (detach all)
 };
 
 // Host RAM, budgeted: pinned bytes and resident sets against what the machine has.

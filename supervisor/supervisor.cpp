@@ -135,7 +135,7 @@ Supervisor::Supervisor(Config config, const std::string& instance)
       arbiter_(arbiter::ArbiterConfig{config_.memory.reserve_bytes, config_.memory.no_fit,
                                       static_cast<std::uint64_t>(config_.memory.wait_timeout.count()),
                                       static_cast<std::uint64_t>(config_.memory.answer_timeout.count()),
-                                      VramState::normal_vram},
+                                      VramState::normal_vram, config_.memory.smart_memory},
                config_.limits.capacities.ledger_entries) {
     // The table is indexed by slot from first_slot_: the host's slot 0 is in it only when
     // configured, so without a host nothing changes.
@@ -406,11 +406,33 @@ void Supervisor::handle_memory_report(WorkerProcess& worker, const Message& mess
         case MessageType::model_dropped:
             arbitrate(arbiter::event::Dropped{who, std::get<ModelDropped>(message.payload).model_id});
             break;
-        case MessageType::admission_request:
-            ++memory_totals_.admissions;
-            arbitrate(arbiter::event::Admission{who, message.header.correlation,
-                                                std::get<AdmissionRequest>(message.payload)});
+        case MessageType::admission_keep: {
+            const auto& keep = std::get<AdmissionKeep>(message.payload);
+            auto& keeping = worker.keeping;
+            if (keeping.correlation != message.header.correlation) keeping = {message.header.correlation, {}};
+            // No load can keep more models than the ledger holds: past that, a worker is flooding.
+            if (keeping.keys.size() + keep.count > config_.limits.capacities.ledger_entries) {
+                terminate(worker, "asked to keep more models loaded than the ledger holds (" +
+                                      std::to_string(config_.limits.capacities.ledger_entries) + ")");
+                break;
+            }
+            keeping.keys.insert(keeping.keys.end(), keep.keys, keep.keys + keep.count);
             break;
+        }
+        case MessageType::admission_request: {
+            const auto& request = std::get<AdmissionRequest>(message.payload);
+            auto keeping = std::exchange(worker.keeping, {});
+            if (keeping.correlation != message.header.correlation) keeping.keys.clear();  // kept for another request
+            if (keeping.keys.size() != request.keep_loaded_count) {
+                terminate(worker, "sent an admission_request keeping " + std::to_string(request.keep_loaded_count) +
+                                      " models after admission_keep messages naming " +
+                                      std::to_string(keeping.keys.size()));
+                break;
+            }
+            ++memory_totals_.admissions;
+            arbitrate(arbiter::event::Admission{who, message.header.correlation, request, std::move(keeping.keys)});
+            break;
+        }
         case MessageType::unload_receipt: {
             const auto& receipt = std::get<UnloadReceipt>(message.payload);
             memory_totals_.bytes_evicted += receipt.bytes_freed;
@@ -546,6 +568,7 @@ void Supervisor::accept_hello(WorkerProcess& worker, const Message& message) {
     worker.capabilities = hello->capabilities;
     worker.idle_since = Clock::now();
     worker.idle_released = false;
+    worker.keeping = {};
     // Relaxed: a counter compared with its own earlier values only.
     worker.last_heartbeat = view_.census(worker.slot).heartbeat.load(std::memory_order_relaxed);
     worker.heartbeat_seen_at = Clock::now();

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <vector>
 
 namespace comfy::supervisor {
 
@@ -59,6 +60,12 @@ struct WorkerProcess {
     std::uint64_t capabilities = 0;  // from its Hello
     std::chrono::steady_clock::time_point idle_since{};
     bool idle_released = false;  // the idle sweep already asked it for a full release
+    // The keep_loaded list of the admission it is sending: admission_keep messages
+    // gathered until their admission_request arrives.
+    struct Keeping {
+        std::uint64_t correlation = 0;
+        std::vector<std::uint64_t> keys;
+    } keeping;
 
     std::deque<MessageSlot> outbox;                  // waiting for room in the ring
     std::deque<PendingRequest> queued;               // waiting for a ready worker

@@ -5,17 +5,23 @@
 // granted (a refusal means no load), drop models, report residency, grow and empty their
 // allocator cache, and answer eviction commands honestly: they free on the simulated
 // device exactly what they report, which is the amount asked, less, or the whole model,
-// and a detach frees everything and then drops the model. A busy participant answers
-// "deferred" and runs the command when it next becomes idle. Time passes in ticks.
+// and a detach frees everything and then drops the model. After a partial unload an owner
+// sends its residency report and its unload receipt in either order, each with the figure
+// left loaded under its own sequence number. A busy participant answers "deferred" and
+// runs the command when it next becomes idle, unless it is waiting for its own admission:
+// then its own models are candidates like everyone's, and it answers at once. Reports
+// sometimes say a load just used a model (it moves to the front of the order), and an
+// admission keeps some of the asker's own models (the ones it loads) and some of others'.
+// Time passes in ticks.
 //
 // After every step these must hold:
 //   (a) the ledger's loaded bytes (unknown counted as total) equal the device's use by
-//       models, in sum and entry by entry;
+//       models, in sum and entry by entry, whatever order the receipts came in;
 //   (b) a grant fits: under wait and refuse device_free >= target and no shortfall,
 //       under admit device_free + shortfall >= target, and no grant or refusal reports
 //       more free than the snapshot the arbiter was handed gave the asker (a dynamic load
-//       may count other participants' dynamic models as needed: upstream's for_dynamic,
-//       so its target is lowered by at most their bytes);
+//       may count the dynamic models on the device, the asker's own included, as needed:
+//       upstream's for_dynamic, so its target is lowered by at most their bytes);
 //   (b') the same against the device as it stands when the grant is acted on, that is
 //       after the loads of the grants given before it in the same decision;
 //   (c) every admission is answered exactly once, to its asker, unless the asker left
@@ -90,14 +96,16 @@ std::string describe(const event::Residency& e) {
 std::string describe(const event::Dropped& e) { return "Dropped " + name(e.who) + " model " + std::to_string(e.model_id); }
 std::string describe(const event::Admission& e) {
     std::string keep;
-    for (std::uint32_t i = 0; i < e.request.keep_loaded_count; ++i) keep += " " + std::to_string(e.request.keep_loaded[i]);
+    for (const auto key : e.keep_loaded) keep += " " + std::to_string(key);
     return "Admission " + name(e.who) + " corr " + std::to_string(e.correlation) + " bytes " + gib(e.request.bytes) +
            " largest " + gib(e.request.largest_tensor) + " streams " + std::to_string(e.request.streams) +
            ((e.request.flags & kAdmitForDynamic) != 0 ? " dynamic" : "") + (keep.empty() ? "" : " keep" + keep);
 }
 std::string describe(const event::Unloaded& e) {
     return "Unloaded " + name(e.who) + " model " + std::to_string(e.receipt.model_id) + " asked " +
-           gib(e.receipt.bytes_requested) + " freed " + gib(e.receipt.bytes_freed) + (e.receipt.deferred ? " deferred" : "");
+           gib(e.receipt.bytes_requested) + " freed " + gib(e.receipt.bytes_freed) + " seq " +
+           std::to_string(e.receipt.sequence) + " left " + gib(e.receipt.loaded_bytes) +
+           (e.receipt.deferred ? " deferred" : "");
 }
 std::string describe(const event::Tick&) { return "Tick"; }
 std::string describe(const event::Released& e) {
@@ -136,11 +144,11 @@ struct Owner {
 struct Asked {
     Participant asker;
     AdmissionRequest request;
-    Bytes target = 0;
+    Bytes target = 0;  // upstream's float target, rounded up: a grant must cover every byte of it
     int answers = 0;
     bool asker_gone = false;
-    // For a dynamic load: the most each other participant's dynamic model held while the
-    // request was open; the arbiter may lower the target by at most their sum.
+    // For a dynamic load: the most each dynamic model on the device held while the request
+    // was open; the arbiter may lower the target by at most their sum.
     std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>, Bytes> dynamic_seen;
 
     bool open() const { return answers == 0 && !asker_gone; }
@@ -166,13 +174,16 @@ struct Coverage {
     std::size_t deferred_receipts = 0;
     std::size_t deaths_holding_commands = 0;
     std::size_t deaths_during_eviction = 0;  // the arbiter's note says so
+    std::size_t own_model_evictions = 0;     // commands to the asker while it waits for its admission
+    std::size_t receipts_before_residency = 0;
     std::size_t answer_timeouts = 0;         // the arbiter's note says so
     std::size_t unanswered_at_drain = 0;     // requests still open when the drain began
 };
 
-ArbiterConfig config_for(NoFitPolicy policy) {
+ArbiterConfig config_for(NoFitPolicy policy, bool smart_memory = true) {
     ArbiterConfig config;
     config.no_fit = policy;
+    config.smart_memory = smart_memory;
     config.wait_timeout_ms = 20'000;
     config.answer_timeout_ms = 5'000;
     return config;
@@ -183,8 +194,8 @@ enum class Against { snapshot, device };
 
 class Sim {
 public:
-    Sim(NoFitPolicy policy, std::uint64_t seed, Against against, bool trace, Coverage& coverage)
-        : config_(config_for(policy)), arbiter_(config_, kLedgerCapacity), rng_(seed), against_(against),
+    Sim(NoFitPolicy policy, bool smart_memory, std::uint64_t seed, Against against, bool trace, Coverage& coverage)
+        : config_(config_for(policy, smart_memory)), arbiter_(config_, kLedgerCapacity), rng_(seed), against_(against),
           trace_(trace), coverage_(coverage) {
         join(kHost);
         for (std::uint32_t s = 1; s < kSlots; ++s) {
@@ -473,7 +484,15 @@ private:
         report.loaded_bytes = unknown ? kUnknownBytes : m.on_device;
         report.references = static_cast<std::uint32_t>(uniform(1, 3));
         report.currently_used = static_cast<std::uint8_t>(uniform(0, 1));
+        report.just_used = static_cast<std::uint8_t>(chance(0.3));
         send(event::Residency{who(slot), report});
+    }
+
+    UnloadReceipt receipt(std::uint32_t slot, const Command& command, Bytes freed) {
+        const auto found = owners_[slot].models.find(command.model_id);
+        const bool held = found != owners_[slot].models.end();
+        return UnloadReceipt{command.model_id, command.asked, freed, held ? ++found->second.sequence : 0,
+                             held ? found->second.on_device : 0, 0, {}};
     }
 
     // The owner carries out one command and reports exactly what it freed.
@@ -481,14 +500,15 @@ private:
         Owner& o = owners_[slot];
         const auto found = o.models.find(command.model_id);
         if (found == o.models.end()) {  // dropped meanwhile: nothing to free
-            send(event::Unloaded{who(slot), UnloadReceipt{command.model_id, command.asked, 0, 0, {}}});
+            send(event::Unloaded{who(slot), receipt(slot, command, 0)});
             return;
         }
         SimModel& m = found->second;
         if (command.detach) {
             const Bytes freed = m.on_device;
+            m.on_device = 0;
+            send(event::Unloaded{who(slot), receipt(slot, command, freed)});
             o.models.erase(found);
-            send(event::Unloaded{who(slot), UnloadReceipt{command.model_id, freed, freed, 0, {}}});
             send(event::Dropped{who(slot), command.model_id});
             return;
         }
@@ -499,19 +519,34 @@ private:
         if (mode >= 8) freed = m.on_device;                         // the whole model
         m.on_device -= freed;
         const bool drop_it = mode == 9;  // the whole model, and then it lets go of it
-        if (drop_it) o.models.erase(found);
-        send(event::Unloaded{who(slot), UnloadReceipt{command.model_id, command.asked, freed, 0, {}}});
-        if (drop_it) send(event::Dropped{who(slot), command.model_id});
+        if (drop_it) {
+            send(event::Unloaded{who(slot), receipt(slot, command, freed)});
+            o.models.erase(found);
+            send(event::Dropped{who(slot), command.model_id});
+            return;
+        }
+        // Its residency report and its receipt, in either order: each carries the figure.
+        if (chance(0.5)) {
+            ++coverage_.receipts_before_residency;
+            send(event::Unloaded{who(slot), receipt(slot, command, freed)});
+            residency(slot, command.model_id);
+        } else {
+            residency(slot, command.model_id);
+            send(event::Unloaded{who(slot), receipt(slot, command, freed)});
+        }
     }
 
     void answer(std::uint32_t slot) {
         Owner& o = owners_[slot];
         const Command command = o.inbox.front();
         o.inbox.pop_front();
-        if (o.busy) {
+        // An owner waiting for its own admission answers at once, busy or not: the
+        // arbiter may be making room among its own models.
+        if (o.asking) ++coverage_.own_model_evictions;
+        if (o.busy && !o.asking) {
             ++coverage_.deferred_receipts;
             o.deferred.push_back(command);
-            send(event::Unloaded{who(slot), UnloadReceipt{command.model_id, command.asked, 0, 1, {}}});
+            send(event::Unloaded{who(slot), UnloadReceipt{command.model_id, command.asked, 0, 0, kUnknownBytes, 1, {}}});
             return;
         }
         execute(slot, command);
@@ -565,23 +600,24 @@ private:
         r.bytes = uniform(128, 10 * 1024) * kMiB + uniform(0, kMiB - 1);
         r.largest_tensor = chance(0.5) ? 0 : uniform(0, r.bytes / 8);
         r.flags = chance(0.2) ? kAdmitForDynamic : 0;
+        std::vector<std::uint64_t> keep;
         if (chance(0.5)) {
-            // Keep some of the other owners' models, named across the machine.
-            for (std::uint32_t other = 0; other < owners_.size(); ++other) {
-                if (other == *slot || !owners_[other].alive) continue;
-                for (const auto& [id, m] : owners_[other].models) {
-                    if (r.keep_loaded_count < kMaxKeepLoaded && chance(0.3)) {
-                        r.keep_loaded[r.keep_loaded_count++] = machine_model_key(other, id);
-                    }
+            // Keep some models, named across the machine: the asker's own (those this load
+            // uses) and other owners'.
+            for (std::uint32_t owner = 0; owner < owners_.size(); ++owner) {
+                if (!owners_[owner].alive) continue;
+                for (const auto& [id, m] : owners_[owner].models) {
+                    if (chance(0.3)) keep.push_back(machine_model_key(owner, id));
                 }
             }
         }
+        r.keep_loaded_count = static_cast<std::uint32_t>(keep.size());
         const std::uint64_t correlation = next_correlation_++;
         ++coverage_.admissions;
-        Asked asked{who(*slot), r, admission_target(r.bytes, r.largest_tensor, r.streams, config_.base_reserve), 0, false, {}};
-        asked_.emplace(correlation, asked);
+        const Bytes target = whole_bytes_up(admission_target(r.bytes, r.largest_tensor, r.streams, config_.base_reserve));
+        asked_.emplace(correlation, Asked{who(*slot), r, target, 0, false, {}});
         o.asking = correlation;
-        send(event::Admission{who(*slot), correlation, r});
+        send(event::Admission{who(*slot), correlation, r, std::move(keep)});
         return true;
     }
 
@@ -686,7 +722,8 @@ private:
             const auto& ledger = arbiter_.ledger();
             for (std::size_t i = 0; i < ledger.capacity(); ++i) {
                 const auto& e = ledger.at(i);
-                if (!e || !e->dynamic || e->owner_slot == asked.asker.slot || e->device != asked.request.device) continue;
+                // The asker's own dynamic models count too: they are in the one order.
+                if (!e || !e->dynamic || e->device != asked.request.device) continue;
                 Bytes& seen = asked.dynamic_seen[{e->owner_slot, e->owner_generation, e->model_id}];
                 seen = std::max(seen, e->loaded_or_total());
             }
@@ -769,7 +806,7 @@ std::optional<std::uint64_t> from_environment(const char* variable) {
     return std::strtoull(text, nullptr, 10);
 }
 
-void run_random_traces(NoFitPolicy policy, Against against) {
+void run_random_traces(NoFitPolicy policy, Against against, bool smart_memory = true) {
     const auto only_seed = from_environment("COMFY_ARBITER_SEED");
     const int steps = static_cast<int>(from_environment("COMFY_ARBITER_STEPS").value_or(kDefaultSteps));
     const bool trace = from_environment("COMFY_ARBITER_TRACE").value_or(0) != 0;
@@ -780,7 +817,7 @@ void run_random_traces(NoFitPolicy policy, Against against) {
         INFO("policy " << name(policy) << ", seed " << seed << ", " << steps
                        << " steps (replay: COMFY_ARBITER_SEED=" << seed << " COMFY_ARBITER_STEPS=" << steps
                        << " COMFY_ARBITER_TRACE=1)");
-        Sim sim(policy, seed, against, trace, coverage);
+        Sim sim(policy, smart_memory, seed, against, trace, coverage);
         for (int step = 0; step < steps && sim.violation().empty(); ++step) {
             sim.random_step(step);
             if (!sim.violation().empty()) FAIL("step " << step << ": " << sim.violation() << "\nlast lines:\n" << sim.recent());
@@ -796,17 +833,22 @@ void run_random_traces(NoFitPolicy policy, Against against) {
                  << ", deferred receipts " << coverage.deferred_receipts << ", deaths holding commands "
                  << coverage.deaths_holding_commands << ", deaths during an eviction " << coverage.deaths_during_eviction
                  << ", answer time-outs " << coverage.answer_timeouts << ", open at the drain "
-                 << coverage.unanswered_at_drain);
+                 << coverage.unanswered_at_drain << ", own-model evictions " << coverage.own_model_evictions
+                 << ", receipts before residency " << coverage.receipts_before_residency);
     CHECK(coverage.admissions > 0);
     CHECK(coverage.grants > 0);
     CHECK(coverage.dynamic_grants > 0);
-    CHECK(coverage.partial_unloads > 0);
+    // With smart memory off every eviction is a detach, as upstream's 1e32.
+    if (smart_memory) CHECK(coverage.partial_unloads > 0);
+    if (!smart_memory) CHECK(coverage.partial_unloads == 0);
     CHECK(coverage.detaches > 0);
     CHECK(coverage.deferred_receipts > 0);
     CHECK(coverage.deaths_holding_commands > 0);
     CHECK(coverage.deaths_during_eviction > 0);
     CHECK(coverage.answer_timeouts > 0);
     CHECK(coverage.unanswered_at_drain > 0);
+    CHECK(coverage.own_model_evictions > 0);
+    if (smart_memory) CHECK(coverage.receipts_before_residency > 0);
     if (policy == NoFitPolicy::admit) CHECK(coverage.grants_with_shortfall > 0);
     if (policy != NoFitPolicy::admit) CHECK(coverage.refusals > 0);
 }
@@ -845,6 +887,15 @@ TEST_CASE("random traces: grants fit the device as it stands when acted on: poli
     run_random_traces(NoFitPolicy::refuse, Against::device);
 }
 
+// Upstream's --disable-smart-memory: every admission detaches every model it does not keep.
+TEST_CASE("random traces with smart memory off: the same properties hold: policy admit") {
+    run_random_traces(NoFitPolicy::admit, Against::device, false);
+}
+
+TEST_CASE("random traces with smart memory off: the same properties hold: policy refuse") {
+    run_random_traces(NoFitPolicy::refuse, Against::device, false);
+}
+
 TEST_CASE("two admissions answered by one receipt are not granted the same free bytes") {
     // Slot 2 holds 20 GiB of the 24; slot 1 asks for a 4 GiB load and slot 3 for another
     // while slot 2 is asked to free the difference. Its receipt makes room for one load.
@@ -856,7 +907,7 @@ TEST_CASE("two admissions answered by one receipt are not granted the same free 
     AdmissionRequest load{};
     load.streams = 1;
     load.bytes = 4 * kGiB;
-    const Bytes target = admission_target(load.bytes, 0, 1, kDefaultReserve);
+    const Bytes target = whole_bytes_up(admission_target(load.bytes, 0, 1, kDefaultReserve));
 
     const auto first = arbiter.handle(event::Admission{{1, 1}, 1, load}, snapshot());
     REQUIRE(first.size() >= 1);
@@ -867,7 +918,7 @@ TEST_CASE("two admissions answered by one receipt are not granted the same free 
 
     held -= partial->command.bytes;  // slot 2 frees exactly what it was asked: free == target
     const auto answers = arbiter.handle(
-        event::Unloaded{{2, 1}, UnloadReceipt{1, partial->command.bytes, partial->command.bytes, 0, {}}}, snapshot());
+        event::Unloaded{{2, 1}, UnloadReceipt{1, partial->command.bytes, partial->command.bytes, 1, held, 0, {}}}, snapshot());
     Bytes granted = 0;
     for (const auto& a : answers) {
         if (std::holds_alternative<action::Grant>(a)) granted += target;

@@ -120,8 +120,8 @@ TEST_CASE("a pin cut short by the host budget makes the holders release pins in 
 
 TEST_CASE("no-fit policies: admit grants short, refuse explains, wait times out") {
     TempFolder packs("mem");
-    // The asker's own 12 GiB is no candidate, so its 14 GiB cannot fit.
-    const json greedy = {{"nodes", {{"first", {step_load("a", "12GiB")}}, {"second", {step_load("b", "14GiB")}}}}};
+    // 30 GiB cannot fit the 24 GiB device even once the asker's own 12 GiB is detached.
+    const json greedy = {{"nodes", {{"first", {step_load("a", "12GiB")}}, {"second", {step_load("b", "30GiB")}}}}};
     const json workload = workload_of({{node("greedy", "first"), node("greedy", "second")}});
     SECTION("admit") {
         SupervisorProcess supervisor(config_of(json::array({reference_pack(packs, "greedy", greedy)})), workload);
@@ -145,6 +145,19 @@ TEST_CASE("no-fit policies: admit grants short, refuse explains, wait times out"
         CHECK_THAT(supervisor.log(), Contains("waits for"));
         CHECK_THAT(supervisor.log(), Contains("refusing slot 1"));
     }
+}
+
+TEST_CASE("a worker's load makes room among its own models, which it evicts while it waits") {
+    // As in one ComfyUI process: its 12 GiB model is the only candidate for its 14 GiB load,
+    // and the worker, busy in the node that asks, answers the partial unload at once.
+    TempFolder packs("mem");
+    const json pack = {{"nodes", {{"first", {step_load("a", "12GiB")}}, {"second", {step_load("b", "14GiB")}}}}};
+    SupervisorProcess supervisor(config_of(json::array({reference_pack(packs, "solo", pack)}), {{"no_fit", "refuse"}}),
+                                 workload_of({{node("solo", "first"), node("solo", "second")}}));
+    CHECK(supervisor.wait() == 0);
+    CHECK_THAT(supervisor.log(), Contains("memory: slot 1 needs 18 GiB with 12 GiB free: asking slot 1 (generation 1) to free"));
+    CHECK_THAT(supervisor.log(), !Contains("deferred"));
+    CHECK_THAT(supervisor.output(), Contains("0 refused"));
 }
 
 TEST_CASE("a recording of a live run replays to the same decisions") {

@@ -32,8 +32,14 @@ AdmissionRequest good_admission() {
     m.largest_tensor = 256ull << 20;
     m.pinned_bytes = 0;
     m.keep_loaded_count = 2;
-    m.keep_loaded[0] = 11;
-    m.keep_loaded[1] = 12;
+    return m;
+}
+
+AdmissionKeep good_keep() {
+    AdmissionKeep m{};
+    m.count = 2;
+    m.keys[0] = machine_model_key(3, 11);
+    m.keys[1] = 12;
     return m;
 }
 
@@ -54,14 +60,14 @@ TEST_CASE("every message type survives a round trip") {
         HelloAck{3, 1, 400ull << 20, 24ull << 30},
         Shutdown{5000, 0},
         ModelRegistered{1, 1, 1000, kUnknownBytes, 0, 1, 0, 0},
-        ResidencyReceipt{1, 5, 500, 1, 1, {}},
+        ResidencyReceipt{1, 5, 500, 1, 1, 1, {}},
         ModelDropped{1},
         good_admission(),
         AdmissionGrant{1, 2, 0, 3, 0},
         AdmissionRefused{10, 5, 5, 0, 0},
         PartialUnload{1, 100},
         Detach{1},
-        UnloadReceipt{1, 100, 50, 0, {}},
+        UnloadReceipt{1, 100, 50, 7, 450, 0, {}},
         ReleaseNodeBoundary{1, 2, 0},
         CastEpochBoundary{9},
         FullRelease{1, 0},
@@ -75,6 +81,7 @@ TEST_CASE("every message type survives a round trip") {
         WorkRequest{1, 2, 0, "load_model"},
         WorkResult{1, 2, 0, 100},
         RequestFailed{0, -1, 9, 2},
+        good_keep(),
     };
     for (const auto& sample : samples) {
         std::visit(
@@ -146,7 +153,8 @@ TEST_CASE("out-of-range fields are rejected with the field named") {
     CHECK(rejected_field(ModelRegistered{1, 1, 10, 10, kMaxDevices, 0, 0, 0}) == "model_registered.device");
     CHECK(rejected_field(ModelRegistered{1, 1, 10, 10, 0, kModelKindCount, 0, 0}) == "model_registered.kind");
     CHECK(rejected_field(ModelRegistered{1, 1, 10, 10, 0, 0, 2, 0}) == "model_registered.dynamic");
-    CHECK(rejected_field(ResidencyReceipt{1, 1, 1, 1, 2, {}}) == "residency_receipt.currently_used");
+    CHECK(rejected_field(ResidencyReceipt{1, 1, 1, 1, 2, 0, {}}) == "residency_receipt.currently_used");
+    CHECK(rejected_field(ResidencyReceipt{1, 1, 1, 1, 1, 2, {}}) == "residency_receipt.just_used");
     CHECK(rejected_field(ModelDropped{0}) == "model_dropped.model_id");
 
     auto admission = good_admission();
@@ -155,19 +163,26 @@ TEST_CASE("out-of-range fields are rejected with the field named") {
     admission.streams = kMaxStreams + 1;
     CHECK(rejected_field(admission) == "admission_request.streams");
     admission = good_admission();
-    admission.keep_loaded_count = kMaxKeepLoaded + 1;
-    CHECK(rejected_field(admission) == "admission_request.keep_loaded_count");
-    admission = good_admission();
-    admission.keep_loaded[1] = 0;
-    CHECK(rejected_field(admission) == "admission_request.keep_loaded");
-    admission = good_admission();
     admission.bytes = kUnknownBytes;
     CHECK(rejected_field(admission) == "admission_request.bytes");
 
     CHECK(rejected_field(AdmissionGrant{1, 1, 0, kVramStateCount, 0}) == "admission_grant.vram_state");
     CHECK(rejected_field(AdmissionRefused{1, 1, 1, kRefusalReasonCount, 0}) == "admission_refused.reason");
-    CHECK(rejected_field(UnloadReceipt{1, 10, 10, 2, {}}) == "unload_receipt.deferred");
-    CHECK(rejected_field(UnloadReceipt{1, 10, 10, 1, {}}) == "unload_receipt.bytes_freed");
+    CHECK(rejected_field(UnloadReceipt{1, 10, 10, 1, 0, 2, {}}) == "unload_receipt.deferred");
+    CHECK(rejected_field(UnloadReceipt{1, 10, 10, 1, 0, 1, {}}) == "unload_receipt.bytes_freed");
+    CHECK(rejected_field(UnloadReceipt{1, 10, 10, 1, kMaxBytes + 1, 0, {}}) == "unload_receipt.loaded_bytes");
+
+    auto keep = good_keep();
+    keep.count = 0;
+    CHECK(rejected_field(keep) == "admission_keep.count");
+    keep.count = kKeepKeysPerMessage + 1;
+    CHECK(rejected_field(keep) == "admission_keep.count");
+    keep = good_keep();
+    keep.keys[1] = machine_model_key(2, 0);  // a slot without a model
+    CHECK(rejected_field(keep) == "admission_keep.keys");
+    keep = good_keep();
+    keep.keys[5] = 9;  // past the count: must be zero
+    CHECK(rejected_field(keep) == "admission_keep.keys");
     CHECK(rejected_field(FullRelease{kFullReleaseReasonCount, 0}) == "full_release.reason");
     CHECK(rejected_field(ReleaseReceipt{static_cast<std::uint16_t>(MessageType::detach), 0, {}, 1, 1}) ==
           "release_receipt.release_type");

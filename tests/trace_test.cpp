@@ -33,12 +33,10 @@ ModelRegistered model(std::uint64_t id, Bytes total, Bytes loaded) {
     return ModelRegistered{id, id, total, loaded, 0, static_cast<std::uint16_t>(ModelKind::diffusion), 0, 0};
 }
 
-AdmissionRequest load_of(Bytes bytes, std::vector<std::uint64_t> keep = {}) {
+AdmissionRequest load_of(Bytes bytes) {
     AdmissionRequest r{};
     r.streams = 1;
     r.bytes = bytes;
-    r.keep_loaded_count = static_cast<std::uint32_t>(keep.size());
-    std::copy(keep.begin(), keep.end(), r.keep_loaded);
     return r;
 }
 
@@ -115,12 +113,12 @@ struct RecordedWorld {
     void load(std::uint32_t slot, const ModelRegistered& m) {
         held[{slot, m.model_id}] = m.loaded_bytes;
         send(event::Registered{{slot, 1}, m});
-        send(event::Residency{{slot, 1}, ResidencyReceipt{m.model_id, 1, m.loaded_bytes, 1, 0, {}}});
+        send(event::Residency{{slot, 1}, ResidencyReceipt{m.model_id, 1, m.loaded_bytes, 1, 0, 0, {}}});
     }
     std::vector<Action> answer(std::uint32_t slot, std::uint64_t id, Bytes asked, Bytes freed) {
         auto& bytes = held[{slot, id}];
         bytes -= std::min(bytes, freed);
-        return send(event::Unloaded{{slot, 1}, UnloadReceipt{id, asked, freed, 0, {}}});
+        return send(event::Unloaded{{slot, 1}, UnloadReceipt{id, asked, freed, 2, bytes, 0, {}}});
     }
 };
 
@@ -171,7 +169,7 @@ void play_session(RecordedWorld& world) {
 
     // Nothing evictable (model 30 kept) and nothing else free: policy wait, then time-out.
     world.other_use = 18 * kGiB;
-    actions = world.send(event::Admission{{2, 1}, 2, load_of(8 * kGiB, {machine_model_key(3, 30)})});
+    actions = world.send(event::Admission{{2, 1}, 2, load_of(8 * kGiB), {machine_model_key(3, 30)}});
     // The ledger has nothing more to give: the idle sibling (slot 1; slot 3 holds the kept
     // model) is asked for a partial release, frees nothing, and the request then waits.
     const auto* release = first<action::SendPartialRelease>(actions);
@@ -216,7 +214,8 @@ TEST_CASE("every event kind survives the trip through JSON") {
     ModelRegistered unknown_residency = model(10, 8 * kGiB, kUnknownBytes);
     unknown_residency.kind = static_cast<std::uint16_t>(ModelKind::text_encoder);
     unknown_residency.dynamic = 1;
-    AdmissionRequest request = load_of(6 * kGiB, {10, 11, 12});
+    AdmissionRequest request = load_of(6 * kGiB);
+    request.keep_loaded_count = 3;
     request.device = 2;
     request.streams = 3;
     request.largest_tensor = 300 * kMiB;
@@ -227,11 +226,12 @@ TEST_CASE("every event kind survives the trip through JSON") {
         event::Left{{3, 4}},
         event::Busy{{5, 6}, true},
         event::Registered{{7, 8}, unknown_residency},
-        event::Residency{{1, 1}, ResidencyReceipt{10, 9, kUnknownBytes, 2, 1, {}}},
-        event::Residency{{1, 1}, ResidencyReceipt{10, 10, 3 * kGiB, 0, 0, {}}},
+        event::Residency{{1, 1}, ResidencyReceipt{10, 9, kUnknownBytes, 2, 1, 0, {}}},
+        event::Residency{{1, 1}, ResidencyReceipt{10, 10, 3 * kGiB, 0, 0, 1, {}}},
         event::Dropped{{1, 1}, 10},
-        event::Admission{{9, 3}, 77, request},
-        event::Unloaded{{2, 1}, UnloadReceipt{20, kGiB, 700 * kMiB, 1, {}}},
+        event::Admission{{9, 3}, 77, request, {10, 11, 12}},
+        event::Unloaded{{2, 1}, UnloadReceipt{20, kGiB, 0, 0, kUnknownBytes, 1, {}}},
+        event::Unloaded{{2, 1}, UnloadReceipt{20, kGiB, 700 * kMiB, 4, 300 * kMiB, 0, {}}},
         event::Tick{},
     };
     for (const Event& original : events) {
@@ -260,7 +260,7 @@ TEST_CASE("every event kind survives the trip through JSON") {
         const auto& admission = std::get<event::Admission>(entry.event);
         CHECK(admission.correlation == 77);
         CHECK(admission.request.keep_loaded_count == 3);
-        CHECK(admission.request.keep_loaded[2] == 12);
+        CHECK(admission.keep_loaded == std::vector<std::uint64_t>{10, 11, 12});
         CHECK(admission.request.flags == kAdmitForDynamic);
         CHECK(admission.request.largest_tensor == 300 * kMiB);
     }
@@ -295,9 +295,10 @@ TEST_CASE("the header carries the config and the ledger capacity") {
     config.wait_timeout_ms = 123;
     config.answer_timeout_ms = 456;
     config.vram_state = VramState::high_vram;
+    config.smart_memory = false;
     const TraceJson header = header_json(config, 48);
     CHECK(header["trace"] == "comfy-supervisor-arbiter");
-    CHECK(header["version"] == 1);
+    CHECK(header["version"] == 2);
     CHECK(header["config"]["no_fit"] == "wait");
     const TraceHeader parsed = parse_header(through_text(header), 1);
     CHECK(parsed.ledger_capacity == 48);
@@ -306,6 +307,7 @@ TEST_CASE("the header carries the config and the ledger capacity") {
     CHECK(parsed.config.wait_timeout_ms == 123);
     CHECK(parsed.config.answer_timeout_ms == 456);
     CHECK(parsed.config.vram_state == VramState::high_vram);
+    CHECK_FALSE(parsed.config.smart_memory);
 }
 
 TEST_CASE("a hand-written trace may give byte counts as sizes") {
@@ -417,8 +419,8 @@ TEST_CASE("a malformed trace is refused with a one-line message naming the line"
                 "line 2: at /snapshot/participants/seven: expected a slot number as the key");
     }
     SECTION("another header version") {
-        refused(replace_once(header, "\"version\":1", "\"version\":2") + '\n' + joined_line,
-                "line 1: at /version: expected 1, found 2");
+        refused(replace_once(header, "\"version\":2", "\"version\":1") + '\n' + joined_line,
+                "line 1: at /version: expected 2, found 1");
     }
     SECTION("no header") { refused(joined_line + '\n', "line 1: at /trace: expected \"comfy-supervisor-arbiter\""); }
     SECTION("an empty trace") { refused("", "line 1: at /: expected the trace header"); }

@@ -40,6 +40,25 @@ std::optional<Message> Inbox::reply_to(std::uint64_t correlation, Clock::time_po
     return reply;
 }
 
+std::optional<Message> Inbox::reply_or_eviction(std::uint64_t correlation, Clock::time_point deadline) {
+    std::optional<Message> taken;
+    wait_until(deadline, kReplySpin, [&] {
+        const auto eviction =
+            std::find_if(commands_.begin(), commands_.end(), [](const Message& m) { return is_eviction(m.type()); });
+        if (eviction != commands_.end()) {
+            taken = *eviction;
+            commands_.erase(eviction);
+            return true;
+        }
+        const auto found = replies_.find(correlation);
+        if (found == replies_.end()) return shutdown_seen_;
+        taken = found->second;
+        replies_.erase(found);
+        return true;
+    });
+    return taken;
+}
+
 std::optional<Message> Inbox::next_command(Clock::time_point deadline) {
     std::optional<Message> command;
     wait_until(deadline, kCommandSpin, [&] {

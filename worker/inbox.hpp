@@ -28,6 +28,11 @@ public:
     // The reply to the request with this correlation id. Nothing when `deadline` passes,
     // or when a Shutdown arrived first (the Shutdown stays for next_command()).
     std::optional<Message> reply_to(std::uint64_t correlation, Clock::time_point deadline);
+    // The same, or before it the oldest eviction command (partial_unload, detach) not
+    // taken yet: a participant waiting for admission must answer those meanwhile, since
+    // the arbiter may ask it to evict its own models to make room. An eviction may pass
+    // the commands queued ahead of it: it does not depend on them.
+    std::optional<Message> reply_or_eviction(std::uint64_t correlation, Clock::time_point deadline);
     // The oldest command not taken yet; nothing when `deadline` passes first.
     std::optional<Message> next_command(Clock::time_point deadline);
     // Both throw std::runtime_error when the ring is corrupt.

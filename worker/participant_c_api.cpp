@@ -10,6 +10,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 struct comfy_participant {
     explicit comfy_participant(std::uint64_t capabilities)
@@ -157,10 +158,11 @@ int comfy_participant_register_model(comfy_participant* participant, uint64_t mo
 }
 
 int comfy_participant_report_residency(comfy_participant* participant, uint64_t model_id, uint64_t sequence,
-                                       uint64_t loaded_bytes, uint32_t references, int currently_used) {
+                                       uint64_t loaded_bytes, uint32_t references, int currently_used, int just_used) {
     return guarded(participant, [&](comfy_participant& p) {
         return send_checked(p, ResidencyReceipt{model_id, sequence, loaded_bytes, references,
-                                                static_cast<std::uint8_t>(currently_used != 0), {}});
+                                                static_cast<std::uint8_t>(currently_used != 0),
+                                                static_cast<std::uint8_t>(just_used != 0), {}});
     });
 }
 
@@ -174,9 +176,8 @@ int comfy_participant_request_admission(comfy_participant* participant, uint32_t
                                         comfy_admission_answer* answer) {
     return guarded(participant, [&](comfy_participant& p) {
         if (answer == nullptr) throw std::invalid_argument("request_admission needs somewhere to put the answer");
-        if (keep_loaded_count > kMaxKeepLoaded || (keep_loaded_count > 0 && keep_loaded == nullptr)) {
-            throw std::invalid_argument("keep_loaded holds at most " + std::to_string(kMaxKeepLoaded) + " model ids, got " +
-                                        std::to_string(keep_loaded_count));
+        if (keep_loaded_count > 0 && keep_loaded == nullptr) {
+            throw std::invalid_argument("keep_loaded is NULL with a count of " + std::to_string(keep_loaded_count));
         }
         AdmissionRequest request{};
         request.device = device;
@@ -185,13 +186,17 @@ int comfy_participant_request_admission(comfy_participant* participant, uint32_t
         request.largest_tensor = largest_tensor;
         request.pinned_bytes = pinned_bytes;
         request.flags = flags;
-        request.keep_loaded_count = keep_loaded_count;
-        // The supervisor names models across the machine by owner slot and id.
-        for (std::uint32_t i = 0; i < keep_loaded_count; ++i) {
-            request.keep_loaded[i] = machine_model_key(p.runtime.slot(), keep_loaded[i]);
-        }
         checked(p, request);
-        const auto reply = p.runtime.request_admission(request);
+        // The supervisor names models across the machine by owner slot and id.
+        std::vector<std::uint64_t> keys;
+        for (std::uint32_t i = 0; i < keep_loaded_count; ++i) {
+            if (keep_loaded[i] == 0 || keep_loaded[i] >= kModelIdLimit) {
+                throw std::invalid_argument("keep_loaded[" + std::to_string(i) + "] is " + std::to_string(keep_loaded[i]) +
+                                            ", not a model id (1 to 2^48 - 1)");
+            }
+            keys.push_back(machine_model_key(p.runtime.slot(), keep_loaded[i]));
+        }
+        const auto reply = p.runtime.request_admission(request, keys);
         *answer = comfy_admission_answer{};
         answer->granted = reply.granted ? 1 : 0;
         answer->vram_state = reply.grant.vram_state;
@@ -266,11 +271,13 @@ int comfy_participant_next_command(comfy_participant* participant, uint32_t time
 }
 
 int comfy_participant_send_unload_receipt(comfy_participant* participant, uint64_t correlation, uint64_t model_id,
-                                          uint64_t bytes_requested, uint64_t bytes_freed, int deferred) {
+                                          uint64_t bytes_requested, uint64_t bytes_freed, uint64_t sequence,
+                                          uint64_t loaded_bytes, int deferred) {
     return guarded(participant, [&](comfy_participant& p) {
-        return send_checked(
-            p, UnloadReceipt{model_id, bytes_requested, bytes_freed, static_cast<std::uint8_t>(deferred != 0), {}},
-            correlation);
+        return send_checked(p,
+                            UnloadReceipt{model_id, bytes_requested, bytes_freed, sequence, loaded_bytes,
+                                          static_cast<std::uint8_t>(deferred != 0), {}},
+                            correlation);
     });
 }
 

@@ -89,14 +89,19 @@ COMFY_PARTICIPANT_API int comfy_participant_register_model(comfy_participant* pa
                                                            uint64_t weights_id, uint64_t total_bytes,
                                                            uint64_t loaded_bytes, uint32_t device, uint16_t kind,
                                                            int dynamic);
-/* `sequence` grows by one per report of a model; an older one is dropped by the supervisor. */
+/* `sequence` grows by one per report of a model (residency and unload receipts share it);
+ * an older one is dropped by the supervisor. `just_used`: a load just used this model
+ * (upstream's load_models_gpu), which moves it to the front of the eviction order. */
 COMFY_PARTICIPANT_API int comfy_participant_report_residency(comfy_participant* participant, uint64_t model_id,
                                                              uint64_t sequence, uint64_t loaded_bytes,
-                                                             uint32_t references, int currently_used);
+                                                             uint32_t references, int currently_used, int just_used);
 COMFY_PARTICIPANT_API int comfy_participant_drop_model(comfy_participant* participant, uint64_t model_id);
 
 /* Asks leave to load `bytes` and blocks until a grant, a refusal or a shutdown (a refusal
- * with reason 2). `keep_loaded` lists this participant's own model ids to leave alone. */
+ * with reason 2). `keep_loaded` lists this participant's own model ids to leave alone, any
+ * number (the models of this load among them). Meanwhile the supervisor may ask this
+ * participant to evict its own other models: another thread must take those commands
+ * (comfy_participant_next_command) and answer them, or the admission waits for them. */
 COMFY_PARTICIPANT_API int comfy_participant_request_admission(comfy_participant* participant, uint32_t device,
                                                               uint64_t bytes, uint64_t largest_tensor,
                                                               uint32_t streams, uint64_t pinned_bytes,
@@ -117,10 +122,14 @@ COMFY_PARTICIPANT_API int comfy_participant_update_census(comfy_participant* par
 /* 1 with *command filled, 0 when `timeout_ms` passed first, -1 on failure. */
 COMFY_PARTICIPANT_API int comfy_participant_next_command(comfy_participant* participant, uint32_t timeout_ms,
                                                          comfy_command* command);
-/* Answers partial_unload or detach with the bytes really freed, measured. */
+/* Answers partial_unload or detach with the bytes really freed, measured, and the bytes
+ * of the model still loaded after it (0 after a detach) under the model's next residency
+ * `sequence`: the ledger takes that figure, whichever of this and a residency report
+ * comes first. */
 COMFY_PARTICIPANT_API int comfy_participant_send_unload_receipt(comfy_participant* participant, uint64_t correlation,
                                                                 uint64_t model_id, uint64_t bytes_requested,
-                                                                uint64_t bytes_freed, int deferred);
+                                                                uint64_t bytes_freed, uint64_t sequence,
+                                                                uint64_t loaded_bytes, int deferred);
 /* Answers a release command (its COMFY_COMMAND_* type) with the bytes really freed. */
 COMFY_PARTICIPANT_API int comfy_participant_send_release_receipt(comfy_participant* participant, uint64_t correlation,
                                                                  uint32_t release_type, uint64_t bytes_requested,

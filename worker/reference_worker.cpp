@@ -106,7 +106,11 @@ bool ReferenceWorker::load_model(const std::string& name, Bytes bytes) {
     request.streams = 1;
     request.bytes = missing;
     request.largest_tensor = largest_tensor_of(missing);
-    const auto answer = runtime_.request_admission(request);
+    // The model being loaded is kept, as upstream takes it out of the list first; our other
+    // models are candidates like everyone's, so their evictions are answered while we wait.
+    std::vector<std::uint64_t> keep;
+    if (held != models_.end()) keep.push_back(machine_model_key(runtime_.slot(), held->first));
+    const auto answer = runtime_.request_admission(request, keep, this);
     if (!answer.granted) {
         std::fprintf(stderr, "comfy-worker: loading %s refused: needs %s, %s free, %s held by others\n", name.c_str(),
                      format_byte_size(answer.refusal.needed_bytes).c_str(),
@@ -128,7 +132,7 @@ bool ReferenceWorker::load_model(const std::string& name, Bytes bytes) {
     } else {
         held->second.loaded = held->second.total;
     }
-    report_residency(held->first);
+    report_residency(held->first, true);
     return true;
 }
 
@@ -172,16 +176,19 @@ void ReferenceWorker::answer_unload(const Message& command) {
     const auto generation = runtime_.generation();
     if (const auto* partial = std::get_if<PartialUnload>(&command.payload)) {
         const Bytes freed = unload(partial->model_id, partial->bytes);
+        // The residency report goes first, as a real worker's may: the receipt carries the
+        // same figure under the next sequence, so the ledger counts the freed bytes once.
         if (models_.count(partial->model_id)) report_residency(partial->model_id);
-        runtime_.send(encode(UnloadReceipt{partial->model_id, partial->bytes, freed, 0, {}}, generation,
-                             command.header.correlation));
+        runtime_.send(encode(UnloadReceipt{partial->model_id, partial->bytes, freed, next_sequence(partial->model_id),
+                                           loaded_now(partial->model_id), 0, {}},
+                             generation, command.header.correlation));
         return;
     }
     const auto& detach = std::get<Detach>(command.payload);
-    const auto held = models_.find(detach.model_id);
-    const Bytes loaded = held == models_.end() ? 0 : held->second.loaded;
+    const Bytes loaded = loaded_now(detach.model_id);
     const Bytes freed = unload(detach.model_id, loaded);
-    runtime_.send(encode(UnloadReceipt{detach.model_id, loaded, freed, 0, {}}, generation, command.header.correlation));
+    runtime_.send(encode(UnloadReceipt{detach.model_id, loaded, freed, next_sequence(detach.model_id), 0, 0, {}},
+                         generation, command.header.correlation));
     drop_model(detach.model_id);
 }
 
@@ -219,10 +226,20 @@ void ReferenceWorker::answer_release(const Message& command) {
     runtime_.send(encode(receipt, runtime_.generation(), command.header.correlation));
 }
 
-void ReferenceWorker::report_residency(std::uint64_t id) {
-    HeldModel& model = models_.at(id);
-    ++model.sequence;
-    runtime_.send(encode(ResidencyReceipt{id, model.sequence, model.loaded, 1, 1, {}}, runtime_.generation()));
+void ReferenceWorker::report_residency(std::uint64_t id, bool just_used) {
+    const std::uint64_t sequence = next_sequence(id);
+    runtime_.send(encode(ResidencyReceipt{id, sequence, models_.at(id).loaded, 1, 1, static_cast<std::uint8_t>(just_used), {}},
+                         runtime_.generation()));
+}
+
+std::uint64_t ReferenceWorker::next_sequence(std::uint64_t id) {
+    const auto held = models_.find(id);
+    return held == models_.end() ? 0 : ++held->second.sequence;
+}
+
+Bytes ReferenceWorker::loaded_now(std::uint64_t id) const {
+    const auto held = models_.find(id);
+    return held == models_.end() ? 0 : held->second.loaded;
 }
 
 void ReferenceWorker::publish_census() {

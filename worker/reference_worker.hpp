@@ -10,6 +10,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace comfy::worker {
 
@@ -38,7 +39,12 @@ private:
     Bytes unload_everything();
     void answer_unload(const Message& command);
     void answer_release(const Message& command);
-    void report_residency(std::uint64_t id);
+    // `just_used`: a load just used it, so it moves to the front of the eviction order.
+    void report_residency(std::uint64_t id, bool just_used = false);
+    // The model's next report sequence (residency and unload receipts share it); 0 for a
+    // model not held.
+    std::uint64_t next_sequence(std::uint64_t id);
+    Bytes loaded_now(std::uint64_t id) const;
     void publish_census();
 
     WorkerRuntime& runtime_;

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace comfy::worker {
@@ -85,8 +86,25 @@ std::optional<Message> WorkerRuntime::ask(const MessageSlot& request, Inbox::Clo
     return inbox_.reply_to(request.header.correlation, deadline);
 }
 
-WorkerRuntime::AdmissionAnswer WorkerRuntime::request_admission(const AdmissionRequest& request) {
-    const auto reply = ask(encode(request, environment_.generation, next_correlation()), no_deadline());
+WorkerRuntime::AdmissionAnswer WorkerRuntime::request_admission(AdmissionRequest request,
+                                                                std::span<const std::uint64_t> keep_loaded,
+                                                                CommandHandler* evictions) {
+    const std::uint64_t correlation = next_correlation();
+    for (std::size_t first = 0; first < keep_loaded.size(); first += kKeepKeysPerMessage) {
+        AdmissionKeep keep{};
+        keep.count = static_cast<std::uint32_t>(std::min<std::size_t>(kKeepKeysPerMessage, keep_loaded.size() - first));
+        std::copy_n(keep_loaded.begin() + static_cast<std::ptrdiff_t>(first), keep.count, keep.keys);
+        send(encode(keep, environment_.generation, correlation));
+    }
+    request.keep_loaded_count = static_cast<std::uint32_t>(keep_loaded.size());
+    send(encode(request, environment_.generation, correlation));
+    std::optional<Message> reply;
+    for (;;) {
+        reply = evictions ? inbox_.reply_or_eviction(correlation, no_deadline())
+                          : inbox_.reply_to(correlation, no_deadline());
+        if (!reply || !is_eviction(reply->type())) break;
+        evictions->on_command(*reply);
+    }
     if (reply && reply->type() == MessageType::admission_grant) {
         return {true, std::get<AdmissionGrant>(reply->payload), {}};
     }

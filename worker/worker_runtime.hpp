@@ -16,6 +16,7 @@
 #include <mutex>
 #include <memory>
 #include <optional>
+#include <span>
 #include <thread>
 
 namespace comfy::worker {
@@ -61,15 +62,19 @@ public:
         return last_correlation_.fetch_add(1, std::memory_order_relaxed) + 1;
     }
 
-    // Asks the supervisor to admit a load and waits for its answer. Commands that arrive
-    // meanwhile are kept, in order, for next_command(). A Shutdown arriving first
+    // Asks the supervisor to admit a load, keeping `keep_loaded` (machine_model_key()s,
+    // any number: sent ahead in admission_keep messages), and waits for its answer.
+    // Commands that arrive meanwhile are kept, in order, for next_command(), except that
+    // evictions go to `evictions` at once when one is given: a participant with a thread
+    // of its own for commands serves them there instead. A Shutdown arriving first
     // answers the request as refused (shutting down).
     struct AdmissionAnswer {
         bool granted = false;
         AdmissionGrant grant{};
         AdmissionRefused refusal{};
     };
-    AdmissionAnswer request_admission(const AdmissionRequest& request);
+    AdmissionAnswer request_admission(AdmissionRequest request, std::span<const std::uint64_t> keep_loaded,
+                                      CommandHandler* evictions = nullptr);
 
     // Asks the supervisor's leave to pin `bytes` of host memory; returns the bytes granted
     // (maybe fewer, or 0 under host memory pressure or during shutdown).

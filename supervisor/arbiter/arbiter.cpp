@@ -12,6 +12,9 @@ std::string who(const Participant& p) {
     return "slot " + std::to_string(p.slot) + " (generation " + std::to_string(p.generation) + ")";
 }
 std::string bytes(Bytes b) { return format_byte_size(b); }
+std::string bytes(double b) { return format_byte_size(whole_bytes_up(b)); }
+// Upstream's test: memory is short while target - free > 0, in double.
+bool fits(double target, Bytes free) { return !(memory_to_free(target, free) > 0); }
 // Matches the outstanding eviction commands of the owner in `slot`.
 auto of_owner(std::uint32_t slot) {
     return [slot](const auto& awaiting) { return awaiting.owner.slot == slot; };
@@ -114,7 +117,7 @@ void Arbiter::on(const event::Dropped& e) {
 void Arbiter::on(const event::Admission& e) {
     if (!current(e.who)) return;
     const auto& r = e.request;
-    queue_.push_back({e.who, e.correlation, r,
+    queue_.push_back({e.who, e.correlation, r, e.keep_loaded,
                       admission_target(r.bytes, r.largest_tensor, r.streams, config_.base_reserve), 0});
     pump();
 }
@@ -123,12 +126,8 @@ void Arbiter::on(const event::Unloaded& e) {
     if (!current(e.who)) return;
     const auto& receipt = e.receipt;
     const auto index = ledger_.find(e.who.slot, e.who.generation, receipt.model_id);
-    // Never believe more freed than was loaded.
-    Bytes freed = receipt.bytes_freed;
-    if (index) {
-        freed = std::min(freed, ledger_.at(*index)->loaded_or_total());
-        ledger_.apply_unloaded(*index, freed);
-    }
+    const Bytes freed = receipt.bytes_freed;
+    ledger_.apply_unloaded(e.who.slot, e.who.generation, receipt);
     receipt_since_publish_ = true;
     const auto awaited = working_ ? awaiting_of(e.who.slot, receipt.model_id) : std::vector<Awaiting>::iterator{};
     if (!working_ || awaited == working_->awaiting.end()) {
@@ -212,13 +211,13 @@ void Arbiter::pump() {
 }
 
 void Arbiter::start(Request request) {
-    if (free_for(request.asker) >= request.target) {
+    // With smart memory off upstream detaches every candidate, however much is free.
+    if (config_.smart_memory && fits(request.target, free_for(request.asker))) {
         grant(request, 0);
         return;
     }
-    const auto& r = request.request;
-    const EvictionQuery query{r.device, request.asker.slot, std::span(r.keep_loaded, r.keep_loaded_count)};
-    working_ = Working{request, EvictionQueue(query), {}, std::nullopt, false, {}, 0};
+    const EvictionQuery query{request.request.device, request.keep_loaded};
+    working_ = Working{std::move(request), EvictionQueue(query), {}, std::nullopt, false, {}, 0};
     step();
 }
 
@@ -227,11 +226,12 @@ void Arbiter::step() {
     const bool for_dynamic = (w.request.request.flags & kAdmitForDynamic) != 0;
     for (;;) {
         const Bytes free = free_for(w.request.asker);
-        if (free >= w.request.target) break;
+        if (config_.smart_memory && fits(w.request.target, free)) break;
         // What the answers still out should free is spoken for: ask the next owner only
         // for the rest, so one slow owner does not hold up the others.
         const Bytes expected = free + outstanding();
-        if (expected >= w.request.target) return;  // resumed by the receipts, deaths or time-outs
+        const double to_free = memory_to_free(w.request.target, expected);
+        if (config_.smart_memory && !(to_free > 0)) return;  // resumed by the receipts, deaths or time-outs
         auto candidate = std::exchange(w.held_back, std::nullopt);
         if (!candidate) candidate = w.candidates.next(ledger_);
         if (!candidate) break;
@@ -242,7 +242,7 @@ void Arbiter::step() {
         const LedgerEntry entry = *still;
         if (for_dynamic && entry.dynamic) {
             // Dynamic models never evict one another: count this one's bytes as needed.
-            w.request.target -= std::min(w.request.target, entry.loaded_or_total());
+            w.request.target -= static_cast<double>(entry.loaded_or_total());
             continue;
         }
         if (std::any_of(w.awaiting.begin(), w.awaiting.end(), of_owner(owner.slot))) {
@@ -251,38 +251,40 @@ void Arbiter::step() {
             w.held_back = next;
             return;
         }
-        const Bytes shortfall = w.request.target - expected;
-        const bool partial = shortfall < entry.loaded_or_total();
-        const Action command = partial ? Action{action::SendPartialUnload{owner, PartialUnload{next.model_id, shortfall}}}
+        const bool partial = config_.smart_memory && unloads_partially(to_free, entry.loaded_or_total());
+        const Bytes asked = partial ? whole_bytes_up(to_free) : entry.loaded_or_total();
+        const Action command = partial ? Action{action::SendPartialUnload{owner, PartialUnload{next.model_id, asked}}}
                                        : Action{action::SendDetach{owner, Detach{next.model_id}}};
         out_->push_back(command);
         note("slot " + std::to_string(w.request.asker.slot) + " needs " + bytes(w.request.target) + " with " +
              bytes(free) + " free" + (expected > free ? " and " + bytes(expected - free) + " being freed" : std::string()) +
-             ": asking " + who(owner) + " to " +
-             (partial ? "free " + bytes(shortfall) + " of" : std::string("detach")) + " model " +
-             std::to_string(next.model_id) + " (" + bytes(entry.loaded_or_total()) + " loaded)");
-        if (participants_[owner.slot].busy) {
+             ": asking " + who(owner) + " to " + (partial ? "free " + bytes(asked) + " of" : std::string("detach")) +
+             " model " + std::to_string(next.model_id) + " (" + bytes(entry.loaded_or_total()) + " loaded)" +
+             (config_.smart_memory ? "" : " (smart memory off)"));
+        // The asker waits for this answer, so it answers even in the middle of a node.
+        if (participants_[owner.slot].busy && owner.slot != w.request.asker.slot) {
             // A busy owner frees nothing now; the command runs at its next boundary.
             note("owner " + who(owner) + " is busy: eviction of model " + std::to_string(next.model_id) +
                  " deferred to its next boundary");
             continue;
         }
-        w.awaiting.push_back(Awaiting{owner, next.model_id, !partial, partial ? shortfall : entry.loaded_or_total(),
-                                      snapshot_->now_ms});
+        w.awaiting.push_back(Awaiting{owner, next.model_id, !partial, asked, snapshot_->now_ms});
     }
     const Bytes free = free_for(w.request.asker);
-    if (free < w.request.target) {
+    if (!fits(w.request.target, free)) {
         if (!w.awaiting.empty() || !w.releasing.empty()) return;
         if (!w.siblings_asked) {
             w.siblings_asked = true;
-            if (ask_siblings(w, w.request.target - free)) return;
+            if (ask_siblings(w, whole_bytes_up(memory_to_free(w.request.target, free)))) return;
         }
+    } else if (!w.awaiting.empty()) {
+        return;  // smart memory off: every detach is answered before the load goes ahead
     }
     // It fits, or nothing more can be asked. Answers still out for this admission are
     // applied to the ledger when they come, as any receipt.
-    Request request = w.request;
+    Request request = std::move(w.request);
     working_.reset();
-    if (free >= request.target) {
+    if (fits(request.target, free)) {
         grant(request, 0);
     } else {
         no_fit(std::move(request));
@@ -312,8 +314,7 @@ void Arbiter::on(const event::Released& e) {
 }
 
 bool Arbiter::ask_siblings(Working& w, Bytes shortfall) {
-    const auto& r = w.request.request;
-    const std::span<const std::uint64_t> kept(r.keep_loaded, r.keep_loaded_count);
+    const auto& kept = w.request.keep_loaded;
     for (const auto& [slot, state] : participants_) {
         if (slot == w.request.asker.slot || state.busy) continue;
         // A sibling that holds a model the asker wants kept might release exactly that one.
@@ -342,7 +343,7 @@ void Arbiter::sibling_answered(std::uint32_t slot) {
 
 void Arbiter::no_fit(Request request) {
     const Bytes free = free_for(request.asker);
-    const Bytes shortfall = request.target - free;
+    const Bytes shortfall = whole_bytes_up(memory_to_free(request.target, free));
     switch (config_.no_fit) {
         case NoFitPolicy::admit:
             note("admitting slot " + std::to_string(request.asker.slot) + " anyway (policy admit): needs " +
@@ -364,7 +365,7 @@ void Arbiter::recheck_waiting() {
     // In arrival order, one at a time: each grant's bytes are spoken for before the next
     // request is measured.
     for (auto it = waiting_.begin(); it != waiting_.end();) {
-        if (free_for(it->asker) < it->target) {
+        if (!fits(it->target, free_for(it->asker))) {
             ++it;
             continue;
         }
@@ -388,7 +389,7 @@ void Arbiter::grant(const Request& request, Bytes shortfall) {
 
 void Arbiter::refuse(const Request& request, RefusalReason reason) {
     AdmissionRefused refusal{};
-    refusal.needed_bytes = std::min(request.target, kMaxBytes);
+    refusal.needed_bytes = whole_bytes_up(request.target);
     // The figure the decision used: free less what others were granted and not loaded yet.
     refusal.device_free = std::min(free_for(request.asker), kMaxBytes);
     const Bytes held_by_others = ledger_.loaded_on(request.request.device, request.asker.slot);

@@ -1,8 +1,9 @@
 #pragma once
 // The memory arbiter: upstream's admission and eviction rules over the whole machine.
-// One admission is worked at a time, in arrival order: compute the target, and while the
-// asker's free figure is short, ask candidates' owners, in upstream's order, to free the
-// shortfall (partial unload, then detach if it falls short). Owners are separate
+// One admission is worked at a time, in arrival order: compute the target (a float, as
+// upstream's), and while the asker's free figure is short, ask candidates' owners, the
+// asker itself among them, in upstream's order, to free the shortfall (partial unload,
+// then detach if it falls short); with smart memory off, detach every candidate. Owners are separate
 // processes, so the commands that together cover the shortfall go out at once instead of
 // one round trip after another: each next candidate is asked for what the earlier
 // outstanding asks leave, and an owner has at most one command in flight. Free is re-read
@@ -39,7 +40,8 @@ private:
         Participant asker;
         std::uint64_t correlation;
         AdmissionRequest request;
-        Bytes target;
+        std::vector<std::uint64_t> keep_loaded;
+        double target;  // upstream's float, never rounded
         std::uint64_t deadline_ms = 0;  // policy wait only
     };
     // An eviction command sent and not yet answered.

@@ -31,6 +31,9 @@ struct ArbiterConfig {
     std::uint64_t wait_timeout_ms = 30'000;   // policy wait: refuse after this long
     std::uint64_t answer_timeout_ms = 5'000;  // an owner that does not answer an eviction
     VramState vram_state = VramState::normal_vram;
+    // Off is upstream's --disable-smart-memory: free_memory's memory_to_free is 1e32, so
+    // every admission detaches every model on the device that it does not keep.
+    bool smart_memory = true;
 };
 
 // Per participant, what its census says (the supervisor validated it).
@@ -60,7 +63,14 @@ struct Busy { Participant who; bool busy; };
 struct Registered { Participant who; ModelRegistered report; };
 struct Residency { Participant who; ResidencyReceipt report; };
 struct Dropped { Participant who; std::uint64_t model_id; };
-struct Admission { Participant who; std::uint64_t correlation; AdmissionRequest request; };
+// keep_loaded: machine_model_key()s of the models to leave alone (the request's
+// admission_keep messages), of any number.
+struct Admission {
+    Participant who;
+    std::uint64_t correlation;
+    AdmissionRequest request;
+    std::vector<std::uint64_t> keep_loaded{};
+};
 struct Unloaded { Participant who; UnloadReceipt receipt; };
 struct Tick {};
 struct Released { Participant who; ReleaseReceipt receipt; };  // answers a release message

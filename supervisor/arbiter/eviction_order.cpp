@@ -6,7 +6,9 @@
 namespace comfy::arbiter {
 
 EvictionQueue::EvictionQueue(const EvictionQuery& query)
-    : device_(query.device), asker_slot_(query.asker_slot), keep_loaded_(query.keep_loaded.begin(), query.keep_loaded.end()) {}
+    : device_(query.device), keep_loaded_(query.keep_loaded.begin(), query.keep_loaded.end()) {
+    std::sort(keep_loaded_.begin(), keep_loaded_.end());
+}
 
 const LedgerEntry* EvictionCandidate::in(const Ledger& ledger) const {
     const auto& entry = ledger.at(row);
@@ -26,11 +28,9 @@ std::optional<EvictionCandidate> EvictionQueue::next(const Ledger& ledger) {
         const std::size_t row = it->second;
         if (handed_out_.count(row)) continue;
         const LedgerEntry& entry = *ledger.at(row);
-        // The asker's own models are its own ComfyUI's business: it ran upstream's
-        // free_memory on them, against the machine-wide free we publish, before asking.
-        if (entry.owner_slot == asker_slot_) continue;
-        const auto key = machine_model_key(entry.owner_slot, entry.model_id);
-        if (std::find(keep_loaded_.begin(), keep_loaded_.end(), key) != keep_loaded_.end()) continue;
+        if (std::binary_search(keep_loaded_.begin(), keep_loaded_.end(), machine_model_key(entry.owner_slot, entry.model_id))) {
+            continue;
+        }
         handed_out_.insert(row);
         walked_ = &order;
         walked_version_ = ledger.order_version();

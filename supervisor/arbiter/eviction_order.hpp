@@ -1,8 +1,9 @@
 #pragma once
-// Upstream's free_memory candidate order over the whole machine's ledger: entries on the
-// device, not kept loaded, not the asker's own; sorted by most offloaded bytes first,
-// then fewest references, then the smaller model, then the most recently loaded.
-// (Not LRU: that is upstream's rule, reproduced as it is.)
+// Upstream's free_memory candidate order over the whole machine's ledger, as over its one
+// current_loaded_models list: every entry on the device that is not kept loaded, the
+// asker's own included; sorted by most offloaded bytes first, then fewest references,
+// then the smaller model, then the most recently used. (Not LRU: that is upstream's
+// rule, reproduced as it is.)
 
 #include "supervisor/arbiter/ledger.hpp"
 
@@ -15,7 +16,6 @@ namespace comfy::arbiter {
 
 struct EvictionQuery {
     std::uint32_t device = 0;
-    std::uint32_t asker_slot = 0;
     std::span<const std::uint64_t> keep_loaded;  // machine_model_key()s of models to leave alone
 };
 
@@ -32,8 +32,7 @@ struct EvictionCandidate {
 };
 
 // The candidates of one admission, handed out one at a time from the ledger's live order
-// (Ledger::order), skipping the asker's own models, kept ones, and those already handed
-// out. An admission usually stops after a few candidates, so it never pays for ordering
+// (Ledger::order), skipping kept ones and those already handed out. An admission usually stops after a few candidates, so it never pays for ordering
 // the whole ledger. While the order is unchanged each call resumes after the last
 // candidate; once an entry changes (an owner reports) the walk starts again from the
 // front, so a changed entry is met at its new place; one handed out is not asked again.
@@ -47,8 +46,7 @@ public:
 
 private:
     std::uint32_t device_ = 0;
-    std::uint32_t asker_slot_ = 0;
-    std::vector<std::uint64_t> keep_loaded_;
+    std::vector<std::uint64_t> keep_loaded_;  // sorted: a load may keep thousands
     std::set<std::size_t> handed_out_;  // table rows
     // Where the walk stopped, valid while that order (not a copy of it) has not changed.
     const Ledger::Order* walked_ = nullptr;

@@ -61,19 +61,26 @@ std::optional<std::size_t> Ledger::apply_registered(std::uint32_t slot, std::uin
     return index;
 }
 
+template <class Edit>
+bool Ledger::apply_report(std::size_t index, std::uint64_t sequence, Edit&& edit) {
+    LedgerEntry& entry = *table_[index];
+    if (sequence < entry.last_sequence) return false;
+    unlink(index);
+    entry.last_sequence = sequence;
+    edit(entry);
+    link(index);
+    changed_.insert(index);
+    return true;
+}
+
 bool Ledger::apply_residency(std::uint32_t slot, std::uint32_t generation, const ResidencyReceipt& report) {
     const auto index = find(slot, generation, report.model_id);
-    if (!index) return false;
-    LedgerEntry& entry = *table_[*index];
-    if (report.sequence < entry.last_sequence) return false;
-    unlink(*index);
-    entry.last_sequence = report.sequence;
-    entry.loaded_bytes = clamp_loaded(report.loaded_bytes, entry.total_bytes);
-    entry.references = report.references;
-    entry.currently_used = report.currently_used != 0;
-    link(*index);
-    changed_.insert(*index);
-    return true;
+    return index && apply_report(*index, report.sequence, [&](LedgerEntry& entry) {
+               entry.loaded_bytes = clamp_loaded(report.loaded_bytes, entry.total_bytes);
+               entry.references = report.references;
+               entry.currently_used = report.currently_used != 0;
+               if (report.just_used != 0) entry.load_order = next_load_order_++;
+           });
 }
 
 bool Ledger::apply_dropped(std::uint32_t slot, std::uint32_t generation, std::uint64_t model_id) {
@@ -83,13 +90,12 @@ bool Ledger::apply_dropped(std::uint32_t slot, std::uint32_t generation, std::ui
     return true;
 }
 
-void Ledger::apply_unloaded(std::size_t index, Bytes freed) {
-    unlink(index);
-    LedgerEntry& entry = *table_[index];
-    const Bytes loaded = entry.loaded_or_total();
-    entry.loaded_bytes = loaded - std::min(freed, loaded);
-    link(index);
-    changed_.insert(index);
+bool Ledger::apply_unloaded(std::uint32_t slot, std::uint32_t generation, const UnloadReceipt& receipt) {
+    if (receipt.deferred != 0) return false;
+    const auto index = find(slot, generation, receipt.model_id);
+    return index && apply_report(*index, receipt.sequence, [&](LedgerEntry& entry) {
+               entry.loaded_bytes = clamp_loaded(receipt.loaded_bytes, entry.total_bytes);
+           });
 }
 
 void Ledger::erase(std::size_t index) {

@@ -49,12 +49,15 @@ public:
     // table is full.
     std::optional<std::size_t> apply_registered(std::uint32_t slot, std::uint32_t generation, const ModelRegistered& report);
     // Residency: replaces the loaded figure unless the sequence is strictly older than
-    // the last applied (then the whole report is dropped); clamped to [0, total].
+    // the last applied (then the whole report is dropped); clamped to [0, total]. A
+    // report of a model a load just used moves it to the front of the load order.
     // False when the report was dropped or names no known model.
     bool apply_residency(std::uint32_t slot, std::uint32_t generation, const ResidencyReceipt& report);
     bool apply_dropped(std::uint32_t slot, std::uint32_t generation, std::uint64_t model_id);
-    // The measured bytes a partial unload freed; never more than was loaded.
-    void apply_unloaded(std::size_t index, Bytes freed);
+    // An unload receipt's figure: what stays loaded, under the same sequence rule as a
+    // residency report (so the freed bytes never count twice, whichever came first). A
+    // deferred receipt changes nothing. False when nothing was applied.
+    bool apply_unloaded(std::uint32_t slot, std::uint32_t generation, const UnloadReceipt& receipt);
     void erase(std::size_t index);
     // Everything a participant held (it died: its memory went with it).
     void erase_owner(std::uint32_t slot);
@@ -86,6 +89,10 @@ private:
     // Every change to an entry goes between these two, so order_ stays right.
     void unlink(std::size_t index);
     void link(std::size_t index);
+    // An owner's report of a live entry under `sequence`: `edit` applied between unlink
+    // and link, the row marked changed. False (nothing done) when the sequence is older.
+    template <class Edit>
+    bool apply_report(std::size_t index, std::uint64_t sequence, Edit&& edit);
 
     std::vector<std::optional<LedgerEntry>> table_;
     std::map<Key, std::size_t> index_;    // so lookups stay cheap with thousands of entries

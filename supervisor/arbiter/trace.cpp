@@ -228,6 +228,7 @@ Event read_residency(const Fields& line) {
     report.loaded_bytes = line.bytes_or_unknown("loaded_bytes");
     report.references = line.whole<std::uint32_t>("references");
     report.currently_used = line.flag("currently_used");
+    report.just_used = line.flag("just_used");
     return event::Residency{read_participant(line), report};
 }
 
@@ -240,11 +241,10 @@ Event read_admission(const Fields& line) {
     request.bytes = line.bytes("bytes");
     request.largest_tensor = line.bytes("largest_tensor");
     request.pinned_bytes = line.bytes("pinned_bytes");
-    const auto keep = line.ids("keep_loaded", kMaxKeepLoaded);
+    auto keep = line.ids("keep_loaded", std::numeric_limits<std::uint32_t>::max());
     request.keep_loaded_count = static_cast<std::uint32_t>(keep.size());
-    std::copy(keep.begin(), keep.end(), request.keep_loaded);
     request.flags = line.flag("for_dynamic") ? kAdmitForDynamic : 0;
-    return event::Admission{read_participant(line), line.whole("correlation"), request};
+    return event::Admission{read_participant(line), line.whole("correlation"), request, std::move(keep)};
 }
 
 Event read_unloaded(const Fields& line) {
@@ -252,6 +252,8 @@ Event read_unloaded(const Fields& line) {
     receipt.model_id = line.whole("model_id");
     receipt.bytes_requested = line.bytes("bytes_requested");
     receipt.bytes_freed = line.bytes("bytes_freed");
+    receipt.sequence = line.whole("sequence");
+    receipt.loaded_bytes = line.bytes_or_unknown("loaded_bytes");
     receipt.deferred = line.flag("deferred");
     return event::Unloaded{read_participant(line), receipt};
 }
@@ -396,6 +398,7 @@ void add_fields(TraceJson& line, const event::Residency& e) {
     line["loaded_bytes"] = bytes_or_null(e.report.loaded_bytes);
     line["references"] = e.report.references;
     line["currently_used"] = e.report.currently_used != 0;
+    line["just_used"] = e.report.just_used != 0;
 }
 
 void add_fields(TraceJson& line, const event::Dropped& e) {
@@ -412,8 +415,7 @@ void add_fields(TraceJson& line, const event::Admission& e) {
     line["bytes"] = r.bytes;
     line["largest_tensor"] = r.largest_tensor;
     line["pinned_bytes"] = r.pinned_bytes;
-    const std::uint32_t kept = std::min(r.keep_loaded_count, kMaxKeepLoaded);  // never past the array
-    line["keep_loaded"] = std::vector<std::uint64_t>(r.keep_loaded, r.keep_loaded + kept);
+    line["keep_loaded"] = e.keep_loaded;
     line["for_dynamic"] = (r.flags & kAdmitForDynamic) != 0;
 }
 
@@ -422,6 +424,8 @@ void add_fields(TraceJson& line, const event::Unloaded& e) {
     line["model_id"] = e.receipt.model_id;
     line["bytes_requested"] = e.receipt.bytes_requested;
     line["bytes_freed"] = e.receipt.bytes_freed;
+    line["sequence"] = e.receipt.sequence;
+    line["loaded_bytes"] = bytes_or_null(e.receipt.loaded_bytes);
     line["deferred"] = e.receipt.deferred != 0;
 }
 
@@ -606,7 +610,8 @@ TraceJson header_json(const ArbiterConfig& config, std::uint32_t ledger_capacity
               {"no_fit", name_of(kNoFitNames, static_cast<std::size_t>(config.no_fit))},
               {"wait_timeout_ms", config.wait_timeout_ms},
               {"answer_timeout_ms", config.answer_timeout_ms},
-              {"vram_state", name_of(kVramStateNames, static_cast<std::size_t>(config.vram_state))}}},
+              {"vram_state", name_of(kVramStateNames, static_cast<std::size_t>(config.vram_state))},
+              {"smart_memory", config.smart_memory}}},
             {"ledger_capacity", ledger_capacity}};
 }
 
@@ -634,6 +639,7 @@ TraceHeader parse_header(const TraceJson& line, std::size_t line_number) {
     config.wait_timeout_ms = fields.whole("wait_timeout_ms");
     config.answer_timeout_ms = fields.whole("answer_timeout_ms");
     config.vram_state = static_cast<VramState>(fields.choice("vram_state", kVramStateNames));
+    config.smart_memory = fields.flag("smart_memory");
     return {config, header.whole<std::uint32_t>("ledger_capacity")};
 }
 

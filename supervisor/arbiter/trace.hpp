@@ -25,7 +25,7 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-inline constexpr std::uint32_t kTraceVersion = 1;
+inline constexpr std::uint32_t kTraceVersion = 2;
 
 // Trace lines keep their keys in the order written, so that a line reads kind first and
 // snapshot last. Compare two lines only when both come from to_json (same key order).

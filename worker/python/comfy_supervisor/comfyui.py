@@ -53,6 +53,7 @@ class _Host:
         self.reported = {}    # ledger model id -> (loaded bytes, currently used) last sent
         self.next_id = 1
         self.busy = False
+        self.admitting = False  # the prompt thread waits for an admission: evictions run now
         self.deferred = []    # commands that arrived during a prompt
         self.epoch = 0
 
@@ -65,8 +66,10 @@ class _Host:
             self.next_id += 1
         return self.ids[key]
 
-    def sync_ledger(self):
-        """Reports current_loaded_models to the ledger: new entries, changed residency, the gone."""
+    def sync_ledger(self, used=()):
+        """Reports current_loaded_models to the ledger: new entries, changed residency, the gone.
+        `used`: id()s of the patchers a load just used, which move to the front of the order
+        (upstream re-inserts them at index 0)."""
         with self.lock:
             present = set()
             for loaded in list(self.mm.current_loaded_models):
@@ -79,10 +82,12 @@ class _Host:
                 if model_id not in self.reported:
                     dynamic = bool(getattr(patcher, "is_dynamic", lambda: False)())
                     self.link.register_model(model_id, loaded.model_memory(), figures[0], dynamic=dynamic)
-                if self.reported.get(model_id) != figures:
+                just_used = id(patcher) in used
+                if self.reported.get(model_id) != figures or just_used:
                     # One reference, as the workers report: upstream's sys.getrefcount
                     # counts this process's internals, which mean nothing across processes.
-                    self.link.report_residency(model_id, figures[0], references=1, currently_used=figures[1])
+                    self.link.report_residency(model_id, figures[0], references=1, currently_used=figures[1],
+                                               just_used=just_used)
                     self.reported[model_id] = figures
             for model_id in set(self.reported) - present:
                 self.link.drop_model(model_id)
@@ -108,13 +113,23 @@ class _Host:
                     needed += patcher.model_size() - patcher.loaded_size()
                 else:
                     needed += patcher.model_size()
-            keep = [self.ids[id(m)] for m in models if id(m) in self.ids][:8]
+            # Upstream takes the models of this load out of current_loaded_models before
+            # free_memory: every one of them is kept, however many.
+            keep = [self.ids[id(m)] for m in models if id(m) in self.ids]
         if needed > 0:
             # Not under the lock: while we wait, the supervisor may ask our thread to evict.
             # streams x largest tensor + reserve stands for upstream's
             # memory_required + extra_reserved_memory().
-            answer = self.link.request_admission(needed, largest_tensor=int(memory_required), streams=1,
-                                                 keep_loaded=keep)
+            # Our own other models are candidates too, as in upstream's one list: the command
+            # thread answers their evictions now, as upstream's free_memory would run them here.
+            with self.lock:
+                self.admitting = True
+            try:
+                answer = self.link.request_admission(needed, largest_tensor=int(memory_required), streams=1,
+                                                     keep_loaded=keep)
+            finally:
+                with self.lock:
+                    self.admitting = False
             if not answer.granted:
                 raise RuntimeError(answer.refusal())
             if answer.shortfall:
@@ -124,7 +139,7 @@ class _Host:
             try:
                 return original(models, *args, **kwargs)
             finally:
-                self.sync_ledger()
+                self.sync_ledger(used={id(m) for m in models})
 
     # ---- commands ----
 
@@ -140,7 +155,7 @@ class _Host:
                     os.kill(os.getpid(), signal.SIGTERM)
                     return
                 with self.lock:
-                    if self.busy:
+                    if self.busy and not (self.admitting and command.type in (sv.PARTIAL_UNLOAD, sv.DETACH)):
                         self.deferred.append(command)
                         continue
                     self.answer(command)
@@ -150,8 +165,8 @@ class _Host:
 
     def answer(self, command):
         if command.type in (sv.PARTIAL_UNLOAD, sv.DETACH):
-            freed, asked = self.unload(command)
-            self.link.send_unload_receipt(command, freed, bytes_requested=asked)
+            freed, asked, after = self.unload(command)
+            self.link.send_unload_receipt(command, freed, after, bytes_requested=asked)
             self.sync_ledger()
         elif command.type == sv.RELEASE_PINS:
             free_pins = getattr(self.mm, "free_pins", None)
@@ -163,7 +178,7 @@ class _Host:
     def unload(self, command):
         loaded = self.loaded_entry(command.model_id)
         if loaded is None:
-            return 0, command.bytes
+            return 0, command.bytes, 0
         before = loaded.model_loaded_memory()
         asked = command.bytes if command.type == sv.PARTIAL_UNLOAD else before
         if command.type == sv.PARTIAL_UNLOAD:
@@ -176,7 +191,7 @@ class _Host:
         after = 0 if detached else loaded.model_loaded_memory()
         # The freed blocks go back to the driver, where the other processes see them.
         self.mm.soft_empty_cache()
-        return max(0, before - after), asked
+        return max(0, before - after), asked, after
 
     def release_caches(self):
         """Returns cached blocks and cast buffers; the bytes torch's reserve went down by."""

@@ -119,7 +119,7 @@ _SIGNATURES = {
     "comfy_participant_slot": (_u32, [_p]),
     "comfy_participant_generation": (_u32, [_p]),
     "comfy_participant_register_model": (_int, [_p, _u64, _u64, _u64, _u64, _u32, ctypes.c_uint16, _int]),
-    "comfy_participant_report_residency": (_int, [_p, _u64, _u64, _u64, _u32, _int]),
+    "comfy_participant_report_residency": (_int, [_p, _u64, _u64, _u64, _u32, _int, _int]),
     "comfy_participant_drop_model": (_int, [_p, _u64]),
     "comfy_participant_request_admission": (_int, [_p, _u32, _u64, _u64, _u32, _u64, ctypes.POINTER(_u64), _u32, _u32,
                                                    ctypes.POINTER(_AdmissionAnswer)]),
@@ -128,7 +128,7 @@ _SIGNATURES = {
     "comfy_participant_node_finished": (_int, [_p, _u64, _u32, _int]),
     "comfy_participant_update_census": (_int, [_p, ctypes.POINTER(_Census)]),
     "comfy_participant_next_command": (_int, [_p, _u32, ctypes.POINTER(_Command)]),
-    "comfy_participant_send_unload_receipt": (_int, [_p, _u64, _u64, _u64, _u64, _int]),
+    "comfy_participant_send_unload_receipt": (_int, [_p, _u64, _u64, _u64, _u64, _u64, _u64, _int]),
     "comfy_participant_send_release_receipt": (_int, [_p, _u64, _u32, _u64, _u64, _int]),
     "comfy_participant_device_allocate": (_int, [_p, _u64]),
     "comfy_participant_device_release": (_int, [_p, _u64]),
@@ -197,13 +197,19 @@ class Participant:
         self._check(self._lib.comfy_participant_register_model(
             self._handle, model_id, weights_id or model_id, total_bytes, loaded_bytes, device, kind, int(dynamic)))
 
-    def report_residency(self, model_id, loaded_bytes, references=1, currently_used=True):
-        """How much of a model is on the device now (numbered, so a late report never wins)."""
+    def _next_sequence(self, model_id):
         with self._sequence_lock:
             sequence = self._sequences.get(model_id, 0) + 1
             self._sequences[model_id] = sequence
+        return sequence
+
+    def report_residency(self, model_id, loaded_bytes, references=1, currently_used=True, just_used=False):
+        """How much of a model is on the device now (numbered, so a late report never wins).
+        just_used: a load just used it (upstream's load_models_gpu), which moves it to the
+        front of the eviction order."""
         self._check(self._lib.comfy_participant_report_residency(
-            self._handle, model_id, sequence, loaded_bytes, references, int(currently_used)))
+            self._handle, model_id, self._next_sequence(model_id), loaded_bytes, references, int(currently_used),
+            int(just_used)))
 
     def drop_model(self, model_id):
         with self._sequence_lock:
@@ -250,11 +256,13 @@ class Participant:
         return Command(command.type, command.correlation, command.model_id, command.bytes, command.prompt_epoch,
                        command.node_index, command.reason, command.grace_ms)
 
-    def send_unload_receipt(self, command, bytes_freed, bytes_requested=None, deferred=False):
-        """Answers partial_unload or detach with the bytes really freed."""
+    def send_unload_receipt(self, command, bytes_freed, loaded_bytes, bytes_requested=None, deferred=False):
+        """Answers partial_unload or detach with the bytes really freed and what stays loaded
+        (0 after a detach; ignored when deferred). Call it before drop_model for a detach."""
         asked = command.bytes if bytes_requested is None else bytes_requested
         self._check(self._lib.comfy_participant_send_unload_receipt(
-            self._handle, command.correlation, command.model_id, asked, bytes_freed, int(deferred)))
+            self._handle, command.correlation, command.model_id, asked, bytes_freed,
+            self._next_sequence(command.model_id), loaded_bytes, int(deferred)))
 
     def send_release_receipt(self, command, bytes_freed, deferred=False):
         """Answers a release command with the bytes really freed."""
