@@ -4,11 +4,13 @@ exactly as comfy_supervisor.comfyui does, on the simulated device. It holds mode
 before each load, and answers eviction and release commands from a background thread
 with the bytes it measured freed (its device use before minus after).
 
-    host_participant.py [--hold NAME=SIZE]... [--later NAME=SIZE --when-free-below SIZE]
+    host_participant.py [--hold NAME=SIZE]... [--later NAME=SIZE --when-free-below SIZE [--later-keeps-held]]
 
 --hold loads at start; --later loads once the device's free memory falls below the
-threshold (another participant loaded), so the test decides the order. It runs until
-the supervisor's Shutdown. Every event is one line on stderr, for the test to read.
+threshold (another participant loaded), so the test decides the order; with
+--later-keeps-held that load uses every model held, as one load_models_gpu of many
+models, and keeps them all loaded. It runs until the supervisor's Shutdown. Every event
+is one line on stderr, for the test to read.
 """
 
 import argparse
@@ -45,8 +47,8 @@ class Host:
         self.next_id = 1
         self.stopped = threading.Event()
 
-    def load(self, name, nbytes):
-        answer = self.link.request_admission(nbytes, largest_tensor=nbytes // 8, streams=1)
+    def load(self, name, nbytes, keep=()):
+        answer = self.link.request_admission(nbytes, largest_tensor=nbytes // 8, streams=1, keep_loaded=keep)
         if not answer.granted:
             say(f"loading {name} refused: {answer.refusal()}")
             return
@@ -104,6 +106,7 @@ def main():
     parser.add_argument("--hold", type=model, action="append", default=[])
     parser.add_argument("--later", type=model)
     parser.add_argument("--when-free-below", type=size, default=0)
+    parser.add_argument("--later-keeps-held", action="store_true")
     options = parser.parse_args()
     try:
         link = sv.Participant(capabilities=sv.CAP_PARTIAL_UNLOAD)
@@ -121,7 +124,9 @@ def main():
         while link.device_free() >= options.when_free_below and not host.stopped.is_set():
             time.sleep(0.01)
         if not host.stopped.is_set():
-            host.load(*options.later)
+            with host.lock:
+                keep = list(host.models) if options.later_keeps_held else []
+            host.load(*options.later, keep=keep)
     host.stopped.wait()
     commands.join()
     link.close()

@@ -70,6 +70,20 @@ struct World {
         actions.insert(actions.end(), more.begin(), more.end());
         return actions;
     }
+    // Every owner carries out every command as it comes, freeing exactly what is asked;
+    // `actions` and everything decided meanwhile, in order.
+    std::vector<Action> answer_all(std::vector<Action> actions) {
+        for (std::size_t next = 0; next < actions.size(); ++next) {
+            std::vector<Action> more;
+            if (const auto* d = std::get_if<action::SendDetach>(&actions[next])) {
+                more = detach_and_answer(d->to.slot, d->command.model_id);
+            } else if (const auto* p = std::get_if<action::SendPartialUnload>(&actions[next])) {
+                more = free_and_answer(p->to.slot, p->command.model_id, p->command.bytes, p->command.bytes);
+            }
+            actions.insert(actions.end(), more.begin(), more.end());
+        }
+        return actions;
+    }
 };
 
 template <class A>
@@ -636,4 +650,120 @@ TEST_CASE("with honest owners, the asks sent at once are the ones upstream's one
             CHECK(world.arbiter.ledger().at(*row)->loaded_or_total() == bytes);
         }
     }
+}
+
+// ---- upstream's float arithmetic at the boundary (cases worked in upstream's own Python) ----
+
+TEST_CASE("a target 0.2 bytes above free asks a partial unload of 1 byte, as upstream does") {
+    // 8 GiB device, 1,278,423,859 bytes free, another owner's 2 GiB fully loaded, a load
+    // of nothing: upstream's target is 1,278,423,859.2, memory_to_free 0.2 > 0, and
+    // model_unload(0.2) partially unloads (0.2 < 2 GiB), needing at least 1 byte freed.
+    World world({}, 8 * kGiB);
+    world.join(1);
+    world.join(2);
+    world.load(2, model(20, 2 * kGiB, 2 * kGiB));
+    world.other_use = 8 * kGiB - 2 * kGiB - 1'278'423'859;
+    REQUIRE(world.snapshot().device_free == 1'278'423'859);
+    const auto actions = world.send(event::Admission{{1, 1}, 1, load_of(0)});
+    const auto partial = only<action::SendPartialUnload>(actions);
+    REQUIRE(partial.size() == 1);
+    CHECK(partial[0].command.model_id == 20);
+    CHECK(partial[0].command.bytes == 1);
+    CHECK(only<action::Grant>(actions).empty());
+    CHECK(only<action::Grant>(world.free_and_answer(2, 20, 1, 1)).size() == 1);
+}
+
+TEST_CASE("a shortfall exactly equal to the candidate's loaded bytes detaches it, as upstream does") {
+    // A 2 GiB load: target 2362232012.8000002 + 1278423859.2 = 3,640,655,872.0 exactly.
+    // Free is 256 MiB short of it and the candidate holds 256 MiB: memory_to_free >= loaded.
+    World world;
+    world.join(1);
+    world.join(2);
+    world.load(2, model(20, kGiB, 256 * kMiB));
+    world.other_use = 24 * kGiB - 256 * kMiB - (3'640'655'872 - 256 * kMiB);
+    REQUIRE(world.snapshot().device_free == 3'640'655'872 - 256 * kMiB);
+    const auto actions = world.send(event::Admission{{1, 1}, 1, load_of(2 * kGiB)});
+    CHECK(only<action::SendPartialUnload>(actions).empty());
+    const auto detach = only<action::SendDetach>(actions);
+    REQUIRE(detach.size() == 1);
+    CHECK(detach[0].command.model_id == 20);
+    CHECK(only<action::Grant>(world.detach_and_answer(2, 20)).size() == 1);
+}
+
+// ---- one order for the whole machine ----
+
+TEST_CASE("the asker's own models are candidates in the one order, and answered even while it is busy") {
+    World world;
+    world.join(1);
+    world.join(2);
+    world.load(2, model(20, 8 * kGiB, 8 * kGiB));
+    world.load(1, model(10, 8 * kGiB, 8 * kGiB));  // the asker's, loaded last: first among equals
+    world.send(event::Busy{{1, 1}, true});          // it asks from inside a node
+    auto actions = world.send(event::Admission{{1, 1}, 1, load_of(8 * kGiB)});
+    const auto partial = only<action::SendPartialUnload>(actions);
+    REQUIRE(partial.size() == 1);
+    CHECK(partial[0].to.slot == 1);
+    CHECK(partial[0].command.model_id == 10);
+    for (const auto& a : actions) {
+        if (const auto* n = std::get_if<action::Note>(&a)) CHECK_THAT(n->text, !Catch::Matchers::Contains("deferred"));
+    }
+    actions = world.free_and_answer(1, 10, partial[0].command.bytes, partial[0].command.bytes);
+    CHECK(only<action::Grant>(actions).size() == 1);
+}
+
+TEST_CASE("a load keeps the models it names, however many") {
+    World world;
+    world.join(1);
+    world.join(2);
+    std::vector<std::uint64_t> keep;
+    for (std::uint64_t id = 1; id <= 20; ++id) {
+        world.load(2, model(id, 256 * kMiB, 256 * kMiB));
+        if (id != 7) keep.push_back(machine_model_key(2, id));
+    }
+    world.other_use = 18 * kGiB;  // 1 GiB free: a 512 MiB load is short by about 0.8 GiB
+    const auto actions = world.send(event::Admission{{1, 1}, 1, load_of(512 * kMiB), keep});
+    const auto detach = only<action::SendDetach>(actions);
+    REQUIRE(detach.size() == 1);  // model 7 alone is not kept; the rest stay whatever the shortfall
+    CHECK(detach[0].command.model_id == 7);
+    CHECK(only<action::SendPartialUnload>(actions).empty());
+}
+
+TEST_CASE("a model a load used again moves to the front of the order, as upstream re-inserts it at index 0") {
+    Ledger ledger(8);
+    ledger.apply_registered(1, 1, model(10, 2 * kGiB, 2 * kGiB));
+    ledger.apply_registered(2, 1, model(20, 2 * kGiB, 2 * kGiB));
+    const auto ids = [&] {
+        std::vector<std::uint64_t> found;
+        for (const auto row : eviction_order(ledger, {0, {}})) found.push_back(ledger.at(row)->model_id);
+        return found;
+    };
+    CHECK(ids() == std::vector<std::uint64_t>{20, 10});
+    // A report that only changes figures keeps the place...
+    ledger.apply_residency(1, 1, ResidencyReceipt{10, 1, 2 * kGiB, 1, 1, 0, {}});
+    CHECK(ids() == std::vector<std::uint64_t>{20, 10});
+    // ...one after a load that used the model moves it to the front: first among equals.
+    ledger.apply_residency(1, 1, ResidencyReceipt{10, 2, 2 * kGiB, 1, 1, 1, {}});
+    CHECK(ids() == std::vector<std::uint64_t>{10, 20});
+}
+
+TEST_CASE("with smart memory off, every admission detaches every model it does not keep") {
+    ArbiterConfig config;
+    config.smart_memory = false;
+    World world(config);
+    world.join(1);
+    world.join(2);
+    world.join(3);
+    world.load(2, model(20, 2 * kGiB, 2 * kGiB));
+    world.load(2, model(21, 3 * kGiB, 3 * kGiB));
+    world.load(3, model(30, 4 * kGiB, 4 * kGiB));
+    world.load(1, model(10, kGiB, kGiB));  // the asker's own, kept: it is part of this load
+    // 14 GiB free: the 1 GiB load fits, yet upstream's memory_to_free = 1e32 detaches all.
+    const auto first = world.send(event::Admission{{1, 1}, 1, load_of(kGiB), {machine_model_key(1, 10)}});
+    CHECK(only<action::Grant>(first).empty());
+    const auto actions = world.answer_all(first);
+    CHECK(only<action::SendPartialUnload>(actions).empty());
+    CHECK(only<action::SendDetach>(actions).size() == 3);
+    CHECK(only<action::Grant>(actions).size() == 1);
+    CHECK(world.held.size() == 1);  // only the kept model of the asker is left
+    CHECK(world.held.count({1, 10}) == 1);
 }

@@ -177,13 +177,15 @@ TEST_CASE("omitted keys take the defaults of config.hpp") {
 TEST_CASE("the memory and host sections land in the struct, defaults where omitted") {
     const ConfigFolder folder;
     const Config config = load_config(folder.config(one_pack(
-        "", R"("memory": {"reserve_bytes": "1GiB", "no_fit": "wait", "wait_timeout_ms": 1500, "answer_timeout_ms": 250},
+        "", R"("memory": {"reserve_bytes": "1GiB", "no_fit": "wait", "wait_timeout_ms": 1500, "answer_timeout_ms": 250,
+                          "smart_memory": false},
                "host": {"budget_bytes": "8GiB", "low_water_bytes": "1GiB", "pin_release_interval_ms": 100,
                         "idle_release_ms": 60000})")));
     CHECK(config.memory.reserve_bytes == std::uint64_t{1} << 30);
     CHECK(config.memory.no_fit == comfy::arbiter::NoFitPolicy::wait);
     CHECK(config.memory.wait_timeout == Milliseconds(1500));
     CHECK(config.memory.answer_timeout == Milliseconds(250));
+    CHECK_FALSE(config.memory.smart_memory);
     CHECK(config.host.budget_bytes == std::uint64_t{8} << 30);
     CHECK(config.host.low_water_bytes == std::uint64_t{1} << 30);
     CHECK(config.host.pin_release_interval == Milliseconds(100));
@@ -194,6 +196,7 @@ TEST_CASE("the memory and host sections land in the struct, defaults where omitt
     const HostMemoryConfig host_defaults;
     CHECK(defaults.memory.reserve_bytes == memory_defaults.reserve_bytes);
     CHECK(defaults.memory.no_fit == comfy::arbiter::NoFitPolicy::admit);
+    CHECK(defaults.memory.smart_memory);
     CHECK(defaults.host.budget_bytes == host_defaults.budget_bytes);
     CHECK(defaults.host.idle_release == host_defaults.idle_release);
 }
@@ -288,7 +291,9 @@ std::vector<BadConfig> bad_configs() {
         {"unknown no-fit policy", one_pack("", R"("memory": {"no_fit": "pray"})"),
          R"(at /memory/no_fit: expected "admit", "wait" or "refuse", found "pray")"},
         {"unknown memory key", one_pack("", R"("memory": {"reserve": 1})"),
-         "at /memory/reserve: expected one of the keys reserve_bytes, no_fit, wait_timeout_ms, answer_timeout_ms"},
+         "at /memory/reserve: expected one of the keys reserve_bytes, no_fit, wait_timeout_ms, answer_timeout_ms, smart_memory"},
+        {"smart memory not a flag", one_pack("", R"("memory": {"smart_memory": "off"})"),
+         R"(at /memory/smart_memory: expected true or false, found "off")"},
         {"host budget not a size", one_pack("", R"("host": {"budget_bytes": "lots"})"), "at /host/budget_bytes: expected a size"},
         {"answer time-out of zero", one_pack("", R"("memory": {"answer_timeout_ms": 0})"),
          "at /memory/answer_timeout_ms: expected"},

@@ -84,6 +84,30 @@ TEST_CASE("the host's load that needs a worker's model evicted succeeds") {
     CHECK(holder + 14 * kGiBf <= 24 * kGiBf);
 }
 
+TEST_CASE("a load that keeps more models than one message holds keeps every one of them") {
+    // The host holds 14 small models, first in the eviction order (the smallest), and
+    // loads a 6 GiB one with all 14 kept, as upstream's load_models_gpu of many models:
+    // only the holder's model is asked, and the keep list crossed in two messages.
+    TempFolder packs("host");
+    std::vector<std::string> args{"--later", "more=6GiB", "--when-free-below", "5GiB", "--later-keeps-held"};
+    for (int i = 0; i < 14; ++i) {
+        args.push_back("--hold");
+        args.push_back("lora" + std::to_string(i) + "=256MiB");
+    }
+    const json config = config_with_host(
+        host_section(args), {reference_pack(packs, "holder", {{"nodes", {{"load", {step_compute(1500), step_load("big", "16GiB")}}}}}),
+                             reference_pack(packs, "clock", {{"nodes", {{"wait", {step_compute(4000)}}}}})});
+    SupervisorProcess supervisor(config, workload_of({{node("holder", "load"), node("clock", "wait")}}));
+    CHECK(supervisor.wait() == 0);
+    const auto log = supervisor.log();
+    CHECK_THAT(log, Contains("host_participant: loaded lora13"));
+    CHECK_THAT(log, Contains("memory: slot 0 needs"));
+    CHECK_THAT(log, Contains("asking slot 1 (generation 1) to free"));
+    CHECK_THAT(log, !Contains("asking slot 0"));
+    CHECK_THAT(log, Contains("host_participant: loaded more"));
+    CHECK(census_figure(supervisor.output(), "host", 0) == 9.5 * kGiBf);
+}
+
 TEST_CASE("the host killed with SIGKILL is restarted in slot 0 and its ledger entries leave") {
     TempFolder packs("host");
     const json config = config_with_host(host_section({"--hold", "big=2GiB"}),
