@@ -14,7 +14,7 @@
 // admission keeps some of the asker's own models (the ones it loads) and some of others'.
 // Time passes in ticks.
 //
-// After every step these must hold:
+// After every step these must hold, and (a) after every event as well:
 //   (a) the ledger's loaded bytes (unknown counted as total) equal the device's use by
 //       models, in sum and entry by entry, whatever order the receipts came in;
 //   (b) a grant fits: under wait and refuse device_free >= target and no shortfall,
@@ -337,6 +337,9 @@ private:
             const auto actions = arbiter_.handle(next, snap);
             note_dynamic_entries();
             for (const auto& action : actions) act(action, snap);
+            // After every event whose sender has no later message queued (an owner that
+            // acted on a grant already holds what its queued report will tell).
+            if (pending_.empty()) check_ledger();
         }
         delivering_ = false;
     }
@@ -731,6 +734,17 @@ private:
     }
 
     void check() {
+        check_ledger();
+        std::size_t open = 0;
+        for (const auto& [correlation, asked] : asked_) open += asked.open() ? 1 : 0;
+        if (arbiter_.unanswered() != open) {
+            violate("the arbiter holds " + std::to_string(arbiter_.unanswered()) + " unanswered requests; " +
+                    std::to_string(open) + " are open");
+        }
+    }
+
+    // (a): the ledger against what each owner holds.
+    void check_ledger() {
         const Ledger& ledger = arbiter_.ledger();
         Bytes in_ledger = 0;
         std::size_t entries = 0;
@@ -764,12 +778,6 @@ private:
         }
         if (entries != models) {
             violate("the ledger has " + std::to_string(entries) + " entries for " + std::to_string(models) + " models");
-        }
-        std::size_t open = 0;
-        for (const auto& [correlation, asked] : asked_) open += asked.open() ? 1 : 0;
-        if (arbiter_.unanswered() != open) {
-            violate("the arbiter holds " + std::to_string(arbiter_.unanswered()) + " unanswered requests; " +
-                    std::to_string(open) + " are open");
         }
     }
 
