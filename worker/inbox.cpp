@@ -30,13 +30,7 @@ Inbox::Inbox(void* ring, std::uint32_t ring_slots, std::uint32_t generation)
 
 std::optional<Message> Inbox::reply_to(std::uint64_t correlation, Clock::time_point deadline) {
     std::optional<Message> reply;
-    wait_until(deadline, kReplySpin, [&] {
-        const auto found = replies_.find(correlation);
-        if (found == replies_.end()) return shutdown_seen_;
-        reply = found->second;
-        replies_.erase(found);
-        return true;
-    });
+    wait_until(deadline, kReplySpin, [&] { return take_reply(correlation, reply); });
     return reply;
 }
 
@@ -45,18 +39,20 @@ std::optional<Message> Inbox::reply_or_eviction(std::uint64_t correlation, Clock
     wait_until(deadline, kReplySpin, [&] {
         const auto eviction =
             std::find_if(commands_.begin(), commands_.end(), [](const Message& m) { return is_eviction(m.type()); });
-        if (eviction != commands_.end()) {
-            taken = *eviction;
-            commands_.erase(eviction);
-            return true;
-        }
-        const auto found = replies_.find(correlation);
-        if (found == replies_.end()) return shutdown_seen_;
-        taken = found->second;
-        replies_.erase(found);
+        if (eviction == commands_.end()) return take_reply(correlation, taken);
+        taken = *eviction;
+        commands_.erase(eviction);
         return true;
     });
     return taken;
+}
+
+bool Inbox::take_reply(std::uint64_t correlation, std::optional<Message>& reply) {
+    const auto found = replies_.find(correlation);
+    if (found == replies_.end()) return shutdown_seen_;
+    reply = found->second;
+    replies_.erase(found);
+    return true;
 }
 
 std::optional<Message> Inbox::next_command(Clock::time_point deadline) {

@@ -47,6 +47,9 @@ private:
     // set reading_ calls it, without holding mutex_.
     std::deque<Message> read_ring(Clock::time_point deadline, std::chrono::nanoseconds spin);
     void sort(const Message& message);
+    // Under mutex_: moves the reply with this correlation id into `reply`; true when it did,
+    // or when a Shutdown arrived (no reply will come).
+    bool take_reply(std::uint64_t correlation, std::optional<Message>& reply);
 
     ipc::RingConsumer<MessageSlot> ring_;
     std::uint32_t generation_;
