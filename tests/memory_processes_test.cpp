@@ -160,6 +160,21 @@ TEST_CASE("a worker's load makes room among its own models, which it evicts whil
     CHECK_THAT(supervisor.output(), Contains("0 refused"));
 }
 
+TEST_CASE("a model used again moves to the front of the eviction order") {
+    // Two equal models: the more recently used goes first among equals, as upstream's
+    // list re-inserts a model at index 0 on every load that uses it. Model 1 ("a") was
+    // loaded first but used again last, so it is the one asked.
+    TempFolder packs("mem");
+    const json holder = {{"nodes", {{"load", {step_load("a", "6GiB"), step_load("b", "6GiB")}},
+                                    {"reuse", {step_load("a", "6GiB")}}}}};
+    const json asker = {{"nodes", {{"load", {step_load("big", "14GiB")}}}}};
+    SupervisorProcess supervisor(config_of({reference_pack(packs, "holder", holder), reference_pack(packs, "asker", asker)}),
+                                 workload_of({{node("holder", "load"), node("holder", "reuse"), node("asker", "load")}}));
+    CHECK(supervisor.wait() == 0);
+    CHECK_THAT(supervisor.log(), Contains("asking slot 1 (generation 1) to free") && Contains("of model 1 (6.0 GiB loaded)"));
+    CHECK_THAT(supervisor.log(), !Contains("of model 2 (6.0 GiB loaded)"));
+}
+
 TEST_CASE("a recording of a live run replays to the same decisions") {
     TempFolder packs("mem");
     const json config = config_of({reference_pack(packs, "holder", {{"nodes", {{"load", {step_load("big", "12GiB")}}}}}),

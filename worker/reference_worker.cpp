@@ -100,7 +100,12 @@ bool ReferenceWorker::run_step(const Step& step) {
 bool ReferenceWorker::load_model(const std::string& name, Bytes bytes) {
     auto held = std::find_if(models_.begin(), models_.end(), [&](const auto& m) { return m.second.name == name; });
     const Bytes missing = held == models_.end() ? bytes : held->second.total - held->second.loaded;
-    if (missing == 0) return true;  // fully resident already
+    if (missing == 0) {
+        // Fully resident already: nothing to admit, but the use moves it to the front of
+        // the order, as upstream's load_models_gpu re-inserts a loaded model at index 0.
+        report_residency(held->first, true);
+        return true;
+    }
 
     AdmissionRequest request{};
     request.streams = 1;
