@@ -140,12 +140,14 @@ Supervisor::Supervisor(Config config, const std::string& instance)
     // The table is indexed by slot from first_slot_: the host's slot 0 is in it only when
     // configured, so without a host nothing changes.
     first_slot_ = config_.comfyui ? kHostSlot : kFirstPackSlot;
+    const std::size_t keep_limit = config_.limits.capacities.ledger_entries;
     if (config_.comfyui) {
-        workers_.push_back(std::make_unique<WorkerProcess>(*config_.comfyui, kHostSlot, ParticipantKind::host, io_));
+        workers_.push_back(
+            std::make_unique<WorkerProcess>(*config_.comfyui, kHostSlot, ParticipantKind::host, io_, keep_limit));
     }
     for (std::size_t i = 0; i < config_.packs.size(); ++i) {
         workers_.push_back(std::make_unique<WorkerProcess>(
-            config_.packs[i], kFirstPackSlot + static_cast<std::uint32_t>(i), ParticipantKind::worker, io_));
+            config_.packs[i], kFirstPackSlot + static_cast<std::uint32_t>(i), ParticipantKind::worker, io_, keep_limit));
     }
 }
 
@@ -407,30 +409,20 @@ void Supervisor::handle_memory_report(WorkerProcess& worker, const Message& mess
             arbitrate(arbiter::event::Dropped{who, std::get<ModelDropped>(message.payload).model_id});
             break;
         case MessageType::admission_keep: {
-            const auto& keep = std::get<AdmissionKeep>(message.payload);
-            auto& keeping = worker.keeping;
-            if (keeping.correlation != message.header.correlation) keeping = {message.header.correlation, {}};
-            // No load can keep more models than the ledger holds: past that, a worker is flooding.
-            if (keeping.keys.size() + keep.count > config_.limits.capacities.ledger_entries) {
-                terminate(worker, "asked to keep more models loaded than the ledger holds (" +
-                                      std::to_string(config_.limits.capacities.ledger_entries) + ")");
-                break;
-            }
-            keeping.keys.insert(keeping.keys.end(), keep.keys, keep.keys + keep.count);
+            const auto error = worker.keeping.add(message.header.correlation, std::get<AdmissionKeep>(message.payload));
+            if (!error.empty()) terminate(worker, error);
             break;
         }
         case MessageType::admission_request: {
             const auto& request = std::get<AdmissionRequest>(message.payload);
-            auto keeping = std::exchange(worker.keeping, {});
-            if (keeping.correlation != message.header.correlation) keeping.keys.clear();  // kept for another request
-            if (keeping.keys.size() != request.keep_loaded_count) {
-                terminate(worker, "sent an admission_request keeping " + std::to_string(request.keep_loaded_count) +
-                                      " models after admission_keep messages naming " +
-                                      std::to_string(keeping.keys.size()));
+            std::string error;
+            auto keep = worker.keeping.take(message.header.correlation, request.keep_loaded_count, error);
+            if (!error.empty()) {
+                terminate(worker, error);
                 break;
             }
             ++memory_totals_.admissions;
-            arbitrate(arbiter::event::Admission{who, message.header.correlation, request, std::move(keeping.keys)});
+            arbitrate(arbiter::event::Admission{who, message.header.correlation, request, std::move(keep)});
             break;
         }
         case MessageType::unload_receipt: {
@@ -568,7 +560,7 @@ void Supervisor::accept_hello(WorkerProcess& worker, const Message& message) {
     worker.capabilities = hello->capabilities;
     worker.idle_since = Clock::now();
     worker.idle_released = false;
-    worker.keeping = {};
+    worker.keeping.clear();
     // Relaxed: a counter compared with its own earlier values only.
     worker.last_heartbeat = view_.census(worker.slot).heartbeat.load(std::memory_order_relaxed);
     worker.heartbeat_seen_at = Clock::now();

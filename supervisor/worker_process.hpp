@@ -5,6 +5,7 @@
 
 #include "shared/message_codec.hpp"
 #include "supervisor/config.hpp"
+#include "supervisor/keep_list.hpp"
 #include "supervisor/process_spawner.hpp"
 #include "supervisor/restart_policy.hpp"
 #include "worker/worker_environment.hpp"
@@ -17,7 +18,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <vector>
 
 namespace comfy::supervisor {
 
@@ -30,10 +30,11 @@ struct PendingRequest {
 };
 
 struct WorkerProcess {
+    // `keep_limit`: the most models one admission may keep (the ledger's capacity).
     WorkerProcess(const PackConfig& config, std::uint32_t slot_index, ParticipantKind participant_kind,
-                  boost::asio::io_context& io)
+                  boost::asio::io_context& io, std::size_t keep_limit)
         : pack(config), slot(slot_index), kind(participant_kind), restarts(config.restart), pidfd(io),
-          restart_timer(io), handshake_timer(io), kill_timer(io) {}
+          restart_timer(io), handshake_timer(io), kill_timer(io), keeping(keep_limit) {}
 
     PackConfig pack;  // for the host: its "comfyui" section, named kHostParticipantName
     std::uint32_t slot;
@@ -60,12 +61,7 @@ struct WorkerProcess {
     std::uint64_t capabilities = 0;  // from its Hello
     std::chrono::steady_clock::time_point idle_since{};
     bool idle_released = false;  // the idle sweep already asked it for a full release
-    // The keep_loaded list of the admission it is sending: admission_keep messages
-    // gathered until their admission_request arrives.
-    struct Keeping {
-        std::uint64_t correlation = 0;
-        std::vector<std::uint64_t> keys;
-    } keeping;
+    KeepList keeping;  // the keep_loaded list of the admission it is sending
 
     std::deque<MessageSlot> outbox;                  // waiting for room in the ring
     std::deque<PendingRequest> queued;               // waiting for a ready worker
