@@ -277,8 +277,8 @@ void Arbiter::step() {
             w.siblings_asked = true;
             if (ask_siblings(w, whole_bytes_up(memory_to_free(w.request.target, free)))) return;
         }
-    } else if (!w.awaiting.empty()) {
-        return;  // smart memory off: every detach is answered before the load goes ahead
+    } else if (!config_.smart_memory && !w.awaiting.empty()) {
+        return;  // every detach is answered before the load goes ahead, as in upstream's loop
     }
     // It fits, or nothing more can be asked. Answers still out for this admission are
     // applied to the ledger when they come, as any receipt.
