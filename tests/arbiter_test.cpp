@@ -552,6 +552,25 @@ TEST_CASE("an owner has one eviction command in flight, and its next candidate w
     CHECK(world.arbiter.unanswered() == 0);
 }
 
+TEST_CASE("a load that fits before every answer is in is granted at once; the late answer is applied as any") {
+    World world;
+    world.join(1);
+    world.join(2);
+    world.join(3);
+    world.load(2, model(20, 7 * kGiB, 7 * kGiB));
+    world.load(3, model(30, 3 * kGiB, 3 * kGiB));  // smaller: first, and detached (below the shortfall)
+    world.other_use = 12 * kGiB;                   // 2 GiB free; a 6 GiB load is about 5.8 GiB short
+    const auto actions = world.send(event::Admission{{1, 1}, 1, load_of(6 * kGiB)});
+    const auto partial = only<action::SendPartialUnload>(actions);
+    REQUIRE(only<action::SendDetach>(actions).size() == 1);
+    REQUIRE(partial.size() == 1);
+    world.other_use -= 6 * kGiB;  // memory outside the ledger came back meanwhile
+    CHECK(only<action::Grant>(world.free_and_answer(2, 20, partial[0].command.bytes, partial[0].command.bytes)).size() == 1);
+    CHECK(world.arbiter.unanswered() == 0);
+    world.detach_and_answer(3, 30);
+    CHECK(world.arbiter.ledger().size() == 1);
+}
+
 namespace {
 // One eviction command: who, which model, a detach or how many bytes.
 using Ask = std::tuple<std::uint32_t, std::uint64_t, bool, Bytes>;
