@@ -251,7 +251,6 @@ void Supervisor::on_exit(WorkerProcess& worker) {
     worker.handshake_timer.cancel();
     worker.kill_timer.cancel();
     worker.last_exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    releases_.forget(worker.slot);
     worker.last_exit_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 
     const char* who = worker.kind == ParticipantKind::host ? ": pid " : ": worker pid ";
@@ -266,6 +265,7 @@ void Supervisor::on_exit(WorkerProcess& worker) {
     // Its memory went with the process: return its device use and drop its census and
     // its ledger entries (an eviction waiting on it counts as done).
     view_.census(worker.slot).census.reset();
+    releases_.forget(worker.slot);
     arbitrate(arbiter::event::Left{{worker.slot, worker.generation}});
     fail_requests(worker, FailureReason::worker_died, false);
     if (shutting_down_) {
