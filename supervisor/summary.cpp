@@ -3,6 +3,7 @@
 #include "shared/byte_size.hpp"
 
 #include <cstdio>
+#include <string>
 
 namespace comfy::supervisor {
 
@@ -23,14 +24,24 @@ void print_summary(const Supervisor& supervisor, const WorkloadRunner& runner) {
     std::printf("  evictions          %u asked of other participants, %s freed (measured by the owners)\n",
                 totals.evictions_asked, format_byte_size(totals.bytes_evicted).c_str());
     std::printf("  releases           %s freed by release messages, %u pin-release round(s)\n",
-                format_byte_size(totals.bytes_released).c_str(), totals.pin_release_rounds);
+                format_byte_size(total_freed(totals.released)).c_str(), totals.pin_release_rounds);
+    // By kind: the device bytes each kind gave back (host bytes unpinned for pins).
+    std::printf("  freed by kind     ");
+    for (std::size_t kind = 0; kind < kReleaseKindCount; ++kind) {
+        const auto& count = totals.released[kind];
+        std::printf("%s %s %s (%u)", kind == 0 ? "" : ",", std::string(to_string(static_cast<ReleaseKind>(kind))).c_str(),
+                    format_byte_size(count.freed).c_str(), count.receipts);
+    }
+    std::printf("\n");
     std::printf("  census at the end of the workload:\n");
-    std::printf("    %-12s %8s %4s %8s %12s %12s %12s\n", "pack", "pid", "gen", "restarts", "device", "pinned", "rss");
+    std::printf("    %-12s %8s %4s %8s %12s %12s %12s %12s\n", "pack", "pid", "gen", "restarts", "device", "pinned", "rss",
+                "cast bufs");
     for (const auto& row : runner.final_census()) {
-        std::printf("    %-12s %8d %4u %8u %12s %12s %12s\n", row.pack.c_str(), row.pid, row.generation, row.restarts,
-                    format_byte_size(row.census.device_used_bytes).c_str(),
+        std::printf("    %-12s %8d %4u %8u %12s %12s %12s %12s\n", row.pack.c_str(), row.pid, row.generation,
+                    row.restarts, format_byte_size(row.census.device_used_bytes).c_str(),
                     format_byte_size(row.census.pinned_bytes).c_str(),
-                    format_byte_size(row.census.resident_set_bytes).c_str());
+                    format_byte_size(row.census.resident_set_bytes).c_str(),
+                    format_byte_size(row.census.cast_buffer_bytes).c_str());
     }
     std::fflush(stdout);
 }

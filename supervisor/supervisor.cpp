@@ -267,6 +267,7 @@ void Supervisor::on_exit(WorkerProcess& worker) {
     // Its memory went with the process: return its device use and drop its census and
     // its ledger entries (an eviction waiting on it counts as done).
     view_.census(worker.slot).census.reset();
+    releases_.forget(worker.slot);
     arbitrate(arbiter::event::Left{{worker.slot, worker.generation}});
     fail_requests(worker, FailureReason::worker_died, false);
     if (shutting_down_) {
@@ -422,6 +423,7 @@ void Supervisor::handle_memory_report(WorkerProcess& worker, const Message& mess
                 break;
             }
             ++memory_totals_.admissions;
+            note_fit_by_release(worker, request);
             arbitrate(arbiter::event::Admission{who, message.header.correlation, request, std::move(keep)});
             break;
         }
@@ -431,12 +433,7 @@ void Supervisor::handle_memory_report(WorkerProcess& worker, const Message& mess
             arbitrate(arbiter::event::Unloaded{who, receipt});
             break;
         }
-        case MessageType::release_receipt: {
-            const auto& receipt = std::get<ReleaseReceipt>(message.payload);
-            memory_totals_.bytes_released += receipt.bytes_freed;
-            arbitrate(arbiter::event::Released{who, receipt});
-            break;
-        }
+        case MessageType::release_receipt: on_release_receipt(worker, std::get<ReleaseReceipt>(message.payload)); break;
         case MessageType::pin_request: answer_pin_request(worker, message); break;
         default:
             // A supervisor-to-participant type sent back to us: a confused or hostile worker.
@@ -444,6 +441,29 @@ void Supervisor::handle_memory_report(WorkerProcess& worker, const Message& mess
                                   ", which only the supervisor sends");
             break;
     }
+}
+
+void Supervisor::on_release_receipt(WorkerProcess& worker, const ReleaseReceipt& receipt) {
+    const auto kind = releases_.record(worker.slot, receipt);
+    if (kind && receipt.bytes_freed > 0) {
+        log_line(worker.pack.name + ": " + std::string(to_string(*kind)) + " release freed " +
+                 format_byte_size(receipt.bytes_freed));
+    }
+    arbitrate(arbiter::event::Released{{worker.slot, worker.generation}, receipt});
+}
+
+void Supervisor::note_fit_by_release(const WorkerProcess& worker, const AdmissionRequest& request) {
+    const Bytes freed = releases_.take_boundary_freed(worker.slot);
+    if (freed == 0) return;
+    const auto snap = snapshot();
+    const auto figures = snap.participants.find(worker.slot);
+    const Bytes free = figures == snap.participants.end()
+                           ? snap.device_free
+                           : free_for_asker(snap.device_free, figures->second.allocator_reserved,
+                                            figures->second.allocator_active);
+    const double target =
+        admission_target(request.bytes, request.largest_tensor, request.streams, arbiter_.config().base_reserve);
+    if (const auto line = fit_by_boundary_release(worker.pack.name, request.bytes, target, free, freed)) log_line(*line);
 }
 
 // ---- memory arbitration ----
@@ -617,6 +637,7 @@ void Supervisor::submit(const std::string& pack, const std::string& node, std::u
         pending.reply(failure(reason, worker, pending.message.header.correlation));
         return;
     }
+    start_epoch(epoch);
     worker.queued.push_back(std::move(pending));
     dispatch_queued(worker);
 }
@@ -734,6 +755,7 @@ void Supervisor::finish_if_done() {
 
 Supervisor::Totals Supervisor::totals() const {
     Totals totals = memory_totals_;
+    totals.released = releases_.counts();
     for (const auto& worker : workers_) {
         totals.workers_started += worker->starts;
         totals.workers_restarted += worker->starts > 0 ? worker->starts - 1 : 0;
@@ -756,10 +778,15 @@ std::vector<Supervisor::CensusRow> Supervisor::census_rows() const {
 void Supervisor::on_node_started(WorkerProcess& worker, const NodeStarted& node) {
     set_state(worker, ParticipantState::busy);
     arbitrate(arbiter::event::Busy{{worker.slot, worker.generation}, true});
-    if (node.prompt_epoch <= prompt_epoch_) return;
-    // A new prompt: every worker drops the cast buffers of the last one (a busy worker
-    // finds the message at its next boundary).
-    prompt_epoch_ = node.prompt_epoch;
+    start_epoch(node.prompt_epoch);  // the host's own prompts are seen here first
+}
+
+void Supervisor::start_epoch(std::uint64_t epoch) {
+    if (epoch <= prompt_epoch_) return;
+    // A new prompt: every worker drops the cast buffers of the earlier ones. Sent before
+    // the prompt's first node, so that node's worker frees them before it runs (a busy
+    // worker finds the message at its next boundary).
+    prompt_epoch_ = epoch;
     for (auto& other : workers_) {
         if (other->up()) {
             deliver(*other, encode(CastEpochBoundary{prompt_epoch_}, other->generation));
@@ -928,7 +955,7 @@ std::string Supervisor::metrics_text() const {
     metric("comfy_admissions_refused_total", "counter", "Admissions refused.");
     value("comfy_admissions_refused_total", totals.refused);
     metric("comfy_released_bytes_total", "counter", "Bytes the workers measured as freed by release messages.");
-    value("comfy_released_bytes_total", totals.bytes_released);
+    value("comfy_released_bytes_total", total_freed(totals.released));
     metric("comfy_pin_release_rounds_total", "counter", "Rounds of release_pins sent under host memory pressure.");
     value("comfy_pin_release_rounds_total", totals.pin_release_rounds);
     metric("comfy_worker_up", "gauge", "1 when the pack's worker is ready or busy.");

@@ -10,6 +10,7 @@
 #include "supervisor/config.hpp"
 #include "supervisor/host_memory.hpp"
 #include "supervisor/ops_http.hpp"
+#include "supervisor/release_totals.hpp"
 #include "supervisor/worker_process.hpp"
 #include "worker/device.hpp"
 
@@ -77,7 +78,7 @@ public:
         std::uint32_t admitted_short = 0;      // granted with a shortfall (policy admit)
         std::uint32_t refused = 0;
         std::uint32_t pin_release_rounds = 0;
-        std::uint64_t bytes_released = 0;     // measured, from release receipts
+        ReleaseCounts released{};              // measured, from release receipts, by kind
     };
     Totals totals() const;
 
@@ -118,11 +119,16 @@ private:
     void publish_ledger();
     WorkerProcess* worker_in(std::uint32_t slot, std::uint32_t generation);
     void handle_memory_report(WorkerProcess& worker, const Message& message);
+    void on_release_receipt(WorkerProcess& worker, const ReleaseReceipt& receipt);
+    // Logs a load that fits only because its worker's boundary releases ran before it.
+    void note_fit_by_release(const WorkerProcess& worker, const AdmissionRequest& request);
 
     // Release paths beyond eviction: epoch and node boundaries, the idle sweep, the
     // operator's full release, and host RAM pressure (release_pins in proportion).
     void on_node_started(WorkerProcess& worker, const NodeStarted& node);
     void on_node_finished(WorkerProcess& worker, const NodeFinished& node);
+    // Sends cast_epoch_boundary to every worker when `epoch` is a new prompt.
+    void start_epoch(std::uint64_t epoch);
     void answer_pin_request(WorkerProcess& worker, const Message& message);
     void sweep_idle_workers();
     // Asks pin holders to release, in proportion, how far available host memory is below
@@ -177,6 +183,7 @@ private:
     std::optional<arbiter::TraceRecorder> recorder_;
     std::optional<OpsHttpServer> http_;
     Totals memory_totals_;
+    ReleaseTotals releases_;
     std::chrono::steady_clock::time_point started_at_ = std::chrono::steady_clock::now();
     std::uint64_t prompt_epoch_ = 0;
     std::chrono::steady_clock::time_point last_pin_release_{};

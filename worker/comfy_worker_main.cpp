@@ -3,6 +3,7 @@
 
 #include "worker/reference_worker.hpp"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -34,7 +35,9 @@ int main(int argc, char* argv[]) {
     try {
         auto pack = comfy::worker::load_pack_description(pack_file);
         const auto environment = comfy::worker::WorkerEnvironment::from_process_environment();
-        comfy::worker::WorkerRuntime runtime(environment, comfy::kCapPinnedMemory);
+        const std::uint64_t capabilities =
+            comfy::kCapPinnedMemory | (pack.node_boundary_release ? std::uint64_t{comfy::kCapNodeBoundaryRelease} : 0);
+        comfy::worker::WorkerRuntime runtime(environment, capabilities);
         comfy::worker::ReferenceWorker worker(runtime, std::move(pack));
         runtime.serve(worker);
         return 0;

@@ -43,8 +43,12 @@ struct Reader {
         if (!value.is_object()) fail(path, "a step object", value);
         const std::string op = text(field(value, "op", path), path + "/op");
         for (const auto& [key, unused] : value.items()) {
-            const bool known = key == "op" || key == "model" || key == "bytes" || key == "ms";
-            if (!known) fail(path + "/" + key, "one of op, model, bytes, ms", json(key));
+            const bool known = key == "op" || key == "model" || key == "bytes" || key == "ms" ||
+                               key == "cast_buffer" || key == "patch_pins";
+            if (!known) fail(path + "/" + key, "one of op, model, bytes, ms, cast_buffer, patch_pins", json(key));
+            if (op != "compute" && (key == "cast_buffer" || key == "patch_pins")) {
+                fail(path + "/" + key, key + " only in a compute step", json(op));
+            }
         }
         Step s{};
         if (op == "load_model") {
@@ -61,6 +65,8 @@ struct Reader {
                 fail(path + "/ms", "milliseconds from 0 to 3600000", ms);
             }
             s.ms = ms.get<std::uint32_t>();
+            if (value.contains("cast_buffer")) s.cast_buffer = bytes(value.at("cast_buffer"), path + "/cast_buffer");
+            if (value.contains("patch_pins")) s.patch_pins = bytes(value.at("patch_pins"), path + "/patch_pins");
         } else if (op == "pin" || op == "unpin") {
             s.kind = op == "pin" ? StepKind::pin : StepKind::unpin;
             s.bytes = bytes(field(value, "bytes", path), path + "/bytes");
@@ -84,7 +90,12 @@ PackDescription load_pack_description(const std::string& path) {
             pack.max_pinned_bytes = reader.bytes(value, "/max_pinned");
             continue;
         }
-        reader.fail("/" + key, "one of nodes, max_pinned", json(key));
+        if (key == "node_boundary_release") {
+            if (!value.is_boolean()) reader.fail("/node_boundary_release", "true or false", value);
+            pack.node_boundary_release = value.get<bool>();
+            continue;
+        }
+        reader.fail("/" + key, "one of nodes, max_pinned, node_boundary_release", json(key));
     }
     const json& nodes = reader.field(document, "nodes", "");
     if (!nodes.is_object() || nodes.empty()) reader.fail("/nodes", "an object of named nodes", nodes);

@@ -1,7 +1,8 @@
 #pragma once
 // A node pack as the reference worker runs it: named nodes, each a list of steps that
 // act on the device the way real nodes do (load a model, compute, pin host memory,
-// drop a model).
+// drop a model). A compute step may leave a cast buffer and patch pins behind, held
+// until a release frees them (worker/node_leftovers.hpp).
 
 #include <cstdint>
 #include <map>
@@ -18,11 +19,17 @@ struct Step {
     std::string model;        // load_model, drop_model
     std::uint64_t bytes = 0;  // load_model, pin, unpin
     std::uint32_t ms = 0;     // compute
+    std::uint64_t cast_buffer = 0;  // compute: device memory its cast buffer grows to
+    std::uint64_t patch_pins = 0;   // compute: host memory pinned for weight patches
 };
 
 struct PackDescription {
     std::map<std::string, std::vector<Step>> nodes;
     std::uint64_t max_pinned_bytes = 0;  // the pack's MAX_PINNED_MEMORY; 0 for none
+    // Whether the worker asks for release_node_boundary after each node (upstream's
+    // executor resets cast buffers after every node); without it, what a node leaves is
+    // held until the next prompt's cast_epoch_boundary.
+    bool node_boundary_release = true;
 };
 
 // Reads a pack file; throws std::runtime_error with one line naming the file, the JSON

@@ -80,7 +80,11 @@ bool ReferenceWorker::run_step(const Step& step) {
             if (held != models_.end()) drop_model(held->first);
             return true;
         }
-        case StepKind::compute: std::this_thread::sleep_for(std::chrono::milliseconds(step.ms)); return true;
+        case StepKind::compute:
+            // The buffer is there while the step computes, and stays after it.
+            if (!hold_leftovers(step)) return false;
+            std::this_thread::sleep_for(std::chrono::milliseconds(step.ms));
+            return true;
         case StepKind::pin: {
             // Pinning only speeds transfers up: a pin cut short by the host budget, or
             // refused by the device, is counted and the node goes on without it.
@@ -90,11 +94,44 @@ bool ReferenceWorker::run_step(const Step& step) {
             return true;
         }
         case StepKind::unpin:
-            device.unpin_host(std::min(step.bytes, device.pinned_by_this_process()));
+            device.unpin_host(std::min(step.bytes, pinned_by_steps()));
             publish_census();
             return true;
     }
     return false;
+}
+
+bool ReferenceWorker::hold_leftovers(const Step& step) {
+    Device& device = runtime_.device();
+    const NodeLeftovers::Held growth = leftovers_.growth(prompt_epoch_, last_node_, {step.cast_buffer, step.patch_pins});
+    if (growth.cast > 0 && !device.allocate(growth.cast)) {
+        std::fprintf(stderr, "comfy-worker: out of device memory for a cast buffer of %s (%s free)\n",
+                     format_byte_size(step.cast_buffer).c_str(), format_byte_size(device.free_bytes()).c_str());
+        return false;
+    }
+    NodeLeftovers::Held added{growth.cast, 0};
+    if (growth.pins > 0) {
+        // As with a pin step: a patch pin cut short is counted, and the node goes on.
+        const Bytes granted = runtime_.request_pin(growth.pins);
+        if (granted < growth.pins) runtime_.census().edit().pin_errors += 1;
+        if (granted > 0 && device.pin_host(granted)) added.pins = granted;
+    }
+    leftovers_.add(prompt_epoch_, last_node_, added);
+    publish_census();
+    return true;
+}
+
+Bytes ReferenceWorker::free_leftovers(NodeLeftovers::Held taken) {
+    Device& device = runtime_.device();
+    device.release(taken.cast);
+    device.unpin_host(std::min(taken.pins, device.pinned_by_this_process()));
+    publish_census();
+    return taken.cast;
+}
+
+Bytes ReferenceWorker::pinned_by_steps() {
+    const Bytes pinned = runtime_.device().pinned_by_this_process();
+    return pinned - std::min(pinned, leftovers_.total().pins);
 }
 
 bool ReferenceWorker::load_model(const std::string& name, Bytes bytes) {
@@ -166,7 +203,7 @@ Bytes ReferenceWorker::unload(std::uint64_t id, Bytes bytes) {
 }
 
 Bytes ReferenceWorker::unload_everything() {
-    Bytes freed = 0;
+    Bytes freed = free_leftovers(leftovers_.take_all());
     while (!models_.empty()) {
         const auto id = models_.begin()->first;
         freed += models_.begin()->second.loaded;
@@ -198,13 +235,25 @@ void ReferenceWorker::answer_unload(const Message& command) {
 }
 
 void ReferenceWorker::answer_release(const Message& command) {
+    // Receipts count device bytes, the memory a release is asked for; release_pins counts
+    // the host memory it unpinned. Patch pins a boundary frees show in the census.
     Bytes asked = 0;
     Bytes freed = 0;
     Device& device = runtime_.device();
     switch (command.type()) {
+        case MessageType::release_node_boundary: {
+            const auto& boundary = std::get<ReleaseNodeBoundary>(command.payload);
+            freed = free_leftovers(leftovers_.take_node(boundary.prompt_epoch, boundary.node_index));
+            break;
+        }
+        case MessageType::cast_epoch_boundary:
+            freed = free_leftovers(leftovers_.take_before(std::get<CastEpochBoundary>(command.payload).prompt_epoch));
+            break;
         case MessageType::full_release: freed = unload_everything(); break;
         case MessageType::partial_release: {
+            // What the ledger does not show goes first: whole cast buffers, then models.
             asked = std::get<PartialRelease>(command.payload).bytes;
+            freed = free_leftovers({leftovers_.take_cast(asked), 0});
             for (auto& [id, model] : models_) {
                 if (freed >= asked) break;
                 freed += unload(id, asked - freed);
@@ -213,16 +262,16 @@ void ReferenceWorker::answer_release(const Message& command) {
             break;
         }
         case MessageType::release_pins: {
+            // Patch pins first: upstream re-creates them when next needed.
             asked = std::get<ReleasePins>(command.payload).bytes;
-            freed = std::min(asked, device.pinned_by_this_process());
+            const Bytes by_steps = pinned_by_steps();
+            const Bytes patches = leftovers_.take_pins(asked);
+            freed = patches + std::min(asked - patches, by_steps);
             device.unpin_host(freed);
             publish_census();
             break;
         }
-        default:
-            // Node boundaries and cast epochs free transient buffers; the simulated
-            // worker keeps none (its census shows 0 cast-buffer bytes), so 0 is the truth.
-            break;
+        default: break;
     }
     ReleaseReceipt receipt{};
     receipt.release_type = command.header.type;
@@ -253,6 +302,7 @@ void ReferenceWorker::publish_census() {
     record.last_node = last_node_;
     record.resident_set_bytes = resident_set_bytes();
     record.device_used_bytes = runtime_.device().used_by_this_process();
+    record.cast_buffer_bytes = leftovers_.total().cast;
     runtime_.census().publish();
 }
 
