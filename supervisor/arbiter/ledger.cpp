@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
+#include <ranges>
 #include <utility>
 
 namespace comfy::arbiter {
@@ -28,17 +30,29 @@ LedgerRecord to_record(const LedgerEntry& entry) {
     return record;
 }
 
-Ledger::Ledger(std::uint32_t capacity) : table_(capacity) {
-    for (std::size_t row = capacity; row > 0; --row) free_rows_.push_back(row - 1);
+Ledger::Ledger(std::uint32_t capacity) : table_(capacity) {}
+
+std::size_t Ledger::take_free_row() {
+    // Every freed row lies below never_used_, so the heap's top, when there is one, is the
+    // lowest unused row.
+    if (freed_rows_.empty()) return never_used_++;
+    std::pop_heap(freed_rows_.begin(), freed_rows_.end(), std::greater<>());
+    const std::size_t row = freed_rows_.back();
+    freed_rows_.pop_back();
+    return row;
+}
+
+void Ledger::free_row(std::size_t index) {
+    freed_rows_.push_back(index);
+    std::push_heap(freed_rows_.begin(), freed_rows_.end(), std::greater<>());
 }
 
 std::optional<std::size_t> Ledger::apply_registered(std::uint32_t slot, std::uint32_t generation,
                                                     const ModelRegistered& report) {
     auto index = find(slot, generation, report.model_id);
     if (!index) {
-        if (free_rows_.empty()) return std::nullopt;
-        index = free_rows_.back();
-        free_rows_.pop_back();
+        if (size() == capacity()) return std::nullopt;
+        index = take_free_row();
         index_[{slot, generation, report.model_id}] = *index;
     } else {
         unlink(*index);
@@ -98,16 +112,23 @@ void Ledger::erase(std::size_t index) {
     index_.erase({entry.owner_slot, entry.owner_generation, entry.model_id});
     unlink(index);
     table_[index].reset();
-    // Keep the lowest free row on top, so rows are reused from the front of the table.
-    free_rows_.insert(std::upper_bound(free_rows_.begin(), free_rows_.end(), index, std::greater<>()), index);
+    free_row(index);
     changed_.insert(index);
 }
 
-void Ledger::erase_owner(std::uint32_t slot) {
-    for (std::size_t i = 0; i < table_.size(); ++i) {
-        if (table_[i] && table_[i]->owner_slot == slot) erase(i);
-    }
+auto Ledger::owner_range(std::uint32_t slot) const {
+    constexpr auto kLastGeneration = std::numeric_limits<std::uint32_t>::max();
+    constexpr auto kLastModel = std::numeric_limits<std::uint64_t>::max();
+    return std::ranges::subrange(index_.lower_bound({slot, 0, 0}), index_.upper_bound({slot, kLastGeneration, kLastModel}));
 }
+
+void Ledger::erase_owner(std::uint32_t slot) {
+    // The rows first: erase() removes from index_, which the range walks.
+    std::vector<std::size_t> rows;
+    for (const auto& [key, row] : owner_range(slot)) rows.push_back(row);
+    for (const auto row : rows) erase(row);
+}
+
 
 std::optional<std::size_t> Ledger::find(std::uint32_t slot, std::uint32_t generation, std::uint64_t model_id) const {
     const auto found = index_.find({slot, generation, model_id});
@@ -116,9 +137,12 @@ std::optional<std::size_t> Ledger::find(std::uint32_t slot, std::uint32_t genera
 }
 
 Bytes Ledger::loaded_on(std::uint32_t device, std::optional<std::uint32_t> except_slot) const {
-    Bytes sum = 0;
-    for (const auto& e : table_) {
-        if (e && e->device == device && e->owner_slot != except_slot) sum += e->loaded_or_total();
+    const auto found = loaded_by_device_.find(device);
+    Bytes sum = found == loaded_by_device_.end() ? 0 : found->second.bytes;
+    if (!except_slot) return sum;
+    for (const auto& [key, row] : owner_range(*except_slot)) {
+        const LedgerEntry& e = *table_[row];
+        if (e.device == device) sum -= e.loaded_or_total();
     }
     return sum;
 }
@@ -131,12 +155,21 @@ Ledger::OrderKey Ledger::order_key(const LedgerEntry& e) {
 }
 
 void Ledger::unlink(std::size_t index) {
-    order_.erase({order_key(*table_[index]), index});
+    const LedgerEntry& entry = *table_[index];
+    order_.erase({order_key(entry), index});
+    // Unsigned arithmetic: what link() added comes off exactly, whatever the sum.
+    const auto sum = loaded_by_device_.find(entry.device);
+    sum->second.bytes -= entry.loaded_or_total();
+    if (--sum->second.entries == 0) loaded_by_device_.erase(sum);  // device ids come from reports: keep no empty ones
     ++order_version_;
 }
 
 void Ledger::link(std::size_t index) {
-    order_.insert({order_key(*table_[index]), index});
+    const LedgerEntry& entry = *table_[index];
+    order_.insert({order_key(entry), index});
+    DeviceSum& sum = loaded_by_device_[entry.device];
+    sum.bytes += entry.loaded_or_total();
+    ++sum.entries;
     ++order_version_;
 }
 

@@ -56,7 +56,8 @@ public:
     // The measured bytes a partial unload freed; never more than was loaded.
     void apply_unloaded(std::size_t index, Bytes freed);
     void erase(std::size_t index);
-    // Everything a participant held (it died: its memory went with it).
+    // Everything a participant held (it died: its memory went with it). Costs its own
+    // entries only (O(m log n)), not a walk of the table: a death must not stall the loop.
     void erase_owner(std::uint32_t slot);
 
     std::optional<std::size_t> find(std::uint32_t slot, std::uint32_t generation, std::uint64_t model_id) const;
@@ -64,7 +65,8 @@ public:
     std::size_t capacity() const noexcept { return table_.size(); }
     std::size_t size() const noexcept { return index_.size(); }
     // Sum of loaded bytes (unknown counted as total) over entries on `device`, leaving
-    // out those of the participant in `except_slot` when one is given.
+    // out those of the participant in `except_slot` when one is given. A running sum per
+    // device, less the except_slot's own entries: never a walk of the table.
     Bytes loaded_on(std::uint32_t device, std::optional<std::uint32_t> except_slot = std::nullopt) const;
 
     // Indices changed since the last call, for publishing to the segment.
@@ -83,13 +85,29 @@ public:
 private:
     using Key = std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>;  // owner slot, generation, model
 
-    // Every change to an entry goes between these two, so order_ stays right.
+    // Every change to an entry goes between these two, so order_ and the per-device
+    // sums stay right.
     void unlink(std::size_t index);
     void link(std::size_t index);
+    // The entries of the participant in `slot`, all generations: index_ is ordered by
+    // slot first, so they are one contiguous range.
+    auto owner_range(std::uint32_t slot) const;
+    std::size_t take_free_row();
+    void free_row(std::size_t index);
 
     std::vector<std::optional<LedgerEntry>> table_;
     std::map<Key, std::size_t> index_;    // so lookups stay cheap with thousands of entries
-    std::vector<std::size_t> free_rows_;  // unused table rows, lowest on top
+    // Unused rows are reused lowest first (the segment's table stays packed at the front,
+    // and comfyctl and the tests rely on it): rows from never_used_ up were never taken,
+    // and freed_rows_ is a min-heap of the rows below it given back since, so that taking
+    // and giving back a row both cost O(log n).
+    std::size_t never_used_ = 0;
+    std::vector<std::size_t> freed_rows_;
+    struct DeviceSum {
+        Bytes bytes = 0;  // loaded_or_total() summed
+        std::size_t entries = 0;
+    };
+    std::map<std::uint32_t, DeviceSum> loaded_by_device_;
     std::uint64_t next_load_order_ = 1;
     std::set<std::size_t> changed_;
     Order order_;
