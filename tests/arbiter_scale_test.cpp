@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "supervisor/arbiter/arbiter.hpp"
+#include "supervisor/arbiter/eviction_order.hpp"
 
 #include <map>
 #include <random>
@@ -135,7 +136,8 @@ TEST_CASE("an owner's death frees exactly its rows, and they are reused from the
     ledger.take_changed();
     ledger.erase_owner(1);
     CHECK(ledger.size() == 4);
-    CHECK(ledger.take_changed() == std::set<std::size_t>{0, 2, 4, 6});
+    CHECK(ledger.take_changed() == std::vector<std::size_t>{0, 2, 4, 6});
+    CHECK(ledger.take_changed().empty());
     CHECK(ledger.loaded_on(0) == 4 * kMiB);
     for (const std::size_t expected : {0u, 2u, 4u, 6u}) {
         CHECK(ledger.apply_registered(3, 1, ModelRegistered{expected + 1, 1, kMiB, kMiB, 0, 0, 0, 0}) == expected);
@@ -175,4 +177,28 @@ TEST_CASE("siblings holding a kept model are not asked for a partial release; th
         CHECK_FALSE(std::holds_alternative<action::SendPartialUnload>(action));
     }
     CHECK(asked == std::set<std::uint32_t>{4, 5});
+}
+
+TEST_CASE("a copied ledger keeps its own order: changing the copy leaves the original whole") {
+    Ledger original(16);
+    for (std::uint64_t id = 1; id <= 6; ++id) {
+        REQUIRE(original.apply_registered(1 + static_cast<std::uint32_t>(id % 2), 1,
+                                          ModelRegistered{id, id, id * kMiB, id * kMiB, 0, 0, 0, 0}));
+    }
+    const std::vector<std::size_t> before = eviction_order(original, EvictionQuery{0, 99, {}});
+    Ledger copy = original;
+    copy.erase_owner(1);
+    REQUIRE(copy.find(2, 1, 1));  // slot 2 holds the odd ids
+    copy.apply_unloaded(*copy.find(2, 1, 1), kMiB);
+    CHECK(copy.size() == 3);
+    CHECK(eviction_order(copy, EvictionQuery{0, 99, {}}).size() == 3);
+    CHECK(eviction_order(original, EvictionQuery{0, 99, {}}) == before);
+    CHECK(original.size() == 6);
+    CHECK(original.loaded_on(0) == 21 * kMiB);
+    Ledger assigned(1);
+    assigned = copy;
+    assigned.erase_owner(2);
+    CHECK(assigned.size() == 0);
+    CHECK(copy.size() == 3);
+    CHECK(eviction_order(copy, EvictionQuery{0, 99, {}}).size() == 3);
 }

@@ -10,6 +10,15 @@ namespace comfy::arbiter {
 
 namespace {
 Bytes clamp_loaded(Bytes loaded, Bytes total) { return loaded == kUnknownBytes ? kUnknownBytes : std::min(loaded, total); }
+
+// The index entries of the participant in `slot`, all generations: the index is ordered by
+// slot first, so they are one contiguous range.
+template <class Index>
+auto owner_range(Index& index, std::uint32_t slot) {
+    constexpr auto kLastGeneration = std::numeric_limits<std::uint32_t>::max();
+    constexpr auto kLastModel = std::numeric_limits<std::uint64_t>::max();
+    return std::ranges::subrange(index.lower_bound({slot, 0, 0}), index.upper_bound({slot, kLastGeneration, kLastModel}));
+}
 }  // namespace
 
 LedgerRecord to_record(const LedgerEntry& entry) {
@@ -30,7 +39,35 @@ LedgerRecord to_record(const LedgerEntry& entry) {
     return record;
 }
 
-Ledger::Ledger(std::uint32_t capacity) : table_(capacity) {}
+Ledger::Ledger(std::uint32_t capacity) : table_(capacity), changed_(capacity), order_at_(capacity) {
+    // Sized once, as ChangedRows, so that giving back an owner's rows never reallocates.
+    freed_rows_.reserve(capacity);
+}
+
+Ledger::Ledger(const Ledger& other)
+    : table_(other.table_),
+      index_(other.index_),
+      never_used_(other.never_used_),
+      freed_rows_(other.freed_rows_),
+      loaded_by_device_(other.loaded_by_device_),
+      next_load_order_(other.next_load_order_),
+      changed_(other.changed_),
+      order_(other.order_),
+      order_at_(other.order_at_.size()),
+      order_version_(other.order_version_) {
+    freed_rows_.reserve(table_.size());
+    repoint_order();
+}
+
+Ledger& Ledger::operator=(const Ledger& other) {
+    if (this != &other) *this = Ledger(other);
+    return *this;
+}
+
+void Ledger::repoint_order() {
+    // The copy's order holds the same rows in the same sequence.
+    for (auto it = order_.begin(); it != order_.end(); ++it) order_at_[it->second] = it;
+}
 
 std::size_t Ledger::take_free_row() {
     // Every freed row lies below never_used_, so the heap's top, when there is one, is the
@@ -110,23 +147,23 @@ void Ledger::erase(std::size_t index) {
     if (!table_[index]) return;
     const LedgerEntry& entry = *table_[index];
     index_.erase({entry.owner_slot, entry.owner_generation, entry.model_id});
+    clear_row(index);
+}
+
+void Ledger::clear_row(std::size_t index) {
     unlink(index);
     table_[index].reset();
     free_row(index);
     changed_.insert(index);
 }
 
-auto Ledger::owner_range(std::uint32_t slot) const {
-    constexpr auto kLastGeneration = std::numeric_limits<std::uint32_t>::max();
-    constexpr auto kLastModel = std::numeric_limits<std::uint64_t>::max();
-    return std::ranges::subrange(index_.lower_bound({slot, 0, 0}), index_.upper_bound({slot, kLastGeneration, kLastModel}));
-}
-
 void Ledger::erase_owner(std::uint32_t slot) {
-    // The rows first: erase() removes from index_, which the range walks.
-    std::vector<std::size_t> rows;
-    for (const auto& [key, row] : owner_range(slot)) rows.push_back(row);
-    for (const auto row : rows) erase(row);
+    auto owned = owner_range(index_, slot);
+    for (auto it = owned.begin(); it != owned.end();) {
+        const std::size_t row = it->second;
+        it = index_.erase(it);
+        clear_row(row);
+    }
 }
 
 
@@ -140,14 +177,14 @@ Bytes Ledger::loaded_on(std::uint32_t device, std::optional<std::uint32_t> excep
     const auto found = loaded_by_device_.find(device);
     Bytes sum = found == loaded_by_device_.end() ? 0 : found->second.bytes;
     if (!except_slot) return sum;
-    for (const auto& [key, row] : owner_range(*except_slot)) {
+    for (const auto& [key, row] : owner_range(index_, *except_slot)) {
         const LedgerEntry& e = *table_[row];
         if (e.device == device) sum -= e.loaded_or_total();
     }
     return sum;
 }
 
-std::set<std::size_t> Ledger::take_changed() { return std::exchange(changed_, {}); }
+std::vector<std::size_t> Ledger::take_changed() { return changed_.take(); }
 
 Ledger::OrderKey Ledger::order_key(const LedgerEntry& e) {
     // Ascending: complemented offload and load order put the larger figures first.
@@ -156,7 +193,7 @@ Ledger::OrderKey Ledger::order_key(const LedgerEntry& e) {
 
 void Ledger::unlink(std::size_t index) {
     const LedgerEntry& entry = *table_[index];
-    order_.erase({order_key(entry), index});
+    order_.erase(order_at_[index]);
     // Unsigned arithmetic: what link() added comes off exactly, whatever the sum.
     const auto sum = loaded_by_device_.find(entry.device);
     sum->second.bytes -= entry.loaded_or_total();
@@ -166,7 +203,7 @@ void Ledger::unlink(std::size_t index) {
 
 void Ledger::link(std::size_t index) {
     const LedgerEntry& entry = *table_[index];
-    order_.insert({order_key(entry), index});
+    order_at_[index] = order_.insert({order_key(entry), index}).first;
     DeviceSum& sum = loaded_by_device_[entry.device];
     sum.bytes += entry.loaded_or_total();
     ++sum.entries;

@@ -6,6 +6,7 @@
 #include "shared/memory_arithmetic.hpp"
 #include "shared/message_payloads.hpp"
 #include "shared/records.hpp"
+#include "supervisor/arbiter/changed_rows.hpp"
 
 #include <cstdint>
 #include <map>
@@ -43,6 +44,11 @@ LedgerRecord to_record(const LedgerEntry& entry);
 class Ledger {
 public:
     explicit Ledger(std::uint32_t capacity);
+    // A copy's rows point into its own order (replay and the benchmarks copy arbiters).
+    Ledger(const Ledger& other);
+    Ledger& operator=(const Ledger& other);
+    Ledger(Ledger&&) noexcept = default;  // a moved set keeps its nodes: the positions stay right
+    Ledger& operator=(Ledger&&) noexcept = default;
 
     // A participant reports a model. A second report of the same model replaces the
     // first and moves it to the front of the load order. Its table row; nothing when the
@@ -69,8 +75,8 @@ public:
     // device, less the except_slot's own entries: never a walk of the table.
     Bytes loaded_on(std::uint32_t device, std::optional<std::uint32_t> except_slot = std::nullopt) const;
 
-    // Indices changed since the last call, for publishing to the segment.
-    std::set<std::size_t> take_changed();
+    // Indices changed since the last call, ascending, for publishing to the segment.
+    std::vector<std::size_t> take_changed();
 
     // Upstream's free_memory order, kept up to date as entries change, so an admission
     // walks it from the front instead of sorting thousands of entries: per device, the
@@ -89,11 +95,12 @@ private:
     // sums stay right.
     void unlink(std::size_t index);
     void link(std::size_t index);
-    // The entries of the participant in `slot`, all generations: index_ is ordered by
-    // slot first, so they are one contiguous range.
-    auto owner_range(std::uint32_t slot) const;
+    // Empties a row whose index_ entry is already gone.
+    void clear_row(std::size_t index);
     std::size_t take_free_row();
     void free_row(std::size_t index);
+    // Points order_at_ into this ledger's own order_, after a copy.
+    void repoint_order();
 
     std::vector<std::optional<LedgerEntry>> table_;
     std::map<Key, std::size_t> index_;    // so lookups stay cheap with thousands of entries
@@ -109,8 +116,11 @@ private:
     };
     std::map<std::uint32_t, DeviceSum> loaded_by_device_;
     std::uint64_t next_load_order_ = 1;
-    std::set<std::size_t> changed_;
+    ChangedRows changed_;
     Order order_;
+    // Each used row's place in order_, so that unlinking an entry (thousands when an owner
+    // dies) erases without searching the order.
+    std::vector<Order::const_iterator> order_at_;
     std::uint64_t order_version_ = 0;
 };
 
