@@ -90,7 +90,12 @@ std::string describe(const event::Residency& e) {
 std::string describe(const event::Dropped& e) { return "Dropped " + name(e.who) + " model " + std::to_string(e.model_id); }
 std::string describe(const event::Admission& e) {
     std::string keep;
-    for (std::uint32_t i = 0; i < e.request.keep_loaded_count; ++i) keep += " " + std::to_string(e.request.keep_loaded[i]);
+    // Appended piece by piece: `" " + std::string` in this loop makes GCC 12 at -O3 warn
+    // (-Wrestrict, a false positive inside std::string's insert), an error with -Werror.
+    for (std::uint32_t i = 0; i < e.request.keep_loaded_count; ++i) {
+        keep += ' ';
+        keep += std::to_string(e.request.keep_loaded[i]);
+    }
     return "Admission " + name(e.who) + " corr " + std::to_string(e.correlation) + " bytes " + gib(e.request.bytes) +
            " largest " + gib(e.request.largest_tensor) + " streams " + std::to_string(e.request.streams) +
            ((e.request.flags & kAdmitForDynamic) != 0 ? " dynamic" : "") + (keep.empty() ? "" : " keep" + keep);

@@ -41,7 +41,9 @@ supervisor::Config spawn_config(const std::filesystem::path& worker, const std::
     config.limits.handshake_timeout = std::chrono::minutes(2);
     for (std::uint32_t i = 0; i < workers; ++i) {
         supervisor::PackConfig p;
-        p.name = "w" + std::to_string(i + 1);
+        // Appended: `"w" + std::string` makes GCC 12 at -O3 warn (-Wrestrict, a false
+        // positive inside std::string's insert), an error with -Werror.
+        p.name = std::string("w").append(std::to_string(i + 1));
         p.command = worker.string();
         p.args = {"--pack", pack.string()};
         p.working_directory = pack.parent_path().string();
