@@ -3,10 +3,13 @@
 #include "supervisor/supervisor.hpp"
 
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -52,9 +55,9 @@ supervisor::Config spawn_config(const std::filesystem::path& worker, const std::
     return config;
 }
 
-}  // namespace
 
-double supervisor_cpu_per_spawn_us(const std::filesystem::path& worker, std::uint32_t workers) {
+// The measurement itself, in the process that runs the supervisor.
+double measure(const std::filesystem::path& worker, std::uint32_t workers) {
     raise_open_files(workers);
     const auto tag = std::to_string(::getpid()) + "-" + std::to_string(workers);
     const auto folder = std::filesystem::temp_directory_path() / ("comfy-bench-spawn-" + tag);
@@ -83,6 +86,41 @@ double supervisor_cpu_per_spawn_us(const std::filesystem::path& worker, std::uin
                                  " workers; every worker must start once");
     }
     return (ready - started) / workers;
+}
+
+}  // namespace
+
+double supervisor_cpu_per_spawn_us(const std::filesystem::path& worker, std::uint32_t workers) {
+    // Each measurement runs in a child forked for it, so that every one starts from the
+    // same process: a fork's cost grows with the forking process's memory, and an earlier
+    // run's heap (a thousand workers' state) would otherwise weigh on the next one's spawns.
+    int result[2];
+    if (::pipe(result) != 0) throw std::runtime_error("spawn_cpu: pipe failed");
+    const pid_t child = ::fork();
+    if (child < 0) throw std::runtime_error("spawn_cpu: fork failed");
+    if (child == 0) {
+        ::close(result[0]);
+        int status = 0;
+        try {
+            const double figure = measure(worker, workers);
+            status = ::write(result[1], &figure, sizeof figure) == static_cast<ssize_t>(sizeof figure) ? 0 : 1;
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "bench-arbitration: %s\n", e.what());
+            status = 1;
+        }
+        ::_exit(status);  // the measurement's own objects are gone; nothing of the parent's runs
+    }
+    ::close(result[1]);
+    double figure = 0;
+    const bool read_whole = ::read(result[0], &figure, sizeof figure) == static_cast<ssize_t>(sizeof figure);
+    ::close(result[0]);
+    int status = 0;
+    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!read_whole || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        throw std::runtime_error("spawn_cpu: the measurement with " + std::to_string(workers) + " workers failed");
+    }
+    return figure;
 }
 
 }  // namespace comfy::bench
