@@ -40,7 +40,8 @@ CensusRecord census(std::uint32_t generation, Bytes reserved, Bytes device_used)
 template <class T>
 void tear(ipc::Seqlock<T>& lock) {
     static_assert(std::is_standard_layout_v<ipc::Seqlock<T>>);
-    reinterpret_cast<std::atomic<std::uint32_t>*>(&lock)->fetch_add(1);
+    // Relaxed: this thread is the only one touching the record, and reads it next itself.
+    reinterpret_cast<std::atomic<std::uint32_t>*>(&lock)->fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace
