@@ -1,10 +1,8 @@
 #include "supervisor/arbiter/ledger.hpp"
 
 #include <algorithm>
-#include <functional>
 #include <limits>
 #include <ranges>
-#include <utility>
 
 namespace comfy::arbiter {
 
@@ -39,57 +37,14 @@ LedgerRecord to_record(const LedgerEntry& entry) {
     return record;
 }
 
-Ledger::Ledger(std::uint32_t capacity) : table_(capacity), changed_(capacity), order_at_(capacity) {
-    // Sized once, as ChangedRows, so that giving back an owner's rows never reallocates.
-    freed_rows_.reserve(capacity);
-}
-
-Ledger::Ledger(const Ledger& other)
-    : table_(other.table_),
-      index_(other.index_),
-      never_used_(other.never_used_),
-      freed_rows_(other.freed_rows_),
-      loaded_by_device_(other.loaded_by_device_),
-      next_load_order_(other.next_load_order_),
-      changed_(other.changed_),
-      order_(other.order_),
-      order_at_(other.order_at_.size()),
-      order_version_(other.order_version_) {
-    freed_rows_.reserve(table_.size());
-    repoint_order();
-}
-
-Ledger& Ledger::operator=(const Ledger& other) {
-    if (this != &other) *this = Ledger(other);
-    return *this;
-}
-
-void Ledger::repoint_order() {
-    // The copy's order holds the same rows in the same sequence.
-    for (auto it = order_.begin(); it != order_.end(); ++it) order_at_[it->second] = it;
-}
-
-std::size_t Ledger::take_free_row() {
-    // Every freed row lies below never_used_, so the heap's top, when there is one, is the
-    // lowest unused row.
-    if (freed_rows_.empty()) return never_used_++;
-    std::pop_heap(freed_rows_.begin(), freed_rows_.end(), std::greater<>());
-    const std::size_t row = freed_rows_.back();
-    freed_rows_.pop_back();
-    return row;
-}
-
-void Ledger::free_row(std::size_t index) {
-    freed_rows_.push_back(index);
-    std::push_heap(freed_rows_.begin(), freed_rows_.end(), std::greater<>());
-}
+Ledger::Ledger(std::uint32_t capacity) : table_(capacity), free_rows_(capacity), changed_(capacity), order_(capacity) {}
 
 std::optional<std::size_t> Ledger::apply_registered(std::uint32_t slot, std::uint32_t generation,
                                                     const ModelRegistered& report) {
     auto index = find(slot, generation, report.model_id);
     if (!index) {
         if (size() == capacity()) return std::nullopt;
-        index = take_free_row();
+        index = free_rows_.take();
         index_[{slot, generation, report.model_id}] = *index;
     } else {
         unlink(*index);
@@ -153,7 +108,7 @@ void Ledger::erase(std::size_t index) {
 void Ledger::clear_row(std::size_t index) {
     unlink(index);
     table_[index].reset();
-    free_row(index);
+    free_rows_.give_back(index);
     changed_.insert(index);
 }
 
@@ -193,7 +148,7 @@ Ledger::OrderKey Ledger::order_key(const LedgerEntry& e) {
 
 void Ledger::unlink(std::size_t index) {
     const LedgerEntry& entry = *table_[index];
-    order_.erase(order_at_[index]);
+    order_.erase(index);
     // Unsigned arithmetic: what link() added comes off exactly, whatever the sum.
     const auto sum = loaded_by_device_.find(entry.device);
     sum->second.bytes -= entry.loaded_or_total();
@@ -203,7 +158,7 @@ void Ledger::unlink(std::size_t index) {
 
 void Ledger::link(std::size_t index) {
     const LedgerEntry& entry = *table_[index];
-    order_at_[index] = order_.insert({order_key(entry), index}).first;
+    order_.insert(order_key(entry), index);
     DeviceSum& sum = loaded_by_device_[entry.device];
     sum.bytes += entry.loaded_or_total();
     ++sum.entries;

@@ -7,11 +7,12 @@
 #include "shared/message_payloads.hpp"
 #include "shared/records.hpp"
 #include "supervisor/arbiter/changed_rows.hpp"
+#include "supervisor/arbiter/free_rows.hpp"
+#include "supervisor/arbiter/row_order.hpp"
 
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <set>
 #include <tuple>
 #include <vector>
 
@@ -44,11 +45,6 @@ LedgerRecord to_record(const LedgerEntry& entry);
 class Ledger {
 public:
     explicit Ledger(std::uint32_t capacity);
-    // A copy's rows point into its own order (replay and the benchmarks copy arbiters).
-    Ledger(const Ledger& other);
-    Ledger& operator=(const Ledger& other);
-    Ledger(Ledger&&) noexcept = default;  // a moved set keeps its nodes: the positions stay right
-    Ledger& operator=(Ledger&&) noexcept = default;
 
     // A participant reports a model. A second report of the same model replaces the
     // first and moves it to the front of the load order. Its table row; nothing when the
@@ -82,8 +78,8 @@ public:
     // walks it from the front instead of sorting thousands of entries: per device, the
     // most offloaded first, then fewest references, smaller total, most recently loaded.
     using OrderKey = std::tuple<std::uint32_t, Bytes, std::uint32_t, Bytes, std::uint64_t>;
-    using Order = std::set<std::pair<OrderKey, std::size_t>>;
-    const Order& order() const noexcept { return order_; }
+    using Order = RowOrder<OrderKey>::Set;
+    const Order& order() const noexcept { return order_.set(); }
     // Changes whenever the order does, so a walk over it knows whether it may resume.
     std::uint64_t order_version() const noexcept { return order_version_; }
     static OrderKey order_key(const LedgerEntry& entry);
@@ -97,19 +93,10 @@ private:
     void link(std::size_t index);
     // Empties a row whose index_ entry is already gone.
     void clear_row(std::size_t index);
-    std::size_t take_free_row();
-    void free_row(std::size_t index);
-    // Points order_at_ into this ledger's own order_, after a copy.
-    void repoint_order();
 
     std::vector<std::optional<LedgerEntry>> table_;
     std::map<Key, std::size_t> index_;    // so lookups stay cheap with thousands of entries
-    // Unused rows are reused lowest first (the segment's table stays packed at the front,
-    // and comfyctl and the tests rely on it): rows from never_used_ up were never taken,
-    // and freed_rows_ is a min-heap of the rows below it given back since, so that taking
-    // and giving back a row both cost O(log n).
-    std::size_t never_used_ = 0;
-    std::vector<std::size_t> freed_rows_;
+    FreeRows free_rows_;
     struct DeviceSum {
         Bytes bytes = 0;  // loaded_or_total() summed
         std::size_t entries = 0;
@@ -117,10 +104,7 @@ private:
     std::map<std::uint32_t, DeviceSum> loaded_by_device_;
     std::uint64_t next_load_order_ = 1;
     ChangedRows changed_;
-    Order order_;
-    // Each used row's place in order_, so that unlinking an entry (thousands when an owner
-    // dies) erases without searching the order.
-    std::vector<Order::const_iterator> order_at_;
+    RowOrder<OrderKey> order_;
     std::uint64_t order_version_ = 0;
 };
 
