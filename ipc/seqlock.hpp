@@ -46,6 +46,13 @@ public:
 
     // Reader side. Fills `out` only with a value that one write produced whole.
     SeqlockRead read(T& out, int max_tries = kDefaultTries) const noexcept {
+        std::uint32_t sequence = 0;
+        return read(out, sequence, max_tries);
+    }
+
+    // The same, and `sequence` says which write produced `out`: a reader that keeps the
+    // value may compare sequence() with it later instead of copying the record again.
+    SeqlockRead read(T& out, std::uint32_t& sequence, int max_tries = kDefaultTries) const noexcept {
         std::array<std::uint64_t, kWords> words{};
         for (int attempt = 0; attempt < max_tries; ++attempt) {
             // Acquire: pairs with the writer's final release store.
@@ -60,10 +67,18 @@ public:
             // Relaxed: ordered by the fence above.
             if (sequence_.load(std::memory_order_relaxed) == before) {
                 std::memcpy(&out, words.data(), sizeof(T));
+                sequence = before;
                 return SeqlockRead::ok;
             }
         }
         return SeqlockRead::busy;
+    }
+
+    // The sequence now: even and equal to what a read() reported means the record is still
+    // the value that read returned (a 32-bit count wraps only after 2^31 writes).
+    std::uint32_t sequence() const noexcept {
+        // Acquire: pairs with the writer's final release store, as in read().
+        return sequence_.load(std::memory_order_acquire);
     }
 
     // Clears the record to a zero value and an even sequence. Only for the region's

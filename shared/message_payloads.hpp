@@ -42,9 +42,10 @@ inline constexpr std::uint32_t kFailureReasonCount = 4;
 
 // Model ids are unique within their owner and stay below 2^48, so that a model can be
 // named across the machine (in AdmissionRequest::keep_loaded) with its owner's slot on top.
-inline constexpr std::uint64_t kModelIdLimit = std::uint64_t{1} << 48;
+inline constexpr unsigned kModelIdBits = 48;
+inline constexpr std::uint64_t kModelIdLimit = std::uint64_t{1} << kModelIdBits;
 constexpr std::uint64_t machine_model_key(std::uint32_t owner_slot, std::uint64_t model_id) {
-    return (std::uint64_t{owner_slot} << 48) | (model_id & (kModelIdLimit - 1));
+    return (std::uint64_t{owner_slot} << kModelIdBits) | (model_id & (kModelIdLimit - 1));
 }
 
 // Capabilities a participant declares in Hello.

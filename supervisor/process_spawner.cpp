@@ -1,6 +1,7 @@
 #include "supervisor/process_spawner.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -13,18 +14,60 @@ namespace comfy::supervisor {
 
 namespace {
 
-// In the child between fork and exec only async-signal-safe calls are allowed: report
-// errno through the pipe and leave.
+// In the child between clone and exec only async-signal-safe calls are allowed, and it
+// shares the supervisor's memory: report errno through the pipe and leave.
 [[noreturn]] void child_fail(int report_fd) {
     const int err = errno;
     [[maybe_unused]] const auto n = ::write(report_fd, &err, sizeof err);
     ::_exit(127);
 }
 
+// What the child needs, all built before the clone.
+struct ChildPlan {
+    const SpawnRequest* request;
+    char** argv;
+    char** envp;
+    int report_fd;
+    int unused_report_fd;
+    pid_t parent;
+};
+
+int child_main(void* plan_pointer) {
+    const ChildPlan& plan = *static_cast<const ChildPlan*>(plan_pointer);
+    ::close(plan.unused_report_fd);
+    // The supervisor's handlers must not run here, in its memory, before exec: back to the
+    // defaults (this child's own table; CLONE_SIGHAND is not shared) while all are blocked.
+    for (int signal = 1; signal < NSIG; ++signal) {
+        struct sigaction action {};
+        if (::sigaction(signal, nullptr, &action) != 0) continue;
+        if (action.sa_handler == SIG_DFL || action.sa_handler == SIG_IGN) continue;
+        action = {};
+        action.sa_handler = SIG_DFL;
+        ::sigaction(signal, &action, nullptr);
+    }
+    if (::setpgid(0, 0) != 0) child_fail(plan.report_fd);
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(plan.report_fd);
+    if (::getppid() != plan.parent) ::_exit(127);  // the parent died before prctl took hold
+    sigset_t all;
+    sigemptyset(&all);
+    ::sigprocmask(SIG_SETMASK, &all, nullptr);
+    const int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd < 0 || ::dup2(null_fd, STDIN_FILENO) < 0) child_fail(plan.report_fd);
+    const SpawnRequest& request = *plan.request;
+    if (request.inherited_fd >= 0 && ::fcntl(request.inherited_fd, F_SETFD, 0) != 0) child_fail(plan.report_fd);
+    if (::chdir(request.working_directory.c_str()) != 0) child_fail(plan.report_fd);
+    ::execve(plan.argv[0], plan.argv, plan.envp);
+    child_fail(plan.report_fd);
+}
+
+// The child's stack while it runs in the supervisor's memory; it needs little (no
+// allocation, a handful of system calls).
+constexpr std::size_t kChildStack = 64 * 1024;
+
 }  // namespace
 
 SpawnedProcess spawn_process(const SpawnRequest& request) {
-    // Everything the child needs is built before fork.
+    // Everything the child needs is built before the clone.
     std::vector<std::string> env_strings;
     for (const auto& [key, value] : request.environment) env_strings.push_back(key + "=" + value);
     std::vector<char*> envp;
@@ -38,28 +81,26 @@ SpawnedProcess spawn_process(const SpawnRequest& request) {
 
     int report[2];
     if (::pipe2(report, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe2");
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
+    // The child shares our memory until it execs (CLONE_VM, and CLONE_VFORK suspends us
+    // until then), as posix_spawn does: a fork would copy the supervisor's page tables and
+    // descriptor table for every worker, and each page we touched before the child's exec
+    // would be copied again, a cost that grew with the number of workers already running.
+    ChildPlan plan{&request, argv.data(), envp.data(), report[1], report[0], ::getpid()};
+    std::vector<char> stack(kChildStack);
+    // Every signal blocked across the clone, so that none reaches the child before it has
+    // set its handlers back to the defaults.
+    sigset_t all;
+    sigset_t previous;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &previous);
+    const pid_t pid = ::clone(child_main, stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD,
+                              &plan);
+    const int clone_error = errno;
+    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
     if (pid < 0) {
-        const int err = errno;
         ::close(report[0]);
         ::close(report[1]);
-        throw std::system_error(err, std::generic_category(), "fork");
-    }
-    if (pid == 0) {
-        ::close(report[0]);
-        if (::setpgid(0, 0) != 0) child_fail(report[1]);
-        if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(report[1]);
-        if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took hold
-        sigset_t all;
-        sigemptyset(&all);
-        ::sigprocmask(SIG_SETMASK, &all, nullptr);
-        const int null_fd = ::open("/dev/null", O_RDONLY);
-        if (null_fd < 0 || ::dup2(null_fd, STDIN_FILENO) < 0) child_fail(report[1]);
-        if (request.inherited_fd >= 0 && ::fcntl(request.inherited_fd, F_SETFD, 0) != 0) child_fail(report[1]);
-        if (::chdir(request.working_directory.c_str()) != 0) child_fail(report[1]);
-        ::execve(argv[0], argv.data(), envp.data());
-        child_fail(report[1]);
+        throw std::system_error(clone_error, std::generic_category(), "clone");
     }
     ::close(report[1]);
     // Also set in the parent, so the group exists before anyone signals it.

@@ -2,7 +2,7 @@
 // Starts a worker process: its own process group, a minimal environment, death with its
 // parent (PR_SET_PDEATHSIG), and a pidfd so the event loop sees its exit at once.
 //
-// fork+exec by hand rather than Boost.Process: we need PR_SET_PDEATHSIG and setpgid in
+// clone+exec by hand rather than Boost.Process: we need PR_SET_PDEATHSIG and setpgid in
 // the child before exec, one inherited descriptor, a pidfd for our own Asio loop, and
 // the exec error reported back; Boost.Process v2's async_wait can fall into a blocking
 // waitpid (boostorg/process#564).
@@ -29,7 +29,8 @@ struct SpawnedProcess {
     int exec_error_fd = -1;    // holds the exec errno if exec failed; EOF otherwise
 };
 
-// Forks and execs. Throws std::system_error when fork or pidfd_open fails.
+// Clones (sharing memory until exec, as vfork) and execs. Throws std::system_error when
+// the clone or pidfd_open fails.
 SpawnedProcess spawn_process(const SpawnRequest& request);
 
 // After the process exited: the errno of a failed exec, or 0 when exec succeeded.

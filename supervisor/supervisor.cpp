@@ -1,7 +1,6 @@
 #include "supervisor/supervisor.hpp"
 
 #include "shared/byte_size.hpp"
-#include "shared/device_accounting.hpp"
 #include "supervisor/ctl/report_format.hpp"
 #include "supervisor/ctl/report_json.hpp"
 #include "supervisor/ctl/segment_report.hpp"
@@ -127,6 +126,7 @@ Supervisor::Supervisor(Config config, const std::string& instance)
                                 config_.device.kind == DeviceKind::simulated ? config_.device.total_bytes : 0);
       }()),
       view_(view_of(segment_)),
+      census_(view_, cuda_.get()),
       doorbell_watch_(io_, ::dup(doorbell_.fd())),
       signals_(io_, SIGINT, SIGTERM),
       operator_signals_(io_, SIGUSR1, SIGHUP),
@@ -188,6 +188,7 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     ipc::ring_initialize<MessageSlot>(view_.to_participant_ring(worker.slot), view_.capacities().ring_slots);
     ipc::ring_initialize<MessageSlot>(view_.from_participant_ring(worker.slot), view_.capacities().ring_slots);
     view_.census(worker.slot).census.reset();
+    census_.expect(worker.slot, worker.generation);
     // Relaxed: the new worker is not running yet; its spawn orders everything after.
     view_.census(worker.slot).heartbeat.store(0, std::memory_order_relaxed);
     worker.to_worker.emplace(view_.to_participant_ring(worker.slot), view_.capacities().ring_slots);
@@ -268,6 +269,7 @@ void Supervisor::on_exit(WorkerProcess& worker) {
     // its ledger entries (an eviction waiting on it counts as done).
     view_.census(worker.slot).census.reset();
     releases_.forget(worker.slot);
+    census_.expect(worker.slot, std::nullopt);
     arbitrate(arbiter::event::Left{{worker.slot, worker.generation}});
     fail_requests(worker, FailureReason::worker_died, false);
     if (shutting_down_) {
@@ -455,12 +457,7 @@ void Supervisor::on_release_receipt(WorkerProcess& worker, const ReleaseReceipt&
 void Supervisor::note_fit_by_release(const WorkerProcess& worker, const AdmissionRequest& request) {
     const Bytes freed = releases_.take_boundary_freed(worker.slot);
     if (freed == 0) return;
-    const auto snap = snapshot();
-    const auto figures = snap.participants.find(worker.slot);
-    const Bytes free = figures == snap.participants.end()
-                           ? snap.device_free
-                           : free_for_asker(snap.device_free, figures->second.allocator_reserved,
-                                            figures->second.allocator_active);
+    const Bytes free = arbiter::free_reported_to(census_.snapshot(now_ms()), worker.slot);
     const double target =
         admission_target(request.bytes, request.largest_tensor, request.streams, arbiter_.config().base_reserve);
     if (const auto line = fit_by_boundary_release(worker.pack.name, request.bytes, target, free, freed)) log_line(*line);
@@ -468,39 +465,14 @@ void Supervisor::note_fit_by_release(const WorkerProcess& worker, const Admissio
 
 // ---- memory arbitration ----
 
-arbiter::Snapshot Supervisor::snapshot() const {
-    arbiter::Snapshot snap;
-    snap.now_ms = static_cast<std::uint64_t>(
+std::uint64_t Supervisor::now_ms() const {
+    return static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_at_).count());
-    if (cuda_) {
-        snap.device_total = cuda_->total_bytes();
-        snap.device_free = cuda_->free_bytes();
-    } else {
-        snap.device_total = view_.device_total_bytes();
-        snap.device_free = simulated_device_free(view_);
-    }
-    for (const auto& [slot, census] : believable_censuses()) {
-        snap.participants[slot] = {census.allocator_reserved, census.allocator_active, census.pinned_bytes};
-    }
-    return snap;
-}
-
-std::map<std::uint32_t, CensusRecord> Supervisor::believable_censuses() const {
-    std::map<std::uint32_t, CensusRecord> censuses;
-    for (const auto& worker : workers_) {
-        if (!worker->alive()) continue;
-        CensusRecord census{};
-        if (view_.census(worker->slot).census.read(census) != ipc::SeqlockRead::ok) continue;
-        if (census.generation != worker->generation) continue;  // not yet written by this life
-        const bool plausible = census.allocator_reserved <= kMaxBytes && census.allocator_active <= kMaxBytes &&
-                               census.pinned_bytes <= kMaxBytes && census.resident_set_bytes <= kMaxBytes;
-        if (plausible) censuses[worker->slot] = census;
-    }
-    return censuses;
 }
 
 void Supervisor::arbitrate(const arbiter::Event& event) {
-    const auto snap = snapshot();
+    // A reference into the reader: nothing below refreshes it before the arbiter is done.
+    const auto& snap = census_.snapshot(now_ms());
     // Every allocation is followed by a report, and every tick arbitrates: the peak is
     // sampled here from the reading the arbiter uses anyway.
     memory_totals_.peak_device_used =
@@ -820,9 +792,10 @@ void Supervisor::answer_pin_request(WorkerProcess& worker, const Message& messag
     deliver(worker, encode(PinGrant{granted, std::min(left, kMaxBytes)}, worker.generation, message.header.correlation));
 }
 
-std::vector<HostHolding> Supervisor::host_holdings() const {
+std::vector<HostHolding> Supervisor::host_holdings() {
+    census_.refresh();
     std::vector<HostHolding> holdings;
-    for (const auto& [slot, census] : believable_censuses()) {
+    for (const auto& [slot, census] : census_.believable()) {
         holdings.push_back({slot, census.generation, census.pinned_bytes, census.resident_set_bytes});
     }
     return holdings;
@@ -932,9 +905,9 @@ std::string Supervisor::census_json() const {
     return out.dump(2) + "\n";
 }
 
-std::string Supervisor::metrics_text() const {
+std::string Supervisor::metrics_text() {
     const auto totals = this->totals();
-    const auto snap = snapshot();
+    const auto& snap = census_.snapshot(now_ms());
     std::string out;
     const auto metric = [&out](const std::string& name, const char* type, const char* help) {
         out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";

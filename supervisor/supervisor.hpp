@@ -7,6 +7,7 @@
 #include "shared/segment_layout.hpp"
 #include "supervisor/arbiter/arbiter.hpp"
 #include "supervisor/arbiter/trace.hpp"
+#include "supervisor/census_reader.hpp"
 #include "supervisor/config.hpp"
 #include "supervisor/host_memory.hpp"
 #include "supervisor/ops_http.hpp"
@@ -111,10 +112,8 @@ private:
     // Memory arbitration: feeds the arbiter an event with a fresh snapshot, carries out
     // what it decides, and publishes the ledger's changes to the segment.
     void arbitrate(const arbiter::Event& event);
-    arbiter::Snapshot snapshot() const;
-    // The live participants' census records that this life wrote and that hold figures a
-    // machine can have (shared memory is input), by slot.
-    std::map<std::uint32_t, CensusRecord> believable_censuses() const;
+    // Milliseconds since the supervisor started: the arbiter's clock.
+    std::uint64_t now_ms() const;
     void carry_out(const arbiter::Action& action);
     void publish_ledger();
     WorkerProcess* worker_in(std::uint32_t slot, std::uint32_t generation);
@@ -138,7 +137,7 @@ private:
     void relieve_host_pressure(Bytes deficit, const std::vector<HostHolding>& holdings, Bytes available);
     // Whether a round of release_pins went out less than an interval before `now`.
     bool pin_release_recent(std::chrono::steady_clock::time_point now) const;
-    std::vector<HostHolding> host_holdings() const;
+    std::vector<HostHolding> host_holdings();
     Bytes host_available(const std::vector<HostHolding>& holdings) const;
     void release_everything(FullReleaseReason reason);
     void retry_failed_packs();
@@ -147,7 +146,7 @@ private:
     // The operator's HTTP endpoints: what they answer.
     void start_http();
     std::string census_json() const;
-    std::string metrics_text() const;
+    std::string metrics_text();
 
     void check_heartbeats();
     void publish(const WorkerProcess& worker);
@@ -166,6 +165,7 @@ private:
     boost::asio::io_context io_;
     ipc::SharedSegment segment_;
     SegmentView view_;
+    CensusReader census_;  // every census read for decisions goes through it
     ipc::EventFd doorbell_;
     boost::asio::posix::stream_descriptor doorbell_watch_;
     boost::asio::signal_set signals_;

@@ -187,11 +187,7 @@ bool Arbiter::current(const Participant& p) const {
     return found != participants_.end() && found->second.generation == p.generation;
 }
 
-Bytes Arbiter::reported_free_for(const Participant& asker) const {
-    const auto found = snapshot_->participants.find(asker.slot);
-    const ParticipantFigures figures = found == snapshot_->participants.end() ? ParticipantFigures{} : found->second;
-    return free_for_asker(snapshot_->device_free, figures.allocator_reserved, figures.allocator_active);
-}
+Bytes Arbiter::reported_free_for(const Participant& asker) const { return free_reported_to(*snapshot_, asker.slot); }
 
 Bytes Arbiter::free_for(const Participant& asker) const {
     const Bytes free = reported_free_for(asker);
@@ -314,17 +310,19 @@ void Arbiter::on(const event::Released& e) {
 }
 
 bool Arbiter::ask_siblings(Working& w, Bytes shortfall) {
-    const auto& kept = w.request.keep_loaded;
-    for (const auto& [slot, state] : participants_) {
-        if (slot == w.request.asker.slot || state.busy) continue;
-        // A sibling that holds a model the asker wants kept might release exactly that one.
-        bool holds_kept = false;
-        for (std::size_t i = 0; i < ledger_.capacity() && !holds_kept; ++i) {
-            const auto& entry = ledger_.at(i);
-            holds_kept = entry && entry->owner_slot == slot &&
-                         std::find(kept.begin(), kept.end(), machine_model_key(slot, entry->model_id)) != kept.end();
+    // A sibling that holds a model the asker wants kept might release exactly that one.
+    // Each kept key names its owner's slot, so those siblings are found from the keep
+    // list and the ledger's index: the decision never walks the ledger per sibling.
+    std::set<std::uint32_t> holding_kept;
+    for (const std::uint64_t key : w.request.keep_loaded) {
+        const auto slot = static_cast<std::uint32_t>(key >> kModelIdBits);
+        const auto sibling = participants_.find(slot);
+        if (sibling != participants_.end() && ledger_.find(slot, sibling->second.generation, key & (kModelIdLimit - 1))) {
+            holding_kept.insert(slot);
         }
-        if (holds_kept) continue;
+    }
+    for (const auto& [slot, state] : participants_) {
+        if (slot == w.request.asker.slot || state.busy || holding_kept.count(slot)) continue;
         out_->push_back(action::SendPartialRelease{{slot, state.generation}, PartialRelease{shortfall}});
         w.releasing.insert(slot);
     }

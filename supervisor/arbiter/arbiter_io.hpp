@@ -51,6 +51,14 @@ struct Snapshot {
     std::map<std::uint32_t, ParticipantFigures> participants;  // by slot
 };
 
+// What the participant in `slot` would read as free (upstream's get_free_memory): the
+// driver's figure plus its own allocator cache, from its census.
+inline Bytes free_reported_to(const Snapshot& snapshot, std::uint32_t slot) {
+    const auto found = snapshot.participants.find(slot);
+    const ParticipantFigures figures = found == snapshot.participants.end() ? ParticipantFigures{} : found->second;
+    return free_for_asker(snapshot.device_free, figures.allocator_reserved, figures.allocator_active);
+}
+
 struct Participant {
     std::uint32_t slot;
     std::uint32_t generation;

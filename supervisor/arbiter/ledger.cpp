@@ -1,13 +1,22 @@
 #include "supervisor/arbiter/ledger.hpp"
 
 #include <algorithm>
-#include <functional>
-#include <utility>
+#include <limits>
+#include <ranges>
 
 namespace comfy::arbiter {
 
 namespace {
 Bytes clamp_loaded(Bytes loaded, Bytes total) { return loaded == kUnknownBytes ? kUnknownBytes : std::min(loaded, total); }
+
+// The index entries of the participant in `slot`, all generations: the index is ordered by
+// slot first, so they are one contiguous range.
+template <class Index>
+auto owner_range(Index& index, std::uint32_t slot) {
+    constexpr auto kLastGeneration = std::numeric_limits<std::uint32_t>::max();
+    constexpr auto kLastModel = std::numeric_limits<std::uint64_t>::max();
+    return std::ranges::subrange(index.lower_bound({slot, 0, 0}), index.upper_bound({slot, kLastGeneration, kLastModel}));
+}
 }  // namespace
 
 LedgerRecord to_record(const LedgerEntry& entry) {
@@ -28,17 +37,14 @@ LedgerRecord to_record(const LedgerEntry& entry) {
     return record;
 }
 
-Ledger::Ledger(std::uint32_t capacity) : table_(capacity) {
-    for (std::size_t row = capacity; row > 0; --row) free_rows_.push_back(row - 1);
-}
+Ledger::Ledger(std::uint32_t capacity) : table_(capacity), free_rows_(capacity), changed_(capacity), order_(capacity) {}
 
 std::optional<std::size_t> Ledger::apply_registered(std::uint32_t slot, std::uint32_t generation,
                                                     const ModelRegistered& report) {
     auto index = find(slot, generation, report.model_id);
     if (!index) {
-        if (free_rows_.empty()) return std::nullopt;
-        index = free_rows_.back();
-        free_rows_.pop_back();
+        if (size() == capacity()) return std::nullopt;
+        index = free_rows_.take();
         index_[{slot, generation, report.model_id}] = *index;
     } else {
         unlink(*index);
@@ -102,18 +108,25 @@ void Ledger::erase(std::size_t index) {
     if (!table_[index]) return;
     const LedgerEntry& entry = *table_[index];
     index_.erase({entry.owner_slot, entry.owner_generation, entry.model_id});
+    clear_row(index);
+}
+
+void Ledger::clear_row(std::size_t index) {
     unlink(index);
     table_[index].reset();
-    // Keep the lowest free row on top, so rows are reused from the front of the table.
-    free_rows_.insert(std::upper_bound(free_rows_.begin(), free_rows_.end(), index, std::greater<>()), index);
+    free_rows_.give_back(index);
     changed_.insert(index);
 }
 
 void Ledger::erase_owner(std::uint32_t slot) {
-    for (std::size_t i = 0; i < table_.size(); ++i) {
-        if (table_[i] && table_[i]->owner_slot == slot) erase(i);
+    auto owned = owner_range(index_, slot);
+    for (auto it = owned.begin(); it != owned.end();) {
+        const std::size_t row = it->second;
+        it = index_.erase(it);
+        clear_row(row);
     }
 }
+
 
 std::optional<std::size_t> Ledger::find(std::uint32_t slot, std::uint32_t generation, std::uint64_t model_id) const {
     const auto found = index_.find({slot, generation, model_id});
@@ -122,14 +135,17 @@ std::optional<std::size_t> Ledger::find(std::uint32_t slot, std::uint32_t genera
 }
 
 Bytes Ledger::loaded_on(std::uint32_t device, std::optional<std::uint32_t> except_slot) const {
-    Bytes sum = 0;
-    for (const auto& e : table_) {
-        if (e && e->device == device && e->owner_slot != except_slot) sum += e->loaded_or_total();
+    const auto found = loaded_by_device_.find(device);
+    Bytes sum = found == loaded_by_device_.end() ? 0 : found->second.bytes;
+    if (!except_slot) return sum;
+    for (const auto& [key, row] : owner_range(index_, *except_slot)) {
+        const LedgerEntry& e = *table_[row];
+        if (e.device == device) sum -= e.loaded_or_total();
     }
     return sum;
 }
 
-std::set<std::size_t> Ledger::take_changed() { return std::exchange(changed_, {}); }
+std::vector<std::size_t> Ledger::take_changed() { return changed_.take(); }
 
 Ledger::OrderKey Ledger::order_key(const LedgerEntry& e) {
     // Ascending: complemented offload and load order put the larger figures first.
@@ -137,12 +153,21 @@ Ledger::OrderKey Ledger::order_key(const LedgerEntry& e) {
 }
 
 void Ledger::unlink(std::size_t index) {
-    order_.erase({order_key(*table_[index]), index});
+    const LedgerEntry& entry = *table_[index];
+    order_.erase(index);
+    // Unsigned arithmetic: what link() added comes off exactly, whatever the sum.
+    const auto sum = loaded_by_device_.find(entry.device);
+    sum->second.bytes -= entry.loaded_or_total();
+    if (--sum->second.entries == 0) loaded_by_device_.erase(sum);  // device ids come from reports: keep no empty ones
     ++order_version_;
 }
 
 void Ledger::link(std::size_t index) {
-    order_.insert({order_key(*table_[index]), index});
+    const LedgerEntry& entry = *table_[index];
+    order_.insert(order_key(entry), index);
+    DeviceSum& sum = loaded_by_device_[entry.device];
+    sum.bytes += entry.loaded_or_total();
+    ++sum.entries;
     ++order_version_;
 }
 

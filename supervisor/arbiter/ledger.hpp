@@ -6,11 +6,13 @@
 #include "shared/memory_arithmetic.hpp"
 #include "shared/message_payloads.hpp"
 #include "shared/records.hpp"
+#include "supervisor/arbiter/changed_rows.hpp"
+#include "supervisor/arbiter/free_rows.hpp"
+#include "supervisor/arbiter/row_order.hpp"
 
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <set>
 #include <tuple>
 #include <vector>
 
@@ -59,7 +61,8 @@ public:
     // deferred receipt changes nothing. False when nothing was applied.
     bool apply_unloaded(std::uint32_t slot, std::uint32_t generation, const UnloadReceipt& receipt);
     void erase(std::size_t index);
-    // Everything a participant held (it died: its memory went with it).
+    // Everything a participant held (it died: its memory went with it). Costs its own
+    // entries only (O(m log n)), not a walk of the table: a death must not stall the loop.
     void erase_owner(std::uint32_t slot);
 
     std::optional<std::size_t> find(std::uint32_t slot, std::uint32_t generation, std::uint64_t model_id) const;
@@ -67,18 +70,19 @@ public:
     std::size_t capacity() const noexcept { return table_.size(); }
     std::size_t size() const noexcept { return index_.size(); }
     // Sum of loaded bytes (unknown counted as total) over entries on `device`, leaving
-    // out those of the participant in `except_slot` when one is given.
+    // out those of the participant in `except_slot` when one is given. A running sum per
+    // device, less the except_slot's own entries: never a walk of the table.
     Bytes loaded_on(std::uint32_t device, std::optional<std::uint32_t> except_slot = std::nullopt) const;
 
-    // Indices changed since the last call, for publishing to the segment.
-    std::set<std::size_t> take_changed();
+    // Indices changed since the last call, ascending, for publishing to the segment.
+    std::vector<std::size_t> take_changed();
 
     // Upstream's free_memory order, kept up to date as entries change, so an admission
     // walks it from the front instead of sorting thousands of entries: per device, the
     // most offloaded first, then fewest references, smaller total, most recently loaded.
     using OrderKey = std::tuple<std::uint32_t, Bytes, std::uint32_t, Bytes, std::uint64_t>;
-    using Order = std::set<std::pair<OrderKey, std::size_t>>;
-    const Order& order() const noexcept { return order_; }
+    using Order = RowOrder<OrderKey>::Set;
+    const Order& order() const noexcept { return order_.set(); }
     // Changes whenever the order does, so a walk over it knows whether it may resume.
     std::uint64_t order_version() const noexcept { return order_version_; }
     static OrderKey order_key(const LedgerEntry& entry);
@@ -86,20 +90,28 @@ public:
 private:
     using Key = std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>;  // owner slot, generation, model
 
-    // Every change to an entry goes between these two, so order_ stays right.
+    // Every change to an entry goes between these two, so order_ and the per-device
+    // sums stay right.
     void unlink(std::size_t index);
     void link(std::size_t index);
     // An owner's report of a live entry under `sequence`: `edit` applied between unlink
     // and link, the row marked changed. False (nothing done) when the sequence is older.
     template <class Edit>
     bool apply_report(std::size_t index, std::uint64_t sequence, Edit&& edit);
+    // Empties a row whose index_ entry is already gone.
+    void clear_row(std::size_t index);
 
     std::vector<std::optional<LedgerEntry>> table_;
     std::map<Key, std::size_t> index_;    // so lookups stay cheap with thousands of entries
-    std::vector<std::size_t> free_rows_;  // unused table rows, lowest on top
+    FreeRows free_rows_;
+    struct DeviceSum {
+        Bytes bytes = 0;  // loaded_or_total() summed
+        std::size_t entries = 0;
+    };
+    std::map<std::uint32_t, DeviceSum> loaded_by_device_;
     std::uint64_t next_load_order_ = 1;
-    std::set<std::size_t> changed_;
-    Order order_;
+    ChangedRows changed_;
+    RowOrder<OrderKey> order_;
     std::uint64_t order_version_ = 0;
 };
 
