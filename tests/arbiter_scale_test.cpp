@@ -1,12 +1,13 @@
 // What keeps the arbiter's work proportional to the work at hand (issue 8, part 5): a
 // dead owner's entries are found through the index and their rows still reused lowest
-// first; loaded_on is a running sum; the siblings holding kept models are found from the
+// first, and the order stays right with the tombstones they leave; loaded_on is a running sum; the siblings holding kept models are found from the
 // keep list. Each is checked against a plain reference, not timed (scripts/bench times them).
 #include <catch2/catch.hpp>
 
 #include "supervisor/arbiter/arbiter.hpp"
 #include "supervisor/arbiter/eviction_order.hpp"
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
@@ -66,6 +67,16 @@ void check_equal(const Ledger& ledger, const ReferenceLedger& reference) {
     }
     CHECK(ledger.size() == used);
     for (std::uint32_t device = 0; device < 3; ++device) {
+        // The order holds every live entry of the device once, sorted by its key, whatever
+        // tombstones owners' deaths left behind.
+        std::vector<std::pair<Ledger::OrderKey, std::size_t>> sorted;
+        for (std::size_t i = 0; i < reference.rows.size(); ++i) {
+            if (ledger.at(i) && ledger.at(i)->device == device) sorted.emplace_back(Ledger::order_key(*ledger.at(i)), i);
+        }
+        std::sort(sorted.begin(), sorted.end());
+        std::vector<std::size_t> expected;
+        for (const auto& [key, row] : sorted) expected.push_back(row);
+        CHECK(eviction_order(ledger, EvictionQuery{device, {}}) == expected);
         CHECK(ledger.loaded_on(device) == reference.loaded_on(device, std::nullopt));
         for (std::uint32_t slot = 1; slot <= 6; ++slot) {
             CHECK(ledger.loaded_on(device, slot) == reference.loaded_on(device, slot));

@@ -26,7 +26,7 @@ std::optional<EvictionCandidate> EvictionQueue::next(const Ledger& ledger) {
     for (auto it = resume ? resume_ : order.lower_bound({first, 0});
          it != order.end() && std::get<0>(it->first) == device_; ++it) {
         const std::size_t row = it->second;
-        if (handed_out_.count(row)) continue;
+        if (handed_out_.count(row) || !ledger.at(row)) continue;  // handed out, or a tombstone
         const LedgerEntry& entry = *ledger.at(row);
         if (std::binary_search(keep_loaded_.begin(), keep_loaded_.end(), machine_model_key(entry.owner_slot, entry.model_id))) {
             continue;

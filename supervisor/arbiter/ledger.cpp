@@ -1,22 +1,11 @@
 #include "supervisor/arbiter/ledger.hpp"
 
 #include <algorithm>
-#include <limits>
-#include <ranges>
 
 namespace comfy::arbiter {
 
 namespace {
 Bytes clamp_loaded(Bytes loaded, Bytes total) { return loaded == kUnknownBytes ? kUnknownBytes : std::min(loaded, total); }
-
-// The index entries of the participant in `slot`, all generations: the index is ordered by
-// slot first, so they are one contiguous range.
-template <class Index>
-auto owner_range(Index& index, std::uint32_t slot) {
-    constexpr auto kLastGeneration = std::numeric_limits<std::uint32_t>::max();
-    constexpr auto kLastModel = std::numeric_limits<std::uint64_t>::max();
-    return std::ranges::subrange(index.lower_bound({slot, 0, 0}), index.upper_bound({slot, kLastGeneration, kLastModel}));
-}
 }  // namespace
 
 LedgerRecord to_record(const LedgerEntry& entry) {
@@ -45,7 +34,7 @@ std::optional<std::size_t> Ledger::apply_registered(std::uint32_t slot, std::uin
     if (!index) {
         if (size() == capacity()) return std::nullopt;
         index = free_rows_.take();
-        index_[{slot, generation, report.model_id}] = *index;
+        index_.insert(slot, generation, report.model_id, *index);
     } else {
         unlink(*index);
     }
@@ -107,41 +96,40 @@ bool Ledger::apply_unloaded(std::uint32_t slot, std::uint32_t generation, const 
 void Ledger::erase(std::size_t index) {
     if (!table_[index]) return;
     const LedgerEntry& entry = *table_[index];
-    index_.erase({entry.owner_slot, entry.owner_generation, entry.model_id});
+    index_.erase(entry.owner_slot, entry.owner_generation, entry.model_id);
+    unlink(index);
     clear_row(index);
 }
 
 void Ledger::clear_row(std::size_t index) {
-    unlink(index);
     table_[index].reset();
     free_rows_.give_back(index);
     changed_.insert(index);
 }
 
 void Ledger::erase_owner(std::uint32_t slot) {
-    auto owned = owner_range(index_, slot);
-    for (auto it = owned.begin(); it != owned.end();) {
-        const std::size_t row = it->second;
-        it = index_.erase(it);
+    index_.take_owner(slot, [this](std::size_t row) {
+        // Its node in the order stays as a tombstone: no rebalance per entry.
+        subtract(*table_[row]);
+        order_.retire(row);
         clear_row(row);
-    }
+    });
+    ++order_version_;
 }
 
 
 std::optional<std::size_t> Ledger::find(std::uint32_t slot, std::uint32_t generation, std::uint64_t model_id) const {
-    const auto found = index_.find({slot, generation, model_id});
-    if (found == index_.end()) return std::nullopt;
-    return found->second;
+    return index_.find(slot, generation, model_id);
 }
 
 Bytes Ledger::loaded_on(std::uint32_t device, std::optional<std::uint32_t> except_slot) const {
     const auto found = loaded_by_device_.find(device);
     Bytes sum = found == loaded_by_device_.end() ? 0 : found->second.bytes;
     if (!except_slot) return sum;
-    for (const auto& [key, row] : owner_range(index_, *except_slot)) {
+    index_.for_each_row(*except_slot, [&](std::size_t row) {
         const LedgerEntry& e = *table_[row];
         if (e.device == device) sum -= e.loaded_or_total();
-    }
+    });
     return sum;
 }
 
@@ -153,13 +141,16 @@ Ledger::OrderKey Ledger::order_key(const LedgerEntry& e) {
 }
 
 void Ledger::unlink(std::size_t index) {
-    const LedgerEntry& entry = *table_[index];
     order_.erase(index);
+    subtract(*table_[index]);
+    ++order_version_;
+}
+
+void Ledger::subtract(const LedgerEntry& entry) {
     // Unsigned arithmetic: what link() added comes off exactly, whatever the sum.
     const auto sum = loaded_by_device_.find(entry.device);
     sum->second.bytes -= entry.loaded_or_total();
     if (--sum->second.entries == 0) loaded_by_device_.erase(sum);  // device ids come from reports: keep no empty ones
-    ++order_version_;
 }
 
 void Ledger::link(std::size_t index) {

@@ -8,6 +8,7 @@
 #include "shared/records.hpp"
 #include "supervisor/arbiter/changed_rows.hpp"
 #include "supervisor/arbiter/free_rows.hpp"
+#include "supervisor/arbiter/owner_index.hpp"
 #include "supervisor/arbiter/row_order.hpp"
 
 #include <cstdint>
@@ -62,7 +63,8 @@ public:
     bool apply_unloaded(std::uint32_t slot, std::uint32_t generation, const UnloadReceipt& receipt);
     void erase(std::size_t index);
     // Everything a participant held (it died: its memory went with it). Costs its own
-    // entries only (O(m log n)), not a walk of the table: a death must not stall the loop.
+    // entries only (O(m), a heap push each), not a walk of the table nor a rebalance per
+    // entry: a death must not stall the loop.
     void erase_owner(std::uint32_t slot);
 
     std::optional<std::size_t> find(std::uint32_t slot, std::uint32_t generation, std::uint64_t model_id) const;
@@ -80,6 +82,8 @@ public:
     // Upstream's free_memory order, kept up to date as entries change, so an admission
     // walks it from the front instead of sorting thousands of entries: per device, the
     // most offloaded first, then fewest references, smaller total, most recently loaded.
+    // It may hold tombstones of erased entries (RowOrder::retire): a walker skips a row
+    // whose table entry is empty.
     using OrderKey = std::tuple<std::uint32_t, Bytes, std::uint32_t, Bytes, std::uint64_t>;
     using Order = RowOrder<OrderKey>::Set;
     const Order& order() const noexcept { return order_.set(); }
@@ -88,21 +92,21 @@ public:
     static OrderKey order_key(const LedgerEntry& entry);
 
 private:
-    using Key = std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>;  // owner slot, generation, model
-
     // Every change to an entry goes between these two, so order_ and the per-device
     // sums stay right.
     void unlink(std::size_t index);
     void link(std::size_t index);
+    // Takes the entry off its device's running sum.
+    void subtract(const LedgerEntry& entry);
     // An owner's report of a live entry under `sequence`: `edit` applied between unlink
     // and link, the row marked changed. False (nothing done) when the sequence is older.
     template <class Edit>
     bool apply_report(std::size_t index, std::uint64_t sequence, Edit&& edit);
-    // Empties a row whose index_ entry is already gone.
+    // Empties a row already out of index_ and the order.
     void clear_row(std::size_t index);
 
     std::vector<std::optional<LedgerEntry>> table_;
-    std::map<Key, std::size_t> index_;    // so lookups stay cheap with thousands of entries
+    OwnerIndex index_;
     FreeRows free_rows_;
     struct DeviceSum {
         Bytes bytes = 0;  // loaded_or_total() summed
