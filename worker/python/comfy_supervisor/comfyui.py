@@ -27,7 +27,7 @@ name before install() keeps upstream's function and bypasses admission.
 NOT RUN AGAINST A REAL ComfyUI: torch and ComfyUI cannot be installed where this project
 is built and tested. The protocol side is tested through examples/host_participant.py,
 which drives the same Participant class; the upstream names used here follow
-comfy/model_management.py as described in reference/comfyui-memory-api.txt and may need
+comfy/model_management.py and may need
 adjusting when upstream changes them.
 """
 
