@@ -18,20 +18,11 @@ namespace {
 
 json step_pin(const std::string& bytes) { return {{"op", "pin"}, {"bytes", bytes}}; }
 
-json config_of(const json& packs, const json& memory = json::object(), const json& host = json::object()) {
-    json config = {{"device", {{"kind", "simulated"}, {"total_bytes", "24GiB"}}},
-                   {"limits", {{"heartbeat_timeout_ms", 20000}, {"shutdown_grace_ms", 1000}}},
-                   {"packs", packs}};
-    if (!memory.empty()) config["memory"] = memory;
-    if (!host.empty()) config["host"] = host;
-    return config;
-}
-
 }  // namespace
 
 TEST_CASE("a load that needs another worker's model evicted succeeds, and that worker really freed its bytes") {
     TempFolder packs("mem");
-    const json config = config_of({reference_pack(packs, "holder", {{"nodes", {{"load", {step_load("big", "12GiB")}}}}}),
+    const json config = memory_config_of({reference_pack(packs, "holder", {{"nodes", {{"load", {step_load("big", "12GiB")}}}}}),
                                    reference_pack(packs, "asker", {{"nodes", {{"load", {step_load("huge", "14GiB")}}}}})});
     SupervisorProcess supervisor(config, workload_of({{node("holder", "load"), node("asker", "load")}}));
     CHECK(supervisor.wait() == 0);
@@ -47,7 +38,7 @@ TEST_CASE("a load that needs another worker's model evicted succeeds, and that w
 
 TEST_CASE("an owner killed during its eviction counts as freed and the load proceeds") {
     TempFolder packs("mem");
-    const json config = config_of(
+    const json config = memory_config_of(
         {reference_pack(packs, "holder", {{"nodes", {{"load", {step_load("big", "12GiB")}}}}}),
          reference_pack(packs, "asker", {{"nodes", {{"late_load", {step_compute(300), step_load("huge", "14GiB")}}}}})},
         {{"answer_timeout_ms", 60000}});
@@ -73,7 +64,7 @@ TEST_CASE("an owner killed during its eviction counts as freed and the load proc
 
 TEST_CASE("a busy owner is deferred, then releases at its next boundary") {
     TempFolder packs("mem");
-    const json config = config_of(
+    const json config = memory_config_of(
         {reference_pack(packs, "holder", {{"nodes", {{"load_and_work", {step_load("big", "12GiB"), step_compute(1500)}}}}}),
          reference_pack(packs, "asker", {{"nodes", {{"late_load", {step_compute(500), step_load("huge", "14GiB")}}}}})},
         {{"no_fit", "wait"}, {"wait_timeout_ms", 20000}});
@@ -95,7 +86,7 @@ TEST_CASE("a pin cut short by the host budget makes the holders release pins in 
     // finds about 64 MiB above low water, less the resident sets, so it is cut to that and
     // the holders are asked for the rest. Each holder runs one more node after the cut:
     // its ring delivers release_pins first.
-    const json config = config_of({reference_pack(packs, "alpha", {{"nodes", {{"pin", {step_pin("4GiB")}}, {"noop", {step_compute(1)}}}}}),
+    const json config = memory_config_of({reference_pack(packs, "alpha", {{"nodes", {{"pin", {step_pin("4GiB")}}, {"noop", {step_compute(1)}}}}}),
                                    reference_pack(packs, "gamma", {{"nodes", {{"pin", {step_pin("2GiB")}}, {"noop", {step_compute(1)}}}}}),
                                    reference_pack(packs, "beta", {{"nodes", {{"pin", {step_pin("1536MiB")}}}}})},
                                   json::object(),
@@ -124,13 +115,13 @@ TEST_CASE("no-fit policies: admit grants short, refuse explains, wait times out"
     const json greedy = {{"nodes", {{"first", {step_load("a", "12GiB")}}, {"second", {step_load("b", "30GiB")}}}}};
     const json workload = workload_of({{node("greedy", "first"), node("greedy", "second")}});
     SECTION("admit") {
-        SupervisorProcess supervisor(config_of(json::array({reference_pack(packs, "greedy", greedy)})), workload);
+        SupervisorProcess supervisor(memory_config_of(json::array({reference_pack(packs, "greedy", greedy)})), workload);
         CHECK(supervisor.wait() == 1);  // the allocation then fails in the worker, as upstream's would
         CHECK_THAT(supervisor.log(), Contains("admitting slot 1 anyway (policy admit)"));
         CHECK_THAT(supervisor.output(), Contains("(1 granted short under policy admit, 0 refused)"));
     }
     SECTION("refuse") {
-        SupervisorProcess supervisor(config_of(json::array({reference_pack(packs, "greedy", greedy)}), {{"no_fit", "refuse"}}),
+        SupervisorProcess supervisor(memory_config_of(json::array({reference_pack(packs, "greedy", greedy)}), {{"no_fit", "refuse"}}),
                                      workload);
         CHECK(supervisor.wait() == 1);
         CHECK_THAT(supervisor.log(), Contains("refusing slot 1: needs"));
@@ -139,7 +130,7 @@ TEST_CASE("no-fit policies: admit grants short, refuse explains, wait times out"
     }
     SECTION("wait, then time out") {
         SupervisorProcess supervisor(
-            config_of(json::array({reference_pack(packs, "greedy", greedy)}), {{"no_fit", "wait"}, {"wait_timeout_ms", 300}}),
+            memory_config_of(json::array({reference_pack(packs, "greedy", greedy)}), {{"no_fit", "wait"}, {"wait_timeout_ms", 300}}),
             workload);
         CHECK(supervisor.wait() == 1);
         CHECK_THAT(supervisor.log(), Contains("waits for"));
@@ -152,7 +143,7 @@ TEST_CASE("a worker's load makes room among its own models, which it evicts whil
     // and the worker, busy in the node that asks, answers the partial unload at once.
     TempFolder packs("mem");
     const json pack = {{"nodes", {{"first", {step_load("a", "12GiB")}}, {"second", {step_load("b", "14GiB")}}}}};
-    SupervisorProcess supervisor(config_of(json::array({reference_pack(packs, "solo", pack)}), {{"no_fit", "refuse"}}),
+    SupervisorProcess supervisor(memory_config_of(json::array({reference_pack(packs, "solo", pack)}), {{"no_fit", "refuse"}}),
                                  workload_of({{node("solo", "first"), node("solo", "second")}}));
     CHECK(supervisor.wait() == 0);
     CHECK_THAT(supervisor.log(), Contains("memory: slot 1 needs 18 GiB with 12 GiB free: asking slot 1 (generation 1) to free"));
@@ -168,7 +159,7 @@ TEST_CASE("a model used again moves to the front of the eviction order") {
     const json holder = {{"nodes", {{"load", {step_load("a", "6GiB"), step_load("b", "6GiB")}},
                                     {"reuse", {step_load("a", "6GiB")}}}}};
     const json asker = {{"nodes", {{"load", {step_load("big", "14GiB")}}}}};
-    SupervisorProcess supervisor(config_of({reference_pack(packs, "holder", holder), reference_pack(packs, "asker", asker)}),
+    SupervisorProcess supervisor(memory_config_of({reference_pack(packs, "holder", holder), reference_pack(packs, "asker", asker)}),
                                  workload_of({{node("holder", "load"), node("holder", "reuse"), node("asker", "load")}}));
     CHECK(supervisor.wait() == 0);
     CHECK_THAT(supervisor.log(), Contains("asking slot 1 (generation 1) to free") && Contains("of model 1 (6.0 GiB loaded)"));
@@ -177,7 +168,7 @@ TEST_CASE("a model used again moves to the front of the eviction order") {
 
 TEST_CASE("a recording of a live run replays to the same decisions") {
     TempFolder packs("mem");
-    const json config = config_of({reference_pack(packs, "holder", {{"nodes", {{"load", {step_load("big", "12GiB")}}}}}),
+    const json config = memory_config_of({reference_pack(packs, "holder", {{"nodes", {{"load", {step_load("big", "12GiB")}}}}}),
                                    reference_pack(packs, "asker", {{"nodes", {{"load", {step_load("huge", "14GiB")}}}}})});
     const auto recording = (packs.path() / "recording.jsonl").string();
     SupervisorProcess supervisor(config, workload_of({{node("holder", "load"), node("asker", "load")}}), {},

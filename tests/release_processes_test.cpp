@@ -22,15 +22,6 @@ json step_cast(const std::string& cast_buffer, const std::string& patch_pins = "
     return {{"op", "compute"}, {"ms", 1}, {"cast_buffer", cast_buffer}, {"patch_pins", patch_pins}};
 }
 
-json config_of(const json& packs, const json& memory = json::object(), const json& host = json::object()) {
-    json config = {{"device", {{"kind", "simulated"}, {"total_bytes", "24GiB"}}},
-                   {"limits", {{"heartbeat_timeout_ms", 20000}, {"shutdown_grace_ms", 1000}}},
-                   {"packs", packs}};
-    if (!memory.empty()) config["memory"] = memory;
-    if (!host.empty()) config["host"] = host;
-    return config;
-}
-
 // The summary's figure for one release kind: "node boundary 1.5 GiB (2)".
 std::string freed_by(const std::string& kind, const std::string& bytes) { return kind + " " + bytes + " ("; }
 
@@ -57,7 +48,7 @@ TEST_CASE("the node boundary frees what that node left, and the census shows cas
                           {{"a", {step_cast("1GiB", "256MiB")}},
                            {"b", {step_cast("512MiB"), {{"op", "compute"}, {"ms", 600}}}},
                            {"c", {step_compute(1)}}}}};
-    SupervisorProcess supervisor(config_of(json::array({reference_pack(packs, "caster", caster)})),
+    SupervisorProcess supervisor(memory_config_of(json::array({reference_pack(packs, "caster", caster)})),
                                  workload_of({{node("caster", "a"), node("caster", "b"), node("caster", "c")}}));
     // While b computes, a's buffer is gone and b's is held: exactly 512 MiB.
     const auto cast_now = [&] {
@@ -90,7 +81,7 @@ TEST_CASE("without node boundaries, the epoch boundary frees what earlier prompt
                            {"c", {step_cast("256MiB")}},
                            {"d", {step_compute(1)}}}}};
     SupervisorProcess supervisor(
-        config_of(json::array({reference_pack(packs, "keeper", keeper)})),
+        memory_config_of(json::array({reference_pack(packs, "keeper", keeper)})),
         workload_of({{node("keeper", "a")}, {node("keeper", "b")}, {node("keeper", "c"), node("keeper", "d")}}));
     CHECK(supervisor.wait() == 0);
     const auto output = supervisor.output();
@@ -108,7 +99,7 @@ TEST_CASE("a full release frees the cast buffers with the models") {
     TempFolder packs("rel");
     const json keeper = {{"node_boundary_release", false},
                          {"nodes", {{"a", {step_load("m", "2GiB"), step_cast("1GiB")}}}}};
-    json config = config_of({reference_pack(packs, "keeper", keeper),
+    json config = memory_config_of({reference_pack(packs, "keeper", keeper),
                              reference_pack(packs, "slow", {{"nodes", {{"t", {step_compute(2000)}}}}})},
                             json::object(), {{"idle_release_ms", 200}});
     config["limits"]["heartbeat_timeout_ms"] = 2000;  // the idle sweep runs every tenth of it
@@ -129,7 +120,7 @@ TEST_CASE("a load that does not fit beside a node's cast buffer fits once the no
     };
     const json workload = workload_of({{node("worker", "cast"), node("worker", "load")}});
     SECTION("with node boundary releases") {
-        SupervisorProcess supervisor(config_of(json::array({reference_pack(packs, "worker", pack(true))}), {{"no_fit", "refuse"}}), workload);
+        SupervisorProcess supervisor(memory_config_of(json::array({reference_pack(packs, "worker", pack(true))}), {{"no_fit", "refuse"}}), workload);
         CHECK(supervisor.wait() == 0);
         CHECK_THAT(supervisor.log(), Contains("worker: node boundary release freed 12 GiB"));
         CHECK_THAT(supervisor.log(), Contains("worker: a load of 10 GiB needs 13 GiB free and finds 24 GiB; it fits only "
@@ -138,7 +129,7 @@ TEST_CASE("a load that does not fit beside a node's cast buffer fits once the no
         CHECK(census_figure(supervisor.output(), "worker", 0) == 10 * kGiBf);
     }
     SECTION("without them, the same load is refused") {
-        SupervisorProcess supervisor(config_of(json::array({reference_pack(packs, "worker", pack(false))}), {{"no_fit", "refuse"}}),
+        SupervisorProcess supervisor(memory_config_of(json::array({reference_pack(packs, "worker", pack(false))}), {{"no_fit", "refuse"}}),
                                      workload);
         CHECK(supervisor.wait() == 1);
         CHECK_THAT(supervisor.log(), Contains("loading big refused"));

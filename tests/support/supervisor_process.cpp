@@ -165,6 +165,15 @@ nlohmann::json workload_of(const nlohmann::json& prompts, bool parallel) {
     return workload;
 }
 
+nlohmann::json memory_config_of(const nlohmann::json& packs, const nlohmann::json& memory, const nlohmann::json& host) {
+    nlohmann::json config = {{"device", {{"kind", "simulated"}, {"total_bytes", "24GiB"}}},
+                             {"limits", {{"heartbeat_timeout_ms", 20000}, {"shutdown_grace_ms", 1000}}},
+                             {"packs", packs}};
+    if (!memory.empty()) config["memory"] = memory;
+    if (!host.empty()) config["host"] = host;
+    return config;
+}
+
 std::string supervisor_binary() { return COMFY_SUPERVISOR_PATH; }
 std::string worker_binary() { return COMFY_WORKER_PATH; }
 std::string comfyctl_binary() { return COMFYCTL_PATH; }

@@ -94,6 +94,10 @@ nlohmann::json step_compute(int ms);
 // A node of a prompt, and a workload of `prompts` (run one at a time unless `parallel`).
 nlohmann::json node(const std::string& pack, const std::string& name);
 nlohmann::json workload_of(const nlohmann::json& prompts, bool parallel = false);
+// A config of `packs` on a simulated 24 GiB device, with `memory` and `host` sections where
+// given (long heartbeat time-out: a loaded test machine must not make a worker look hung).
+nlohmann::json memory_config_of(const nlohmann::json& packs, const nlohmann::json& memory = nlohmann::json::object(),
+                                const nlohmann::json& host = nlohmann::json::object());
 
 // Paths of the programs under test, from CMake.
 std::string supervisor_binary();
