@@ -794,3 +794,20 @@ TEST_CASE("with smart memory off, every admission detaches every model it does n
     CHECK(world.held.size() == 1);  // only the kept model of the asker is left
     CHECK(world.held.count({1, 10}) == 1);
 }
+
+TEST_CASE("an eviction queue hands out a model that took over a row handed out before") {
+    Ledger ledger(4);
+    ledger.apply_registered(1, 1, model(10, 2 * kGiB, 2 * kGiB));  // row 0
+    ledger.apply_registered(2, 1, model(20, 2 * kGiB, 2 * kGiB));  // row 1
+    EvictionQueue queue({0, {}});
+    const auto first = queue.next(ledger);
+    REQUIRE(first);
+    CHECK(first->model_id == 20);
+    CHECK(ledger.apply_dropped(2, 1, 20));
+    REQUIRE(ledger.apply_registered(3, 1, model(30, 2 * kGiB, 2 * kGiB)) == std::optional<std::size_t>{1});
+    const auto second = queue.next(ledger);  // model 30, in row 1 now, is another model
+    REQUIRE(second);
+    CHECK(second->model_id == 30);
+    CHECK(queue.next(ledger)->model_id == 10);
+    CHECK_FALSE(queue.next(ledger));
+}

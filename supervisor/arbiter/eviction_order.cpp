@@ -26,12 +26,15 @@ std::optional<EvictionCandidate> EvictionQueue::next(const Ledger& ledger) {
     for (auto it = resume ? resume_ : order.lower_bound({first, 0});
          it != order.end() && std::get<0>(it->first) == device_; ++it) {
         const std::size_t row = it->second;
-        if (handed_out_.count(row) || !ledger.at(row)) continue;  // handed out, or a tombstone
+        if (!ledger.at(row)) continue;  // a tombstone
         const LedgerEntry& entry = *ledger.at(row);
+        // By the model, not the row: a row freed and reused meanwhile holds another model.
+        const HandedOut model{entry.owner_slot, entry.owner_generation, entry.model_id};
+        if (handed_out_.count(model)) continue;
         if (std::binary_search(keep_loaded_.begin(), keep_loaded_.end(), machine_model_key(entry.owner_slot, entry.model_id))) {
             continue;
         }
-        handed_out_.insert(row);
+        handed_out_.insert(model);
         walked_ = &order;
         walked_version_ = ledger.order_version();
         resume_ = std::next(it);

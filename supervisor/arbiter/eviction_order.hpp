@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <set>
+#include <tuple>
 #include <span>
 #include <vector>
 
@@ -32,10 +33,11 @@ struct EvictionCandidate {
 };
 
 // The candidates of one admission, handed out one at a time from the ledger's live order
-// (Ledger::order), skipping kept ones and those already handed out. An admission usually stops after a few candidates, so it never pays for ordering
-// the whole ledger. While the order is unchanged each call resumes after the last
-// candidate; once an entry changes (an owner reports) the walk starts again from the
-// front, so a changed entry is met at its new place; one handed out is not asked again.
+// (Ledger::order), skipping kept ones, tombstones and those already handed out. An
+// admission usually stops after a few candidates, so it never pays for ordering the whole
+// ledger. While the order is unchanged each call resumes after the last candidate; once an
+// entry changes (an owner reports) the walk starts again from the front, so a changed
+// entry is met at its new place; a model handed out is not asked again.
 class EvictionQueue {
 public:
     EvictionQueue() = default;
@@ -47,7 +49,8 @@ public:
 private:
     std::uint32_t device_ = 0;
     std::vector<std::uint64_t> keep_loaded_;  // sorted: a load may keep thousands
-    std::set<std::size_t> handed_out_;  // table rows
+    using HandedOut = std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>;  // owner slot, generation, model
+    std::set<HandedOut> handed_out_;
     // Where the walk stopped, valid while that order (not a copy of it) has not changed.
     const Ledger::Order* walked_ = nullptr;
     std::uint64_t walked_version_ = 0;
