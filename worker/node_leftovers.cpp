@@ -12,9 +12,7 @@ NodeLeftovers::Held NodeLeftovers::growth(std::uint64_t epoch, std::uint32_t nod
 
 void NodeLeftovers::add(std::uint64_t epoch, std::uint32_t node, Held added) {
     if (added.cast == 0 && added.pins == 0) return;
-    Held& held = held_[{epoch, node}];
-    held.cast += added.cast;
-    held.pins += added.pins;
+    held_[{epoch, node}] += added;
 }
 
 NodeLeftovers::Held NodeLeftovers::take_node(std::uint64_t epoch, std::uint32_t node) {
@@ -29,10 +27,7 @@ NodeLeftovers::Held NodeLeftovers::take_before(std::uint64_t epoch) {
     Held taken;
     // Keys sort by epoch first: everything of an earlier prompt comes before the first key of `epoch`.
     const auto end = held_.lower_bound({epoch, 0});
-    for (auto it = held_.begin(); it != end; ++it) {
-        taken.cast += it->second.cast;
-        taken.pins += it->second.pins;
-    }
+    for (auto it = held_.begin(); it != end; ++it) taken += it->second;
     held_.erase(held_.begin(), end);
     return taken;
 }
@@ -66,10 +61,7 @@ Bytes NodeLeftovers::take_pins(Bytes bytes) {
 
 NodeLeftovers::Held NodeLeftovers::total() const {
     Held sum;
-    for (const auto& [key, held] : held_) {
-        sum.cast += held.cast;
-        sum.pins += held.pins;
-    }
+    for (const auto& [key, held] : held_) sum += held;
     return sum;
 }
 

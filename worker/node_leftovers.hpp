@@ -19,6 +19,11 @@ public:
     struct Held {
         Bytes cast = 0;  // device memory
         Bytes pins = 0;  // pinned host memory
+        Held& operator+=(const Held& more) {
+            cast += more.cast;
+            pins += more.pins;
+            return *this;
+        }
     };
 
     // A cast buffer grows to the largest cast a node needed (it is reused, not stacked):
