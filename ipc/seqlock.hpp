@@ -1,6 +1,6 @@
 #pragma once
 // A single-writer sequence lock for records in shared memory (census slots, ledger
-// entries, participant records). The writer never waits; a reader retries a bounded
+// entries, participant records). The writer (SeqlockWriter) never waits; a reader retries a bounded
 // number of times and then reports `busy`; a torn value is never returned.
 //
 // The payload is kept as relaxed atomic words rather than plain bytes, so concurrent
@@ -25,24 +25,6 @@ class Seqlock {
 
 public:
     static constexpr int kDefaultTries = 1000;
-
-    // Writer side. Only one process may ever write a given Seqlock.
-    void write(const T& value) noexcept {
-        std::array<std::uint64_t, kWords> words{};
-        std::memcpy(words.data(), &value, sizeof(T));
-        // Relaxed: only the writer changes the sequence, so it reads its own last store.
-        const std::uint32_t seq = sequence_.load(std::memory_order_relaxed);
-        // Relaxed store of the odd value, then a release fence: the fence keeps the
-        // payload stores below from becoming visible before readers can see "odd".
-        sequence_.store(seq + 1, std::memory_order_relaxed);
-        std::atomic_thread_fence(std::memory_order_release);
-        for (std::size_t i = 0; i < kWords; ++i) {
-            // Relaxed: ordered by the fence above and the release store below.
-            words_[i].store(words[i], std::memory_order_relaxed);
-        }
-        // Release: the payload is complete before the sequence turns even again.
-        sequence_.store(seq + 2, std::memory_order_release);
-    }
 
     // Reader side. Fills `out` only with a value that one write produced whole.
     SeqlockRead read(T& out, int max_tries = kDefaultTries) const noexcept {
@@ -81,20 +63,43 @@ public:
         return sequence_.load(std::memory_order_acquire);
     }
 
-    // Clears the record to a zero value and an even sequence. Only for the region's
-    // owner when no writer can be running (at creation, or after the writer died).
-    void reset() noexcept {
-        // Relaxed: the caller guarantees there is no concurrent writer; the release
-        // store of the sequence publishes the zeroed words.
-        for (auto& w : words_) w.store(0, std::memory_order_relaxed);
-        const std::uint32_t seq = sequence_.load(std::memory_order_relaxed);
-        // Release: readers that see the new even sequence see zeroed words.
-        sequence_.store((seq + 2) & ~1u, std::memory_order_release);
+private:
+    template <class>
+    friend class SeqlockWriter;
+
+    std::atomic<std::uint32_t> sequence_{0};
+    std::array<std::atomic<std::uint64_t>, kWords> words_{};
+};
+
+// The one writer of a Seqlock. It keeps the sequence privately and never reads it back
+// from shared memory: a stray write there (an odd value left by anyone) is overwritten at
+// the next write instead of steering every later one. Create it when the record is fresh
+// (zero, as a new mapping is) and keep it as long as the record is written.
+template <class T>
+class SeqlockWriter {
+public:
+    SeqlockWriter() = default;
+    explicit SeqlockWriter(Seqlock<T>& lock) noexcept : lock_(&lock) {}
+
+    void write(const T& value) noexcept {
+        std::array<std::uint64_t, Seqlock<T>::kWords> words{};
+        std::memcpy(words.data(), &value, sizeof(T));
+        // Relaxed store of the odd value, then a release fence: the fence keeps the
+        // payload stores below from becoming visible before readers can see "odd".
+        lock_->sequence_.store(sequence_ + 1, std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_release);
+        for (std::size_t i = 0; i < words.size(); ++i) {
+            // Relaxed: ordered by the fence above and the release store below.
+            lock_->words_[i].store(words[i], std::memory_order_relaxed);
+        }
+        sequence_ += 2;
+        // Release: the payload is complete before the sequence turns even again.
+        lock_->sequence_.store(sequence_, std::memory_order_release);
     }
 
 private:
-    std::atomic<std::uint32_t> sequence_{0};
-    std::array<std::atomic<std::uint64_t>, kWords> words_{};
+    Seqlock<T>* lock_ = nullptr;
+    std::uint32_t sequence_ = 0;  // even; ours alone
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free && std::atomic<std::uint64_t>::is_always_lock_free,

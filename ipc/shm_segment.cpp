@@ -207,15 +207,40 @@ SharedSegment SharedSegment::create(const std::string& name, std::size_t total_b
                               : "check /dev/shm");
     }
     ::shm_unlink(init_name.c_str());
-    return SharedSegment(name, fd, base, total_bytes, true);
+    SharedSegment segment(name, fd, base, total_bytes, true);
+    // Reopening through /proc gives a new open file description with its own, lesser, mode.
+    const std::string self = "/proc/self/fd/" + std::to_string(fd);
+    segment.read_only_fd_ = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
+    if (segment.read_only_fd_ < 0) fail_errno(name, "reopening read-only", errno, "check that /proc is mounted");
+    return segment;
 }
 
 SharedSegment SharedSegment::attach(const std::string& name, std::uint32_t expected_layout_version) {
-    const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
+    // Read-only: an attacher by name (comfyctl, a test) never writes the supervisor's segment.
+    const int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
     if (fd < 0) {
         fail_errno(name, "shm_open", errno,
                    errno == ENOENT ? "is the supervisor running with this --instance?" : "check /dev/shm");
     }
+    SharedSegment segment = map_read_only(name, fd, expected_layout_version);
+    const SegmentHeader& h = segment.header();
+    const auto start = process_start_time(h.creator_pid);
+    if (!start) {
+        fail(name, "creator pid " + std::to_string(h.creator_pid) +
+                       " is gone (stale segment); start the supervisor again, it removes it");
+    }
+    expect_field(name, "creator_start_time", h.creator_start_time, *start,
+                 "the creator's pid was reused (stale segment); start the supervisor again, it removes it");
+    return segment;
+}
+
+SharedSegment SharedSegment::adopt(int fd, std::uint32_t expected_layout_version) {
+    // No liveness check: the supervisor handed this descriptor to its own child, which dies
+    // with it, and inside a sandbox the supervisor's pid is not even visible.
+    return map_read_only("(descriptor " + std::to_string(fd) + ")", fd, expected_layout_version);
+}
+
+SharedSegment SharedSegment::map_read_only(const std::string& name, int fd, std::uint32_t expected_layout_version) {
     auto refuse = [&](auto&& check) {
         try {
             check();
@@ -238,7 +263,7 @@ SharedSegment SharedSegment::attach(const std::string& name, std::uint32_t expec
         }
     });
     const auto size = static_cast<std::size_t>(st.st_size);
-    void* mapped = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
     if (mapped == MAP_FAILED) refuse([&] { fail_errno(name, "mmap", errno, "free memory"); });
     SharedSegment segment(name, fd, static_cast<std::byte*>(mapped), size, false);
     const SegmentHeader& h = segment.header();
@@ -247,13 +272,6 @@ SharedSegment SharedSegment::attach(const std::string& name, std::uint32_t expec
     expect_field(name, "layout_version", h.layout_version, expected_layout_version, rebuild);
     expect_field(name, "header_bytes", h.header_bytes, std::uint32_t{sizeof(SegmentHeader)}, rebuild);
     expect_field(name, "total_bytes", h.total_bytes, std::uint64_t{size}, "the segment is damaged; restart the supervisor");
-    const auto start = process_start_time(h.creator_pid);
-    if (!start) {
-        fail(name, "creator pid " + std::to_string(h.creator_pid) +
-                       " is gone (stale segment); start the supervisor again, it removes it");
-    }
-    expect_field(name, "creator_start_time", h.creator_start_time, *start,
-                 "the creator's pid was reused (stale segment); start the supervisor again, it removes it");
     return segment;
 }
 
@@ -263,6 +281,7 @@ SharedSegment::SharedSegment(std::string name, int fd, std::byte* base, std::siz
 SharedSegment::SharedSegment(SharedSegment&& other) noexcept
     : name_(std::move(other.name_)),
       fd_(std::exchange(other.fd_, -1)),
+      read_only_fd_(std::exchange(other.read_only_fd_, -1)),
       base_(std::exchange(other.base_, nullptr)),
       size_(std::exchange(other.size_, 0)),
       creator_(std::exchange(other.creator_, false)) {}
@@ -272,6 +291,7 @@ SharedSegment& SharedSegment::operator=(SharedSegment&& other) noexcept {
         release();
         name_ = std::move(other.name_);
         fd_ = std::exchange(other.fd_, -1);
+        read_only_fd_ = std::exchange(other.read_only_fd_, -1);
         base_ = std::exchange(other.base_, nullptr);
         size_ = std::exchange(other.size_, 0);
         creator_ = std::exchange(other.creator_, false);
@@ -291,8 +311,10 @@ void SharedSegment::release() noexcept {
     }
     if (base_ != nullptr) ::munmap(base_, size_);
     if (fd_ >= 0) ::close(fd_);
+    if (read_only_fd_ >= 0) ::close(read_only_fd_);
     base_ = nullptr;
     fd_ = -1;
+    read_only_fd_ = -1;
     creator_ = false;
 }
 

@@ -63,9 +63,14 @@ public:
     static SharedSegment create(const std::string& name, std::size_t total_bytes, std::uint32_t layout_version,
                                 const std::function<void(std::byte* base, std::size_t size)>& initialise);
 
-    // Maps an existing segment and checks owner, mode, magic, version, size and that its
-    // creator is alive. A mismatch throws SegmentError naming the field and both values.
+    // Maps an existing segment read-only and checks owner, mode, magic, version, size and
+    // that its creator is alive. A mismatch throws SegmentError naming the field and both
+    // values. Only the creator ever maps a segment writable.
     static SharedSegment attach(const std::string& name, std::uint32_t expected_layout_version);
+
+    // The same for a descriptor the supervisor passed to its child (which takes ownership
+    // of `fd`), without the creator check; a participant never opens the segment by name.
+    static SharedSegment adopt(int fd, std::uint32_t expected_layout_version);
 
     SharedSegment(SharedSegment&& other) noexcept;
     SharedSegment& operator=(SharedSegment&& other) noexcept;
@@ -74,7 +79,11 @@ public:
     // Unmaps; the creator also removes the name (when it still names this segment).
     ~SharedSegment();
 
+    // Writable only in the creator's mapping; any other process faults on a write.
     std::byte* base() const noexcept { return base_; }
+    // The creator's read-only, close-on-exec descriptor of the segment, to hand to its
+    // children (its own mapping's descriptor is writable); -1 in any other process.
+    int read_only_fd() const noexcept { return read_only_fd_; }
     std::size_t size() const noexcept { return size_; }
     const std::string& name() const noexcept { return name_; }
     const SegmentHeader& header() const noexcept { return *reinterpret_cast<const SegmentHeader*>(base_); }
@@ -82,10 +91,12 @@ public:
 
 private:
     SharedSegment(std::string name, int fd, std::byte* base, std::size_t size, bool creator) noexcept;
+    static SharedSegment map_read_only(const std::string& name, int fd, std::uint32_t expected_layout_version);
     void release() noexcept;
 
     std::string name_;
     int fd_ = -1;
+    int read_only_fd_ = -1;
     std::byte* base_ = nullptr;
     std::size_t size_ = 0;
     bool creator_ = false;

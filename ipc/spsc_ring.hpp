@@ -39,42 +39,79 @@ inline void cpu_relax() noexcept {
 // Who, if anyone, sleeps waiting for the producer.
 enum class Waiter : std::uint32_t { none = 0, futex = 1, eventfd = 2 };
 
-// The shared part of a ring. Each index sits on its own cache line so the two sides
-// never write the same line on the fast path.
-struct RingControl {
+// A ring lives in two halves, each in memory its writer owns, so that each side can map
+// the other's half read-only: the producer's half holds the slots, its head and the wake
+// word; the consumer's half holds its tail and its waiter flag. Each index sits on its own
+// cache line so the two sides never write the same line on the fast path.
+struct RingProducerSide {
     alignas(kCacheLine) std::atomic<std::uint64_t> head;       // written by the producer only
-    alignas(kCacheLine) std::atomic<std::uint64_t> tail;       // written by the consumer only
     alignas(kCacheLine) std::atomic<std::uint32_t> wake_word;  // producer bumps it to wake a futex sleeper
-    alignas(kCacheLine) std::atomic<std::uint32_t> waiter;     // consumer writes a Waiter value
+};
+struct RingConsumerSide {
+    alignas(kCacheLine) std::atomic<std::uint64_t> tail;    // written by the consumer only
+    alignas(kCacheLine) std::atomic<std::uint32_t> waiter;  // consumer writes a Waiter value
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
               "ring indices must be lock-free to be shared between processes");
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free,
               "ring flags must be lock-free to be shared between processes");
-static_assert(std::is_standard_layout_v<RingControl>);
-
-template <class T>
-constexpr std::size_t ring_bytes(std::uint32_t capacity) noexcept {
-    return sizeof(RingControl) + std::size_t{capacity} * sizeof(T);
-}
+static_assert(std::is_standard_layout_v<RingProducerSide> && std::is_standard_layout_v<RingConsumerSide>);
 
 constexpr bool valid_ring_capacity(std::uint32_t capacity) noexcept {
     return capacity >= 2 && (capacity & (capacity - 1)) == 0;
 }
 
-// Puts an empty ring at `memory`, which must hold ring_bytes<T>(capacity) bytes,
-// aligned to a cache line (ring_bytes is not rounded up: a caller that packs rings side
-// by side rounds each to kCacheLine, as the segment layout does). Only the creator calls
-// this, before anyone attaches, or the owner of the ring once both ends are gone.
+// The producer's half: its control, then `capacity` slots.
+template <class T>
+constexpr std::size_t ring_producer_bytes(std::uint32_t capacity) noexcept {
+    return sizeof(RingProducerSide) + std::size_t{capacity} * sizeof(T);
+}
+inline constexpr std::size_t kRingConsumerBytes = sizeof(RingConsumerSide);
+
+// Where a ring's two halves are. Each must be aligned to a cache line.
+struct RingPlace {
+    void* producer_side;
+    void* consumer_side;
+};
+
+// An empty producer half at `memory` (ring_producer_bytes<T>(capacity) bytes). Only its
+// owner calls this, before the consumer can see the ring, or once the consumer is gone.
+template <class T>
+void ring_initialize_producer_side(void* memory, std::uint32_t capacity) noexcept {
+    auto* side = new (memory) RingProducerSide{};
+    // Relaxed: nobody can see the ring yet; publication (or the spawn) orders these.
+    side->head.store(0, std::memory_order_relaxed);
+    side->wake_word.store(0, std::memory_order_relaxed);
+    std::memset(static_cast<std::byte*>(memory) + sizeof(RingProducerSide), 0, std::size_t{capacity} * sizeof(T));
+}
+
+// An empty consumer half at `memory`, under the same rule.
+inline void ring_initialize_consumer_side(void* memory) noexcept {
+    auto* side = new (memory) RingConsumerSide{};
+    // Relaxed: as above.
+    side->tail.store(0, std::memory_order_relaxed);
+    side->waiter.store(static_cast<std::uint32_t>(Waiter::none), std::memory_order_relaxed);
+}
+
+// Both halves side by side in one block, for a ring whose two ends trust the same memory
+// (threads of one process, tests, benchmarks): the producer half, then the consumer half.
+template <class T>
+constexpr std::size_t ring_bytes(std::uint32_t capacity) noexcept {
+    return (ring_producer_bytes<T>(capacity) + kCacheLine - 1) / kCacheLine * kCacheLine + kRingConsumerBytes;
+}
+
+template <class T>
+RingPlace ring_in_block(void* memory, std::uint32_t capacity) noexcept {
+    auto* base = static_cast<std::byte*>(memory);
+    return {base, base + ring_bytes<T>(capacity) - kRingConsumerBytes};
+}
+
+// An empty ring in one block of ring_bytes<T>(capacity) bytes, aligned to a cache line.
 template <class T>
 void ring_initialize(void* memory, std::uint32_t capacity) noexcept {
-    auto* control = new (memory) RingControl{};
-    // Relaxed: nobody can see the ring yet; publication of the segment orders these.
-    control->head.store(0, std::memory_order_relaxed);
-    control->tail.store(0, std::memory_order_relaxed);
-    control->wake_word.store(0, std::memory_order_relaxed);
-    control->waiter.store(static_cast<std::uint32_t>(Waiter::none), std::memory_order_relaxed);
-    std::memset(static_cast<std::byte*>(memory) + sizeof(RingControl), 0, std::size_t{capacity} * sizeof(T));
+    const RingPlace place = ring_in_block<T>(memory, capacity);
+    ring_initialize_producer_side<T>(place.producer_side, capacity);
+    ring_initialize_consumer_side(place.consumer_side);
 }
 
 enum class PushResult { ok, full, corrupt };
@@ -84,13 +121,15 @@ enum class WaitResult { ready, timed_out, corrupt };
 namespace detail {
 template <class T>
 struct RingMemory {
-    RingControl* control;
+    RingProducerSide* producer;
+    RingConsumerSide* consumer;
     std::byte* slots;
     std::uint64_t capacity;  // from the trusted layout, never from the shared bytes
 
-    RingMemory(void* memory, std::uint32_t cap) noexcept
-        : control(static_cast<RingControl*>(memory)),
-          slots(static_cast<std::byte*>(memory) + sizeof(RingControl)),
+    RingMemory(RingPlace place, std::uint32_t cap) noexcept
+        : producer(static_cast<RingProducerSide*>(place.producer_side)),
+          consumer(static_cast<RingConsumerSide*>(place.consumer_side)),
+          slots(static_cast<std::byte*>(place.producer_side) + sizeof(RingProducerSide)),
           capacity(cap) {}
     std::byte* slot(std::uint64_t index) const noexcept {
         return slots + (index & (capacity - 1)) * sizeof(T);
@@ -103,28 +142,24 @@ class RingProducer {
     static_assert(std::is_trivially_copyable_v<T>, "ring messages are copied as bytes");
 
 public:
-    // `capacity` must come from the layout this process trusts. The producer resumes
-    // from the published head, so a restarted producer continues where the last stopped.
-    RingProducer(void* memory, std::uint32_t capacity, const EventFd* doorbell = nullptr) noexcept
-        : ring_(memory, capacity), doorbell_(doorbell) {
-        // Acquire: pairs with the previous producer's release of head.
-        head_ = ring_.control->head.load(std::memory_order_acquire);
-        // Acquire: the slots the consumer released are free to overwrite.
-        cached_tail_ = ring_.control->tail.load(std::memory_order_acquire);
-    }
+    // `capacity` must come from the layout this process trusts, and the ring must be
+    // empty and freshly initialised: the producer keeps its index privately from 0 and
+    // never takes it from the shared bytes, which the consumer's side could have changed.
+    RingProducer(RingPlace place, std::uint32_t capacity, const EventFd* doorbell = nullptr) noexcept
+        : ring_(place, capacity), doorbell_(doorbell) {}
 
     // Copies `message` into the ring without blocking, then wakes a sleeping consumer.
     PushResult try_push(const T& message) noexcept {
         if (head_ - cached_tail_ >= ring_.capacity) {
             // Acquire: once the consumer's tail moves past a slot, its reads of it are done.
-            cached_tail_ = ring_.control->tail.load(std::memory_order_acquire);
+            cached_tail_ = ring_.consumer->tail.load(std::memory_order_acquire);
             if (head_ - cached_tail_ > ring_.capacity) return PushResult::corrupt;
             if (head_ - cached_tail_ == ring_.capacity) return PushResult::full;
         }
         std::memcpy(ring_.slot(head_), &message, sizeof(T));
         ++head_;
         // Release: the slot's bytes become visible before the new head does.
-        ring_.control->head.store(head_, std::memory_order_release);
+        ring_.producer->head.store(head_, std::memory_order_release);
         wake_consumer();
         return PushResult::ok;
     }
@@ -136,11 +171,11 @@ private:
         // see its flag or it sees our message.
         std::atomic_thread_fence(std::memory_order_seq_cst);
         // Relaxed: the fence above already orders this load.
-        const auto waiter = static_cast<Waiter>(ring_.control->waiter.load(std::memory_order_relaxed));
+        const auto waiter = static_cast<Waiter>(ring_.consumer->waiter.load(std::memory_order_relaxed));
         if (waiter == Waiter::futex) {
             // Release: a woken consumer that reads the new word also sees the message.
-            ring_.control->wake_word.fetch_add(1, std::memory_order_release);
-            futex_wake_shared(ring_.control->wake_word, 1);
+            ring_.producer->wake_word.fetch_add(1, std::memory_order_release);
+            futex_wake_shared(ring_.producer->wake_word, 1);
         } else if (waiter == Waiter::eventfd && doorbell_ != nullptr) {
             doorbell_->signal();
         }
@@ -157,11 +192,8 @@ class RingConsumer {
     static_assert(std::is_trivially_copyable_v<T>, "ring messages are copied as bytes");
 
 public:
-    RingConsumer(void* memory, std::uint32_t capacity) noexcept : ring_(memory, capacity) {
-        // Acquire: resume after what an earlier consumer had already released.
-        tail_ = ring_.control->tail.load(std::memory_order_acquire);
-        cached_head_ = tail_;
-    }
+    // As for the producer: a fresh ring, and the index kept privately from 0.
+    RingConsumer(RingPlace place, std::uint32_t capacity) noexcept : ring_(place, capacity) {}
 
     // Copies the oldest message into `out` without blocking.
     PopResult try_pop(T& out) noexcept {
@@ -172,7 +204,7 @@ public:
         std::memcpy(&out, ring_.slot(tail_), sizeof(T));
         ++tail_;
         // Release: our reads of the slot finish before the producer may reuse it.
-        ring_.control->tail.store(tail_, std::memory_order_release);
+        ring_.consumer->tail.store(tail_, std::memory_order_release);
         return PopResult::ok;
     }
 
@@ -191,14 +223,14 @@ public:
         const auto deadline = start + timeout;
         for (;;) {
             // Acquire: pairs with the producer's release increment of the word.
-            const std::uint32_t seen = ring_.control->wake_word.load(std::memory_order_acquire);
+            const std::uint32_t seen = ring_.producer->wake_word.load(std::memory_order_acquire);
             const auto state = announce(Waiter::futex);
             if (state != PopResult::empty) {
                 withdraw();
                 return to_wait(state);
             }
             const auto left = deadline - clock::now();
-            const auto woke = futex_wait_shared(ring_.control->wake_word, seen, left);
+            const auto woke = futex_wait_shared(ring_.producer->wake_word, seen, left);
             withdraw();
             if (const auto s = poll(); s != PopResult::empty) return to_wait(s);
             if (woke == FutexWaitResult::timed_out || clock::now() >= deadline) return WaitResult::timed_out;
@@ -220,7 +252,7 @@ public:
 private:
     PopResult refresh_head() noexcept {
         // Acquire: pairs with the producer's release of head, so the slots are written.
-        const std::uint64_t head = ring_.control->head.load(std::memory_order_acquire);
+        const std::uint64_t head = ring_.producer->head.load(std::memory_order_acquire);
         // Validate: head never runs behind our tail nor more than one lap ahead.
         if (head - tail_ > ring_.capacity) return PopResult::corrupt;
         cached_head_ = head;
@@ -229,7 +261,7 @@ private:
 
     PopResult announce(Waiter how) noexcept {
         // Relaxed: the fence below orders it before the head re-check.
-        ring_.control->waiter.store(static_cast<std::uint32_t>(how), std::memory_order_relaxed);
+        ring_.consumer->waiter.store(static_cast<std::uint32_t>(how), std::memory_order_relaxed);
         // Seq_cst fence: pairs with the producer's fence (see wake_consumer).
         std::atomic_thread_fence(std::memory_order_seq_cst);
         return poll();
@@ -237,7 +269,7 @@ private:
 
     void withdraw() noexcept {
         // Relaxed: a stale flag only costs the producer one needless wake-up.
-        ring_.control->waiter.store(static_cast<std::uint32_t>(Waiter::none), std::memory_order_relaxed);
+        ring_.consumer->waiter.store(static_cast<std::uint32_t>(Waiter::none), std::memory_order_relaxed);
     }
 
     static WaitResult to_wait(PopResult s) noexcept {

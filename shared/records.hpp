@@ -1,7 +1,8 @@
 #pragma once
-// The records kept in the segment's tables. Each table has one writer (DESIGN rule 1):
-// participant records and ledger entries are written by the supervisor, each census slot
-// by its participant. Readers go through the seqlock and validate what they read.
+// The records kept in shared memory. Each has one writer: participant records, census
+// reports and ledger entries are written by the supervisor in its segment, each census by
+// its participant in its own region. Readers go through the seqlock and validate what
+// they read.
 
 #include <cstdint>
 
@@ -64,6 +65,24 @@ struct CensusRecord {
     std::uint64_t prompt_epoch;
     std::uint32_t last_node;
     std::uint32_t reserved;
+};
+
+// How the supervisor judged a participant's census when it last read it.
+enum class CensusStatus : std::uint8_t {
+    unread = 0,   // no census read yet
+    ok,           // whole, of the running generation, with figures a machine can have
+    stale,        // whole, but of another generation
+    unreadable,   // mid-write on every try, or figures no machine has: not believed
+};
+inline constexpr std::uint8_t kCensusStatusCount = 4;
+
+// Supervisor-written: a participant's census as last read, its heartbeat count, and the
+// judgement, for readers that cannot map the participant's own region (comfyctl).
+struct CensusReport {
+    CensusRecord census;            // as read; zero unless status is ok or stale
+    std::uint64_t heartbeat;
+    std::uint8_t status;            // a CensusStatus
+    std::uint8_t reserved[7];
 };
 
 }  // namespace comfy

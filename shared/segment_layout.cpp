@@ -22,16 +22,14 @@ void initialise(std::byte* base, const Capacities& caps, const RegionMap& map, s
     header->message_slot_bytes = sizeof(MessageSlot);
     header->participants_offset = map.participants_offset;
     header->ledger_offset = map.ledger_offset;
-    header->census_offset = map.census_offset;
     header->rings_offset = map.rings_offset;
     header->device_total_bytes = device_total_bytes;
     // The mapping is fresh and zero-filled; construct the objects that live in it.
     for (std::uint32_t i = 0; i < caps.participants; ++i) {
         new (base + map.participants_offset + i * sizeof(ParticipantSlot)) ParticipantSlot{};
-        new (base + map.census_offset + i * sizeof(CensusSlot)) CensusSlot{};
-        std::byte* rings = base + map.rings_offset + 2 * i * map.ring_bytes;
-        ipc::ring_initialize<MessageSlot>(rings, caps.ring_slots);
-        ipc::ring_initialize<MessageSlot>(rings + map.ring_bytes, caps.ring_slots);
+        std::byte* halves = base + map.rings_offset + i * map.ring_halves_bytes;
+        ipc::ring_initialize_producer_side<MessageSlot>(halves, caps.ring_slots);
+        ipc::ring_initialize_consumer_side(halves + map.consumer_half_offset);
     }
     for (std::uint32_t i = 0; i < caps.ledger_entries; ++i) {
         new (base + map.ledger_offset + i * sizeof(LedgerSlot)) LedgerSlot{};
@@ -66,10 +64,10 @@ RegionMap RegionMap::compute(const Capacities& caps) {
     RegionMap map{};
     map.participants_offset = align_up(kLayoutHeaderOffset + sizeof(LayoutHeader), ipc::kCacheLine);
     map.ledger_offset = align_up(map.participants_offset + caps.participants * sizeof(ParticipantSlot), ipc::kCacheLine);
-    map.census_offset = align_up(map.ledger_offset + caps.ledger_entries * sizeof(LedgerSlot), ipc::kCacheLine);
-    map.ring_bytes = align_up(ipc::ring_bytes<MessageSlot>(caps.ring_slots), ipc::kCacheLine);
-    map.rings_offset = align_up(map.census_offset + caps.participants * sizeof(CensusSlot), ipc::kCacheLine);
-    map.total_bytes = map.rings_offset + 2 * std::size_t{caps.participants} * map.ring_bytes;
+    map.rings_offset = align_up(map.ledger_offset + caps.ledger_entries * sizeof(LedgerSlot), ipc::kCacheLine);
+    map.consumer_half_offset = align_up(ipc::ring_producer_bytes<MessageSlot>(caps.ring_slots), ipc::kCacheLine);
+    map.ring_halves_bytes = align_up(map.consumer_half_offset + ipc::kRingConsumerBytes, ipc::kCacheLine);
+    map.total_bytes = map.rings_offset + std::size_t{caps.participants} * map.ring_halves_bytes;
     return map;
 }
 
@@ -88,16 +86,12 @@ LedgerSlot& SegmentView::ledger(std::uint32_t index) const noexcept {
     return *reinterpret_cast<LedgerSlot*>(base_ + map_.ledger_offset + index * sizeof(LedgerSlot));
 }
 
-CensusSlot& SegmentView::census(std::uint32_t slot) const noexcept {
-    return *reinterpret_cast<CensusSlot*>(base_ + map_.census_offset + slot * sizeof(CensusSlot));
+void* SegmentView::to_participant_producer_side(std::uint32_t slot) const noexcept {
+    return base_ + map_.rings_offset + std::size_t{slot} * map_.ring_halves_bytes;
 }
 
-void* SegmentView::to_participant_ring(std::uint32_t slot) const noexcept {
-    return base_ + map_.rings_offset + 2 * std::size_t{slot} * map_.ring_bytes;
-}
-
-void* SegmentView::from_participant_ring(std::uint32_t slot) const noexcept {
-    return base_ + map_.rings_offset + (2 * std::size_t{slot} + 1) * map_.ring_bytes;
+void* SegmentView::from_participant_consumer_side(std::uint32_t slot) const noexcept {
+    return base_ + map_.rings_offset + std::size_t{slot} * map_.ring_halves_bytes + map_.consumer_half_offset;
 }
 
 ipc::SharedSegment create_segment(const std::string& instance, const Capacities& capacities,
@@ -117,6 +111,12 @@ ipc::SharedSegment attach_segment(const std::string& instance) {
     return segment;
 }
 
+ipc::SharedSegment adopt_segment(int fd) {
+    auto segment = ipc::SharedSegment::adopt(fd, kLayoutVersion);
+    view_of(segment);
+    return segment;
+}
+
 SegmentView view_of(const ipc::SharedSegment& segment) {
     const std::string& name = segment.name();
     if (segment.size() < kLayoutHeaderOffset + sizeof(LayoutHeader)) {
@@ -131,7 +131,6 @@ SegmentView view_of(const ipc::SharedSegment& segment) {
     expect_layout(name, "message_slot_bytes", std::size_t{header.message_slot_bytes}, sizeof(MessageSlot));
     expect_layout(name, "participants_offset", std::size_t{header.participants_offset}, map.participants_offset);
     expect_layout(name, "ledger_offset", std::size_t{header.ledger_offset}, map.ledger_offset);
-    expect_layout(name, "census_offset", std::size_t{header.census_offset}, map.census_offset);
     expect_layout(name, "rings_offset", std::size_t{header.rings_offset}, map.rings_offset);
     expect_layout(name, "total_bytes", segment.size(), map.total_bytes);
     return SegmentView(segment.base(), caps);

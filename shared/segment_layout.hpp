@@ -1,7 +1,11 @@
 #pragma once
 // The layout of the supervisor's segment: a fixed header, then fixed-capacity tables
-// (participants, ledger, census) and two rings per participant. Everything is sized at
-// creation from one Capacities value; nothing grows later.
+// (participants, ledger) and the supervisor's half of each participant's two rings.
+// Everything is sized at creation from one Capacities value; nothing grows later.
+//
+// The supervisor alone writes this segment; every other process maps it read-only. What
+// a participant writes (its census, its heartbeat, its outgoing ring, its consumer index
+// of the incoming one) is in a region of its own: shared/participant_region.hpp.
 
 #include "ipc/seqlock.hpp"
 #include "ipc/shm_segment.hpp"
@@ -17,7 +21,7 @@
 namespace comfy {
 
 // Bump on any change to the bytes of the segment or of a message.
-inline constexpr std::uint32_t kLayoutVersion = 1;
+inline constexpr std::uint32_t kLayoutVersion = 2;
 
 struct Capacities {
     std::uint32_t participants = 64;
@@ -37,20 +41,15 @@ struct LayoutHeader {
     std::uint32_t message_slot_bytes;
     std::uint64_t participants_offset;
     std::uint64_t ledger_offset;
-    std::uint64_t census_offset;
     std::uint64_t rings_offset;
     std::uint64_t device_total_bytes;  // the simulated device's size; 0 for a real device
 };
 
-// A participant's own region: its census through a seqlock, and its heartbeat.
-struct alignas(ipc::kCacheLine) CensusSlot {
-    ipc::Seqlock<CensusRecord> census;
-    // Written by the participant's heartbeat thread only; read by the supervisor.
-    alignas(ipc::kCacheLine) std::atomic<std::uint64_t> heartbeat;
-};
-
 struct alignas(ipc::kCacheLine) ParticipantSlot {
     ipc::Seqlock<ParticipantRecord> record;
+    // The participant's census as the supervisor last read and judged it, for readers
+    // that cannot map the participant's own region (comfyctl).
+    alignas(ipc::kCacheLine) ipc::Seqlock<CensusReport> census;
 };
 
 struct alignas(ipc::kCacheLine) LedgerSlot {
@@ -62,9 +61,11 @@ struct alignas(ipc::kCacheLine) LedgerSlot {
 struct RegionMap {
     std::size_t participants_offset;
     std::size_t ledger_offset;
-    std::size_t census_offset;
     std::size_t rings_offset;
-    std::size_t ring_bytes;   // one ring
+    // Per participant, the supervisor's halves: the producer half of the ring to the
+    // participant, then the consumer half of the ring from it.
+    std::size_t ring_halves_bytes;
+    std::size_t consumer_half_offset;  // within one participant's halves
     std::size_t total_bytes;
 
     static RegionMap compute(const Capacities& capacities);
@@ -82,11 +83,10 @@ public:
     std::uint64_t device_total_bytes() const noexcept;
     ParticipantSlot& participant(std::uint32_t slot) const noexcept;
     LedgerSlot& ledger(std::uint32_t index) const noexcept;
-    CensusSlot& census(std::uint32_t slot) const noexcept;
-    // The ring the supervisor writes and participant `slot` reads.
-    void* to_participant_ring(std::uint32_t slot) const noexcept;
-    // The ring participant `slot` writes and the supervisor reads.
-    void* from_participant_ring(std::uint32_t slot) const noexcept;
+    // The producer half of the ring the supervisor writes and participant `slot` reads.
+    void* to_participant_producer_side(std::uint32_t slot) const noexcept;
+    // The consumer half of the ring participant `slot` writes and the supervisor reads.
+    void* from_participant_consumer_side(std::uint32_t slot) const noexcept;
 
 private:
     std::byte* base_ = nullptr;
@@ -99,8 +99,11 @@ private:
 ipc::SharedSegment create_segment(const std::string& instance, const Capacities& capacities,
                                   std::uint64_t device_total_bytes = 0);
 
-// Attaches to the segment of `instance`, checking the header and the layout.
+// Attaches read-only to the segment of `instance`, checking the header and the layout.
 ipc::SharedSegment attach_segment(const std::string& instance);
+
+// The same for the read-only descriptor the supervisor handed to a participant.
+ipc::SharedSegment adopt_segment(int fd);
 
 // The view of a segment that create_segment or attach_segment returned. Throws
 // ipc::SegmentError when the layout header does not match the segment.

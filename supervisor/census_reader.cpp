@@ -1,7 +1,9 @@
 #include "supervisor/census_reader.hpp"
 
-#include "shared/device_accounting.hpp"
 #include "shared/memory_arithmetic.hpp"
+
+#include <algorithm>
+#include <utility>
 
 namespace comfy::supervisor {
 
@@ -9,68 +11,93 @@ namespace {
 // Figures no machine has (shared memory is input): such a census is not believed.
 bool plausible(const CensusRecord& census) {
     return census.allocator_reserved <= kMaxBytes && census.allocator_active <= kMaxBytes &&
-           census.pinned_bytes <= kMaxBytes && census.resident_set_bytes <= kMaxBytes;
+           census.pinned_bytes <= kMaxBytes && census.resident_set_bytes <= kMaxBytes &&
+           census.device_used_bytes <= kMaxBytes && census.cast_buffer_bytes <= kMaxBytes;
 }
 }  // namespace
 
-CensusReader::CensusReader(const SegmentView& view, const worker::Device* cuda)
-    : view_(view), cuda_(cuda), slots_(view.capacities().participants) {}
+CensusReader::CensusReader(const SegmentView& view, const DeviceTable* device_table, const worker::Device* cuda)
+    : view_(view), device_table_(device_table), cuda_(cuda), slots_(view.capacities().participants) {}
 
-void CensusReader::expect(std::uint32_t slot, std::optional<std::uint32_t> generation) {
-    slots_.at(slot).expected = generation;
+void CensusReader::watch(std::uint32_t slot, const CensusSlot& census, std::uint32_t generation) {
+    slots_.at(slot) = Slot{&census, generation};
+    catch_up(slots_[slot]);
     judge(slot);
 }
 
-template <class T>
-bool CensusReader::catch_up(const ipc::Seqlock<T>& lock, Cached<T>& cached) {
-    if (cached.whole() && lock.sequence() == cached.sequence) return false;
-    if (lock.read(cached.value, cached.sequence) != ipc::SeqlockRead::ok) cached.sequence = Cached<T>::kNotRead;
+void CensusReader::forget(std::uint32_t slot) {
+    slots_.at(slot) = Slot{};
+    judge(slot);
+}
+
+bool CensusReader::catch_up(Slot& s) {
+    if (s.census == nullptr) return false;
+    if ((s.sequence & 1u) == 0 && s.census->census.sequence() == s.sequence) return false;
+    CensusRecord read{};
+    std::uint32_t sequence = 0;
+    if (s.census->census.read(read, sequence) != ipc::SeqlockRead::ok) {
+        s.sequence = 1;
+        s.value = CensusRecord{};
+        s.status = CensusStatus::unreadable;
+        return true;
+    }
+    s.sequence = sequence;
+    s.value = read;
+    s.status = sequence == 0                     ? CensusStatus::unread  // not written yet: a fresh region
+               : !plausible(read)                ? CensusStatus::unreadable
+               : read.generation != s.generation ? CensusStatus::stale
+                                                 : CensusStatus::ok;
     return true;
 }
 
 void CensusReader::refresh() {
     for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {
-        Slot& s = slots_[slot];
-        if (catch_up(view_.census(slot).census, s.census)) {
-            judge(slot);
-            device_used_stale_ = true;
-        }
-        // As device_accounting: a census claiming nothing adds nothing, so its participant
-        // record need not be read (nor waited on).
-        if (s.census.whole() && s.census.value.device_used_bytes == 0) continue;
-        if (catch_up(view_.participant(slot).record, s.participant)) device_used_stale_ = true;
+        if (catch_up(slots_[slot])) judge(slot);
     }
 }
 
 void CensusReader::judge(std::uint32_t slot) {
     const Slot& s = slots_[slot];
-    const CensusRecord& census = s.census.value;
-    if (s.expected && s.census.whole() && census.generation == *s.expected && plausible(census)) {
-        believable_[slot] = census;
-        snapshot_.participants[slot] = {census.allocator_reserved, census.allocator_active, census.pinned_bytes};
+    changed_.push_back(slot);
+    if (s.status == CensusStatus::ok) {
+        believable_[slot] = s.value;
+        snapshot_.participants[slot] = {s.value.allocator_reserved, s.value.allocator_active, s.value.pinned_bytes};
     } else {
         believable_.erase(slot);
         snapshot_.participants.erase(slot);
     }
 }
 
-std::uint64_t CensusReader::simulated_device_used() {
-    if (!device_used_stale_) return device_used_;
-    // simulated_device_used()'s rule over the records as last read whole. No fence here:
-    // the supervisor publishes no census of its own that its reading must follow.
-    DeviceUseTally tally;
-    device_used_ = [&] {
-        for (const Slot& s : slots_) {
-            if (!s.census.whole()) return view_.device_total_bytes();  // mid-write: the device counts as full
-            if (s.census.value.device_used_bytes == 0) continue;
-            if (!s.participant.whole()) return view_.device_total_bytes();
-            tally.add(s.participant.value, s.census.value);
-        }
-        return tally.counted_bytes();
-    }();
-    // A record still mid-write is read again at the next refresh, which marks the sum stale.
-    device_used_stale_ = false;
-    return device_used_;
+std::vector<std::uint32_t> CensusReader::take_changed() {
+    std::sort(changed_.begin(), changed_.end());
+    changed_.erase(std::unique(changed_.begin(), changed_.end()), changed_.end());
+    return std::exchange(changed_, {});
+}
+
+CensusReport CensusReader::report(std::uint32_t slot) const {
+    const Slot& s = slots_.at(slot);
+    CensusReport report{};
+    report.status = static_cast<std::uint8_t>(s.status);
+    if (s.status == CensusStatus::ok || s.status == CensusStatus::stale) report.census = s.value;
+    // Relaxed: a counter shown as is; nothing else is read through it.
+    if (s.census != nullptr) report.heartbeat = s.census->heartbeat.load(std::memory_order_relaxed);
+    return report;
+}
+
+std::uint64_t CensusReader::simulated_device_used() const {
+    // device_accounting's rule, with the supervisor's own knowledge of which life runs in
+    // each slot in place of the participant records it publishes. No fence: the supervisor
+    // allocates nothing of its own that its reading must follow.
+    std::uint64_t used = 0;
+    for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {
+        if (slots_[slot].census == nullptr) continue;
+        const DeviceUseRow& row = device_table_->row(slot);
+        // Acquire: pairs with the participant's release of its generation (see DeviceUseRow).
+        if (row.generation.load(std::memory_order_acquire) != slots_[slot].generation) continue;
+        // Relaxed: ordered after the generation by the acquire above.
+        used = saturating_add(used, row.used_bytes.load(std::memory_order_relaxed));
+    }
+    return used;
 }
 
 const arbiter::Snapshot& CensusReader::snapshot(std::uint64_t now_ms) {

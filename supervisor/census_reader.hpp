@@ -1,18 +1,20 @@
 #pragma once
-// The participants' census slots as the supervisor's decisions read them, at a cost that
-// follows the slots that changed: every event needs the device's free figure and the
+// The participants' censuses as the supervisor's decisions read them, at a cost that
+// follows the censuses that changed: every event needs the device's free figure and the
 // asker's allocator figures, and with a thousand workers re-reading every census into a
 // fresh map per event made the supervisor's CPU per spawn grow with the worker count.
 //
-// Each slot's census and participant record are kept as last read whole, with the seqlock
-// sequence they were read at. A refresh loads each sequence (one atomic load a slot) and
-// copies and validates only the records whose sequence moved; the snapshot's figures are
-// updated in place, slot by slot. The rules stay those of shared memory as input: a census
-// is believed only when it carries the generation the supervisor runs in that slot and
-// holds figures a machine can have; a corrupt or stale census costs only its own slot; the
-// simulated device's "used" is device_accounting's rule, the device counting as full while
-// any record stays mid-write.
+// Each census lives in its participant's own region, mapped read-only here. It is kept as
+// last read whole, with the seqlock sequence it was read at; a refresh loads each sequence
+// (one atomic load a slot) and copies and validates only the censuses whose sequence moved.
+// The rules stay those of shared memory as input: a census is believed only when it carries
+// the generation the supervisor runs in that slot and holds figures a machine can have; a
+// corrupt or stale census costs only its own slot (its figures unknown). The simulated
+// device's "used" is device_accounting's rule over the device table, for the lives the
+// supervisor itself knows to be running.
 
+#include "shared/device_accounting.hpp"
+#include "shared/participant_region.hpp"
 #include "shared/records.hpp"
 #include "shared/segment_layout.hpp"
 #include "supervisor/arbiter/arbiter_io.hpp"
@@ -27,15 +29,18 @@ namespace comfy::supervisor {
 
 class CensusReader {
 public:
-    // `cuda`: the real device whose driver gives the free figure, or null for the simulated
-    // device, whose figures come from the censuses. Both must outlive the reader.
-    CensusReader(const SegmentView& view, const worker::Device* cuda);
+    // `device_table`: the simulated device's rows, or null for a real device, whose free
+    // figure comes from `cuda`'s driver. All must outlive the reader.
+    CensusReader(const SegmentView& view, const DeviceTable* device_table, const worker::Device* cuda);
 
-    // The life the supervisor runs in `slot` (nothing when none runs there): only a census
-    // carrying that generation is believed.
-    void expect(std::uint32_t slot, std::optional<std::uint32_t> generation);
+    // Reads `census`, in the region of the life `generation` runs in `slot`, from now on:
+    // only a census carrying that generation is believed. The region must stay mapped
+    // until forget(slot).
+    void watch(std::uint32_t slot, const CensusSlot& census, std::uint32_t generation);
+    // Nothing runs in `slot` any more: its census is dropped and its device use is gone.
+    void forget(std::uint32_t slot);
 
-    // Catches up with the records that changed since the last call.
+    // Catches up with the censuses that changed since the last call.
     void refresh();
 
     // The world as an event finds it, refreshed: the device's figures and each believable
@@ -45,37 +50,36 @@ public:
     // The believable censuses as of the last refresh, by slot.
     const std::map<std::uint32_t, CensusRecord>& believable() const noexcept { return believable_; }
 
+    // What the last refresh found in `slot`: the census as read, its judgement and the
+    // heartbeat count, as the supervisor publishes it for comfyctl.
+    CensusReport report(std::uint32_t slot) const;
+    // The slots whose census changed since the last call, for the supervisor to republish.
+    std::vector<std::uint32_t> take_changed();
+
 private:
-    // A record as last read whole, and the sequence it was read at; an odd sequence (the
-    // start, or a read that found the record mid-write) never matches, so it is read again.
-    template <class T>
-    struct Cached {
-        static constexpr std::uint32_t kNotRead = 1;
-        T value{};
-        std::uint32_t sequence = kNotRead;
-        bool whole() const noexcept { return (sequence & 1u) == 0; }
-    };
     struct Slot {
-        Cached<CensusRecord> census;
-        Cached<ParticipantRecord> participant;
-        std::optional<std::uint32_t> expected;
+        const CensusSlot* census = nullptr;  // null while nothing runs in the slot
+        std::uint32_t generation = 0;
+        CensusRecord value{};
+        // The sequence the value was read at; an odd one (the start, or a read that found
+        // the census mid-write) never matches, so it is read again.
+        std::uint32_t sequence = 1;
+        CensusStatus status = CensusStatus::unread;
     };
 
-    // Re-reads `cached` if its sequence moved; true when the cached value changed.
-    template <class T>
-    static bool catch_up(const ipc::Seqlock<T>& lock, Cached<T>& cached);
+    // Re-reads the slot's census if its sequence moved; true when anything changed.
+    bool catch_up(Slot& s);
     // Puts the slot's census into, or takes it out of, the believable set and the figures.
     void judge(std::uint32_t slot);
-    std::uint64_t simulated_device_used();
+    std::uint64_t simulated_device_used() const;
 
     SegmentView view_;
+    const DeviceTable* device_table_;
     const worker::Device* cuda_;
     std::vector<Slot> slots_;
     std::map<std::uint32_t, CensusRecord> believable_;
+    std::vector<std::uint32_t> changed_;
     arbiter::Snapshot snapshot_;
-    // The simulated device's sum, recomputed only after a record it depends on changed.
-    bool device_used_stale_ = true;
-    std::uint64_t device_used_ = 0;
 };
 
 }  // namespace comfy::supervisor

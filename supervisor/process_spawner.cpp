@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <system_error>
 
@@ -30,6 +31,8 @@ struct ChildPlan {
     int report_fd;
     int unused_report_fd;
     pid_t parent;
+    const int* kept;  // the inherited descriptors and report_fd, ascending
+    int kept_count;
 };
 
 int child_main(void* plan_pointer) {
@@ -54,7 +57,19 @@ int child_main(void* plan_pointer) {
     const int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd < 0 || ::dup2(null_fd, STDIN_FILENO) < 0) child_fail(plan.report_fd);
     const SpawnRequest& request = *plan.request;
-    if (request.inherited_fd >= 0 && ::fcntl(request.inherited_fd, F_SETFD, 0) != 0) child_fail(plan.report_fd);
+    // Close everything above stderr but the inherited descriptors (sorted before the
+    // clone) and the report pipe, which closes itself at exec.
+    unsigned next = STDERR_FILENO + 1;
+    auto close_below = [&](int fd) {
+        const auto upto = static_cast<unsigned>(fd);
+        if (upto > next) ::syscall(SYS_close_range, next, upto - 1, 0);
+        if (upto + 1 > next) next = upto + 1;
+    };
+    for (int i = 0; i < plan.kept_count; ++i) close_below(plan.kept[i]);
+    ::syscall(SYS_close_range, next, ~0u, 0);
+    for (const int fd : request.inherited_fds) {
+        if (::fcntl(fd, F_SETFD, 0) != 0) child_fail(plan.report_fd);
+    }
     if (::chdir(request.working_directory.c_str()) != 0) child_fail(plan.report_fd);
     ::execve(plan.argv[0], plan.argv, plan.envp);
     child_fail(plan.report_fd);
@@ -85,7 +100,11 @@ SpawnedProcess spawn_process(const SpawnRequest& request) {
     // until then), as posix_spawn does: a fork would copy the supervisor's page tables and
     // descriptor table for every worker, and each page we touched before the child's exec
     // would be copied again, a cost that grew with the number of workers already running.
-    ChildPlan plan{&request, argv.data(), envp.data(), report[1], report[0], ::getpid()};
+    std::vector<int> kept = request.inherited_fds;
+    kept.push_back(report[1]);
+    std::sort(kept.begin(), kept.end());
+    ChildPlan plan{&request, argv.data(), envp.data(), report[1], report[0], ::getpid(), kept.data(),
+                   static_cast<int>(kept.size())};
     std::vector<char> stack(kChildStack);
     // Every signal blocked across the clone, so that none reaches the child before it has
     // set its handlers back to the defaults.

@@ -1,9 +1,10 @@
 #pragma once
-// Starts a worker process: its own process group, a minimal environment, death with its
-// parent (PR_SET_PDEATHSIG), and a pidfd so the event loop sees its exit at once.
+// Starts a worker process: its own process group, a minimal environment, exactly the
+// descriptors it is meant to have, death with its parent (PR_SET_PDEATHSIG), and a pidfd
+// so the event loop sees its exit at once.
 //
 // clone+exec by hand rather than Boost.Process: we need PR_SET_PDEATHSIG and setpgid in
-// the child before exec, one inherited descriptor, a pidfd for our own Asio loop, and
+// the child before exec, chosen inherited descriptors, a pidfd for our own Asio loop, and
 // the exec error reported back; Boost.Process v2's async_wait can fall into a blocking
 // waitpid (boostorg/process#564).
 
@@ -20,7 +21,9 @@ struct SpawnRequest {
     std::vector<std::string> args;
     std::map<std::string, std::string> environment;  // the child's whole environment
     std::string working_directory;
-    int inherited_fd = -1;  // stays open across exec
+    // Stay open across exec, at the same numbers; every other descriptor above stderr is
+    // closed in the child, whether or not the supervisor marked it close-on-exec.
+    std::vector<int> inherited_fds;
 };
 
 struct SpawnedProcess {

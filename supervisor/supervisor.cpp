@@ -126,7 +126,17 @@ Supervisor::Supervisor(Config config, const std::string& instance)
                                 config_.device.kind == DeviceKind::simulated ? config_.device.total_bytes : 0);
       }()),
       view_(view_of(segment_)),
-      census_(view_, cuda_.get()),
+      writes_(view_),
+      device_table_region_([&]() -> std::optional<ipc::SealedRegion> {
+          if (cuda_) return std::nullopt;
+          return ipc::SealedRegion::create("comfy-sv-device-table", device_table_bytes(view_.capacities().participants),
+                                           ipc::Access::read_only);
+      }()),
+      device_table_([&]() -> std::optional<DeviceTable> {
+          if (!device_table_region_) return std::nullopt;
+          return DeviceTable(device_table_region_->base(), view_.capacities().participants);
+      }()),
+      census_(view_, device_table_ ? &*device_table_ : nullptr, cuda_.get()),
       doorbell_watch_(io_, ::dup(doorbell_.fd())),
       signals_(io_, SIGINT, SIGTERM),
       operator_signals_(io_, SIGUSR1, SIGHUP),
@@ -184,15 +194,25 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     ++worker.generation;
     worker.token = random_token();
     worker.kill_reason.clear();
-    // The previous process is reaped, so nobody else writes these regions now.
-    ipc::ring_initialize<MessageSlot>(view_.to_participant_ring(worker.slot), view_.capacities().ring_slots);
-    ipc::ring_initialize<MessageSlot>(view_.from_participant_ring(worker.slot), view_.capacities().ring_slots);
-    view_.census(worker.slot).census.reset();
-    census_.expect(worker.slot, worker.generation);
-    // Relaxed: the new worker is not running yet; its spawn orders everything after.
-    view_.census(worker.slot).heartbeat.store(0, std::memory_order_relaxed);
-    worker.to_worker.emplace(view_.to_participant_ring(worker.slot), view_.capacities().ring_slots);
-    worker.from_worker.emplace(view_.from_participant_ring(worker.slot), view_.capacities().ring_slots);
+    // A fresh region for this life: nothing the previous one wrote survives into it.
+    const std::uint32_t ring_slots = view_.capacities().ring_slots;
+    try {
+        worker.region = ipc::SealedRegion::create("comfy-sv-slot-" + std::to_string(worker.slot),
+                                                  ParticipantRegionMap::compute(ring_slots).total_bytes,
+                                                  ipc::Access::read_only);
+    } catch (const std::exception& e) {
+        log_line(worker.pack.name + ": cannot start: " + e.what());
+        schedule_restart(worker);
+        return;
+    }
+    worker.region_view = ParticipantRegionView(worker.region.base(), ring_slots);
+    // The previous process is reaped, so nobody reads our halves of its rings now.
+    ipc::ring_initialize_producer_side<MessageSlot>(view_.to_participant_producer_side(worker.slot), ring_slots);
+    ipc::ring_initialize_consumer_side(view_.from_participant_consumer_side(worker.slot));
+    census_.watch(worker.slot, worker.region_view.census(), worker.generation);
+    worker.census_problems = 0;
+    worker.to_worker.emplace(to_participant_ring(view_, worker.region_view, worker.slot), ring_slots);
+    worker.from_worker.emplace(from_participant_ring(view_, worker.region_view, worker.slot), ring_slots);
     // The fresh ring has no waiter flag: ask for the doorbell before the worker can
     // write its Hello (the ring is empty, so there is nothing to miss).
     worker.from_worker->arm_doorbell();
@@ -204,15 +224,20 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     attach.generation = worker.generation;
     attach.token = worker.token;
     attach.doorbell_fd = doorbell_.fd();
+    attach.segment_fd = segment_.read_only_fd();
+    attach.region_fd = worker.region.fd();
+    if (device_table_region_) attach.device_table_fd = device_table_region_->fd();
     attach.heartbeat_interval = std::max(Milliseconds(10), config_.limits.heartbeat_timeout / 5);
     if (cuda_) attach.cuda_device = config_.device.cuda_index;
     worker.state = ParticipantState::spawning;
     worker.started_at_ms = ctl::wall_clock_ms();
     publish(worker);
     try {
+        std::vector<int> inherited{attach.doorbell_fd, attach.segment_fd, attach.region_fd};
+        if (attach.device_table_fd >= 0) inherited.push_back(attach.device_table_fd);
         worker.process = spawn_process(SpawnRequest{worker.pack.command, worker.pack.args,
                                                     child_environment(worker.pack, attach),
-                                                    worker.pack.working_directory, doorbell_.fd()});
+                                                    worker.pack.working_directory, std::move(inherited)});
     } catch (const std::exception& e) {
         log_line(worker.pack.name + ": cannot start: " + e.what());
         worker.last_exit_status = -1;
@@ -265,11 +290,15 @@ void Supervisor::on_exit(WorkerProcess& worker) {
     log_line(what);
     notify(WorkerEvent::exited, worker);
 
-    // Its memory went with the process: return its device use and drop its census and
-    // its ledger entries (an eviction waiting on it counts as done).
-    view_.census(worker.slot).census.reset();
+    // Its memory went with the process: return its device use and drop its census, its
+    // region and its ledger entries (an eviction waiting on it counts as done).
     releases_.forget(worker.slot);
-    census_.expect(worker.slot, std::nullopt);
+    census_.forget(worker.slot);
+    publish_census_reports();
+    worker.to_worker.reset();
+    worker.from_worker.reset();
+    worker.region_view = ParticipantRegionView();
+    worker.region = ipc::SealedRegion();
     arbitrate(arbiter::event::Left{{worker.slot, worker.generation}});
     fail_requests(worker, FailureReason::worker_died, false);
     if (shutting_down_) {
@@ -366,7 +395,13 @@ void Supervisor::drain_rings() {
         }
         flush(worker);
     }
+    publish_census_reports();
     wait_for_messages();
+}
+
+void Supervisor::publish_census_reports() {
+    census_.refresh();
+    for (const auto slot : census_.take_changed()) writes_.census(slot, census_.report(slot));
 }
 
 void Supervisor::handle_message(WorkerProcess& worker, const MessageSlot& slot) {
@@ -524,7 +559,7 @@ void Supervisor::carry_out(const arbiter::Action& action) {
 void Supervisor::publish_ledger() {
     for (const auto index : arbiter_.ledger().take_changed()) {
         const auto& entry = arbiter_.ledger().at(index);
-        view_.ledger(static_cast<std::uint32_t>(index)).entry.write(entry ? to_record(*entry) : LedgerRecord{});
+        writes_.ledger(static_cast<std::uint32_t>(index), entry ? to_record(*entry) : LedgerRecord{});
     }
 }
 
@@ -554,7 +589,7 @@ void Supervisor::accept_hello(WorkerProcess& worker, const Message& message) {
     worker.idle_released = false;
     worker.keeping.clear();
     // Relaxed: a counter compared with its own earlier values only.
-    worker.last_heartbeat = view_.census(worker.slot).heartbeat.load(std::memory_order_relaxed);
+    worker.last_heartbeat = worker.region_view.census().heartbeat.load(std::memory_order_relaxed);
     worker.heartbeat_seen_at = Clock::now();
     set_state(worker, ParticipantState::ready);
     deliver(worker, encode(HelloAck{worker.slot, worker.generation, config_.memory.reserve_bytes,
@@ -629,11 +664,15 @@ void Supervisor::dispatch_queued(WorkerProcess& worker) {
 
 void Supervisor::check_heartbeats() {
     const auto now = Clock::now();
+    census_.refresh();
+    census_.take_changed();  // every live one is republished below, with its heartbeat
     for (auto& worker_ptr : workers_) {
         WorkerProcess& worker = *worker_ptr;
+        if (worker.alive()) writes_.census(worker.slot, census_.report(worker.slot));
         if (!worker.up()) continue;
+        check_shared_memory(worker);
         // Relaxed: only compared with the previous value; a change is all that matters.
-        const std::uint64_t beat = view_.census(worker.slot).heartbeat.load(std::memory_order_relaxed);
+        const std::uint64_t beat = worker.region_view.census().heartbeat.load(std::memory_order_relaxed);
         if (beat != worker.last_heartbeat) {
             worker.last_heartbeat = beat;
             worker.heartbeat_seen_at = now;
@@ -650,6 +689,27 @@ void Supervisor::check_heartbeats() {
     heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
         if (!ec) check_heartbeats();
     });
+}
+
+void Supervisor::check_shared_memory(WorkerProcess& worker) {
+    // Garbage in an idle worker's ring is found here, within a period, not at its next
+    // message. Polling only reads the producer's index and validates it.
+    if (worker.from_worker->poll() == ipc::PopResult::corrupt) {
+        terminate(worker, "its ring to the supervisor is corrupt");
+        return;
+    }
+    // A census mid-write at one check may be a write in progress; at two in a row, or with
+    // figures no machine has, or another life's generation in a region made for this one,
+    // its writer is not writing what it means. Until then its figures are unknown (not
+    // believed), which costs this worker alone.
+    const auto status = static_cast<CensusStatus>(census_.report(worker.slot).status);
+    const bool bad = status == CensusStatus::unreadable || status == CensusStatus::stale;
+    worker.census_problems = bad ? worker.census_problems + 1 : 0;
+    if (worker.census_problems >= 2) {
+        terminate(worker, std::string("its census is ") +
+                              (status == CensusStatus::stale ? "of another generation" : "unreadable") +
+                              " at two heartbeat checks in a row");
+    }
 }
 
 // ---- the participant table ----
@@ -671,7 +731,7 @@ void Supervisor::publish(const WorkerProcess& worker) {
     record.last_exit_status = worker.last_exit_status;
     record.last_exit_signal = worker.last_exit_signal;
     record.started_at_ms = worker.started_at_ms;
-    view_.participant(worker.slot).record.write(record);
+    writes_.participant(worker.slot, record);
 }
 
 // ---- start-up and shutdown ----
@@ -738,8 +798,8 @@ Supervisor::Totals Supervisor::totals() const {
 std::vector<Supervisor::CensusRow> Supervisor::census_rows() const {
     std::vector<CensusRow> rows;
     for (const auto& worker : workers_) {
-        CensusRow row{worker->pack.name, worker->process.pid, worker->generation, worker->restarts.restarts(), {}};
-        if (view_.census(worker->slot).census.read(row.census) != ipc::SeqlockRead::ok) row.census = CensusRecord{};
+        CensusRow row{worker->pack.name, worker->process.pid, worker->generation, worker->restarts.restarts(),
+                      census_.report(worker->slot).census};
         rows.push_back(row);
     }
     return rows;

@@ -12,6 +12,7 @@
 #include "supervisor/host_memory.hpp"
 #include "supervisor/ops_http.hpp"
 #include "supervisor/release_totals.hpp"
+#include "supervisor/segment_writer.hpp"
 #include "supervisor/worker_process.hpp"
 #include "worker/device.hpp"
 
@@ -149,6 +150,10 @@ private:
     std::string metrics_text();
 
     void check_heartbeats();
+    // Republishes, for comfyctl, the censuses that changed since the last call.
+    void publish_census_reports();
+    // Stops `worker` when its census or its ring holds what its writer cannot have meant.
+    void check_shared_memory(WorkerProcess& worker);
     void publish(const WorkerProcess& worker);
     void set_state(WorkerProcess& worker, ParticipantState state);
     void finish_if_done();
@@ -165,6 +170,11 @@ private:
     boost::asio::io_context io_;
     ipc::SharedSegment segment_;
     SegmentView view_;
+    SegmentWriter writes_;  // every write into the segment goes through it
+    // The simulated device's table (read-only here), handed to every participant; empty
+    // for a real device.
+    std::optional<ipc::SealedRegion> device_table_region_;
+    std::optional<DeviceTable> device_table_;
     CensusReader census_;  // every census read for decisions goes through it
     ipc::EventFd doorbell_;
     boost::asio::posix::stream_descriptor doorbell_watch_;

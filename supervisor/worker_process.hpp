@@ -3,7 +3,9 @@
 // ComfyUI host): what it started, what it waits for, and what it owes to whoever sent
 // the worker requests.
 
+#include "ipc/sealed_region.hpp"
 #include "shared/message_codec.hpp"
+#include "shared/participant_region.hpp"
 #include "supervisor/config.hpp"
 #include "supervisor/keep_list.hpp"
 #include "supervisor/process_spawner.hpp"
@@ -48,8 +50,13 @@ struct WorkerProcess {
     boost::asio::steady_timer restart_timer;
     boost::asio::steady_timer handshake_timer;
     boost::asio::steady_timer kill_timer;
+    // The running life's own region (mapped read-only here; empty while none runs) and
+    // the rings whose halves are joined from it and the segment.
+    ipc::SealedRegion region;
+    ParticipantRegionView region_view;
     std::optional<ipc::RingProducer<MessageSlot>> to_worker;
     std::optional<ipc::RingConsumer<MessageSlot>> from_worker;
+    std::uint32_t census_problems = 0;  // heartbeat checks in a row that found its census unreadable
 
     std::uint64_t last_heartbeat = 0;
     std::chrono::steady_clock::time_point heartbeat_seen_at{};

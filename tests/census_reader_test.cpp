@@ -1,13 +1,17 @@
-// The supervisor's census reader: it copies only the slots whose records changed, and
-// must still notice every change, believe only what the live generation wrote whole and
-// plausible, and give the same device figure as device_accounting's rule.
+// The supervisor's census reader: it copies only the censuses that changed, and must still
+// notice every change, believe only what the live generation wrote whole and plausible,
+// let a corrupt census cost its own slot alone, and give the device figure of
+// device_accounting's rule.
 #include <catch2/catch.hpp>
 
+#include "ipc/sealed_region.hpp"
 #include "shared/device_accounting.hpp"
+#include "shared/participant_region.hpp"
 #include "supervisor/census_reader.hpp"
 #include "tests/support/test_instance.hpp"
 
 #include <atomic>
+#include <optional>
 #include <random>
 #include <type_traits>
 
@@ -26,17 +30,67 @@ ParticipantRecord live(std::uint32_t generation) {
     return record;
 }
 
-CensusRecord census(std::uint32_t generation, Bytes reserved, Bytes device_used) {
+CensusRecord census(std::uint32_t generation, Bytes reserved) {
     CensusRecord record{};
     record.generation = generation;
     record.allocator_reserved = reserved;
     record.allocator_active = reserved / 2;
-    record.device_used_bytes = device_used;
     return record;
 }
 
-// Leaves a seqlock looking mid-write, as a writer that died inside write(): its sequence
-// word comes first.
+// The machine as the supervisor sees it: its segment, the device table, and one region
+// per slot written as the participants would (this test is every participant).
+struct Machine {
+    Machine()
+        : segment(create_segment(test::test_instance("census"), kCaps, kDevice)),
+          view(view_of(segment)),
+          table_region(ipc::SealedRegion::create("test-device", device_table_bytes(kCaps.participants),
+                                                 ipc::Access::read_write)),
+          table(table_region.base(), kCaps.participants),
+          reader(view, &table, nullptr) {
+        for (std::uint32_t slot = 0; slot < kCaps.participants; ++slot) {
+            records.emplace_back(view.participant(slot).record);
+            start(slot, 1);
+        }
+    }
+
+    // A new life in `slot`: a fresh region, its participant record, and the reader told.
+    void start(std::uint32_t slot, std::uint32_t generation) {
+        const auto bytes = ParticipantRegionMap::compute(kCaps.ring_slots).total_bytes;
+        if (regions.size() <= slot) regions.resize(slot + 1);
+        reader.forget(slot);  // before the old region goes
+        regions[slot].memory = ipc::SealedRegion::create("test-slot", bytes, ipc::Access::read_write);
+        regions[slot].view = ParticipantRegionView(regions[slot].memory.base(), kCaps.ring_slots);
+        regions[slot].census.emplace(regions[slot].view.census().census);
+        records[slot].write(live(generation));
+        reader.watch(slot, regions[slot].view.census(), generation);
+        generations.resize(kCaps.participants);
+        generations[slot] = generation;
+    }
+    void write_census(std::uint32_t slot, const CensusRecord& record) { regions[slot].census->write(record); }
+    // The participant's device use, as the simulated device publishes it.
+    void use_device(std::uint32_t slot, std::uint32_t generation, Bytes bytes) {
+        table.row(slot).used_bytes.store(bytes);
+        table.row(slot).generation.store(generation);
+    }
+
+    struct Region {
+        ipc::SealedRegion memory;
+        ParticipantRegionView view;
+        std::optional<ipc::SeqlockWriter<CensusRecord>> census;
+    };
+    ipc::SharedSegment segment;
+    SegmentView view;
+    ipc::SealedRegion table_region;
+    DeviceTable table;
+    CensusReader reader;
+    std::vector<ipc::SeqlockWriter<ParticipantRecord>> records;
+    std::vector<Region> regions;
+    std::vector<std::uint32_t> generations;
+};
+
+// Leaves a seqlock looking mid-write, as a writer that died inside write() or a stray
+// write would: its sequence word comes first.
 template <class T>
 void tear(ipc::Seqlock<T>& lock) {
     static_assert(std::is_standard_layout_v<ipc::Seqlock<T>>);
@@ -47,94 +101,87 @@ void tear(ipc::Seqlock<T>& lock) {
 }  // namespace
 
 TEST_CASE("the census reader notices a changed slot, and a corrupt or torn one costs only its own") {
-    auto segment = create_segment(test::test_instance("census"), kCaps, kDevice);
-    const auto view = view_of(segment);
-    CensusReader reader(view, nullptr);
-    for (std::uint32_t slot = 1; slot <= 3; ++slot) {
-        view.participant(slot).record.write(live(1));
-        reader.expect(slot, 1);
-    }
-    view.census(1).census.write(census(1, 2 * kGiB, 3 * kGiB));
-    view.census(2).census.write(census(1, 1 * kGiB, 1 * kGiB));
-    view.census(3).census.write(census(0, 5 * kGiB, 0));  // an earlier life's: not believed
+    Machine m;
+    m.write_census(1, census(1, 2 * kGiB));
+    m.write_census(2, census(1, 1 * kGiB));
+    m.write_census(3, census(0, 5 * kGiB));  // another life's generation: not believed
+    m.use_device(1, 1, 3 * kGiB);
+    m.use_device(2, 1, 1 * kGiB);
+    m.use_device(3, 0, 5 * kGiB);  // an earlier life's row: not counted
 
-    auto snap = reader.snapshot(7);
+    auto snap = m.reader.snapshot(7);
     CHECK(snap.now_ms == 7);
     CHECK(snap.device_total == kDevice);
     CHECK(snap.device_free == kDevice - 4 * kGiB);
     REQUIRE(snap.participants.size() == 2);
     CHECK(snap.participants.at(1).allocator_reserved == 2 * kGiB);
     CHECK(snap.participants.at(2).allocator_active == kGiB / 2);
+    CHECK(m.reader.report(3).status == static_cast<std::uint8_t>(CensusStatus::stale));
+    CHECK(m.reader.report(5).status == static_cast<std::uint8_t>(CensusStatus::unread));
 
-    // A changed slot is seen at the next snapshot.
-    view.census(2).census.write(census(1, 4 * kGiB, 2 * kGiB));
-    snap = reader.snapshot(8);
+    // A changed census is seen at the next snapshot.
+    m.write_census(2, census(1, 4 * kGiB));
+    snap = m.reader.snapshot(8);
     CHECK(snap.participants.at(2).allocator_reserved == 4 * kGiB);
-    CHECK(snap.device_free == kDevice - 5 * kGiB);
 
     // Slot 3's worker writes its census: believed from then on.
-    view.census(3).census.write(census(1, kGiB, 0));
-    CHECK(reader.snapshot(9).participants.count(3) == 1);
+    m.write_census(3, census(1, kGiB));
+    CHECK(m.reader.snapshot(9).participants.count(3) == 1);
 
     // A figure no machine has: that slot is no longer believed, the others still are.
-    view.census(1).census.write(census(1, kMaxBytes + 1, 3 * kGiB));
-    snap = reader.snapshot(10);
+    m.write_census(1, census(1, kMaxBytes + 1));
+    snap = m.reader.snapshot(10);
     CHECK(snap.participants.count(1) == 0);
     CHECK(snap.participants.count(2) == 1);
-    CHECK(reader.believable().count(1) == 0);
+    CHECK(m.reader.believable().count(1) == 0);
+    CHECK(m.reader.report(1).status == static_cast<std::uint8_t>(CensusStatus::unreadable));
 
-    // A census left mid-write: the device counts as full; the slot is not believed.
-    tear(view.census(2).census);
-    snap = reader.snapshot(11);
-    CHECK(snap.device_free == 0);
+    // A census left mid-write: that slot is not believed and is reported unreadable; the
+    // device figure and every other slot are untouched.
+    tear(m.regions[2].view.census().census);
+    snap = m.reader.snapshot(11);
+    CHECK(snap.device_free == kDevice - 4 * kGiB);
     CHECK(snap.participants.count(2) == 0);
     CHECK(snap.participants.count(3) == 1);
-    view.census(2).census.reset();  // the supervisor's recovery when the writer died
-    snap = reader.snapshot(12);
-    CHECK(snap.device_free == kDevice - 3 * kGiB);  // slot 1's device use still counts: the rule is device_accounting's
+    CHECK(m.reader.report(2).status == static_cast<std::uint8_t>(CensusStatus::unreadable));
 
-    // The slot's worker exits: its census is no longer believed, even unchanged.
-    reader.expect(3, std::nullopt);
-    CHECK(reader.snapshot(13).participants.count(3) == 0);
+    // The slot's worker exits: its census is no longer believed and its device use is gone.
+    m.reader.forget(2);
+    snap = m.reader.snapshot(12);
+    CHECK(snap.participants.count(2) == 0);
+    CHECK(snap.device_free == kDevice - 3 * kGiB);
 }
 
 TEST_CASE("the census reader's device figure and believed censuses match a full read after every change") {
-    auto segment = create_segment(test::test_instance("census"), kCaps, kDevice);
-    const auto view = view_of(segment);
-    CensusReader reader(view, nullptr);
+    Machine m;
     std::mt19937_64 random(GENERATE(1u, 2u, 3u));
     const auto uniform = [&](std::uint64_t lo, std::uint64_t hi) {
         return std::uniform_int_distribution<std::uint64_t>(lo, hi)(random);
     };
-    std::vector<std::uint32_t> expected(kCaps.participants, 1);
-    for (std::uint32_t slot = 0; slot < kCaps.participants; ++slot) reader.expect(slot, 1);
     for (int step = 0; step < 2000; ++step) {
         const auto slot = static_cast<std::uint32_t>(uniform(0, kCaps.participants - 1));
         switch (uniform(0, 5)) {
-            case 0: {  // the supervisor publishes the slot's participant record
-                ParticipantRecord record = live(static_cast<std::uint32_t>(uniform(1, 2)));
-                record.state = static_cast<std::uint8_t>(uniform(0, 5));
-                view.participant(slot).record.write(record);
+            case 0:  // a new life in the slot
+                m.start(slot, m.generations[slot] + 1);
                 break;
-            }
-            case 1:  // a new life (or none) in the slot
-                expected[slot] = static_cast<std::uint32_t>(uniform(1, 2));
-                reader.expect(slot, expected[slot]);
+            case 1:  // its device use changes (sometimes under another generation's name)
+                m.use_device(slot, m.generations[slot] - static_cast<std::uint32_t>(uniform(0, 1)),
+                             uniform(0, 4) * kGiB);
                 break;
-            case 2: view.census(slot).census.reset(); break;
             default: {
                 const Bytes reserved = uniform(0, 9) == 0 ? kMaxBytes + uniform(1, 9) : uniform(0, 8) * kGiB;
-                view.census(slot).census.write(
-                    census(static_cast<std::uint32_t>(uniform(0, 2)), reserved, uniform(0, 4) * kGiB));
+                m.write_census(slot, census(m.generations[slot] - static_cast<std::uint32_t>(uniform(0, 1)), reserved));
                 break;
             }
         }
-        const auto& snap = reader.snapshot(static_cast<std::uint64_t>(step));
-        REQUIRE(snap.device_free == simulated_device_free(view));
+        const auto& snap = m.reader.snapshot(static_cast<std::uint64_t>(step));
+        REQUIRE(snap.device_free == simulated_device_free(m.view, m.table));
         for (std::uint32_t s = 0; s < kCaps.participants; ++s) {
             CensusRecord read{};
-            REQUIRE(view.census(s).census.read(read) == ipc::SeqlockRead::ok);
-            const bool believable = read.generation == expected[s] && read.allocator_reserved <= kMaxBytes;
+            std::uint32_t sequence = 0;
+            REQUIRE(m.regions[s].view.census().census.read(read, sequence) == ipc::SeqlockRead::ok);
+            const bool believable =
+                sequence != 0 && read.generation == m.generations[s] && read.allocator_reserved <= kMaxBytes;
             REQUIRE(snap.participants.count(s) == (believable ? 1u : 0u));
             if (believable) CHECK(snap.participants.at(s).allocator_reserved == read.allocator_reserved);
         }

@@ -65,6 +65,23 @@ CensusRecord census(std::uint32_t generation, std::uint64_t device_used) {
     return c;
 }
 
+// Writes a record as its one writer would (a fresh writer each time: the sequence goes odd,
+// then even again, which is all a reader looks at).
+template <class T>
+void put(ipc::Seqlock<T>& lock, const T& value) {
+    ipc::SeqlockWriter<T>(lock).write(value);
+}
+
+// The supervisor's report of a participant's census, as it publishes it for comfyctl.
+void report_census(const SegmentView& view, std::uint32_t slot, const CensusRecord& census,
+                   std::uint64_t heartbeat = 0, CensusStatus status = CensusStatus::ok) {
+    CensusReport report{};
+    report.census = census;
+    report.heartbeat = heartbeat;
+    report.status = static_cast<std::uint8_t>(status);
+    put(view.participant(slot).census, report);
+}
+
 // Leaves a seqlock looking mid-write, as a writer that stopped or died inside write().
 // Seqlock is standard layout and its sequence word comes first.
 template <class T>
@@ -83,7 +100,7 @@ void tear(ipc::Seqlock<T>& lock) {
 void fill(const SegmentView& view, std::uint64_t now_ms) {
     auto host = participant("comfyui", 100, 1, ParticipantState::ready, ParticipantKind::host);
     host.started_at_ms = now_ms - 12'000;
-    view.participant(0).record.write(host);
+    put(view.participant(0).record, host);
     auto c0 = census(1, 2 * kGiB);
     c0.pinned_bytes = 3 * kGiB / 2;
     c0.pinned_ceiling = 8 * kGiB;
@@ -97,26 +114,24 @@ void fill(const SegmentView& view, std::uint64_t now_ms) {
     c0.resident_set_bytes = 700 * kMiB;
     c0.last_node = 17;
     c0.prompt_epoch = 9;
-    view.census(0).census.write(c0);
-    view.census(0).heartbeat.store(41);
+    report_census(view, 0, c0, 41);
 
     auto pack = participant("pack-a", 200, 3, ParticipantState::busy);
     pack.restarts = 2;
     pack.last_exit_signal = SIGKILL;
     pack.started_at_ms = now_ms - 3 * 60'000 - 5'000;
-    view.participant(2).record.write(pack);
-    view.census(2).census.write(census(2, 5 * kGiB));  // the generation before the restart
-    view.census(2).heartbeat.store(7);
+    put(view.participant(2).record, pack);
+    report_census(view, 2, census(2, 5 * kGiB), 7);  // the generation before the restart
 
     auto odd = participant("", 300, 4, ParticipantState::ready);
     std::memset(odd.name, 'x', kPackNameBytes);
     odd.state = 42;
     odd.last_exit_status = 3;
-    view.participant(3).record.write(odd);
-    view.census(3).census.write(census(4, 1 * kGiB));  // current, but the state is not live
+    put(view.participant(3).record, odd);
+    report_census(view, 3, census(4, 1 * kGiB));  // current, but the state is not live
 
     auto gone = participant("old", 0, 0, ParticipantState::dead);
-    view.participant(5).record.write(gone);
+    put(view.participant(5).record, gone);
 }
 
 const ctl::WorkerRow& row_of(const ctl::SegmentReport& report, std::uint32_t slot) {
@@ -268,19 +283,19 @@ TEST_CASE("the ledger lists every model with its owner, newest load first, and d
     older.loaded_bytes = 4 * kGiB;
     older.references = 2;
     older.load_order = 10;
-    view.ledger(3).entry.write(older);
+    put(view.ledger(3).entry, older);
     LedgerRecord newer = older;
     newer.model_id = 8;
     newer.owner_slot = 0;
     newer.owner_generation = 1;
     newer.loaded_bytes = kUnknownBytes;
     newer.load_order = 11;
-    view.ledger(1).entry.write(newer);
+    put(view.ledger(1).entry, newer);
     LedgerRecord broken = older;
     broken.model_id = 9;
     broken.loaded_bytes = 9 * kGiB;  // more than its total
     broken.load_order = 3;
-    view.ledger(2).entry.write(broken);
+    put(view.ledger(2).entry, broken);
 
     const auto report = ctl::read_report("here", segment);
     REQUIRE(report.ledger.size() == 3);
@@ -361,10 +376,10 @@ TEST_CASE("a real device has no total in the segment and so no free figure") {
 TEST_CASE("a census claiming more than the device leaves zero free, not a wrapped number") {
     auto segment = create_segment(test::test_instance("ctl"), kCaps, 4 * kGiB);
     const auto view = view_of(segment);
-    view.participant(1).record.write(participant("greedy", 10, 1, ParticipantState::ready));
-    view.census(1).census.write(census(1, UINT64_MAX));
-    view.participant(4).record.write(participant("also", 11, 1, ParticipantState::ready));
-    view.census(4).census.write(census(1, 1));
+    put(view.participant(1).record, participant("greedy", 10, 1, ParticipantState::ready));
+    report_census(view, 1, census(1, UINT64_MAX));
+    put(view.participant(4).record, participant("also", 11, 1, ParticipantState::ready));
+    report_census(view, 4, census(1, 1));
     const auto report = ctl::read_report("here", segment);
     CHECK(report.device.used_bytes == UINT64_MAX);
     CHECK(*report.device.free_bytes == 0);
@@ -375,7 +390,7 @@ TEST_CASE("a torn record is reported busy, quickly, and nothing else is disturbe
     const auto view = view_of(segment);
     fill(view, ctl::wall_clock_ms());
     tear(view.participant(2).record);  // the supervisor stopped inside a participant write
-    tear(view.census(0).census);       // the host stopped inside its census write
+    tear(view.participant(0).census);       // the host stopped inside its census write
 
     const auto start = std::chrono::steady_clock::now();
     const auto report = ctl::read_report("here", segment);
@@ -400,7 +415,7 @@ TEST_CASE("a torn record is reported busy, quickly, and nothing else is disturbe
     CHECK(json["census"][0]["status"] == "busy");
     CHECK(json["census"][0]["name"] == "comfyui");
     CHECK(json["census"][0]["pinned_bytes"].is_null());
-    CHECK(json["census"][0]["heartbeat"] == 41);
+    CHECK(json["census"][0]["heartbeat"].is_null());  // in the same torn report
     CHECK(json["census"][1]["name"].is_null());
 
     CHECK_THAT(ctl::workers_text(report, ctl::wall_clock_ms()), Contains("busy: the record was being written"));
@@ -605,7 +620,7 @@ TEST_CASE("comfyctl shows a torn record as busy and still finishes") {
     const auto view = view_of(segment);
     fill(view, ctl::wall_clock_ms());
     tear(view.participant(0).record);
-    tear(view.census(2).census);
+    tear(view.participant(2).census);
 
     const auto workers = run_comfyctl({"--instance", instance, "workers", "--json"}, std::chrono::seconds(5));
     REQUIRE_FALSE(workers.timed_out);

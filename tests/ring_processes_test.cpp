@@ -1,8 +1,11 @@
-// The ring across two real processes, through the supervisor's segment: the child
-// attaches by name as a worker would.
+// The ring across two real processes, as the supervisor and a worker hold it: the parent
+// creates the segment and the participant's region (mapped read-only here), the child maps
+// the segment read-only and its region writable from the inherited descriptor.
 #include <catch2/catch.hpp>
 
+#include "ipc/sealed_region.hpp"
 #include "shared/message_codec.hpp"
+#include "shared/participant_region.hpp"
 #include "shared/segment_layout.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/test_instance.hpp"
@@ -18,11 +21,31 @@ namespace {
 
 MessageSlot numbered(std::uint64_t n) { return encode(CastEpochBoundary{n}, 1, ~n); }
 
-// The child's side: attach by name, then push `count` numbered messages on slot 0's ring.
-int produce(const std::string& instance, std::uint64_t count) {
-    auto segment = attach_segment(instance);
-    const auto view = view_of(segment);
-    ipc::RingProducer<MessageSlot> producer(view.from_participant_ring(0), view.capacities().ring_slots);
+// Slot 0's region, as the supervisor makes it: fresh, and read-only in this process.
+ipc::SealedRegion participant_region(const SegmentView& view) {
+    return ipc::SealedRegion::create("test-slot-0", ParticipantRegionMap::compute(view.capacities().ring_slots).total_bytes,
+                                     ipc::Access::read_only);
+}
+
+// The participant's side of the same: the segment read-only, its region writable.
+struct ChildSide {
+    ChildSide(const std::string& instance, const ipc::SealedRegion& parent_region)
+        : segment(attach_segment(instance)),
+          view(view_of(segment)),
+          region(ipc::SealedRegion::adopt(::dup(parent_region.fd()), "test", parent_region.size(),
+                                          ipc::Access::read_write)),
+          parts(region.base(), view.capacities().ring_slots) {}
+    ipc::SharedSegment segment;
+    SegmentView view;
+    ipc::SealedRegion region;
+    ParticipantRegionView parts;
+};
+
+// The child's side: push `count` numbered messages on slot 0's ring.
+int produce(const std::string& instance, const ipc::SealedRegion& parent_region, std::uint64_t count) {
+    ChildSide child(instance, parent_region);
+    ipc::RingProducer<MessageSlot> producer(from_participant_ring(child.view, child.parts, 0),
+                                            child.view.capacities().ring_slots);
     for (std::uint64_t n = 0; n < count;) {
         const auto state = producer.try_push(numbered(n));
         if (state == ipc::PushResult::corrupt) return 3;
@@ -42,9 +65,11 @@ TEST_CASE("ten million messages cross two processes in order, none lost or dupli
     const auto instance = test::test_instance("ring");
     auto segment = create_segment(instance, Capacities{4, 16, 1024});
     const auto view = view_of(segment);
-    ipc::RingConsumer<MessageSlot> consumer(view.from_participant_ring(0), view.capacities().ring_slots);
+    const auto region = participant_region(view);
+    const ParticipantRegionView parts(region.base(), view.capacities().ring_slots);
+    ipc::RingConsumer<MessageSlot> consumer(from_participant_ring(view, parts, 0), view.capacities().ring_slots);
 
-    ChildProcess child([&] { return produce(instance, kCount); });
+    ChildProcess child([&] { return produce(instance, region, kCount); });
     std::uint64_t expected = 0;
     std::uint64_t wrong = 0;
     MessageSlot slot{};
@@ -67,15 +92,19 @@ TEST_CASE("a consumer in another process sleeps on the futex and wakes for each 
     const auto instance = test::test_instance("ring");
     auto segment = create_segment(instance, Capacities{4, 16, 8});
     const auto view = view_of(segment);
-    ipc::RingProducer<MessageSlot> to_child(view.to_participant_ring(0), view.capacities().ring_slots);
-    ipc::RingConsumer<MessageSlot> from_child(view.from_participant_ring(0), view.capacities().ring_slots);
+    const auto region = participant_region(view);
+    const ParticipantRegionView parts(region.base(), view.capacities().ring_slots);
+    ipc::RingProducer<MessageSlot> to_child(to_participant_ring(view, parts, 0), view.capacities().ring_slots);
+    ipc::RingConsumer<MessageSlot> from_child(from_participant_ring(view, parts, 0), view.capacities().ring_slots);
 
-    // The child echoes each message back; it waits with no spin so it really sleeps.
+    // The child echoes each message back; it waits with no spin so it really sleeps, on a
+    // futex word in the parent's segment, which it maps read-only (and the parent sleeps on
+    // one in the child's region, which the parent maps read-only).
     ChildProcess child([&] {
-        auto attached = attach_segment(instance);
-        const auto v = view_of(attached);
-        ipc::RingConsumer<MessageSlot> in(v.to_participant_ring(0), v.capacities().ring_slots);
-        ipc::RingProducer<MessageSlot> out(v.from_participant_ring(0), v.capacities().ring_slots);
+        ChildSide side(instance, region);
+        const auto ring_slots = side.view.capacities().ring_slots;
+        ipc::RingConsumer<MessageSlot> in(to_participant_ring(side.view, side.parts, 0), ring_slots);
+        ipc::RingProducer<MessageSlot> out(from_participant_ring(side.view, side.parts, 0), ring_slots);
         MessageSlot slot{};
         for (int received = 0; received < 50;) {
             if (in.wait(std::chrono::seconds(10), std::chrono::nanoseconds(0)) != ipc::WaitResult::ready) return 2;
@@ -100,13 +129,15 @@ TEST_CASE("a consumer in another process is woken through the eventfd doorbell")
     const auto instance = test::test_instance("ring");
     auto segment = create_segment(instance, Capacities{4, 16, 8});
     const auto view = view_of(segment);
+    const auto region = participant_region(view);
+    const ParticipantRegionView parts(region.base(), view.capacities().ring_slots);
     const ipc::EventFd doorbell;  // inherited by the child across fork
-    ipc::RingConsumer<MessageSlot> consumer(view.from_participant_ring(0), view.capacities().ring_slots);
+    ipc::RingConsumer<MessageSlot> consumer(from_participant_ring(view, parts, 0), view.capacities().ring_slots);
 
     ChildProcess child([&] {
-        auto attached = attach_segment(instance);
-        const auto v = view_of(attached);
-        ipc::RingProducer<MessageSlot> producer(v.from_participant_ring(0), v.capacities().ring_slots, &doorbell);
+        ChildSide side(instance, region);
+        ipc::RingProducer<MessageSlot> producer(from_participant_ring(side.view, side.parts, 0),
+                                                side.view.capacities().ring_slots, &doorbell);
         for (std::uint64_t n = 0; n < 20; ++n) {
             ::usleep(2000);  // let the parent go back to sleep between messages
             if (producer.try_push(numbered(n)) != ipc::PushResult::ok) return 3;

@@ -17,6 +17,7 @@ struct Ring {
     explicit Ring(std::uint32_t slots) : capacity(slots), block(ring_bytes<std::uint64_t>(slots)) {
         ring_initialize<std::uint64_t>(block.get(), capacity);
     }
+    RingPlace place() const { return ring_in_block<std::uint64_t>(block.get(), capacity); }
     std::uint32_t capacity;
     comfy::test::SharedBlock block;
 };
@@ -31,8 +32,8 @@ std::chrono::nanoseconds thread_cpu_time() {
 
 TEST_CASE("a blocked consumer wakes when a message arrives") {
     Ring ring(8);
-    RingProducer<std::uint64_t> producer(ring.block.get(), ring.capacity);
-    RingConsumer<std::uint64_t> consumer(ring.block.get(), ring.capacity);
+    RingProducer<std::uint64_t> producer(ring.place(), ring.capacity);
+    RingConsumer<std::uint64_t> consumer(ring.place(), ring.capacity);
     WaitResult result = WaitResult::timed_out;
     std::uint64_t value = 0;
     std::thread waiter([&] {
@@ -48,15 +49,15 @@ TEST_CASE("a blocked consumer wakes when a message arrives") {
 
 TEST_CASE("a wait on an empty ring times out") {
     Ring ring(8);
-    RingConsumer<std::uint64_t> consumer(ring.block.get(), ring.capacity);
+    RingConsumer<std::uint64_t> consumer(ring.place(), ring.capacity);
     CHECK(consumer.wait(50ms) == WaitResult::timed_out);
     CHECK(consumer.wait(0ns) == WaitResult::timed_out);
 }
 
 TEST_CASE("a wait returns at once when a message is already there") {
     Ring ring(8);
-    RingProducer<std::uint64_t> producer(ring.block.get(), ring.capacity);
-    RingConsumer<std::uint64_t> consumer(ring.block.get(), ring.capacity);
+    RingProducer<std::uint64_t> producer(ring.place(), ring.capacity);
+    RingConsumer<std::uint64_t> consumer(ring.place(), ring.capacity);
     REQUIRE(producer.try_push(7) == PushResult::ok);
     CHECK(consumer.wait(0ns) == WaitResult::ready);
     CHECK(consumer.wait(10s, 0ns) == WaitResult::ready);
@@ -65,8 +66,8 @@ TEST_CASE("a wait returns at once when a message is already there") {
 TEST_CASE("the producer rings the doorbell only while the consumer is armed") {
     Ring ring(8);
     const EventFd doorbell;
-    RingProducer<std::uint64_t> producer(ring.block.get(), ring.capacity, &doorbell);
-    RingConsumer<std::uint64_t> consumer(ring.block.get(), ring.capacity);
+    RingProducer<std::uint64_t> producer(ring.place(), ring.capacity, &doorbell);
+    RingConsumer<std::uint64_t> consumer(ring.place(), ring.capacity);
 
     REQUIRE(producer.try_push(1) == PushResult::ok);
     CHECK_FALSE(doorbell.drain());  // awake consumer: no ring
@@ -85,8 +86,8 @@ TEST_CASE("the producer rings the doorbell only while the consumer is armed") {
 
 TEST_CASE("arming the doorbell with a message waiting says so instead of sleeping") {
     Ring ring(8);
-    RingProducer<std::uint64_t> producer(ring.block.get(), ring.capacity);
-    RingConsumer<std::uint64_t> consumer(ring.block.get(), ring.capacity);
+    RingProducer<std::uint64_t> producer(ring.place(), ring.capacity);
+    RingConsumer<std::uint64_t> consumer(ring.place(), ring.capacity);
     REQUIRE(producer.try_push(5) == PushResult::ok);
     CHECK(consumer.arm_doorbell() == PopResult::ok);
     consumer.disarm();
@@ -94,7 +95,7 @@ TEST_CASE("arming the doorbell with a message waiting says so instead of sleepin
 
 TEST_CASE("a consumer waiting on a quiet ring uses almost no CPU") {
     Ring ring(8);
-    RingConsumer<std::uint64_t> consumer(ring.block.get(), ring.capacity);
+    RingConsumer<std::uint64_t> consumer(ring.place(), ring.capacity);
     std::chrono::nanoseconds used{};
     WaitResult result = WaitResult::ready;
     std::thread waiter([&] {

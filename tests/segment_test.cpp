@@ -7,6 +7,7 @@
 #include "tests/support/test_instance.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -49,8 +50,40 @@ TEST_CASE("a created segment can be attached and shows its header and layout") {
     CHECK(view.capacities().ring_slots == 16);
 
     // What the creator writes is what the attacher reads.
-    view_of(created).census(3).heartbeat.store(77);
-    CHECK(view.census(3).heartbeat.load() == 77);
+    ipc::SeqlockWriter<ParticipantRecord> writer(view_of(created).participant(3).record);
+    ParticipantRecord record{};
+    record.pid = 77;
+    writer.write(record);
+    ParticipantRecord read{};
+    REQUIRE(view.participant(3).record.read(read) == ipc::SeqlockRead::ok);
+    CHECK(read.pid == 77);
+}
+
+TEST_CASE("an attacher maps the segment read-only: a write faults in the writer alone") {
+    const auto instance = test::test_instance("seg");
+    auto created = create_segment(instance, Capacities{4, 8, 4});
+    for (const std::size_t offset : {std::size_t{0}, std::size_t{4096}, created.size() - 8}) {
+        ChildProcess writer([&] {
+            auto attached = attach_segment(instance);
+            *reinterpret_cast<volatile std::uint64_t*>(attached.base() + offset) = 1;  // faults here
+            return 0;
+        });
+        CHECK(writer.wait() == 128 + SIGSEGV);
+    }
+    CHECK(created.header().magic == ipc::kSegmentMagic);
+    CHECK_NOTHROW(attach_segment(instance));
+}
+
+TEST_CASE("the descriptor a creator hands down is read-only too") {
+    const auto instance = test::test_instance("seg");
+    auto created = create_segment(instance, Capacities{4, 8, 4});
+    const int fd = created.read_only_fd();
+    REQUIRE(fd >= 0);
+    CHECK((::fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY);
+    CHECK(::mmap(nullptr, created.size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED);
+    auto adopted = adopt_segment(::dup(fd));
+    CHECK(adopted.header().instance_epoch == created.header().instance_epoch);
+    CHECK(view_of(adopted).capacities().participants == 4);
 }
 
 TEST_CASE("the segment is created with mode 0600 whatever the umask") {
@@ -105,8 +138,8 @@ TEST_CASE("attach refuses a mismatch and names the field and both values") {
     }
     SECTION("layout header") {
         auto* layout = reinterpret_cast<LayoutHeader*>(segment.base() + 64);
-        layout->census_offset += 64;
-        CHECK_THROWS_WITH(attach_segment(instance), Contains("census_offset is"));
+        layout->ledger_offset += 64;
+        CHECK_THROWS_WITH(attach_segment(instance), Contains("ledger_offset is"));
     }
 }
 

@@ -25,7 +25,7 @@ bool is_reply(MessageType type) {
 
 }  // namespace
 
-Inbox::Inbox(void* ring, std::uint32_t ring_slots, std::uint32_t generation)
+Inbox::Inbox(ipc::RingPlace ring, std::uint32_t ring_slots, std::uint32_t generation)
     : ring_(ring, ring_slots), generation_(generation) {}
 
 std::optional<Message> Inbox::reply_to(std::uint64_t correlation, Clock::time_point deadline) {

@@ -23,7 +23,7 @@ public:
     using Clock = std::chrono::steady_clock;
 
     // `ring` is the to-participant ring of `generation`'s slot.
-    Inbox(void* ring, std::uint32_t ring_slots, std::uint32_t generation);
+    Inbox(ipc::RingPlace ring, std::uint32_t ring_slots, std::uint32_t generation);
 
     // The reply to the request with this correlation id. Nothing when `deadline` passes,
     // or when a Shutdown arrived first (the Shutdown stays for next_command()).

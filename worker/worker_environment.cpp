@@ -52,6 +52,9 @@ WorkerEnvironment WorkerEnvironment::from_process_environment() {
     env.slot = number<std::uint32_t>(kEnvSlot);
     env.generation = number<std::uint32_t>(kEnvGeneration);
     env.doorbell_fd = number<int>(kEnvDoorbellFd);
+    env.segment_fd = number<int>(kEnvSegmentFd);
+    env.region_fd = number<int>(kEnvRegionFd);
+    if (std::getenv(kEnvDeviceTableFd) != nullptr) env.device_table_fd = number<int>(kEnvDeviceTableFd);
     env.heartbeat_interval = std::chrono::milliseconds(number<std::uint32_t>(kEnvHeartbeatMs));
     if (std::getenv(kEnvCudaDevice) != nullptr) env.cuda_device = number<int>(kEnvCudaDevice);
     const std::string hex = required(kEnvToken);
@@ -76,9 +79,12 @@ std::map<std::string, std::string> WorkerEnvironment::to_variables() const {
         {kEnvGeneration, std::to_string(generation)},
         {kEnvToken, token_to_hex(token)},
         {kEnvDoorbellFd, std::to_string(doorbell_fd)},
+        {kEnvSegmentFd, std::to_string(segment_fd)},
+        {kEnvRegionFd, std::to_string(region_fd)},
         {kEnvHeartbeatMs, std::to_string(heartbeat_interval.count())},
     };
     if (cuda_device >= 0) variables[kEnvCudaDevice] = std::to_string(cuda_device);
+    if (device_table_fd >= 0) variables[kEnvDeviceTableFd] = std::to_string(device_table_fd);
     return variables;
 }
 

@@ -13,15 +13,14 @@ namespace {
 
 constexpr auto kHandshakeTimeout = std::chrono::seconds(30);
 
-// The segment's view, once `slot` is known to be one of its participant slots: the rings
-// and the census slot are reached through it before the constructor's body runs.
-SegmentView view_for_slot(const ipc::SharedSegment& segment, std::uint32_t slot) {
-    SegmentView view = view_of(segment);
-    if (slot >= view.capacities().participants) {
-        throw std::runtime_error("slot " + std::to_string(slot) + " is outside the segment's " +
-                                 std::to_string(view.capacities().participants) + " participant slots");
+std::unique_ptr<Device> open_device(const WorkerEnvironment& environment, ParticipantMemory& memory,
+                                    CensusWriter& census) {
+    if (environment.cuda_device >= 0) return open_cuda_device(environment.cuda_device);
+    if (!memory.device_table_region) {
+        throw std::runtime_error("the supervisor handed down no simulated device table; use matching builds");
     }
-    return view;
+    return std::make_unique<SimulatedDevice>(memory.view, memory.device_table, environment.slot,
+                                             environment.generation, census);
 }
 
 // For waits that end only with their answer: far enough never to come, near enough that
@@ -32,14 +31,12 @@ Inbox::Clock::time_point no_deadline() { return Inbox::Clock::now() + std::chron
 
 WorkerRuntime::WorkerRuntime(const WorkerEnvironment& environment, std::uint64_t capabilities)
     : environment_(environment),
-      segment_(attach_segment(environment.instance)),
-      view_(view_for_slot(segment_, environment.slot)),
+      memory_(environment),
       doorbell_(environment.doorbell_fd),
-      outbound_(view_.from_participant_ring(environment.slot), view_.capacities().ring_slots, &doorbell_),
-      inbox_(view_.to_participant_ring(environment.slot), view_.capacities().ring_slots, environment.generation),
-      census_(view_.census(environment.slot), environment.generation),
-      device_(environment.cuda_device >= 0 ? open_cuda_device(environment.cuda_device)
-                                           : std::make_unique<SimulatedDevice>(view_, census_)) {
+      outbound_(memory_.outbound(), memory_.view.capacities().ring_slots, &doorbell_),
+      inbox_(memory_.inbound(), memory_.view.capacities().ring_slots, environment.generation),
+      census_(memory_.own.census(), environment.generation),
+      device_(open_device(environment, memory_, census_)) {
     heartbeat_ = std::thread([this] { heartbeat_loop(); });
     Hello hello{};
     hello.pid = ::getpid();

@@ -1,12 +1,14 @@
 #pragma once
-// The worker runtime: what a worker process links to take part. It attaches to the
-// supervisor's segment, proves itself with its token (Hello), keeps a heartbeat from a
+// The worker runtime: what a worker process links to take part. It maps the supervisor's
+// segment read-only and its own region writable (both from inherited descriptors), proves
+// itself with its token (Hello), keeps a heartbeat from a
 // thread of its own, receives commands through a handler, and sends events and replies.
 // The edge is small and template-free so that a Python binding can wrap it.
 
 #include "shared/message_codec.hpp"
 #include "worker/census_writer.hpp"
 #include "worker/inbox.hpp"
+#include "worker/participant_memory.hpp"
 #include "worker/simulated_device.hpp"
 #include "worker/worker_environment.hpp"
 
@@ -88,8 +90,7 @@ private:
     void stop_heartbeat();
 
     WorkerEnvironment environment_;
-    ipc::SharedSegment segment_;
-    SegmentView view_;
+    ParticipantMemory memory_;
     ipc::EventFd doorbell_;
     std::mutex send_mutex_;  // process-local: the outbound ring has one producer at a time
     ipc::RingProducer<MessageSlot> outbound_;

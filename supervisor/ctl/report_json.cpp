@@ -30,7 +30,7 @@ nlohmann::ordered_json census_entry_json(const CensusRow& row) {
     const bool participant_known = !row.participant_busy;
     entry["name"] = participant_known ? nlohmann::ordered_json(row.name) : nlohmann::ordered_json();
     entry["generation"] = participant_known ? nlohmann::ordered_json(row.generation) : nlohmann::ordered_json();
-    const bool known = row.status != RecordStatus::busy;
+    const bool known = figures_known(row.status);
     const CensusRecord& c = row.census;
     auto put = [&](const char* key, auto value) { entry[key] = known ? nlohmann::ordered_json(value) : nlohmann::ordered_json(); };
     put("census_generation", c.generation);
@@ -47,7 +47,8 @@ nlohmann::ordered_json census_entry_json(const CensusRow& row) {
     put("resident_set_bytes", c.resident_set_bytes);
     put("last_node", c.last_node);
     put("prompt_epoch", c.prompt_epoch);
-    entry["heartbeat"] = row.heartbeat;  // an atomic word: always readable
+    // In the supervisor's report of the census: unknown while that report is mid-write.
+    entry["heartbeat"] = row.status == RecordStatus::busy ? nlohmann::ordered_json() : nlohmann::ordered_json(row.heartbeat);
     return entry;
 }
 

@@ -101,7 +101,7 @@ std::string census_text(const SegmentReport& report) {
                  "RESERVED / ACTIVE", "CAST", "RSS", "NODE", "EPOCH", "HEARTBEAT"},
                 {true, false, true, false, true, true, true, true, true, true, true, true, true, true, true});
     for (const auto& row : report.census) {
-        const bool known = row.status != RecordStatus::busy;
+        const bool known = figures_known(row.status);
         const bool participant_known = !row.participant_busy;
         const CensusRecord& c = row.census;
         auto value = [&](std::string text) { return known ? text : std::string("-"); };
@@ -112,7 +112,7 @@ std::string census_text(const SegmentReport& report) {
                    value(std::to_string(c.churn)), value(pair_text(c.allocator_reserved, c.allocator_active)),
                    value(format_byte_size(c.cast_buffer_bytes)), value(format_byte_size(c.resident_set_bytes)),
                    value(std::to_string(c.last_node)), value(std::to_string(c.prompt_epoch)),
-                   std::to_string(row.heartbeat)});
+                   row.status == RecordStatus::busy ? std::string("-") : std::to_string(row.heartbeat)});
     }
     return out + table.render();
 }

@@ -29,6 +29,18 @@ ipc::SeqlockRead read_bounded(const ipc::Seqlock<T>& lock, T& out, const ReadPol
     return ipc::SeqlockRead::busy;
 }
 
+// The supervisor's judgement, checked again against the participant record read here.
+RecordStatus census_status(const CensusReport& reported, std::uint32_t generation) {
+    switch (static_cast<CensusStatus>(reported.status)) {
+        case CensusStatus::ok:
+            return reported.census.generation == generation ? RecordStatus::ok : RecordStatus::stale;
+        case CensusStatus::stale: return RecordStatus::stale;
+        case CensusStatus::unread: return RecordStatus::unread;
+        case CensusStatus::unreadable: return RecordStatus::unreadable;
+    }
+    return RecordStatus::unreadable;  // a status no supervisor writes
+}
+
 }  // namespace
 
 const char* status_name(RecordStatus status) noexcept {
@@ -36,9 +48,13 @@ const char* status_name(RecordStatus status) noexcept {
         case RecordStatus::ok: return "ok";
         case RecordStatus::stale: return "stale";
         case RecordStatus::busy: return "busy";
+        case RecordStatus::unread: return "unread";
+        case RecordStatus::unreadable: return "unreadable";
     }
     return "busy";
 }
+
+bool figures_known(RecordStatus status) noexcept { return status == RecordStatus::ok || status == RecordStatus::stale; }
 
 std::string state_name(std::uint8_t state) {
     if (state < kStateNames.size()) return kStateNames[state];
@@ -152,11 +168,11 @@ SegmentReport read_report(const std::string& instance, const ipc::SharedSegment&
         const bool busy = read_bounded(view.participant(slot).record, record, policy) == ipc::SeqlockRead::busy;
         if (!busy && !slot_in_use(record)) continue;
 
-        const CensusSlot& census_slot = view.census(slot);
         CensusRow census;
         census.slot = slot;
-        // Relaxed: a counter shown as is; nothing else is read through it.
-        census.heartbeat = census_slot.heartbeat.load(std::memory_order_relaxed);
+        CensusReport reported{};
+        const bool census_busy = read_bounded(view.participant(slot).census, reported, policy) == ipc::SeqlockRead::busy;
+        if (!census_busy) census.heartbeat = reported.heartbeat;
 
         if (busy) {
             WorkerRow row;
@@ -171,11 +187,10 @@ SegmentReport read_report(const std::string& instance, const ipc::SharedSegment&
         WorkerRow row = worker_row(slot, record);
         census.name = row.name;
         census.generation = row.generation;
-        CensusRecord values{};
-        if (read_bounded(census_slot.census, values, policy) == ipc::SeqlockRead::ok) {
-            census.census = values;
-            census.status = values.generation == row.generation ? RecordStatus::ok : RecordStatus::stale;
-            device_use.add(record, values);
+        if (!census_busy) census.status = census_status(reported, row.generation);
+        if (figures_known(census.status)) {
+            census.census = reported.census;
+            device_use.add(record, reported.census.generation, reported.census.device_used_bytes);
         }
         report.workers.push_back(std::move(row));
         report.census.push_back(census);

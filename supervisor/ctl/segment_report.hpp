@@ -1,8 +1,10 @@
 #pragma once
 // Reads the supervisor's segment into plain structs for comfyctl. Shared memory is input,
-// not truth: every field is validated on the way in. Only seqlock reads and atomic loads
-// are used; nothing in the segment is ever written, and no read waits on the supervisor
-// or a worker (a record that stays mid-write is reported busy after bounded retries).
+// not truth: every field is validated on the way in. The segment is mapped read-only and
+// only seqlock reads are used; no read waits on the supervisor (a record that stays
+// mid-write, as when the supervisor is stopped inside a write, is reported busy after
+// bounded retries). Censuses are the supervisor's reports of them: a participant's own
+// region is mapped by that participant and the supervisor alone.
 
 #include "shared/records.hpp"
 #include "shared/segment_layout.hpp"
@@ -15,10 +17,13 @@
 
 namespace comfy::ctl {
 
-// How a record read went: whole and current, whole but from an older generation, or
-// mid-write on every try.
-enum class RecordStatus { ok, stale, busy };
+// How a census read went: whole and current, whole but from another generation, or
+// mid-write on every try here (busy); or as the supervisor reported it: not written yet
+// (unread), or not believable (unreadable: mid-write there, or impossible figures).
+enum class RecordStatus { ok, stale, busy, unread, unreadable };
 const char* status_name(RecordStatus status) noexcept;
+// Whether a census row carries figures (ok or stale).
+bool figures_known(RecordStatus status) noexcept;
 
 struct WorkerRow {
     std::uint32_t slot = 0;
@@ -42,8 +47,8 @@ struct CensusRow {
     std::string name;              // the participant's, as in WorkerRow
     std::uint32_t generation = 0;  // the participant's
     RecordStatus status = RecordStatus::busy;
-    CensusRecord census{};         // as read; all zero when busy
-    std::uint64_t heartbeat = 0;
+    CensusRecord census{};         // as read; all zero unless figures_known(status)
+    std::uint64_t heartbeat = 0;   // as the supervisor last saw it
 };
 
 // One model in the machine-wide ledger: who holds it and how much of it is on the device.
@@ -67,8 +72,8 @@ struct LedgerRow {
 struct DeviceSummary {
     std::uint64_t total_bytes = 0;  // the simulated device's size; 0 for a real device
     // device_used_bytes summed by the rule in shared/device_accounting.hpp (live
-    // participants whose census is current), saturating, over the records read whole:
-    // a busy slot adds nothing here, where an allocation would count the device as full.
+    // participants whose census is current), saturating, over the censuses known: a busy
+    // or unreadable one adds nothing here.
     std::uint64_t used_bytes = 0;
     // total - used (never below 0); absent for a real device, whose size is not in the segment.
     std::optional<std::uint64_t> free_bytes;

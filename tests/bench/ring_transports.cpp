@@ -71,8 +71,9 @@ struct RingWithDoorbell {
 class RingEndpoint {
 public:
     RingEndpoint(RingWithDoorbell outgoing, RingWithDoorbell incoming, RingWake wake, std::string_view who)
-        : outgoing_(outgoing.memory, kPingPongCapacity, &outgoing.doorbell),
-          incoming_(incoming.memory, kPingPongCapacity),
+        : outgoing_(ipc::ring_in_block<Message64>(outgoing.memory, kPingPongCapacity), kPingPongCapacity,
+                    &outgoing.doorbell),
+          incoming_(ipc::ring_in_block<Message64>(incoming.memory, kPingPongCapacity), kPingPongCapacity),
           incoming_doorbell_(incoming.doorbell),
           wake_(wake),
           who_(who) {}
@@ -173,7 +174,7 @@ double measure_ring_throughput(std::uint64_t messages, std::uint32_t capacity, c
     ipc::ring_initialize<Message64>(memory.data(), capacity);
 
     auto push_all = [&] {
-        Producer producer(memory.data(), capacity);
+        Producer producer(ipc::ring_in_block<Message64>(memory.data(), capacity), capacity);
         Message64 message;
         for (std::uint64_t sequence = 0; sequence < messages; ++sequence) {
             message.sequence = sequence;
@@ -181,7 +182,7 @@ double measure_ring_throughput(std::uint64_t messages, std::uint32_t capacity, c
         }
     };
     auto pop_all_timed = [&] {
-        Consumer consumer(memory.data(), capacity);
+        Consumer consumer(ipc::ring_in_block<Message64>(memory.data(), capacity), capacity);
         Message64 message;
         // The clock starts at the first message, so fork and start-up are not counted.
         pop_spinning(consumer, message, measurement);

@@ -1,32 +1,81 @@
-// A worker that breaks the protocol on purpose, for the supervisor's refusal tests:
-//   misbehaving-worker wrong-token | wrong-version | early-message | keep-mismatch
-// (keep-mismatch: after a good Hello, an admission that claims more kept models than
-// its admission_keep messages named).
-// It attaches like comfy-worker, then sends what its mode says and waits to be stopped.
+// A worker that breaks the protocol on purpose, for the supervisor's refusal and
+// containment tests:
+//   misbehaving-worker MODE
+// Protocol modes (it sends what the mode says and waits to be stopped):
+//   wrong-token | wrong-version | early-message
+//   keep-mismatch   after a good Hello, an admission that claims more kept models than its
+//                   admission_keep messages named
+// Hostile modes (after a good Hello, keeping its heartbeat, as a compromised pack would):
+//   write-header | write-ledger | write-participant | write-ring-half
+//                   writes into the supervisor's segment (the header, a ledger row, another
+//                   slot's participant record, the supervisor's half of its own incoming
+//                   ring): the write must fault here, in this process alone
+//   write-device-total  writes over the simulated device's total in the segment header
+//   census-garbage  leaves its own census mid-write (an odd sequence)
+//   ring-garbage    moves its own outgoing ring's head more than a lap ahead, then idles
+// It maps what comfy-worker maps (worker/participant_memory.hpp).
 
 #include "shared/message_codec.hpp"
-#include "shared/segment_layout.hpp"
-#include "worker/worker_environment.hpp"
+#include "worker/participant_memory.hpp"
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
+
+namespace {
+
+using namespace comfy;
+
+// Writes one word at `address`, as a stray pointer would.
+void scribble(void* address) { *static_cast<volatile std::uint64_t*>(address) = 0xDEADBEEFDEADBEEFull; }
+
+// Keeps the heartbeat going so that only the mode's misdeed can get this worker stopped.
+void beat_forever(CensusSlot& census) {
+    std::thread([&census] {
+        for (std::uint64_t beat = 1;; ++beat) {
+            // Relaxed: as the real heartbeat.
+            census.heartbeat.store(beat, std::memory_order_relaxed);
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    }).detach();
+}
+
+bool hostile_write(const std::string& mode, const worker::ParticipantMemory& memory, std::uint32_t slot) {
+    const SegmentView& view = memory.view;
+    if (mode == "write-header") {
+        scribble(memory.segment.base());
+    } else if (mode == "write-device-total") {
+        scribble(memory.segment.base() + 64 + offsetof(LayoutHeader, device_total_bytes));
+    } else if (mode == "write-ledger") {
+        scribble(&view.ledger(0));
+    } else if (mode == "write-participant") {
+        scribble(&view.participant((slot + 1) % view.capacities().participants));
+    } else if (mode == "write-ring-half") {
+        scribble(view.to_participant_producer_side(slot));
+    } else {
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
 
 int main(int argc, char* argv[]) {
-    using namespace comfy;
     if (argc != 2) {
-        std::fprintf(stderr, "usage: misbehaving-worker wrong-token|wrong-version|early-message|keep-mismatch\n");
+        std::fprintf(stderr, "usage: misbehaving-worker MODE (see the source for the modes)\n");
         return 2;
     }
     const std::string mode = argv[1];
     const auto env = worker::WorkerEnvironment::from_process_environment();
-    auto segment = attach_segment(env.instance);
-    const auto view = view_of(segment);
+    worker::ParticipantMemory memory(env);
     ipc::EventFd doorbell(env.doorbell_fd);
-    ipc::RingProducer<MessageSlot> out(view.from_participant_ring(env.slot), view.capacities().ring_slots, &doorbell);
+    ipc::RingProducer<MessageSlot> out(memory.outbound(), memory.view.capacities().ring_slots, &doorbell);
 
     Hello hello{};
     hello.pid = ::getpid();
@@ -53,8 +102,22 @@ int main(int argc, char* argv[]) {
         request.keep_loaded_count = 3;
         out.try_push(encode(request, env.generation, 7));
     } else {
-        std::fprintf(stderr, "misbehaving-worker: unknown mode %s\n", mode.c_str());
-        return 2;
+        out.try_push(encode(hello, env.generation));
+        beat_forever(memory.own.census());
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // past the Hello, ready
+        if (mode == "census-garbage") {
+            // Relaxed: the misdeed itself; an odd sequence reads as mid-write forever.
+            reinterpret_cast<std::atomic<std::uint32_t>&>(memory.own.census().census).store(
+                3, std::memory_order_relaxed);
+        } else if (mode == "ring-garbage") {
+            auto* side = static_cast<ipc::RingProducerSide*>(memory.outbound().producer_side);
+            // Relaxed: as above; more than a lap ahead of anything the supervisor read.
+            side->head.store(std::uint64_t{1} << 40, std::memory_order_relaxed);
+        } else if (!hostile_write(mode, memory, env.slot)) {
+            std::fprintf(stderr, "misbehaving-worker: unknown mode %s\n", mode.c_str());
+            return 2;
+        }
+        std::fprintf(stderr, "misbehaving-worker: %s done and still alive\n", mode.c_str());
     }
     for (;;) ::pause();  // the supervisor ends us
 }
