@@ -1,0 +1,112 @@
+// Containment by construction: a hostile participant that writes where it used to be able
+// to (the segment's header, the ledger, another slot's record, the supervisor's half of a
+// ring) faults in its own process; one that leaves garbage in what is its own (its census,
+// its ring) is stopped, also while idle; and every other pack runs its prompts to the end.
+// A child gets exactly the descriptors it is meant to have.
+#include <catch2/catch.hpp>
+
+#include "tests/support/supervisor_process.hpp"
+
+#include <filesystem>
+#include <set>
+
+using namespace comfy;
+using namespace comfy::test;
+using Catch::Matchers::Contains;
+using nlohmann::json;
+
+namespace {
+
+json hostile(const std::string& mode) {
+    return json{{"name", mode}, {"command", misbehaving_worker_binary()}, {"args", {mode}},
+                {"restart", {{"max_restarts", 0}}}};
+}
+
+// Eight prompts that each load a model and compute: every one needs the device's figures.
+json eight_loading_prompts() {
+    json prompts = json::array();
+    for (int i = 0; i < 8; ++i) prompts.push_back({node("honest", "work")});
+    return workload_of(prompts);
+}
+
+json honest_pack(const TempFolder& packs) {
+    return reference_pack(packs, "honest", {{"nodes", {{"work", {step_load("weights", "6GiB"), step_compute(150)}}}}});
+}
+
+}  // namespace
+
+TEST_CASE("a hostile participant's writes outside its own region fault in it alone, and every prompt runs") {
+    const std::string mode = GENERATE(as<std::string>{}, "write-header", "write-device-total", "write-ledger",
+                                      "write-participant", "write-ring-half");
+    TempFolder packs("hostile");
+    json config = memory_config_of({hostile(mode), honest_pack(packs)});
+    config["limits"]["heartbeat_timeout_ms"] = 1000;
+    SupervisorProcess supervisor(config, eight_loading_prompts());
+    CHECK(supervisor.wait() == 0);
+    const auto log = supervisor.log();
+    INFO(log);
+    CHECK_THAT(log, Contains(mode + ": worker pid") && Contains("killed by SIGSEGV"));
+    CHECK_THAT(log, !Contains(mode + " done and still alive"));
+    CHECK_THAT(supervisor.output(), Contains("prompts run        8 of 8 (0 failed)"));
+}
+
+TEST_CASE("garbage in a participant's own census or idle ring stops that participant alone, within a check") {
+    const auto [mode, reason] = GENERATE(table<std::string, std::string>(
+        {{"census-garbage", "its census is unreadable at two heartbeat checks in a row"},
+         {"ring-garbage", "its ring to the supervisor is corrupt"}}));
+    TempFolder packs("hostile");
+    json config = memory_config_of({hostile(mode), honest_pack(packs)});
+    config["limits"]["heartbeat_timeout_ms"] = 1000;
+    SupervisorProcess supervisor(config, eight_loading_prompts());
+    CHECK(supervisor.wait() == 0);
+    const auto log = supervisor.log();
+    INFO(log);
+    // The hostile worker sends nothing after its misdeed: only the periodic check finds it.
+    CHECK_THAT(log, Contains(mode + " done and still alive"));
+    CHECK_THAT(log, Contains(mode + ": stopping pid") && Contains(reason));
+    CHECK_THAT(supervisor.output(), Contains("prompts run        8 of 8 (0 failed)"));
+}
+
+TEST_CASE("a worker inherits exactly its four descriptors, and none of the supervisor's others") {
+    TempFolder packs("fds");
+    json config = memory_config_of(json::array({reference_pack(packs, "plain", idle_pack())}));
+    config["http"] = {{"listen", "127.0.0.1:0"}};  // a listening socket that must not leak
+    SupervisorProcess supervisor(config);
+    const bool ready = supervisor.wait_for([](const auto& table) {
+        for (const auto& p : table) {
+            if (p.name == "plain") return p.state == ParticipantState::ready;
+        }
+        return false;
+    });
+    INFO(supervisor.log());
+    REQUIRE(ready);
+    const pid_t pid = supervisor.participant("plain")->pid;
+    std::multiset<std::string> kinds;
+    int segment_fd = -1;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+        const int fd = std::stoi(entry.path().filename().string());
+        if (fd <= 2) continue;
+        const std::string target = std::filesystem::read_symlink(entry.path()).string();
+        INFO("fd " << fd << " -> " << target);
+        if (target.find("eventfd") != std::string::npos) {
+            kinds.insert("doorbell");
+        } else if (target.find("/dev/shm/comfy-sv-") == 0) {
+            kinds.insert("segment");
+            segment_fd = fd;
+        } else if (target.find("memfd:comfy-sv-slot-") != std::string::npos) {
+            kinds.insert("region");
+        } else if (target.find("memfd:comfy-sv-device-table") != std::string::npos) {
+            kinds.insert("device table");
+        } else {
+            FAIL("an unexpected descriptor " << fd << " -> " << target);
+        }
+    }
+    CHECK(kinds == std::multiset<std::string>{"doorbell", "segment", "region", "device table"});
+    // The segment's descriptor is open read-only ("flags:" in octal; the access mode is its
+    // low two bits): the worker cannot map it writable.
+    const auto fdinfo = read_file("/proc/" + std::to_string(pid) + "/fdinfo/" + std::to_string(segment_fd));
+    const auto flags = fdinfo.find("flags:");
+    REQUIRE(flags != std::string::npos);
+    CHECK((std::stoul(fdinfo.substr(flags + 6), nullptr, 8) & 3u) == 0u);
+    CHECK(supervisor.stop() == 0);
+}
