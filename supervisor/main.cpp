@@ -6,6 +6,8 @@
 
 #include "supervisor/summary.hpp"
 
+#include <sys/prctl.h>
+
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -64,6 +66,12 @@ int main(int argc, char* argv[]) {
         if (argc != 3) usage_error("replay takes one trace file");
         return comfy::arbiter::run_replay_command(argv[2]);
     }
+    // Not dumpable: another process of our user (a pack's worker among them) can then
+    // neither ptrace the supervisor nor open its /proc/PID/mem, environ or fd/, which
+    // become root's, so it cannot read the workers' tokens from our memory or take our
+    // descriptors. Workers are unaffected: exec of a program that changes no credentials
+    // makes a process dumpable again. The price is that the supervisor leaves no core dump.
+    ::prctl(PR_SET_DUMPABLE, 0);
     const Options options = parse_arguments(argc, argv);
     std::optional<Config> config;
     std::optional<Workload> workload;
