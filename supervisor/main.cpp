@@ -4,6 +4,7 @@
 //   comfy-supervisor run --config FILE [--instance NAME] [--workload FILE] [--record FILE]
 //   comfy-supervisor replay TRACE.jsonl
 
+#include "supervisor/sandbox_check.hpp"
 #include "supervisor/summary.hpp"
 
 #include <sys/prctl.h>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <exception>
 #include <optional>
+#include <stdexcept>
 
 namespace {
 
@@ -78,6 +80,7 @@ int main(int argc, char* argv[]) {
     try {
         config = load_config(options.config);
         if (options.workload) workload = load_workload(*options.workload, *config);
+        if (const auto problem = sandbox_problem(*config)) throw std::runtime_error(*problem);
         comfy::ipc::segment_name(options.instance);  // a bad --instance is a usage error too
     } catch (const std::exception& e) {
         std::fprintf(stderr, "comfy-supervisor: %s\n", e.what());

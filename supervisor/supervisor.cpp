@@ -6,6 +6,7 @@
 #include "supervisor/ctl/segment_report.hpp"
 #include "worker/device_factory.hpp"
 #include "supervisor/log.hpp"
+#include "supervisor/sandbox.hpp"
 
 #include <boost/asio/post.hpp>
 
@@ -210,9 +211,9 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     worker.started_at_ms = ctl::wall_clock_ms();
     publish(worker);
     try {
-        worker.process = spawn_process(SpawnRequest{worker.pack.command, worker.pack.args,
+        worker.process = spawn_process(with_sandbox(worker.pack, SpawnRequest{worker.pack.command, worker.pack.args,
                                                     child_environment(worker.pack, attach),
-                                                    worker.pack.working_directory, doorbell_.fd()});
+                                                    worker.pack.working_directory, doorbell_.fd()}));
     } catch (const std::exception& e) {
         log_line(worker.pack.name + ": cannot start: " + e.what());
         worker.last_exit_status = -1;
