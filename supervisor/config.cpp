@@ -437,7 +437,7 @@ private:
     }
 
     PackConfig read_pack(const Node& node) const {
-        expect_object(node, {"name", "command", "args", "env_allowlist", "env", "working_directory", "restart"});
+        expect_object(node, {"name", "command", "args", "env_allowlist", "env", "working_directory", "restart", "sandbox"});
         PackConfig pack;
         pack.name = read_pack_name(required(node, "name", pack_name_rule()));
         read_process(node, pack);
@@ -446,7 +446,7 @@ private:
 
     // The ComfyUI host: a pack's process keys, without a name (it is always the host).
     PackConfig read_comfyui(const Node& node) const {
-        expect_object(node, {"command", "args", "env_allowlist", "env", "working_directory", "restart"});
+        expect_object(node, {"command", "args", "env_allowlist", "env", "working_directory", "restart", "sandbox"});
         PackConfig host;
         host.name = kHostParticipantName;
         read_process(node, host);
@@ -462,6 +462,7 @@ private:
         process.working_directory = folder_.string();
         if (const auto folder = member(node, "working_directory")) process.working_directory = read_working_directory(*folder);
         if (const auto restart = member(node, "restart")) process.restart = read_restart(*restart);
+        if (const auto sandbox = member(node, "sandbox")) process.sandbox = read_sandbox(*sandbox, process.working_directory);
     }
 
     std::string read_pack_name(const Node& node) const {
@@ -530,6 +531,36 @@ private:
             fail(at, "a variable name not starting with " + std::string(kReservedEnvPrefix) + " (reserved for the supervisor)",
                  describe_json_value(name));
         }
+    }
+
+    SandboxConfig read_sandbox(const Node& node, const std::string& working_directory) const {
+        expect_object(node, {"writable", "readable", "network"});
+        SandboxConfig sandbox;
+        sandbox.writable.push_back(real_path(node, working_directory).string());
+        if (const auto writable = member(node, "writable")) read_sandbox_paths(*writable, sandbox.writable);
+        if (const auto readable = member(node, "readable")) read_sandbox_paths(*readable, sandbox.readable);
+        if (const auto network = member(node, "network")) sandbox.network = read_flag(*network);
+        return sandbox;
+    }
+
+    void read_sandbox_paths(const Node& node, std::vector<std::string>& paths) const {
+        if (!node.value.is_array()) fail(node.at, "a list of paths", describe_json_value(node.value));
+        for (std::size_t index = 0; index < node.value.size(); ++index) {
+            const Node entry{node.value[index], node.at / index};
+            paths.push_back(real_path(entry, read_path(entry, "the path of a file or folder")).string());
+        }
+    }
+
+    // Links resolved: bwrap mounts a folder at the path it is given, and a link there
+    // would be mounted over rather than followed.
+    fs::path real_path(const Node& node, const fs::path& path) const {
+        std::error_code error;
+        fs::path real = fs::canonical(path, error);
+        if (error) {
+            fail(node.at, "an existing file or folder",
+                 describe_json_value(node.value) + " (" + path.string() + ": " + error.message() + ")");
+        }
+        return real;
     }
 
     RestartPolicy read_restart(const Node& node) const {

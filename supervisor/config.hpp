@@ -69,6 +69,18 @@ struct Limits {
     Capacities capacities;
 };
 
+// A pack's worker run inside bubblewrap (docs/SECURITY.md): no network unless allowed, the
+// file system read-only except the folders listed here, its own /dev, /dev/shm, /tmp,
+// /run and /proc, the GPU's device nodes, and death with the supervisor.
+struct SandboxConfig {
+    // Bound writable: the working directory first, then the folders the config declares.
+    // Absolute with links resolved, so each is mounted where it really is.
+    std::vector<std::string> writable;
+    // Bound read-only where the sandbox would hide them (under /tmp or /run), like writable.
+    std::vector<std::string> readable;
+    bool network = false;
+};
+
 struct PackConfig {
     std::string name;                       // 1-31 of [A-Za-z0-9_-], unique
     std::string command;                    // absolute after loading (relative: to the config's folder)
@@ -77,6 +89,7 @@ struct PackConfig {
     std::map<std::string, std::string> env; // the pack's own variables
     std::string working_directory;          // absolute after loading; default: the config's folder
     RestartPolicy restart;
+    std::optional<SandboxConfig> sandbox;   // absent: the worker runs as the supervisor's child, unconfined
 };
 
 // The name the ComfyUI host process goes by in the participant table, comfyctl and logs.

@@ -4,12 +4,16 @@
 //   comfy-supervisor run --config FILE [--instance NAME] [--workload FILE] [--record FILE]
 //   comfy-supervisor replay TRACE.jsonl
 
+#include "supervisor/sandbox_check.hpp"
 #include "supervisor/summary.hpp"
+
+#include <sys/prctl.h>
 
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <optional>
+#include <stdexcept>
 
 namespace {
 
@@ -64,12 +68,19 @@ int main(int argc, char* argv[]) {
         if (argc != 3) usage_error("replay takes one trace file");
         return comfy::arbiter::run_replay_command(argv[2]);
     }
+    // Not dumpable: another process of our user (a pack's worker among them) can then
+    // neither ptrace the supervisor nor open its /proc/PID/mem, environ or fd/, which
+    // become root's, so it cannot read the workers' tokens from our memory or take our
+    // descriptors. Workers are unaffected: exec of a program that changes no credentials
+    // makes a process dumpable again. The price is that the supervisor leaves no core dump.
+    ::prctl(PR_SET_DUMPABLE, 0);
     const Options options = parse_arguments(argc, argv);
     std::optional<Config> config;
     std::optional<Workload> workload;
     try {
         config = load_config(options.config);
         if (options.workload) workload = load_workload(*options.workload, *config);
+        if (const auto problem = sandbox_problem(*config)) throw std::runtime_error(*problem);
         comfy::ipc::segment_name(options.instance);  // a bad --instance is a usage error too
     } catch (const std::exception& e) {
         std::fprintf(stderr, "comfy-supervisor: %s\n", e.what());

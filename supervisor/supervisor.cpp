@@ -6,6 +6,7 @@
 #include "supervisor/ctl/segment_report.hpp"
 #include "worker/device_factory.hpp"
 #include "supervisor/log.hpp"
+#include "supervisor/sandbox.hpp"
 
 #include <boost/asio/post.hpp>
 
@@ -235,9 +236,10 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     try {
         std::vector<int> inherited{attach.doorbell_fd, attach.segment_fd, attach.region_fd};
         if (attach.device_table_fd >= 0) inherited.push_back(attach.device_table_fd);
-        worker.process = spawn_process(SpawnRequest{worker.pack.command, worker.pack.args,
-                                                    child_environment(worker.pack, attach),
-                                                    worker.pack.working_directory, std::move(inherited)});
+        worker.process = spawn_process(with_sandbox(worker.pack, SpawnRequest{worker.pack.command, worker.pack.args,
+                                                                               child_environment(worker.pack, attach),
+                                                                               worker.pack.working_directory,
+                                                                               std::move(inherited)}));
     } catch (const std::exception& e) {
         log_line(worker.pack.name + ": cannot start: " + e.what());
         worker.last_exit_status = -1;
@@ -578,9 +580,12 @@ void Supervisor::accept_hello(WorkerProcess& worker, const Message& message) {
         terminate(worker, "presented a wrong token");
         return;
     }
-    if (hello->pid != worker.process.pid) {
+    // A sandboxed worker sees itself under another pid, in the sandbox's own namespace.
+    const bool own_pid = worker.pack.sandbox ? is_inner_pid_of(worker.process.pid, hello->pid)
+                                             : hello->pid == worker.process.pid;
+    if (!own_pid) {
         terminate(worker, "claims pid " + std::to_string(hello->pid) + ", spawned as " +
-                              std::to_string(worker.process.pid));
+                              std::to_string(worker.process.pid) + (worker.pack.sandbox ? " (a sandbox)" : ""));
         return;
     }
     worker.handshake_timer.cancel();

@@ -305,7 +305,7 @@ std::vector<BadConfig> bad_configs() {
          "at /comfyui/command: expected an executable file, found \"venv/bin/python\" ("},
         {"comfyui section with a name", one_pack("", R"("comfyui": {"name": "ui", "command": "worker.sh"})"),
          "at /comfyui/name: expected one of the keys command, args, env_allowlist, env, working_directory, restart, "
-         "found an unknown key"},
+         "sandbox, found an unknown key"},
         {"comfyui reserved env name", one_pack("", R"("comfyui": {"command": "worker.sh", "env": {"COMFY_SV_SLOT": "0"}})"),
          "at /comfyui/env/COMFY_SV_SLOT: expected a variable name not starting with COMFY_SV_"},
         {"comfyui restart out of range", one_pack("", R"("comfyui": {"command": "worker.sh", "restart": {"window_ms": 0}})"),
@@ -315,7 +315,7 @@ std::vector<BadConfig> bad_configs() {
          "at /packs/0/name: expected a name other than \"host\" (the ComfyUI host's, from /comfyui), found \"host\""},
         {"unknown pack key", one_pack(R"("colour": "red")"),
          "at /packs/0/colour: expected one of the keys name, command, args, env_allowlist, env, working_directory, restart, "
-         "found an unknown key"},
+         "sandbox, found an unknown key"},
         {"unknown restart key", with_restart(R"({"retries": 3})"),
          "at /packs/0/restart/retries: expected one of the keys initial_backoff_ms, max_backoff_ms, max_restarts, window_ms"},
         {"unknown limits key", with_limits(R"({"heartbeat_ms": 3})"), "at /limits/heartbeat_ms: expected one of the keys"},
@@ -413,6 +413,17 @@ std::vector<BadConfig> bad_configs() {
         {"env value not a string", one_pack(R"("env": {"N": 1})"), "at /packs/0/env/N: expected a string, found 1"},
         {"env both passed and set", one_pack(R"("env_allowlist": ["HOME"], "env": {"HOME": "/tmp"})"),
          "at /packs/0/env/HOME: expected a variable not also in env_allowlist, found \"HOME\""},
+        {"sandbox not an object", one_pack(R"("sandbox": true)"), "at /packs/0/sandbox: expected an object, found true"},
+        {"unknown sandbox key", one_pack(R"("sandbox": {"net": false})"),
+         "at /packs/0/sandbox/net: expected one of the keys writable, readable, network, found an unknown key"},
+        {"sandbox writable not a list", one_pack(R"("sandbox": {"writable": "sub"})"),
+         "at /packs/0/sandbox/writable: expected a list of paths, found \"sub\""},
+        {"sandbox writable missing", one_pack(R"("sandbox": {"writable": ["sub", "nowhere"]})"),
+         "at /packs/0/sandbox/writable/1: expected an existing file or folder, found \"nowhere\" ("},
+        {"sandbox readable empty", one_pack(R"("sandbox": {"readable": [""]})"),
+         "at /packs/0/sandbox/readable/0: expected the path of a file or folder, found \"\""},
+        {"sandbox network not a flag", one_pack(R"("sandbox": {"network": "no"})"),
+         "at /packs/0/sandbox/network: expected true or false, found \"no\""},
         {"key with a slash and a newline", one_pack("", R"("a/b\nc": 1)"),
          "at /a~1b\\x0ac: expected one of the keys device, limits, memory, host, http, comfyui, packs"},
         {"long value cut short", with_device(R"({"kind": ")" + std::string(100, 'k') + R"("})"),
@@ -433,6 +444,28 @@ TEST_CASE("a bad config is refused with one line: file, JSON path, expectation, 
     CHECK_THAT(message, StartsWith(file + ": "));
     CHECK(message.find('\n') == std::string::npos);
     CHECK_THAT(message, Contains(row.message_part));
+}
+
+TEST_CASE("a pack's sandbox: its folder and the declared ones writable, links resolved, no network by default") {
+    const ConfigFolder folder;
+    fs::create_directory(folder.path() / "real");
+    fs::create_symlink("real", folder.path() / "link");
+    const auto file = folder.config(one_pack(
+        R"("working_directory": "link", "sandbox": {"writable": ["sub", "/tmp"], "readable": ["worker.sh"]})"));
+    const Config config = load_config(file);
+    REQUIRE(config.packs[0].sandbox);
+    const SandboxConfig& sandbox = *config.packs[0].sandbox;
+    const auto real = fs::canonical(folder.path());
+    // The working directory keeps its link (the worker is started there); its bind does not.
+    CHECK(config.packs[0].working_directory == (folder.path() / "link").string());
+    CHECK(sandbox.writable == std::vector<std::string>{(real / "real").string(), (real / "sub").string(), "/tmp"});
+    CHECK(sandbox.readable == std::vector<std::string>{(real / "worker.sh").string()});
+    CHECK_FALSE(sandbox.network);
+
+    CHECK(load_config(folder.config(one_pack(R"("sandbox": {"network": true})"))).packs[0].sandbox->network);
+    CHECK_FALSE(load_config(folder.config(one_pack())).packs[0].sandbox);
+    const auto host = load_config(folder.config(one_pack("", R"("comfyui": {"command": "worker.sh", "sandbox": {}})")));
+    CHECK(host.comfyui->sandbox->writable == std::vector<std::string>{real.string()});
 }
 
 TEST_CASE("a config that is a directory cannot be read") {
