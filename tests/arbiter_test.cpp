@@ -811,3 +811,28 @@ TEST_CASE("an eviction queue hands out a model that took over a row handed out b
     CHECK(queue.next(ledger)->model_id == 10);
     CHECK_FALSE(queue.next(ledger));
 }
+
+TEST_CASE("a hundred thousand admissions queued behind one eviction are answered in a loop and not by recursion") {
+    // A worker that floods admission requests while another's model is being evicted: each
+    // queued request finishes at once (the owner is busy, so nothing more is awaited), and
+    // once used to start the next from inside its own finish, one stack frame per request.
+    constexpr std::uint64_t kQueued = 100'000;
+    World world;
+    world.join(1);
+    world.join(2);
+    world.load(1, model(10, 20 * kGiB, 20 * kGiB));
+    const auto first = world.send(event::Admission{{2, 1}, 0, load_of(8 * kGiB)});
+    REQUIRE(only<action::SendPartialUnload>(first).size() == 1);  // awaited: slot 1 is idle
+    world.send(event::Busy{{1, 1}, true});
+    for (std::uint64_t n = 1; n <= kQueued; ++n) {
+        world.send(event::Admission{{2, 1}, n, load_of(kGiB), {machine_model_key(1, 10)}});
+    }
+    CHECK(world.arbiter.unanswered() == kQueued + 1);
+    CHECK(world.arbiter.unanswered(2) == kQueued + 1);
+    // The owner never answers: at the time-out every queued request is worked in turn.
+    world.now = 5000;
+    const auto grants = only<action::Grant>(world.send(event::Tick{}));
+    CHECK(grants.size() == kQueued + 1);
+    CHECK(world.arbiter.unanswered() == 0);
+    CHECK(world.arbiter.unanswered(2) == 0);
+}
