@@ -836,3 +836,24 @@ TEST_CASE("a hundred thousand admissions queued behind one eviction are answered
     CHECK(world.arbiter.unanswered() == 0);
     CHECK(world.arbiter.unanswered(2) == 0);
 }
+
+TEST_CASE("a ledger quota leaves the other owners room however many models one reports") {
+    Ledger ledger(16);
+    constexpr std::size_t kQuota = 4;
+    std::size_t tracked = 0;
+    for (std::uint64_t id = 1; id <= 20'000; ++id) {
+        if (!ledger.within_quota(1, 1, id, kQuota)) continue;
+        REQUIRE(ledger.apply_registered(1, 1, model(id, kGiB, kGiB)));
+        ++tracked;
+    }
+    CHECK(tracked == kQuota);
+    // A model it holds already is reported again at its quota: the row is replaced, not added.
+    CHECK(ledger.within_quota(1, 1, 2, kQuota));
+    // The others register theirs.
+    CHECK(ledger.within_quota(2, 1, 1, kQuota));
+    REQUIRE(ledger.apply_registered(2, 1, model(1, kGiB, kGiB)));
+    CHECK(ledger.size() == kQuota + 1);
+    // Its rows go when it dies; the next life starts with its whole quota.
+    ledger.erase_owner(1);
+    CHECK(ledger.within_quota(1, 2, 30'000, kQuota));
+}
