@@ -47,6 +47,8 @@ constexpr Range kReserveBytes{0, kMaxBytes};
 constexpr Range kMemoryTimeoutMs{1, 3'600'000};
 constexpr Range kHostBytes{0, kMaxBytes};
 constexpr Range kIdleReleaseMs{0, 86'400'000};  // 0: no idle sweep
+// A participant waits for each answer; more than a few at once is a runaway loop.
+constexpr Range kOutstandingRequests{1, 4096};
 // Only the type's range: Capacities::validate() owns the real limits.
 constexpr Range kCapacityField{0, std::numeric_limits<std::uint32_t>::max()};
 // No model fits below 256 MiB; above kMaxBytes the figure is a typo, not a device.
@@ -205,7 +207,7 @@ public:
         config.source = file_;
         if (const auto device = member(root, "device")) config.device = read_device(*device);
         if (const auto limits = member(root, "limits")) config.limits = read_limits(*limits);
-        if (const auto memory = member(root, "memory")) config.memory = read_memory(*memory);
+        if (const auto memory = member(root, "memory")) config.memory = read_memory(*memory, config.limits.capacities);
         if (const auto host = member(root, "host")) config.host = read_host(*host);
         if (const auto http = member(root, "http")) config.http = read_http(*http);
         if (const auto comfyui = member(root, "comfyui")) config.comfyui = read_comfyui(*comfyui);
@@ -326,15 +328,27 @@ private:
         return device;
     }
 
-    MemoryConfig read_memory(const Node& node) const {
-        expect_object(node, {"reserve_bytes", "no_fit", "wait_timeout_ms", "answer_timeout_ms", "smart_memory"});
+    MemoryConfig read_memory(const Node& node, const Capacities& capacities) const {
+        expect_object(node, {"reserve_bytes", "no_fit", "wait_timeout_ms", "answer_timeout_ms", "smart_memory",
+                             "ledger_quota"});
         MemoryConfig memory;
         if (const auto reserve = member(node, "reserve_bytes")) memory.reserve_bytes = read_size(*reserve, kReserveBytes);
         if (const auto policy = member(node, "no_fit")) memory.no_fit = read_choice(*policy, arbiter::kNoFitPolicies);
         if (const auto wait = member(node, "wait_timeout_ms")) memory.wait_timeout = read_ms(*wait, kMemoryTimeoutMs);
         if (const auto answer = member(node, "answer_timeout_ms")) memory.answer_timeout = read_ms(*answer, kMemoryTimeoutMs);
         if (const auto smart = member(node, "smart_memory")) memory.smart_memory = read_flag(*smart);
+        if (const auto quota = member(node, "ledger_quota")) memory.ledger_quota = read_ledger_quota(*quota, capacities);
         return memory;
+    }
+
+    // A quota above the ledger's rows would be no quota at all: most likely a typo.
+    std::uint32_t read_ledger_quota(const Node& node, const Capacities& capacities) const {
+        const auto rows = as_unsigned(node.value);
+        if (rows && *rows >= 1 && *rows <= capacities.ledger_entries) return static_cast<std::uint32_t>(*rows);
+        fail(node.at,
+             "a whole number of models from 1 to " + std::to_string(capacities.ledger_entries) +
+                 " (/limits/ledger_entries)",
+             describe_json_value(node.value));
     }
 
     HostMemoryConfig read_host(const Node& node) const {
@@ -377,12 +391,15 @@ private:
     }
 
     Limits read_limits(const Node& node) const {
-        expect_object(node, {"heartbeat_timeout_ms", "handshake_timeout_ms", "shutdown_grace_ms", "participants",
-                             "ledger_entries", "ring_slots"});
+        expect_object(node, {"heartbeat_timeout_ms", "handshake_timeout_ms", "shutdown_grace_ms", "outstanding_requests",
+                             "participants", "ledger_entries", "ring_slots"});
         Limits limits;
         if (const auto heartbeat = member(node, "heartbeat_timeout_ms")) limits.heartbeat_timeout = read_ms(*heartbeat, kHeartbeatTimeoutMs);
         if (const auto handshake = member(node, "handshake_timeout_ms")) limits.handshake_timeout = read_ms(*handshake, kHandshakeTimeoutMs);
         if (const auto grace = member(node, "shutdown_grace_ms")) limits.shutdown_grace = read_ms(*grace, kShutdownGraceMs);
+        if (const auto outstanding = member(node, "outstanding_requests")) {
+            limits.outstanding_requests = static_cast<std::uint32_t>(read_unsigned(*outstanding, kOutstandingRequests));
+        }
         limits.capacities = read_capacities(node);
         return limits;
     }
@@ -590,6 +607,13 @@ private:
 
 Config load_config(const std::string& path) {
     return Loader(path).load();
+}
+
+std::uint32_t ledger_quota_of(const Config& config) {
+    if (config.memory.ledger_quota) return *config.memory.ledger_quota;
+    const std::size_t participants = config.packs.size() + (config.comfyui ? 1 : 0);
+    const std::size_t share = config.limits.capacities.ledger_entries / std::max<std::size_t>(participants, 1);
+    return static_cast<std::uint32_t>(std::max<std::size_t>(share, 1));
 }
 
 }  // namespace comfy::supervisor

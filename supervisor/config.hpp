@@ -45,6 +45,9 @@ struct MemoryConfig {
     Milliseconds wait_timeout{30'000};                        // policy wait: refuse after this
     Milliseconds answer_timeout{5'000};                       // an owner silent on an eviction
     bool smart_memory = true;  // false: upstream's --disable-smart-memory (detach all)
+    // The most models one participant may have in the ledger; none: its fair share
+    // (ledger_quota_of). Past it a model is not tracked, as in a full ledger.
+    std::optional<std::uint32_t> ledger_quota;
 };
 
 // Host RAM, budgeted: pinned bytes and resident sets against what the machine has.
@@ -66,6 +69,9 @@ struct Limits {
     Milliseconds heartbeat_timeout{5'000};   // a worker silent this long is hung
     Milliseconds handshake_timeout{10'000};  // from spawn to Hello
     Milliseconds shutdown_grace{5'000};      // from Shutdown to SIGKILL
+    // Requests one participant may have waiting on the supervisor: admissions not answered
+    // yet, and answers it has not taken from its ring. One more stops it.
+    std::uint32_t outstanding_requests = 16;
     Capacities capacities;
 };
 
@@ -116,5 +122,11 @@ public:
 
 // Reads and validates a config file. Throws ConfigError on anything wrong.
 Config load_config(const std::string& path);
+
+// memory.ledger_quota, or when the config does not set it, each participant's fair share:
+// the ledger's rows divided among the participants configured (the packs, and the host
+// when there is one), at least 1. Every participant keeps room for its share however
+// full the others fill theirs.
+std::uint32_t ledger_quota_of(const Config& config);
 
 }  // namespace comfy::supervisor

@@ -31,6 +31,9 @@ constexpr std::uint32_t kHostSlot = 0;
 constexpr std::uint32_t kFirstPackSlot = 1;
 // How many messages one worker may hand us per wake-up before the others get a turn.
 constexpr int kMessagesPerTurn = 64;
+// What one participant can make us log, per topic: this many lines a window, then a count.
+constexpr std::size_t kLogLinesPerWindow = 20;
+constexpr std::chrono::seconds kLogWindow{10};
 
 worker::Token random_token() {
     worker::Token token{};
@@ -147,7 +150,9 @@ Supervisor::Supervisor(Config config, const std::string& instance)
                                       static_cast<std::uint64_t>(config_.memory.wait_timeout.count()),
                                       static_cast<std::uint64_t>(config_.memory.answer_timeout.count()),
                                       VramState::normal_vram, config_.memory.smart_memory},
-               config_.limits.capacities.ledger_entries) {
+               config_.limits.capacities.ledger_entries),
+      ledger_quota_(ledger_quota_of(config_)),
+      log_limiter_(kLogLinesPerWindow, kLogWindow) {
     // The table is indexed by slot from first_slot_: the host's slot 0 is in it only when
     // configured, so without a host nothing changes.
     first_slot_ = config_.comfyui ? kHostSlot : kFirstPackSlot;
@@ -185,6 +190,7 @@ int Supervisor::run() {
     wait_for_messages();
     check_heartbeats();
     io_.run();
+    for (const auto& line : log_limiter_.flush()) log_line(line);
     log_line("all workers stopped; segment removed");
     return 0;
 }
@@ -414,6 +420,8 @@ void Supervisor::handle_message(WorkerProcess& worker, const MessageSlot& slot) 
     }
     const Message& message = decoded.message;
     if (message.header.generation != worker.generation) return;  // from an older life of this slot
+    // Being stopped: nothing more it sends is acted on, however much it sends until it is gone.
+    if (!worker.kill_reason.empty()) return;
     if (worker.state == ParticipantState::spawning) {
         accept_hello(worker, message);
         return;
@@ -439,9 +447,19 @@ void Supervisor::handle_message(WorkerProcess& worker, const MessageSlot& slot) 
 void Supervisor::handle_memory_report(WorkerProcess& worker, const Message& message) {
     const arbiter::Participant who{worker.slot, worker.generation};
     switch (message.type()) {
-        case MessageType::model_registered:
-            arbitrate(arbiter::event::Registered{who, std::get<ModelRegistered>(message.payload)});
+        case MessageType::model_registered: {
+            const auto& report = std::get<ModelRegistered>(message.payload);
+            if (!arbiter_.ledger().within_quota(who.slot, who.generation, report.model_id, ledger_quota_)) {
+                log_about(worker, "ledger reports",
+                          worker.pack.name + ": model " + std::to_string(report.model_id) +
+                              " is not tracked: the pack has " + std::to_string(ledger_quota_) +
+                              " models in the ledger, its quota (memory.ledger_quota); raise it, or "
+                              "limits.ledger_entries, if the pack really holds more");
+                break;
+            }
+            arbitrate(arbiter::event::Registered{who, report});
             break;
+        }
         case MessageType::residency_receipt:
             arbitrate(arbiter::event::Residency{who, std::get<ResidencyReceipt>(message.payload)});
             break;
@@ -461,6 +479,7 @@ void Supervisor::handle_memory_report(WorkerProcess& worker, const Message& mess
                 terminate(worker, error);
                 break;
             }
+            if (!may_ask(worker, message.type())) break;
             ++memory_totals_.admissions;
             note_fit_by_release(worker, request);
             arbitrate(arbiter::event::Admission{who, message.header.correlation, request, std::move(keep)});
@@ -473,7 +492,9 @@ void Supervisor::handle_memory_report(WorkerProcess& worker, const Message& mess
             break;
         }
         case MessageType::release_receipt: on_release_receipt(worker, std::get<ReleaseReceipt>(message.payload)); break;
-        case MessageType::pin_request: answer_pin_request(worker, message); break;
+        case MessageType::pin_request:
+            if (may_ask(worker, message.type())) answer_pin_request(worker, message);
+            break;
         default:
             // A supervisor-to-participant type sent back to us: a confused or hostile worker.
             terminate(worker, std::string("sent a ") + std::string(to_string(message.type())) +
@@ -485,8 +506,9 @@ void Supervisor::handle_memory_report(WorkerProcess& worker, const Message& mess
 void Supervisor::on_release_receipt(WorkerProcess& worker, const ReleaseReceipt& receipt) {
     const auto kind = releases_.record(worker.slot, receipt);
     if (kind && receipt.bytes_freed > 0) {
-        log_line(worker.pack.name + ": " + std::string(to_string(*kind)) + " release freed " +
-                 format_byte_size(receipt.bytes_freed));
+        log_about(worker, "releases",
+                  worker.pack.name + ": " + std::string(to_string(*kind)) + " release freed " +
+                      format_byte_size(receipt.bytes_freed));
     }
     arbitrate(arbiter::event::Released{{worker.slot, worker.generation}, receipt});
 }
@@ -497,7 +519,9 @@ void Supervisor::note_fit_by_release(const WorkerProcess& worker, const Admissio
     const Bytes free = arbiter::free_reported_to(census_.snapshot(now_ms()), worker.slot);
     const double target =
         admission_target(request.bytes, request.largest_tensor, request.streams, arbiter_.config().base_reserve);
-    if (const auto line = fit_by_boundary_release(worker.pack.name, request.bytes, target, free, freed)) log_line(*line);
+    if (const auto line = fit_by_boundary_release(worker.pack.name, request.bytes, target, free, freed)) {
+        log_about(worker, "admissions", *line);
+    }
 }
 
 // ---- memory arbitration ----
@@ -516,7 +540,8 @@ void Supervisor::arbitrate(const arbiter::Event& event) {
         std::max(memory_totals_.peak_device_used, snap.device_total - std::min(snap.device_free, snap.device_total));
     const auto actions = arbiter_.handle(event, snap);
     if (recorder_) recorder_->record(event, snap, actions);
-    for (const auto& action : actions) carry_out(action);
+    const auto source = note_source(event);
+    for (const auto& action : actions) carry_out(action, source);
     publish_ledger();
     if (arbitration_observer_) arbitration_observer_(event, actions);
 }
@@ -531,12 +556,39 @@ WorkerProcess* Supervisor::worker_in(std::uint32_t slot, std::uint32_t generatio
     return worker.generation == generation && worker.alive() ? &worker : nullptr;
 }
 
-void Supervisor::carry_out(const arbiter::Action& action) {
+std::optional<Supervisor::NoteSource> Supervisor::note_source(const arbiter::Event& event) {
+    // A participant can send these again and again. Joins and deaths come once a life and
+    // ticks with the clock; node boundaries decide nothing worth a note: logged whole.
+    return std::visit(
+        [](const auto& e) -> std::optional<NoteSource> {
+            using E = std::decay_t<decltype(e)>;
+            if constexpr (std::is_same_v<E, arbiter::event::Registered> || std::is_same_v<E, arbiter::event::Residency> ||
+                          std::is_same_v<E, arbiter::event::Dropped>) {
+                return NoteSource{e.who, "ledger reports"};
+            } else if constexpr (std::is_same_v<E, arbiter::event::Admission>) {
+                return NoteSource{e.who, "admissions"};
+            } else if constexpr (std::is_same_v<E, arbiter::event::Unloaded>) {
+                return NoteSource{e.who, "eviction answers"};
+            } else if constexpr (std::is_same_v<E, arbiter::event::Released>) {
+                return NoteSource{e.who, "releases"};
+            } else {
+                return std::nullopt;
+            }
+        },
+        event);
+}
+
+void Supervisor::carry_out(const arbiter::Action& action, const std::optional<NoteSource>& source) {
     std::visit(
-        [this](const auto& a) {
+        [&](const auto& a) {
             using A = std::decay_t<decltype(a)>;
             if constexpr (std::is_same_v<A, arbiter::action::Note>) {
-                log_line("memory: " + a.text);
+                const WorkerProcess* about = source ? worker_in(source->who.slot, source->who.generation) : nullptr;
+                if (about != nullptr) {
+                    log_about(*about, source->topic, "memory: " + a.text);
+                } else {
+                    log_line("memory: " + a.text);
+                }
             } else {
                 WorkerProcess* target = worker_in(a.to.slot, a.to.generation);
                 if (target == nullptr) return;  // gone since: the arbiter hears of it through Left
@@ -556,6 +608,22 @@ void Supervisor::carry_out(const arbiter::Action& action) {
             }
         },
         action);
+}
+
+void Supervisor::log_about(const WorkerProcess& worker, const std::string& topic, std::string line) {
+    for (const auto& out : log_limiter_.pass(worker.pack.name, topic, std::move(line), Clock::now())) log_line(out);
+}
+
+bool Supervisor::may_ask(WorkerProcess& worker, MessageType sent) {
+    // Admissions not answered yet, and answers it has not taken from its ring: a well-behaved
+    // participant waits for each answer before it asks again.
+    const std::size_t outstanding = arbiter_.unanswered(worker.slot) + worker.outbox.answers();
+    if (outstanding < config_.limits.outstanding_requests) return true;
+    terminate(worker, "sent " + std::string(to_string(sent)) + " with " + std::to_string(outstanding) +
+                          " requests outstanding, past limits.outstanding_requests (" +
+                          std::to_string(config_.limits.outstanding_requests) +
+                          "); a participant waits for its answers before it asks again");
+    return false;
 }
 
 void Supervisor::publish_ledger() {
@@ -688,6 +756,7 @@ void Supervisor::check_heartbeats() {
         flush(worker);
     }
     arbitrate(arbiter::event::Tick{});
+    for (const auto& line : log_limiter_.ended(now)) log_line(line);
     sweep_idle_workers();
     relieve_host_pressure();
     heartbeat_timer_.expires_after(std::max(Milliseconds(10), config_.limits.heartbeat_timeout / 10));
@@ -836,7 +905,8 @@ void Supervisor::on_node_finished(WorkerProcess& worker, const NodeFinished& nod
     worker.idle_since = Clock::now();
     worker.idle_released = false;
     arbitrate(arbiter::event::Busy{{worker.slot, worker.generation}, false});
-    if (worker.capabilities & kCapNodeBoundaryRelease) {
+    // The release answers the node's end: one that piles up unread counts as outstanding.
+    if ((worker.capabilities & kCapNodeBoundaryRelease) && may_ask(worker, MessageType::node_finished)) {
         deliver(worker, encode(ReleaseNodeBoundary{node.prompt_epoch, node.node_index, 0}, worker.generation));
     }
 }
@@ -847,9 +917,10 @@ void Supervisor::answer_pin_request(WorkerProcess& worker, const Message& messag
     const Bytes available = host_available(holdings);
     const Bytes granted = pin_grant(asked, available, config_.host.low_water_bytes);
     if (granted < asked) {
-        log_line(worker.pack.name + ": pin of " + format_byte_size(asked) + " cut to " + format_byte_size(granted) +
-                 ": host has " + format_byte_size(available) + " available, keeping " +
-                 format_byte_size(config_.host.low_water_bytes) + " free");
+        log_about(worker, "pin cuts",
+                  worker.pack.name + ": pin of " + format_byte_size(asked) + " cut to " + format_byte_size(granted) +
+                      ": host has " + format_byte_size(available) + " available, keeping " +
+                      format_byte_size(config_.host.low_water_bytes) + " free");
         // Make room for the next try, as upstream's ensure_pin_budget frees pins first.
         relieve_host_pressure(asked - granted, holdings, available);
     }

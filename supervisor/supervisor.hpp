@@ -10,6 +10,7 @@
 #include "supervisor/census_reader.hpp"
 #include "supervisor/config.hpp"
 #include "supervisor/host_memory.hpp"
+#include "supervisor/log_limiter.hpp"
 #include "supervisor/ops_http.hpp"
 #include "supervisor/release_totals.hpp"
 #include "supervisor/segment_writer.hpp"
@@ -115,7 +116,20 @@ private:
     void arbitrate(const arbiter::Event& event);
     // Milliseconds since the supervisor started: the arbiter's clock.
     std::uint64_t now_ms() const;
-    void carry_out(const arbiter::Action& action);
+    // Who an event's notes are about, when it is a participant's message: its notes are
+    // logged through the limiter under `topic`.
+    struct NoteSource {
+        arbiter::Participant who;
+        const char* topic;
+    };
+    static std::optional<NoteSource> note_source(const arbiter::Event& event);
+    void carry_out(const arbiter::Action& action, const std::optional<NoteSource>& source);
+    // Logs a line `worker` can make the supervisor write again and again: at most a few per
+    // topic and window, then one line that says how many more were left out.
+    void log_about(const WorkerProcess& worker, const std::string& topic, std::string line);
+    // Whether `worker`, which just sent a message of type `sent`, may have one more request
+    // waiting on us; if not, it is stopped.
+    bool may_ask(WorkerProcess& worker, MessageType sent);
     void publish_ledger();
     WorkerProcess* worker_in(std::uint32_t slot, std::uint32_t generation);
     void handle_memory_report(WorkerProcess& worker, const Message& message);
@@ -192,6 +206,8 @@ private:
     arbiter::Arbiter arbiter_;
     std::optional<arbiter::TraceRecorder> recorder_;
     std::optional<OpsHttpServer> http_;
+    std::uint32_t ledger_quota_;  // rows one participant may hold in the ledger
+    LogLimiter log_limiter_;
     Totals memory_totals_;
     ReleaseTotals releases_;
     std::chrono::steady_clock::time_point started_at_ = std::chrono::steady_clock::now();

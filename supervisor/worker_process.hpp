@@ -8,6 +8,7 @@
 #include "shared/participant_region.hpp"
 #include "supervisor/config.hpp"
 #include "supervisor/keep_list.hpp"
+#include "supervisor/outbox.hpp"
 #include "supervisor/process_spawner.hpp"
 #include "supervisor/restart_policy.hpp"
 #include "worker/worker_environment.hpp"
@@ -70,7 +71,7 @@ struct WorkerProcess {
     bool idle_released = false;  // the idle sweep already asked it for a full release
     KeepList keeping;  // the keep_loaded list of the admission it is sending
 
-    std::deque<MessageSlot> outbox;                  // waiting for room in the ring
+    Outbox outbox;                                   // waiting for room in the ring
     std::deque<PendingRequest> queued;               // waiting for a ready worker
     std::map<std::uint64_t, ReplyHandler> in_flight;  // sent, by correlation id
 

@@ -811,3 +811,49 @@ TEST_CASE("an eviction queue hands out a model that took over a row handed out b
     CHECK(queue.next(ledger)->model_id == 10);
     CHECK_FALSE(queue.next(ledger));
 }
+
+TEST_CASE("a hundred thousand admissions queued behind one eviction are answered in a loop and not by recursion") {
+    // A worker that floods admission requests while another's model is being evicted: each
+    // queued request finishes at once (the owner is busy, so nothing more is awaited), and
+    // once used to start the next from inside its own finish, one stack frame per request.
+    constexpr std::uint64_t kQueued = 100'000;
+    World world;
+    world.join(1);
+    world.join(2);
+    world.load(1, model(10, 20 * kGiB, 20 * kGiB));
+    const auto first = world.send(event::Admission{{2, 1}, 0, load_of(8 * kGiB)});
+    REQUIRE(only<action::SendPartialUnload>(first).size() == 1);  // awaited: slot 1 is idle
+    world.send(event::Busy{{1, 1}, true});
+    for (std::uint64_t n = 1; n <= kQueued; ++n) {
+        world.send(event::Admission{{2, 1}, n, load_of(kGiB), {machine_model_key(1, 10)}});
+    }
+    CHECK(world.arbiter.unanswered() == kQueued + 1);
+    CHECK(world.arbiter.unanswered(2) == kQueued + 1);
+    // The owner never answers: at the time-out every queued request is worked in turn.
+    world.now = 5000;
+    const auto grants = only<action::Grant>(world.send(event::Tick{}));
+    CHECK(grants.size() == kQueued + 1);
+    CHECK(world.arbiter.unanswered() == 0);
+    CHECK(world.arbiter.unanswered(2) == 0);
+}
+
+TEST_CASE("a ledger quota leaves the other owners room however many models one reports") {
+    Ledger ledger(16);
+    constexpr std::size_t kQuota = 4;
+    std::size_t tracked = 0;
+    for (std::uint64_t id = 1; id <= 20'000; ++id) {
+        if (!ledger.within_quota(1, 1, id, kQuota)) continue;
+        REQUIRE(ledger.apply_registered(1, 1, model(id, kGiB, kGiB)));
+        ++tracked;
+    }
+    CHECK(tracked == kQuota);
+    // A model it holds already is reported again at its quota: the row is replaced, not added.
+    CHECK(ledger.within_quota(1, 1, 2, kQuota));
+    // The others register theirs.
+    CHECK(ledger.within_quota(2, 1, 1, kQuota));
+    REQUIRE(ledger.apply_registered(2, 1, model(1, kGiB, kGiB)));
+    CHECK(ledger.size() == kQuota + 1);
+    // Its rows go when it dies; the next life starts with its whole quota.
+    ledger.erase_owner(1);
+    CHECK(ledger.within_quota(1, 2, 30'000, kQuota));
+}

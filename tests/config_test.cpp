@@ -94,7 +94,7 @@ TEST_CASE("a config with every key lands in the struct field by field") {
     const auto file = folder.config(R"({
         "device": {"kind": "cuda", "index": 1, "fallback": "simulated"},
         "limits": {"heartbeat_timeout_ms": 2500, "handshake_timeout_ms": 20000, "shutdown_grace_ms": 0,
-                   "participants": 8, "ledger_entries": 128, "ring_slots": 64},
+                   "outstanding_requests": 3, "participants": 8, "ledger_entries": 128, "ring_slots": 64},
         "packs": [
             {"name": "pack-a", "command": "worker.sh", "args": ["--pack", "pack a.json"],
              "env_allowlist": ["PATH", "HOME"], "env": {"MY_VAR": "1", "EMPTY": ""}, "working_directory": "sub",
@@ -112,6 +112,7 @@ TEST_CASE("a config with every key lands in the struct field by field") {
     CHECK(config.limits.heartbeat_timeout == Milliseconds{2500});
     CHECK(config.limits.handshake_timeout == Milliseconds{20000});
     CHECK(config.limits.shutdown_grace == Milliseconds{0});
+    CHECK(config.limits.outstanding_requests == 3);
     CHECK(config.limits.capacities.participants == 8);
     CHECK(config.limits.capacities.ledger_entries == 128);
     CHECK(config.limits.capacities.ring_slots == 64);
@@ -150,6 +151,7 @@ TEST_CASE("omitted keys take the defaults of config.hpp") {
     CHECK(config.limits.heartbeat_timeout == limit_defaults.heartbeat_timeout);
     CHECK(config.limits.handshake_timeout == limit_defaults.handshake_timeout);
     CHECK(config.limits.shutdown_grace == limit_defaults.shutdown_grace);
+    CHECK(config.limits.outstanding_requests == limit_defaults.outstanding_requests);
     CHECK(config.limits.capacities.participants == limit_defaults.capacities.participants);
     CHECK(config.limits.capacities.ledger_entries == limit_defaults.capacities.ledger_entries);
     CHECK(config.limits.capacities.ring_slots == limit_defaults.capacities.ring_slots);
@@ -178,7 +180,7 @@ TEST_CASE("the memory and host sections land in the struct, defaults where omitt
     const ConfigFolder folder;
     const Config config = load_config(folder.config(one_pack(
         "", R"("memory": {"reserve_bytes": "1GiB", "no_fit": "wait", "wait_timeout_ms": 1500, "answer_timeout_ms": 250,
-                          "smart_memory": false},
+                          "smart_memory": false, "ledger_quota": 100},
                "host": {"budget_bytes": "8GiB", "low_water_bytes": "1GiB", "pin_release_interval_ms": 100,
                         "idle_release_ms": 60000})")));
     CHECK(config.memory.reserve_bytes == std::uint64_t{1} << 30);
@@ -186,6 +188,8 @@ TEST_CASE("the memory and host sections land in the struct, defaults where omitt
     CHECK(config.memory.wait_timeout == Milliseconds(1500));
     CHECK(config.memory.answer_timeout == Milliseconds(250));
     CHECK_FALSE(config.memory.smart_memory);
+    CHECK(config.memory.ledger_quota == 100u);
+    CHECK(ledger_quota_of(config) == 100);
     CHECK(config.host.budget_bytes == std::uint64_t{8} << 30);
     CHECK(config.host.low_water_bytes == std::uint64_t{1} << 30);
     CHECK(config.host.pin_release_interval == Milliseconds(100));
@@ -197,8 +201,25 @@ TEST_CASE("the memory and host sections land in the struct, defaults where omitt
     CHECK(defaults.memory.reserve_bytes == memory_defaults.reserve_bytes);
     CHECK(defaults.memory.no_fit == comfy::arbiter::NoFitPolicy::admit);
     CHECK(defaults.memory.smart_memory);
+    CHECK_FALSE(defaults.memory.ledger_quota);
     CHECK(defaults.host.budget_bytes == host_defaults.budget_bytes);
     CHECK(defaults.host.idle_release == host_defaults.idle_release);
+}
+
+TEST_CASE("without memory.ledger_quota each participant's quota is its fair share of the ledger") {
+    Config config;
+    config.limits.capacities.ledger_entries = 4096;
+    config.packs.resize(1);
+    CHECK(ledger_quota_of(config) == 4096);  // alone, it may fill the ledger
+    config.packs.resize(3);
+    config.comfyui = PackConfig{};
+    CHECK(ledger_quota_of(config) == 1024);  // three packs and the host
+    config.packs.resize(63);
+    CHECK(ledger_quota_of(config) == 64);
+    config.limits.capacities.ledger_entries = 10;
+    CHECK(ledger_quota_of(config) == 1);  // more participants than rows: one each still
+    config.memory.ledger_quota = 7;
+    CHECK(ledger_quota_of(config) == 7);
 }
 
 TEST_CASE("the comfyui section lands as the host's process, absent when not given") {
@@ -291,7 +312,14 @@ std::vector<BadConfig> bad_configs() {
         {"unknown no-fit policy", one_pack("", R"("memory": {"no_fit": "pray"})"),
          R"(at /memory/no_fit: expected "admit", "wait" or "refuse", found "pray")"},
         {"unknown memory key", one_pack("", R"("memory": {"reserve": 1})"),
-         "at /memory/reserve: expected one of the keys reserve_bytes, no_fit, wait_timeout_ms, answer_timeout_ms, smart_memory"},
+         "at /memory/reserve: expected one of the keys reserve_bytes, no_fit, wait_timeout_ms, answer_timeout_ms, smart_memory, "
+         "ledger_quota"},
+        {"ledger quota of zero", one_pack("", R"("memory": {"ledger_quota": 0})"),
+         "at /memory/ledger_quota: expected a whole number of models from 1 to 4096 (/limits/ledger_entries), found 0"},
+        {"ledger quota past the ledger", one_pack("", R"("limits": {"ledger_entries": 128}, "memory": {"ledger_quota": 129})"),
+         "at /memory/ledger_quota: expected a whole number of models from 1 to 128 (/limits/ledger_entries), found 129"},
+        {"no outstanding requests", with_limits(R"({"outstanding_requests": 0})"),
+         "at /limits/outstanding_requests: expected a whole number from 1 to 4096, found 0"},
         {"smart memory not a flag", one_pack("", R"("memory": {"smart_memory": "off"})"),
          R"(at /memory/smart_memory: expected true or false, found "off")"},
         {"host budget not a size", one_pack("", R"("host": {"budget_bytes": "lots"})"), "at /host/budget_bytes: expected a size"},

@@ -8,6 +8,7 @@
 #include "tests/support/supervisor_process.hpp"
 
 #include <filesystem>
+#include <map>
 #include <set>
 
 using namespace comfy;
@@ -81,12 +82,25 @@ TEST_CASE("a worker inherits exactly its four descriptors, and none of the super
     INFO(supervisor.log());
     REQUIRE(ready);
     const pid_t pid = supervisor.participant("plain")->pid;
+    // The worker's descriptors above stderr, by what they point at; taken again while one
+    // of them is a file the worker opens for a moment (its own /proc figures).
+    std::map<int, std::string> targets;
+    REQUIRE(eventually(
+        [&] {
+            targets.clear();
+            for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+                const int fd = std::stoi(entry.path().filename().string());
+                std::error_code gone;
+                const auto target = std::filesystem::read_symlink(entry.path(), gone).string();
+                if (gone || target.rfind("/proc/", 0) == 0) return false;
+                if (fd > 2) targets[fd] = target;
+            }
+            return true;
+        },
+        std::chrono::seconds(5)));
     std::multiset<std::string> kinds;
     int segment_fd = -1;
-    for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
-        const int fd = std::stoi(entry.path().filename().string());
-        if (fd <= 2) continue;
-        const std::string target = std::filesystem::read_symlink(entry.path()).string();
+    for (const auto& [fd, target] : targets) {
         INFO("fd " << fd << " -> " << target);
         if (target.find("eventfd") != std::string::npos) {
             kinds.insert("doorbell");

@@ -35,6 +35,11 @@ std::vector<Action> Arbiter::handle(const Event& event, const Snapshot& snapshot
 
 std::size_t Arbiter::unanswered() const noexcept { return queue_.size() + waiting_.size() + (working_ ? 1 : 0); }
 
+std::size_t Arbiter::unanswered(std::uint32_t slot) const {
+    const auto found = unanswered_by_slot_.find(slot);
+    return found == unanswered_by_slot_.end() ? 0 : found->second;
+}
+
 // ---- events ----
 
 void Arbiter::on(const event::Joined& e) { participants_[e.who.slot] = {e.who.generation, false}; }
@@ -51,6 +56,7 @@ void Arbiter::on(const event::Left& e) {
     const auto from_dead = [&](const Request& r) { return r.asker.slot == e.who.slot; };
     std::erase_if(queue_, from_dead);
     std::erase_if(waiting_, from_dead);
+    unanswered_by_slot_.erase(e.who.slot);
     if (working_ && from_dead(working_->request)) {
         working_.reset();
         pump();
@@ -63,7 +69,7 @@ void Arbiter::on(const event::Left& e) {
     if (working_ && std::erase_if(working_->awaiting, of_owner(e.who.slot))) {
         // Its memory went with the process: the eviction succeeded.
         note("owner " + who(e.who) + " died during its eviction; its entries count as freed");
-        step();
+        advance();
         return;
     }
     recheck_waiting();
@@ -119,6 +125,7 @@ void Arbiter::on(const event::Admission& e) {
     const auto& r = e.request;
     queue_.push_back({e.who, e.correlation, r, e.keep_loaded,
                       admission_target(r.bytes, r.largest_tensor, r.streams, config_.base_reserve), 0});
+    ++unanswered_by_slot_[e.who.slot];
     pump();
 }
 
@@ -146,11 +153,11 @@ void Arbiter::on(const event::Unloaded& e) {
         awaiting.detaching = true;
         awaiting.asked = ledger_.at(*index)->loaded_or_total();
         awaiting.since_ms = snapshot_->now_ms;
-        step();  // the detach is expected to free less than the partial unload was
+        advance();  // the detach is expected to free less than the partial unload was
         return;
     }
     working_->awaiting.erase(awaited);
-    step();
+    advance();
 }
 
 void Arbiter::on(const event::Tick&) {
@@ -160,14 +167,14 @@ void Arbiter::on(const event::Tick&) {
                  " ms; moving to the next candidate");
             return true;
         })) {
-        step();
+        advance();
     }
     if (working_ && !working_->releasing.empty() &&
         snapshot_->now_ms - working_->releasing_since_ms >= config_.answer_timeout_ms) {
         note(std::to_string(working_->releasing.size()) + " sibling(s) did not answer the partial release within " +
              std::to_string(config_.answer_timeout_ms) + " ms; going on without them");
         working_->releasing.clear();
-        step();
+        advance();
     }
     const auto now = snapshot_->now_ms;
     std::vector<Request> expired;
@@ -285,6 +292,10 @@ void Arbiter::step() {
     } else {
         no_fit(std::move(request));
     }
+}
+
+void Arbiter::advance() {
+    step();
     pump();
 }
 
@@ -336,7 +347,7 @@ bool Arbiter::ask_siblings(Working& w, Bytes shortfall) {
 
 void Arbiter::sibling_answered(std::uint32_t slot) {
     working_->releasing.erase(slot);
-    if (working_->releasing.empty()) step();
+    if (working_->releasing.empty()) advance();
 }
 
 void Arbiter::no_fit(Request request) {
@@ -382,6 +393,7 @@ void Arbiter::grant(const Request& request, Bytes shortfall) {
     grant.shortfall = std::min(shortfall, kMaxBytes);
     grant.vram_state = static_cast<std::uint32_t>(config_.vram_state);
     granted_not_loaded_[request.asker.slot] += request.request.bytes;
+    answered(request);
     out_->push_back(action::Grant{request.asker, request.correlation, grant});
 }
 
@@ -395,7 +407,13 @@ void Arbiter::refuse(const Request& request, RefusalReason reason) {
     refusal.reason = static_cast<std::uint32_t>(reason);
     note("refusing slot " + std::to_string(request.asker.slot) + ": needs " + bytes(request.target) + ", free " +
          bytes(refusal.device_free) + ", others hold " + bytes(held_by_others));
+    answered(request);
     out_->push_back(action::Refuse{request.asker, request.correlation, refusal});
+}
+
+void Arbiter::answered(const Request& request) {
+    const auto count = unanswered_by_slot_.find(request.asker.slot);
+    if (--count->second == 0) unanswered_by_slot_.erase(count);
 }
 
 Bytes Arbiter::reserve_for(std::uint32_t slot) {

@@ -11,6 +11,8 @@
 // upstream's one-at-a-time loop would choose.
 // A dead owner's entry counts as freed, a busy owner is deferred to its next boundary,
 // and a request that still does not fit follows the configured no-fit policy.
+// Queued requests are started by one loop (pump), never from inside the finish of the one
+// before: a participant that queues thousands of requests must not deepen the stack.
 
 #include "supervisor/arbiter/arbiter_io.hpp"
 #include "supervisor/arbiter/eviction_order.hpp"
@@ -34,6 +36,8 @@ public:
     const ArbiterConfig& config() const noexcept { return config_; }
     // Requests taken in but not yet answered (queued, being worked, or waiting).
     std::size_t unanswered() const noexcept;
+    // Those of the participant in `slot`.
+    std::size_t unanswered(std::uint32_t slot) const;
 
 private:
     struct Request {
@@ -88,15 +92,23 @@ private:
     Bytes reported_free_for(const Participant& asker) const;
     // What decisions use: that, less what was granted and not loaded yet.
     Bytes free_for(const Participant& asker) const;
+    // Starts queued requests, in order, while none is being worked. The only loop over the
+    // queue: start() and step() never call it, so the stack stays as deep however long it is.
     void pump();
     void start(Request request);
+    // Works the admission in hand: asks the next owners, or answers it once it fits or
+    // nothing more can be asked. It never starts the next request.
     void step();
+    // step(), then the requests queued behind the one it may have answered.
+    void advance();
     // The answers still expected to free memory for the admission being worked.
     Bytes outstanding() const;
     std::vector<Awaiting>::iterator awaiting_of(std::uint32_t slot, std::uint64_t model_id);
     void no_fit(Request request);
     void grant(const Request& request, Bytes shortfall);
     void refuse(const Request& request, RefusalReason reason);
+    // Every grant and refusal ends here: the asker has one request fewer unanswered.
+    void answered(const Request& request);
     void recheck_waiting();
     Bytes reserve_for(std::uint32_t slot);
     void note(std::string text);
@@ -110,6 +122,7 @@ private:
     std::map<std::uint32_t, Bytes> published_reserve_;
     bool receipt_since_publish_ = false;
     std::deque<Request> queue_;
+    std::map<std::uint32_t, std::size_t> unanswered_by_slot_;  // no entry: none
     std::optional<Working> working_;
     std::vector<Request> waiting_;
     // Valid only inside handle():

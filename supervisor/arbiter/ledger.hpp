@@ -71,6 +71,11 @@ public:
     const std::optional<LedgerEntry>& at(std::size_t index) const { return table_[index]; }
     std::size_t capacity() const noexcept { return table_.size(); }
     std::size_t size() const noexcept { return index_.size(); }
+    // Whether a report of `model_id` keeps its owner within `quota` rows: it is in a row
+    // already (a second report replaces the first), or the owner holds fewer.
+    bool within_quota(std::uint32_t slot, std::uint32_t generation, std::uint64_t model_id, std::size_t quota) const {
+        return find(slot, generation, model_id) || index_.size(slot) < quota;
+    }
     // Sum of loaded bytes (unknown counted as total) over entries on `device`, leaving
     // out those of the participant in `except_slot` when one is given. A running sum per
     // device, less the except_slot's own entries: never a walk of the table.

@@ -54,6 +54,11 @@ public:
     }
 
     std::size_t size() const noexcept { return size_; }
+    // The rows of the owner in `slot`, all generations.
+    std::size_t size(std::uint32_t slot) const {
+        const auto owner = by_owner_.find(slot);
+        return owner == by_owner_.end() ? 0 : owner->second.size();
+    }
 
 private:
     struct Model {
