@@ -192,10 +192,10 @@ std::string json_value_error_message(std::string_view file, std::string_view pat
 }
 
 template <typename Json>
-Json parse_json(std::string_view text, const typename Json::parser_callback_t& callback) {
+Json parse_json(std::string_view text) {
     if (auto problem = limit_problem(text)) throw std::move(*problem);
     try {
-        return Json::parse(text, callback);
+        return Json::parse(text);
     } catch (const nlohmann::json::parse_error& error) {
         const std::string detail = without_exception_id(error.what());
         throw JsonTextError("not valid JSON: " + detail, /*syntax=*/true, error.byte, detail);
@@ -207,26 +207,25 @@ Json parse_json(std::string_view text, const typename Json::parser_callback_t& c
     }
 }
 
-template json parse_json<json>(std::string_view, const json::parser_callback_t&);
-template nlohmann::ordered_json parse_json<nlohmann::ordered_json>(std::string_view,
-                                                                   const nlohmann::ordered_json::parser_callback_t&);
+template json parse_json<json>(std::string_view);
+template nlohmann::ordered_json parse_json<nlohmann::ordered_json>(std::string_view);
 
-json parse_json_file_text(std::string_view text, const std::string& path, const json::parser_callback_t& callback) {
+json parse_json_file_text(std::string_view text, const std::string& path) {
     try {
-        return parse_json<json>(text, callback);
+        return parse_json<json>(text);
     } catch (const JsonTextError& error) {
         throw JsonFileError(json_file_message(path, error.what()));
     }
 }
 
-json read_json_file(const std::string& path, const json::parser_callback_t& callback) {
+json read_json_file(const std::string& path) {
     std::string text;
     try {
         text = read_input_file(path, kMaxJsonFileBytes);
     } catch (const InputFileError& error) {
         throw JsonFileError(error.what());
     }
-    return parse_json_file_text(text, path, callback);
+    return parse_json_file_text(text, path);
 }
 
 }  // namespace comfy

@@ -75,20 +75,21 @@ private:
     std::string detail_;
 };
 
-// json::parse (or ordered_json::parse) of `text` within the limits above, passing
-// `callback` to the parser; throws JsonTextError. Defined for nlohmann::json and
-// nlohmann::ordered_json.
+// json::parse (or ordered_json::parse) of `text` within the limits above; throws
+// JsonTextError. Defined for nlohmann::json and nlohmann::ordered_json. There is no parser
+// callback: nlohmann's callback parser scans the enclosing array at the end of every
+// object, quadratic time on an array of objects; a SAX pass over the text
+// (json::sax_parse) follows a parse in linear time instead.
 template <typename Json>
-Json parse_json(std::string_view text, const typename Json::parser_callback_t& callback = nullptr);
+Json parse_json(std::string_view text);
 
-// Reads (a regular file of at most kMaxJsonFileBytes) and parses a whole file, passing
-// `callback` to the parser as json::parse does. Throws JsonFileError: "<file>: cannot
-// read: <reason>", or "<file>: " and the message of parse_json's JsonTextError.
-nlohmann::json read_json_file(const std::string& path, const nlohmann::json::parser_callback_t& callback = nullptr);
+// Reads (a regular file of at most kMaxJsonFileBytes) and parses a whole file. Throws
+// JsonFileError: "<file>: cannot read: <reason>", or "<file>: " and the message of
+// parse_json's JsonTextError.
+nlohmann::json read_json_file(const std::string& path);
 
 // The parsing half of read_json_file, for text already read from `path`.
-nlohmann::json parse_json_file_text(std::string_view text, const std::string& path,
-                                    const nlohmann::json::parser_callback_t& callback = nullptr);
+nlohmann::json parse_json_file_text(std::string_view text, const std::string& path);
 
 // errno's text for `error`, such as "Permission denied", for "cannot read: ..." and the like.
 std::string system_message(int error);

@@ -165,22 +165,28 @@ std::string directory_problem(const fs::path& folder) {
 }
 
 // nlohmann::json keeps the last of two equal keys in an object without a word, which in a
-// config silently drops settings; following the parse finds the first repeated key.
-class RepeatedKeyFinder {
+// config silently drops settings; a second pass over the text as SAX events finds the
+// first repeated key. (Not a parser callback: nlohmann's callback parser scans the whole
+// enclosing array at the end of every object, so an array of a million objects took hours.)
+class RepeatedKeyFinder : public nlohmann::json_sax<json> {
 public:
-    void see(json::parse_event_t event, const json& parsed) {
-        switch (event) {
-        case json::parse_event_t::object_start: open_.emplace_back(/*array=*/false); break;
-        case json::parse_event_t::array_start: open_.emplace_back(/*array=*/true); break;
-        case json::parse_event_t::key: see_key(parsed.get<std::string>()); break;
-        case json::parse_event_t::object_end:
-        case json::parse_event_t::array_end:
-            open_.pop_back();
-            finish_element();
-            break;
-        case json::parse_event_t::value: finish_element(); break;
-        }
+    bool null() override { return finish_element(); }
+    bool boolean(bool) override { return finish_element(); }
+    bool number_integer(json::number_integer_t) override { return finish_element(); }
+    bool number_unsigned(json::number_unsigned_t) override { return finish_element(); }
+    bool number_float(json::number_float_t, const json::string_t&) override { return finish_element(); }
+    bool string(json::string_t&) override { return finish_element(); }
+    bool binary(json::binary_t&) override { return finish_element(); }
+    bool start_object(std::size_t) override { return open(/*array=*/false); }
+    bool start_array(std::size_t) override { return open(/*array=*/true); }
+    bool end_object() override { return close(); }
+    bool end_array() override { return close(); }
+    bool key(json::string_t& key) override {
+        see_key(key);
+        return true;
     }
+    // The text was parsed before, so this does not happen; stop if it does.
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
 
     const std::optional<Pointer>& repeated() const { return repeated_; }
 
@@ -194,14 +200,25 @@ private:
         std::set<std::string> keys;  // objects: every key so far
     };
 
-    void see_key(std::string key) {
+    void see_key(const std::string& key) {
         Open& object = open_.back();
-        object.key = std::move(key);
+        object.key = key;
         if (!object.keys.insert(object.key).second && !repeated_) repeated_ = path_here();
     }
 
-    void finish_element() {
+    bool open(bool array) {
+        open_.emplace_back(array);
+        return true;
+    }
+
+    bool close() {
+        open_.pop_back();
+        return finish_element();
+    }
+
+    bool finish_element() {
         if (!open_.empty() && open_.back().is_array) ++open_.back().index;
+        return true;
     }
 
     Pointer path_here() const {
@@ -246,16 +263,14 @@ private:
     }
 
     json parse(std::string_view text) const {
-        RepeatedKeyFinder finder;
         json document;
         try {
-            document = parse_json_file_text(text, file_, [&finder](int, json::parse_event_t event, json& parsed) {
-                finder.see(event, parsed);
-                return true;
-            });
+            document = parse_json_file_text(text, file_);
         } catch (const JsonFileError& error) {
             throw ConfigError(error.what());
         }
+        RepeatedKeyFinder finder;
+        json::sax_parse(text, &finder);
         if (finder.repeated()) fail(*finder.repeated(), "each key once in its object", "this key a second time");
         return document;
     }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -463,6 +464,19 @@ TEST_CASE("a config nested too deep or with a number no double holds is refused 
     // A value nested near the limit is shown cut short, like any other.
     const std::string nested = folder.config(with_device(std::string(60, '[') + std::string(60, ']')));
     CHECK_THAT(load_error(nested), Contains("at /device: expected an object, found " + std::string(57, '[') + "..."));
+}
+
+TEST_CASE("a config of a million objects is refused in linear time, repeated keys still found") {
+    const ConfigFolder folder;
+    std::string packs;
+    for (int i = 0; i < 1'000'000; ++i) packs += i ? ",{}" : "{}";
+    // Before: the repeated-key check ran as nlohmann's parser callback, which scans the
+    // enclosing array at the end of every object: hours for this file.
+    const auto started = std::chrono::steady_clock::now();
+    CHECK_THAT(load_error(folder.config(R"({"packs": [)" + packs + "]}")), Contains("expected at most 63 packs"));
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(20));
+    CHECK_THAT(load_error(folder.config(R"({"packs": [{}, {"a": [{"b": 1, "b": 2}]}]})")),
+               Contains("at /packs/1/a/0/b: expected each key once in its object"));
 }
 
 TEST_CASE("a pack whose command line exec would refuse is refused, naming the pack") {
