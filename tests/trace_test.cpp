@@ -503,6 +503,20 @@ TEST_CASE("lines of any length up to the cap are read whole, with or without a l
     }
 }
 
+TEST_CASE("a difference names the lines, each cut short when long") {
+    const std::string header = header_json(ArbiterConfig{}, 8).dump();
+    const std::string joined_line = to_json(event::Joined{{1, 1}}, busy_world()).dump();
+    // A note of a megabyte (with a character of two bytes across the cut) that replay never decided.
+    const std::string text = std::string(969, 'n') + "\u00e9" + std::string(1'000'000, 'n');
+    const std::string note = to_json(action::Note{text}).dump();
+    const auto replayed = replay_text(header + '\n' + joined_line + '\n' + note + '\n');
+    CHECK(replayed.status == kReplayDiffered);
+    CHECK(one_line(replayed.errors));
+    CHECK_THAT(replayed.errors, StartsWith("line 3: recorded {\"decision\":\"note\",\"text\":\"nnn"));
+    CHECK_THAT(replayed.errors, Contains("nnn... but replay decided nothing more for the event on line 2"));
+    CHECK(replayed.errors.size() < 1100);
+}
+
 TEST_CASE("a header asking for a ledger larger than a segment allows is refused before anything is allocated") {
     // Before: 4294967295 aborted on the allocation; 30,000,000 took 14 s and 2.6 GB.
     for (const std::string capacity : {"4294967295", "30000000", "1048577", "0"}) {

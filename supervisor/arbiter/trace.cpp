@@ -503,6 +503,18 @@ std::string line_text(const TraceJson& line) {
     return line.dump(-1, ' ', /*ensure_ascii=*/false, TraceJson::error_handler_t::replace);
 }
 
+// A line in a message about a difference: whole, unless longer than anyone reads (a note's
+// text may be megabytes). Cut on a character boundary, so the message stays UTF-8.
+std::string shown_line(const TraceJson& line) {
+    constexpr std::size_t kMaxShown = 1000;
+    std::string text = line_text(line);
+    if (text.size() <= kMaxShown) return text;
+    text.resize(kMaxShown - 3);
+    while (!text.empty() && (static_cast<unsigned char>(text.back()) & 0xc0) == 0x80) text.pop_back();
+    if (!text.empty() && static_cast<unsigned char>(text.back()) >= 0xc0) text.pop_back();  // a cut lead byte
+    return text + "...";
+}
+
 // ---- replay ----
 
 TraceJson parse_line(const std::string& text, std::size_t line_number) {
@@ -594,11 +606,11 @@ private:
         const TraceJson recorded = to_json(parse_decision_line(line, line_number));
         trace_has_decisions_ = true;
         if (recorded_ >= replayed_.size()) {
-            found_difference(line_label(line_number) + ": recorded " + line_text(recorded) +
+            found_difference(line_label(line_number) + ": recorded " + shown_line(recorded) +
                              " but replay decided nothing more for the event on line " + std::to_string(event_line_));
         } else if (recorded != replayed_[recorded_]) {
-            found_difference(line_label(line_number) + ": recorded " + line_text(recorded) + " but replay decided " +
-                             line_text(replayed_[recorded_]));
+            found_difference(line_label(line_number) + ": recorded " + shown_line(recorded) + " but replay decided " +
+                             shown_line(replayed_[recorded_]));
         }
         ++recorded_;
     }
@@ -607,7 +619,7 @@ private:
         if (recorded_ >= replayed_.size()) return;
         found_difference(line_label(event_line_) + ": recorded " + decisions_counted(recorded_) +
                          " for this event but replay decided " + std::to_string(replayed_.size()) +
-                         ", the first extra being " + line_text(replayed_[recorded_]));
+                         ", the first extra being " + shown_line(replayed_[recorded_]));
     }
 
     // Only the first counts: after it the replayed world has parted from the recorded one.
