@@ -56,7 +56,7 @@ InputFile::~InputFile() {
 }
 
 void InputFile::fail(const std::string& why) const {
-    // The constructor may fail after the open: the destructor does not run then.
+    // Only the constructor fails here, and the destructor does not run after it.
     if (fd_ >= 0) ::close(fd_);
     throw InputFileError(json_file_message(path_, "cannot read: " + why));
 }
