@@ -31,8 +31,11 @@ inline constexpr std::string_view kFoundNothing = "nothing";
 // A JSON pointer as text for a message: the document itself (the empty pointer) is "/".
 std::string json_path_text(std::string_view pointer);
 
-// A value as written, ASCII-only, cut to 60 characters (ending in "...").
+// A value as written, ASCII-only, cut to 60 characters (ending in "..."). Only what is
+// shown is visited, so a huge or deeply nested value costs no more than a small one.
 std::string describe_json_value(const nlohmann::json& value);
+std::string describe_json_value(const nlohmann::ordered_json& value);
+std::string describe_json_value(const std::string& text);  // a string value or a key
 
 // "<file>: <problem>", made one line.
 std::string json_file_message(std::string_view file, std::string_view problem);
@@ -46,10 +49,47 @@ std::string json_error_message(std::string_view file, std::string_view path, std
 std::string json_value_error_message(std::string_view file, std::string_view path, std::string_view expected,
                                      const nlohmann::json& found);
 
-// Reads and parses a whole file, passing `callback` to the parser as json::parse does.
-// Throws JsonFileError: "<file>: cannot read: <reason>", or "<file>: not valid JSON:
-// <nlohmann's message without its exception id, naming the line and column>".
-nlohmann::json read_json_file(const std::string& path, const nlohmann::json::parser_callback_t& callback = nullptr);
+// The deepest arrays and objects may nest in a file the loaders take. Every format here
+// nests a few levels; the limit keeps whatever walks a value recursively (dump, copy,
+// compare) far from the end of the stack.
+inline constexpr std::size_t kMaxJsonDepth = 64;
+
+// Why a text is not JSON the loaders take. Either it is not JSON (syntax() is true; the
+// message is "not valid JSON: <nlohmann's message without its exception id, naming the
+// line and column>"), or it passes a limit: nesting deeper than kMaxJsonDepth, or a number
+// no double holds (1E400), refused with "at line L, column C: expected ..., found ...".
+class JsonTextError : public std::runtime_error {
+public:
+    JsonTextError(const std::string& message, bool syntax, std::size_t byte, std::string detail)
+        : std::runtime_error(message), syntax_(syntax), byte_(byte), detail_(std::move(detail)) {}
+
+    bool syntax() const noexcept { return syntax_; }
+    // Where, counted in bytes from 1 (0 when the parser did not say).
+    std::size_t byte() const noexcept { return byte_; }
+    // Without the place: nlohmann's description, or "expected ..., found ...".
+    const std::string& detail() const noexcept { return detail_; }
+
+private:
+    bool syntax_;
+    std::size_t byte_;
+    std::string detail_;
+};
+
+// json::parse (or ordered_json::parse) of `text` within the limits above; throws
+// JsonTextError. Defined for nlohmann::json and nlohmann::ordered_json. There is no parser
+// callback: nlohmann's callback parser scans the enclosing array at the end of every
+// object, quadratic time on an array of objects; a SAX pass over the text
+// (json::sax_parse) follows a parse in linear time instead.
+template <typename Json>
+Json parse_json(std::string_view text);
+
+// Reads (a regular file of at most kMaxJsonFileBytes) and parses a whole file. Throws
+// JsonFileError: "<file>: cannot read: <reason>", or "<file>: " and the message of
+// parse_json's JsonTextError.
+nlohmann::json read_json_file(const std::string& path);
+
+// The parsing half of read_json_file, for text already read from `path`.
+nlohmann::json parse_json_file_text(std::string_view text, const std::string& path);
 
 // errno's text for `error`, such as "Permission denied", for "cannot read: ..." and the like.
 std::string system_message(int error);

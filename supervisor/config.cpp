@@ -1,6 +1,7 @@
 #include "supervisor/config.hpp"
 
 #include "shared/byte_size.hpp"
+#include "shared/input_file.hpp"
 #include "shared/json_errors.hpp"
 #include "shared/message_payloads.hpp"
 #include "shared/records.hpp"
@@ -13,6 +14,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <optional>
@@ -56,6 +59,11 @@ constexpr Range kSimulatedDeviceBytes{std::uint64_t{256} << 20, kMaxBytes};
 
 constexpr std::size_t kMaxPackNameLength = kPackNameBytes - 1;  // the record keeps a NUL
 constexpr std::string_view kReservedEnvPrefix = "COMFY_SV_";
+// What the supervisor adds to a child's environment at spawn (worker_environment.hpp):
+// eight COMFY_SV_* variables, the longest a library path (PATH_MAX) and an instance name
+// (48 characters), with their pointers. Kept free when a config's command line is measured.
+constexpr std::size_t kSupervisorEnvBytes = 8 * 1024;
+constexpr std::size_t kSupervisorEnvCount = 8;
 
 constexpr std::pair<std::string_view, DeviceKind> kDeviceKinds[] = {
     {"simulated", DeviceKind::simulated},
@@ -132,6 +140,24 @@ std::string executable_problem(const fs::path& file) {
     return {};
 }
 
+// What execve takes, as Linux counts it (fs/exec.c): each string with its NUL at most
+// MAX_ARG_STRLEN (32 pages), and all of them (the file name, the arguments, the
+// environment) with a pointer each within a quarter of the stack limit, never more than
+// 6 MiB (three quarters of _STK_LIM). sysconf(_SC_ARG_MAX) is that quarter (huge for an
+// unlimited stack, hence the 6 MiB).
+struct ExecLimits {
+    std::size_t string_bytes;
+    std::size_t total_bytes;
+};
+
+ExecLimits exec_limits() {
+    const long page = ::sysconf(_SC_PAGESIZE);
+    const long arg_max = ::sysconf(_SC_ARG_MAX);
+    constexpr std::size_t kMostTotal = std::size_t{6} << 20;
+    return {32 * static_cast<std::size_t>(page > 0 ? page : 4096),
+            arg_max > 0 ? std::min(static_cast<std::size_t>(arg_max), kMostTotal) : std::size_t{128} * 1024};
+}
+
 std::string directory_problem(const fs::path& folder) {
     std::error_code error;
     const auto status = fs::status(folder, error);
@@ -141,22 +167,28 @@ std::string directory_problem(const fs::path& folder) {
 }
 
 // nlohmann::json keeps the last of two equal keys in an object without a word, which in a
-// config silently drops settings; following the parse finds the first repeated key.
-class RepeatedKeyFinder {
+// config silently drops settings; a second pass over the text as SAX events finds the
+// first repeated key. (Not a parser callback: nlohmann's callback parser scans the whole
+// enclosing array at the end of every object, so an array of a million objects took hours.)
+class RepeatedKeyFinder : public nlohmann::json_sax<json> {
 public:
-    void see(json::parse_event_t event, const json& parsed) {
-        switch (event) {
-        case json::parse_event_t::object_start: open_.emplace_back(/*array=*/false); break;
-        case json::parse_event_t::array_start: open_.emplace_back(/*array=*/true); break;
-        case json::parse_event_t::key: see_key(parsed.get<std::string>()); break;
-        case json::parse_event_t::object_end:
-        case json::parse_event_t::array_end:
-            open_.pop_back();
-            finish_element();
-            break;
-        case json::parse_event_t::value: finish_element(); break;
-        }
+    bool null() override { return finish_element(); }
+    bool boolean(bool) override { return finish_element(); }
+    bool number_integer(json::number_integer_t) override { return finish_element(); }
+    bool number_unsigned(json::number_unsigned_t) override { return finish_element(); }
+    bool number_float(json::number_float_t, const json::string_t&) override { return finish_element(); }
+    bool string(json::string_t&) override { return finish_element(); }
+    bool binary(json::binary_t&) override { return finish_element(); }
+    bool start_object(std::size_t) override { return open(/*array=*/false); }
+    bool start_array(std::size_t) override { return open(/*array=*/true); }
+    bool end_object() override { return close(); }
+    bool end_array() override { return close(); }
+    bool key(json::string_t& key) override {
+        see_key(key);
+        return true;
     }
+    // The text was parsed before, so this does not happen; stop if it does.
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
 
     const std::optional<Pointer>& repeated() const { return repeated_; }
 
@@ -170,14 +202,25 @@ private:
         std::set<std::string> keys;  // objects: every key so far
     };
 
-    void see_key(std::string key) {
+    void see_key(const std::string& key) {
         Open& object = open_.back();
-        object.key = std::move(key);
+        object.key = key;
         if (!object.keys.insert(object.key).second && !repeated_) repeated_ = path_here();
     }
 
-    void finish_element() {
+    bool open(bool array) {
+        open_.emplace_back(array);
+        return true;
+    }
+
+    bool close() {
+        open_.pop_back();
+        return finish_element();
+    }
+
+    bool finish_element() {
         if (!open_.empty() && open_.back().is_array) ++open_.back().index;
+        return true;
     }
 
     Pointer path_here() const {
@@ -196,8 +239,8 @@ class Loader {
 public:
     explicit Loader(std::string file) : file_(std::move(file)) {}
 
-    Config load() {
-        const json document = parse();
+    Config load(std::string_view text) {
+        const json document = parse(text);
         // Relative paths in the file mean the same whichever directory the supervisor
         // is started from: they are taken from the config's own folder.
         folder_ = fs::absolute(file_).parent_path().lexically_normal();
@@ -221,17 +264,15 @@ private:
         throw ConfigError(json_error_message(file_, at.to_string(), expected, found));
     }
 
-    json parse() const {
-        RepeatedKeyFinder finder;
+    json parse(std::string_view text) const {
         json document;
         try {
-            document = read_json_file(file_, [&finder](int, json::parse_event_t event, json& parsed) {
-                finder.see(event, parsed);
-                return true;
-            });
+            document = parse_json_file_text(text, file_);
         } catch (const JsonFileError& error) {
             throw ConfigError(error.what());
         }
+        RepeatedKeyFinder finder;
+        json::sax_parse(text, &finder);
         if (finder.repeated()) fail(*finder.repeated(), "each key once in its object", "this key a second time");
         return document;
     }
@@ -480,6 +521,49 @@ private:
         if (const auto folder = member(node, "working_directory")) process.working_directory = read_working_directory(*folder);
         if (const auto restart = member(node, "restart")) process.restart = read_restart(*restart);
         if (const auto sandbox = member(node, "sandbox")) process.sandbox = read_sandbox(*sandbox, process.working_directory);
+        check_exec_size(node, process);
+    }
+
+    // A command line that execve refuses (E2BIG) would be accepted here and then fail at
+    // every start until the pack is marked failed; it is refused now, naming the pack.
+    void check_exec_size(const Node& node, const PackConfig& process) const {
+        const ExecLimits limits = exec_limits();
+        std::size_t bytes = kSupervisorEnvBytes + (process.command.size() + 1);  // execve copies the file name too
+        std::size_t strings = kSupervisorEnvCount;
+        const auto add = [&](std::size_t length, const Pointer& at, const std::string& shown) {
+            if (length + 1 > limits.string_bytes) {
+                fail(at,
+                     "a string of at most " + format_byte_size_exact(limits.string_bytes - 1) +
+                         " (the most exec takes in one argument or variable)",
+                     shown + " (" + std::to_string(length) + " bytes)");
+            }
+            bytes += length + 1;
+            ++strings;
+        };
+        add(process.command.size(), node.at / "command", describe_json_value(process.command));  // argv[0]
+        for (std::size_t i = 0; i < process.args.size(); ++i) {
+            add(process.args[i].size(), node.at / "args" / i, describe_json_value(process.args[i]));
+        }
+        for (std::size_t i = 0; i < process.env_allowlist.size(); ++i) {
+            // Passed on from the supervisor's own environment, as it is now.
+            const char* value = std::getenv(process.env_allowlist[i].c_str());
+            if (value == nullptr) continue;
+            add(process.env_allowlist[i].size() + 1 + std::strlen(value), node.at / "env_allowlist" / i,
+                describe_json_value(process.env_allowlist[i]));
+        }
+        for (const auto& [key, value] : process.env) {
+            add(key.size() + 1 + value.size(), node.at / "env" / key, describe_json_value(value));
+        }
+        bytes += strings * sizeof(char*);
+        if (bytes >= limits.total_bytes) {
+            fail(node.at,
+                 "a command, args and environment that exec takes: at most " +
+                     format_byte_size_exact(limits.total_bytes) + " all told (ARG_MAX), " +
+                     format_byte_size_exact(kSupervisorEnvBytes) + " of it kept for the supervisor's variables",
+                 std::to_string(bytes) + " bytes for " +
+                     (node.at.to_string() == "/comfyui" ? std::string("the ComfyUI host")
+                                                        : "pack \"" + process.name + "\""));
+        }
     }
 
     std::string read_pack_name(const Node& node) const {
@@ -606,7 +690,17 @@ private:
 }  // namespace
 
 Config load_config(const std::string& path) {
-    return Loader(path).load();
+    std::string text;
+    try {
+        text = read_input_file(path, kMaxJsonFileBytes);
+    } catch (const InputFileError& error) {
+        throw ConfigError(error.what());
+    }
+    return load_config_text(text, path);
+}
+
+Config load_config_text(std::string_view text, const std::string& path) {
+    return Loader(path).load(text);
 }
 
 std::uint32_t ledger_quota_of(const Config& config) {

@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace comfy::supervisor {
@@ -120,8 +121,13 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-// Reads and validates a config file. Throws ConfigError on anything wrong.
+// Reads and validates a config file (a regular file of at most kMaxJsonFileBytes).
+// Throws ConfigError on anything wrong.
 Config load_config(const std::string& path);
+
+// The same from text already read: `path` names it in messages, and its folder is where
+// relative paths start.
+Config load_config_text(std::string_view text, const std::string& path);
 
 // memory.ledger_quota, or when the config does not set it, each participant's fair share:
 // the ledger's rows divided among the participants configured (the packs, and the host

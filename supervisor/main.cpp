@@ -4,6 +4,7 @@
 //   comfy-supervisor run --config FILE [--instance NAME] [--workload FILE] [--record FILE]
 //   comfy-supervisor replay TRACE.jsonl
 
+#include "supervisor/arbiter/trace.hpp"
 #include "supervisor/sandbox_check.hpp"
 #include "supervisor/summary.hpp"
 
@@ -88,7 +89,16 @@ int main(int argc, char* argv[]) {
     }
     try {
         Supervisor supervisor(std::move(*config), options.instance);
-        if (options.record) supervisor.record_to(*options.record);
+        if (options.record) {
+            // Before anything is spawned, so a trace file that cannot be written is a bad
+            // argument like a bad config: status 2, and nothing left running.
+            try {
+                supervisor.record_to(*options.record);
+            } catch (const comfy::arbiter::TraceError& e) {
+                std::fprintf(stderr, "comfy-supervisor: %s\n", e.what());
+                return 2;
+            }
+        }
         std::optional<WorkloadRunner> runner;
         if (workload) {
             runner.emplace(supervisor, std::move(*workload));

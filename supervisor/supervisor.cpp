@@ -759,7 +759,9 @@ void Supervisor::check_heartbeats() {
     for (const auto& line : log_limiter_.ended(now)) log_line(line);
     sweep_idle_workers();
     relieve_host_pressure();
-    heartbeat_timer_.expires_after(std::max(Milliseconds(10), config_.limits.heartbeat_timeout / 10));
+    // A tenth of the time-out, so a hang is seen within 10% of it; at most 250 ms, so the
+    // census reports comfyctl reads are never older than that, whatever the time-out.
+    heartbeat_timer_.expires_after(std::clamp(config_.limits.heartbeat_timeout / 10, Milliseconds(10), Milliseconds(250)));
     heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
         if (!ec) check_heartbeats();
     });

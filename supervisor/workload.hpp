@@ -4,28 +4,13 @@
 // pack's worker; a node whose worker died is retried on the restarted worker.
 
 #include "supervisor/supervisor.hpp"
+#include "supervisor/workload_file.hpp"
 
 #include <map>
 #include <string>
 #include <vector>
 
 namespace comfy::supervisor {
-
-struct WorkloadNode {
-    std::string pack;
-    std::string node;
-};
-
-struct Workload {
-    std::vector<std::vector<WorkloadNode>> prompts;  // run in order, `repeat` times
-    std::uint32_t repeat = 1;
-    // All prompts of a round at once (each still node after node), as when several
-    // packs' nodes overlap; otherwise one prompt after another.
-    bool parallel = false;
-};
-
-// Reads a workload file; throws ConfigError (one line: file, JSON path, expected, found).
-Workload load_workload(const std::string& path, const Config& config);
 
 class WorkloadRunner {
 public:

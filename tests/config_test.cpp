@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -498,5 +499,83 @@ TEST_CASE("a pack's sandbox: its folder and the declared ones writable, links re
 
 TEST_CASE("a config that is a directory cannot be read") {
     const ConfigFolder folder;
-    CHECK(load_error(folder.path().string()) == folder.path().string() + ": cannot read: Is a directory");
+    CHECK(load_error(folder.path().string()) ==
+          folder.path().string() + ": cannot read: expected a regular file, found a directory");
+}
+
+TEST_CASE("a config that is a FIFO or a device is refused at once, never read") {
+    const ConfigFolder folder;
+    // Before: a FIFO blocked the supervisor forever, /dev/zero grew it by a GB a second.
+    const std::string fifo = (folder.path() / "fifo.json").string();
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK(load_error(fifo) == fifo + ": cannot read: expected a regular file, found a FIFO (named pipe)");
+    CHECK(load_error("/dev/zero") == "/dev/zero: cannot read: expected a regular file, found a character device");
+}
+
+TEST_CASE("a config nested too deep or with a number no double holds is refused with its line and column") {
+    const ConfigFolder folder;
+    // Before: 65,000 levels overflowed the stack; 1E400 came out as nlohmann's own message
+    // with no file name.
+    const std::string deep = folder.config(R"({"packs": )" + std::string(65000, '[') + std::string(65000, ']') + "}");
+    CHECK(load_error(deep) ==
+          deep + ": at line 1, column 74: expected arrays and objects nested at most 64 deep, found one nested deeper");
+    const std::string huge = folder.config(with_limits(R"({"heartbeat_timeout_ms": 1E400})"));
+    CHECK(load_error(huge) ==
+          huge + ": at line 1, column 37: expected a number a double holds (at most about 1.8E308), found 1E400");
+    // A value nested near the limit is shown cut short, like any other.
+    const std::string nested = folder.config(with_device(std::string(60, '[') + std::string(60, ']')));
+    CHECK_THAT(load_error(nested), Contains("at /device: expected an object, found " + std::string(57, '[') + "..."));
+}
+
+TEST_CASE("a config of a million objects is refused in linear time, repeated keys still found") {
+    const ConfigFolder folder;
+    std::string packs;
+    for (int i = 0; i < 1'000'000; ++i) packs += i ? ",{}" : "{}";
+    // Before: the repeated-key check ran as nlohmann's parser callback, which scans the
+    // enclosing array at the end of every object: hours for this file.
+    const auto started = std::chrono::steady_clock::now();
+    CHECK_THAT(load_error(folder.config(R"({"packs": [)" + packs + "]}")), Contains("expected at most 63 packs"));
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(20));
+    CHECK_THAT(load_error(folder.config(R"({"packs": [{}, {"a": [{"b": 1, "b": 2}]}]})")),
+               Contains("at /packs/1/a/0/b: expected each key once in its object"));
+}
+
+TEST_CASE("a pack whose command line exec would refuse is refused, naming the pack") {
+    const ConfigFolder folder;
+    const auto arg_max = static_cast<std::size_t>(::sysconf(_SC_ARG_MAX));
+    const std::size_t max_arg = 32 * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    // Before: accepted, then every start failed with E2BIG until the pack was marked failed.
+    SECTION("arguments that pass ARG_MAX together") {
+        nlohmann::json args = nlohmann::json::array();
+        const std::size_t each = 100'000;
+        for (std::size_t total = 0; total <= std::min(arg_max, std::size_t{6} << 20); total += each) {
+            args.push_back(std::string(each, 'a'));
+        }
+        const std::string file = folder.config(one_pack(R"("args": )" + args.dump()));
+        const std::string message = load_error(file);
+        CHECK_THAT(message, StartsWith(file + ": at /packs/0: expected a command, args and environment that exec takes"));
+        CHECK_THAT(message, Contains("for pack \"a\""));
+    }
+    SECTION("one argument longer than exec takes") {
+        const std::string file = folder.config(one_pack(R"("args": ["-v", ")" + std::string(max_arg, 'a') + R"("])"));
+        CHECK_THAT(load_error(file), StartsWith(file + ": at /packs/0/args/1: expected a string of at most "));
+    }
+    SECTION("one variable longer than exec takes, its name counted") {
+        const std::string value(max_arg - 2, 'v');  // "V=" and the value: one byte too many with the NUL
+        const std::string file = folder.config(one_pack(R"("env": {"V": ")" + value + R"("})"));
+        CHECK_THAT(load_error(file), StartsWith(file + ": at /packs/0/env/V: expected a string of at most "));
+        const std::string fits = folder.config(one_pack(R"("env": {"V": ")" + value.substr(1) + R"("})"));
+        CHECK(load_config(fits).packs.at(0).env.at("V").size() == max_arg - 3);
+    }
+    SECTION("the host is named as the host") {
+        nlohmann::json env = nlohmann::json::object();
+        for (std::size_t i = 0; i * 100'000 <= std::min(arg_max, std::size_t{6} << 20); ++i) {
+            env["V" + std::to_string(i)] = std::string(100'000, 'v');
+        }
+        const nlohmann::json config = {{"comfyui", {{"command", "worker.sh"}, {"env", env}}},
+                                       {"packs", {{{"name", "a"}, {"command", "worker.sh"}}}}};
+        const std::string message = load_error(folder.config(config.dump()));
+        CHECK_THAT(message, Contains(": at /comfyui: expected a command, args and environment that exec takes"));
+        CHECK_THAT(message, Contains("for the ComfyUI host"));
+    }
 }

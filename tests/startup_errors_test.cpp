@@ -1,14 +1,19 @@
 // Bad start-up input through the real binary: exit status 2, one line naming the file,
-// the JSON path, the expectation and the finding, and nothing spawned or created.
+// the JSON path (or line and column), the expectation and the finding, and nothing
+// spawned or left behind; an input file that is not a regular one is never read.
 #include <catch2/catch.hpp>
 
 #include "ipc/shm_segment.hpp"
+#include "supervisor/arbiter/trace.hpp"
 #include "tests/support/supervisor_process.hpp"
 #include "tests/support/test_instance.hpp"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -22,9 +27,11 @@ struct Run {
     std::string stderr_text;
 };
 
-Run run_supervisor(const std::string& arguments, const TempFolder& folder) {
+// `prefix` goes before the command (limits for the shell to set), `more` after the arguments.
+Run run_supervisor(const std::string& arguments, const TempFolder& folder, const std::string& prefix = "",
+                   const std::string& more = "") {
     const auto err = folder.path() / "stderr.txt";
-    const std::string command = supervisor_binary() + " " + arguments + " 2>" + err.string();
+    const std::string command = prefix + supervisor_binary() + " " + arguments + more + " 2>" + err.string();
     const int raw = std::system(command.c_str());
     return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_file(err)};
 }
@@ -33,6 +40,12 @@ struct BadConfig {
     const char* what;
     std::string text;
     const char* message;
+};
+
+struct BadRun {
+    const char* what;
+    std::string arguments;
+    std::string message;
 };
 
 }  // namespace
@@ -127,4 +140,58 @@ TEST_CASE("an unusable CUDA device stops start-up with status 2, or falls back w
     REQUIRE(fell_back.wait_for([](const auto& t) { return t.size() == 1 && t[0].state == comfy::ParticipantState::ready; }));
     CHECK_THAT(fell_back.log(), Contains("using the simulated device instead"));
     CHECK(fell_back.stop() == 0);
+}
+
+TEST_CASE("input files that cannot be taken stop the supervisor at once with status 2 and one line") {
+    TempFolder folder("input");
+    const std::string worker = std::string("\"").append(worker_binary()).append("\"");
+    const std::string pack = "{\"name\": \"a\", \"command\": " + worker + "}";
+    const auto config = folder.write("config.json", "{\"packs\": [" + pack + "]}").string();
+    const auto fifo = (folder.path() / "fifo.json").string();
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const auto deep = folder.write("deep.json", std::string(65000, '[') + std::string(65000, ']')).string();
+    const auto huge_number =
+        folder.write("huge.json", "{\"limits\": {\"heartbeat_timeout_ms\": 1E400}, \"packs\": [" + pack + "]}").string();
+    const auto workload = folder.write("workload.json", "{\"repeat\": 1E400, \"prompts\": []}").string();
+    const std::string header = comfy::arbiter::header_json(comfy::arbiter::ArbiterConfig{}, 8).dump();
+    const auto trace = folder.write("trace.jsonl", header + "\n{\"event\": \"tick\", \"x\": 1E400}\n").string();
+    std::string big_header = header;
+    big_header.replace(big_header.find("\"ledger_capacity\":8"), 19, "\"ledger_capacity\":4294967295");
+    const auto big_ledger = folder.write("big-ledger.jsonl", big_header + "\n").string();
+    std::string args;
+    for (std::size_t total = 0; total <= std::min<std::size_t>(::sysconf(_SC_ARG_MAX), 6 << 20); total += 100'000) {
+        args += (args.empty() ? "\"" : ", \"") + std::string(100'000, 'a') + "\"";
+    }
+    const auto long_args = folder.write("args.json", "{\"packs\": [{\"name\": \"big\", \"command\": " + worker +
+                                                         ", \"args\": [" + args + "]}]}").string();
+    const auto instance = test_instance("input");
+    const std::string run = "run --instance " + instance + " --config ";
+    const std::vector<BadRun> table = {
+        // Before: each of these grew the supervisor by a GB a second, blocked forever,
+        // overflowed the stack, aborted (exit 134) or answered without the file name.
+        {"config /dev/zero", run + "/dev/zero", "/dev/zero: cannot read: expected a regular file, found a character device"},
+        {"config a FIFO", run + fifo, ": cannot read: expected a regular file, found a FIFO"},
+        {"config nested too deep", run + deep, deep + ": at line 1, column 65: expected arrays and objects nested"},
+        {"config number out of range", run + huge_number, huge_number + ": at line 1, column 37: expected a number"},
+        {"config command line past ARG_MAX", run + long_args, long_args + ": at /packs/0: expected a command, args"},
+        {"workload /dev/zero", run + config + " --workload /dev/zero", "/dev/zero: cannot read: expected a regular file"},
+        {"workload number out of range", run + config + " --workload " + workload, workload + ": at line 1, column 12"},
+        {"replay /dev/zero", "replay /dev/zero", "/dev/zero: cannot read: expected a regular file"},
+        {"replay a FIFO", "replay " + fifo, ": cannot read: expected a regular file, found a FIFO"},
+        {"replay number out of range", "replay " + trace, trace + ": line 2: at character 24: expected a number"},
+        {"replay ledger too large", "replay " + big_ledger, big_ledger + ": line 1: at /ledger_capacity: expected"},
+        {"record into a missing folder", run + config + " --record " + (folder.path() / "missing/trace.jsonl").string(),
+         "/missing/trace.jsonl: cannot open for writing: No such file or directory"},
+    };
+    for (const auto& row : table) {
+        INFO(row.what);
+        // Bounded, so that a regression fails here instead of taking the machine with it.
+        const auto started = std::chrono::steady_clock::now();
+        const auto result = run_supervisor("", folder, "ulimit -v 4194304; timeout 30 ", row.arguments);
+        CHECK(result.status == 2);
+        CHECK_THAT(result.stderr_text, Contains(row.message));
+        CHECK(std::count(result.stderr_text.begin(), result.stderr_text.end(), '\n') == 1);
+        CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
+        CHECK(comfy::ipc::inspect_segment(comfy::ipc::segment_name(instance)).state == comfy::ipc::SegmentState::absent);
+    }
 }

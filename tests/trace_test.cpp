@@ -6,6 +6,7 @@
 #include "supervisor/arbiter/arbiter.hpp"
 #include "supervisor/arbiter/trace.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -444,9 +445,90 @@ TEST_CASE("the replay command reports a trace it cannot read") {
     const StreamCapture errors(std::cerr);
     CHECK(run_replay_command("/nonexistent-folder/trace.jsonl") == kTraceMalformed);
     CHECK(run_replay_command(fs::temp_directory_path().string()) == kTraceMalformed);
-    CHECK(errors.text() ==
-          "/nonexistent-folder/trace.jsonl: cannot read: No such file or directory\n"
-          "line 1: cannot read the trace\n");
+    CHECK(errors.text() == "/nonexistent-folder/trace.jsonl: cannot read: No such file or directory\n" +
+                               fs::temp_directory_path().string() +
+                               ": cannot read: expected a regular file, found a directory\n");
+}
+
+TEST_CASE("the replay command refuses a FIFO or a device at once, never reading it") {
+    // Before: /dev/zero was read into one line until memory ran out; a FIFO blocked.
+    const TempTrace trace;
+    REQUIRE(::mkfifo(trace.path().c_str(), 0600) == 0);
+    const StreamCapture errors(std::cerr);
+    CHECK(run_replay_command(trace.path()) == kTraceMalformed);
+    CHECK(run_replay_command("/dev/zero") == kTraceMalformed);
+    CHECK(errors.text() == trace.path() + ": cannot read: expected a regular file, found a FIFO (named pipe)\n" +
+                               "/dev/zero: cannot read: expected a regular file, found a character device\n");
+}
+
+TEST_CASE("the replay command names the file in front of the line") {
+    const TempTrace trace;
+    std::ofstream(trace.path()) << header_json(ArbiterConfig{}, 8).dump() << "\n[1]\n";
+    const StreamCapture errors(std::cerr);
+    CHECK(run_replay_command(trace.path()) == kTraceMalformed);
+    CHECK(errors.text() == trace.path() + ": line 2: at /: expected an event line or a decision line, found [1]\n");
+}
+
+TEST_CASE("a trace line nested too deep, with a number no double holds, or too long is refused by line") {
+    const std::string header = header_json(ArbiterConfig{}, 8).dump();
+    const std::string joined_line = to_json(event::Joined{{1, 1}}, busy_world()).dump();
+    const auto refused = [](const std::string& trace) {
+        const auto replayed = replay_text(trace);
+        CHECK(replayed.status == kTraceMalformed);
+        CHECK(one_line(replayed.errors));
+        return replayed.errors;
+    };
+    // Before: 65,000 levels overflowed the stack, and 1E400 escaped as an exception (exit 134).
+    CHECK(refused(header + '\n' + std::string(65000, '[') + std::string(65000, ']') + '\n') ==
+          "line 2: at character 65: expected arrays and objects nested at most 64 deep, found one nested deeper\n");
+    CHECK(refused(header + '\n' + replace_once(joined_line, "\"now_ms\":1234", "\"now_ms\":1E400")) ==
+          "line 2: at character " + std::to_string(joined_line.find("1234") + 1) +
+              ": expected a number a double holds (at most about 1.8E308), found 1E400\n");
+    // A line is never read past its cap, whatever follows.
+    CHECK(refused(header + '\n' + std::string(kMaxTraceLineBytes + 1, ' ') + joined_line) ==
+          "line 2: expected a line of at most 32MiB, found a longer one\n");
+}
+
+TEST_CASE("lines of any length up to the cap are read whole, with or without a last newline") {
+    const std::string header = header_json(ArbiterConfig{}, 8).dump();
+    const std::string joined_line = to_json(event::Joined{{1, 1}}, busy_world()).dump();
+    // Padded past the reader's 64 KiB chunks, and ending exactly at one.
+    for (const std::size_t padding :
+         {std::size_t{0}, 65535 - joined_line.size(), 65536 - joined_line.size(), std::size_t{200000}}) {
+        INFO(padding);
+        const std::string line = std::string(padding, ' ') + joined_line;
+        CHECK(replay_text(header + '\n' + line + '\n').status == kReplayAgreed);
+        CHECK(replay_text(header + '\n' + line).status == kReplayAgreed);
+        CHECK(replay_text(header + "\n\n" + line).status == kTraceMalformed);  // an empty line is not JSON
+    }
+}
+
+TEST_CASE("a difference names the lines, each cut short when long") {
+    const std::string header = header_json(ArbiterConfig{}, 8).dump();
+    const std::string joined_line = to_json(event::Joined{{1, 1}}, busy_world()).dump();
+    // A note of a megabyte (with a character of two bytes across the cut) that replay never decided.
+    const std::string text = std::string(969, 'n') + "\u00e9" + std::string(1'000'000, 'n');
+    const std::string note = to_json(action::Note{text}).dump();
+    const auto replayed = replay_text(header + '\n' + joined_line + '\n' + note + '\n');
+    CHECK(replayed.status == kReplayDiffered);
+    CHECK(one_line(replayed.errors));
+    CHECK_THAT(replayed.errors, StartsWith("line 3: recorded {\"decision\":\"note\",\"text\":\"nnn"));
+    CHECK_THAT(replayed.errors, Contains("nnn... but replay decided nothing more for the event on line 2"));
+    CHECK(replayed.errors.size() < 1100);
+}
+
+TEST_CASE("a header asking for a ledger larger than a segment allows is refused before anything is allocated") {
+    // Before: 4294967295 aborted on the allocation; 30,000,000 took 14 s and 2.6 GB.
+    for (const std::string capacity : {"4294967295", "30000000", "1048577", "0"}) {
+        INFO(capacity);
+        const auto replayed =
+            replay_text(replace_once(header_json(ArbiterConfig{}, 8).dump(), "\"ledger_capacity\":8",
+                                     "\"ledger_capacity\":" + capacity) + '\n');
+        CHECK(replayed.status == kTraceMalformed);
+        CHECK(replayed.errors == "line 1: at /ledger_capacity: expected a ledger capacity the shared segment allows "
+                                 "(ledger_entries is " + capacity + ", expected 1 to 1048576), found " + capacity + "\n");
+    }
+    CHECK(replay_text(header_json(ArbiterConfig{}, 1u << 20).dump() + '\n').status == kReplayAgreed);
 }
 
 TEST_CASE("the example trace replays with its recorded decisions") {

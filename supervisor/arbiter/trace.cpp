@@ -1,19 +1,21 @@
 #include "supervisor/arbiter/trace.hpp"
 
 #include "shared/byte_size.hpp"
+#include "shared/input_file.hpp"
 #include "shared/json_errors.hpp"
 #include "shared/message_header.hpp"
+#include "shared/segment_layout.hpp"
 #include "supervisor/arbiter/arbiter.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <charconv>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <optional>
 #include <span>
+#include <sstream>
 #include <string_view>
 #include <vector>
 
@@ -154,7 +156,12 @@ public:
     }
 
     [[noreturn]] void bad_key(const std::string& key, std::string_view expected) const {
-        fail(at_ / key, expected, TraceJson(key).dump());
+        fail(at_ / key, expected, describe_json_value(key));
+    }
+
+    // A member that was read but is not what the reader can use.
+    [[noreturn]] void reject(const char* key, std::string_view expected) const {
+        wrong(key, expected, member(key, expected));
     }
 
 private:
@@ -172,7 +179,7 @@ private:
         throw TraceError(json_error_message(line_label(line_number_), at.to_string(), expected, found));
     }
 
-    static std::string describe(const TraceJson& value) { return describe_json_value(nlohmann::json(value)); }
+    static std::string describe(const TraceJson& value) { return describe_json_value(value); }
 
     const TraceJson& value_;
     Pointer at_;
@@ -496,22 +503,53 @@ std::string line_text(const TraceJson& line) {
     return line.dump(-1, ' ', /*ensure_ascii=*/false, TraceJson::error_handler_t::replace);
 }
 
+// A line in a message about a difference: whole, unless longer than anyone reads (a note's
+// text may be megabytes). Cut on a character boundary, so the message stays UTF-8.
+std::string shown_line(const TraceJson& line) {
+    constexpr std::size_t kMaxShown = 1000;
+    std::string text = line_text(line);
+    if (text.size() <= kMaxShown) return text;
+    text.resize(kMaxShown - 3);
+    while (!text.empty() && (static_cast<unsigned char>(text.back()) & 0xc0) == 0x80) text.pop_back();
+    if (!text.empty() && static_cast<unsigned char>(text.back()) >= 0xc0) text.pop_back();  // a cut lead byte
+    return text + "...";
+}
+
 // ---- replay ----
 
 TraceJson parse_line(const std::string& text, std::size_t line_number) {
     try {
-        return TraceJson::parse(text);
-    } catch (const TraceJson::parse_error& error) {
-        throw TraceError(line_label(line_number) + ": not valid JSON (at character " + std::to_string(error.byte) +
-                         ")");
+        return parse_json<TraceJson>(text);
+    } catch (const JsonTextError& error) {
+        if (error.syntax()) {
+            throw TraceError(line_label(line_number) + ": not valid JSON (at character " +
+                             std::to_string(error.byte()) + ")");
+        }
+        throw TraceError(line_label(line_number) + ": at character " + std::to_string(error.byte()) + ": " +
+                         error.detail());
     }
 }
 
-// std::getline, telling a failed read (of a folder, or an I/O error) from the trace's end.
+// std::getline, but a line is never let grow past kMaxTraceLineBytes, and a failed read
+// (an I/O error) is told from the trace's end.
 bool next_line(std::istream& trace, std::string& text, std::size_t line_number) {
-    if (std::getline(trace, text)) return true;
-    if (trace.bad()) throw TraceError(line_label(line_number) + ": cannot read the trace");
-    return false;
+    text.clear();
+    std::array<char, 65536> chunk;
+    for (;;) {
+        trace.getline(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+        const auto count = static_cast<std::size_t>(trace.gcount());
+        if (trace.bad()) throw TraceError(line_label(line_number) + ": cannot read the trace");
+        const bool ended = trace.eof();
+        const bool chunk_full = trace.fail() && !ended;  // no newline yet: the line goes on
+        text.append(chunk.data(), ended || chunk_full ? count : count - 1);  // count includes the newline
+        if (text.size() > kMaxTraceLineBytes) {
+            throw TraceError(line_label(line_number) + ": expected a line of at most " +
+                             format_byte_size_exact(kMaxTraceLineBytes) + ", found a longer one");
+        }
+        if (ended) return !text.empty();
+        if (!chunk_full) return true;
+        trace.clear();
+    }
 }
 
 std::string decisions_counted(std::size_t count) {
@@ -532,7 +570,7 @@ public:
             on_decision(line, line_number);
         } else {
             throw TraceError(json_error_message(line_label(line_number), "", "an event line or a decision line",
-                                                describe_json_value(nlohmann::json(line))));
+                                                describe_json_value(line)));
         }
     }
 
@@ -568,11 +606,11 @@ private:
         const TraceJson recorded = to_json(parse_decision_line(line, line_number));
         trace_has_decisions_ = true;
         if (recorded_ >= replayed_.size()) {
-            found_difference(line_label(line_number) + ": recorded " + line_text(recorded) +
+            found_difference(line_label(line_number) + ": recorded " + shown_line(recorded) +
                              " but replay decided nothing more for the event on line " + std::to_string(event_line_));
         } else if (recorded != replayed_[recorded_]) {
-            found_difference(line_label(line_number) + ": recorded " + line_text(recorded) + " but replay decided " +
-                             line_text(replayed_[recorded_]));
+            found_difference(line_label(line_number) + ": recorded " + shown_line(recorded) + " but replay decided " +
+                             shown_line(replayed_[recorded_]));
         }
         ++recorded_;
     }
@@ -581,7 +619,7 @@ private:
         if (recorded_ >= replayed_.size()) return;
         found_difference(line_label(event_line_) + ": recorded " + decisions_counted(recorded_) +
                          " for this event but replay decided " + std::to_string(replayed_.size()) +
-                         ", the first extra being " + line_text(replayed_[recorded_]));
+                         ", the first extra being " + shown_line(replayed_[recorded_]));
     }
 
     // Only the first counts: after it the replayed world has parted from the recorded one.
@@ -640,7 +678,14 @@ TraceHeader parse_header(const TraceJson& line, std::size_t line_number) {
     config.answer_timeout_ms = fields.whole("answer_timeout_ms");
     config.vram_state = static_cast<VramState>(fields.choice("vram_state", kVramStateNames));
     config.smart_memory = fields.flag("smart_memory");
-    return {config, header.whole<std::uint32_t>("ledger_capacity")};
+    // The arbiter allocates its ledger up front: only what a segment allows, so that a
+    // header cannot ask replay for gigabytes.
+    Capacities probe;
+    probe.ledger_entries = header.whole<std::uint32_t>("ledger_capacity");
+    if (const auto problem = probe.validate(); !problem.empty()) {
+        header.reject("ledger_capacity", "a ledger capacity the shared segment allows (" + problem + ")");
+    }
+    return {config, probe.ledger_entries};
 }
 
 TraceEntry parse_event_line(const TraceJson& line, std::size_t line_number) {
@@ -699,12 +744,19 @@ int replay(std::istream& trace, std::ostream& decisions, std::ostream& errors) {
 }
 
 int run_replay_command(const std::string& path) {
-    std::ifstream trace(path);
-    if (!trace) {
-        std::cerr << json_file_message(path, "cannot read: " + system_message(errno)) << '\n';
+    std::ostringstream errors;
+    int status = kTraceMalformed;
+    try {
+        InputFileStream trace(path, kMaxTraceFileBytes);
+        status = replay(trace, std::cout, errors);
+    } catch (const InputFileError& error) {
+        std::cerr << error.what() << '\n';
         return kTraceMalformed;
     }
-    return replay(trace, std::cout, std::cerr);
+    // replay's messages name the line; the file is named here, as the loaders name theirs.
+    std::istringstream lines(errors.str());
+    for (std::string line; std::getline(lines, line);) std::cerr << json_file_message(path, line) << '\n';
+    return status;
 }
 
 }  // namespace comfy::arbiter

@@ -27,6 +27,13 @@ public:
 
 inline constexpr std::uint32_t kTraceVersion = 2;
 
+// What replay reads: a trace file of at most 1 GiB (some hours of a busy machine), and
+// lines of at most 32 MiB each (the longest a recorder writes is an admission keeping a
+// full ledger, 1,048,576 ids of up to 20 digits: about 22 MiB). Both keep what a wrong
+// file can make replay allocate within a few GiB.
+inline constexpr std::uint64_t kMaxTraceFileBytes = std::uint64_t{1} << 30;
+inline constexpr std::uint64_t kMaxTraceLineBytes = std::uint64_t{32} << 20;
+
 // Trace lines keep their keys in the order written, so that a line reads kind first and
 // snapshot last. Compare two lines only when both come from to_json (same key order).
 using TraceJson = nlohmann::ordered_json;
@@ -86,8 +93,9 @@ private:
 // message on `errors`).
 int replay(std::istream& trace, std::ostream& decisions, std::ostream& errors);
 
-// `comfy-supervisor replay TRACE`: replay() of the file with std::cout and std::cerr;
-// 2 with a one-line message when the file cannot be read.
+// `comfy-supervisor replay TRACE`: replay() of the file with std::cout and std::cerr,
+// each message on std::cerr starting with the file's name; 2 with a one-line message when
+// the file cannot be read (not a regular file, larger than kMaxTraceFileBytes).
 int run_replay_command(const std::string& path);
 
 }  // namespace comfy::arbiter
