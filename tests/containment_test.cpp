@@ -30,8 +30,21 @@ json eight_loading_prompts() {
     return workload_of(prompts);
 }
 
-json honest_pack(const TempFolder& packs) {
-    return reference_pack(packs, "honest", {{"nodes", {{"work", {step_load("weights", "6GiB"), step_compute(150)}}}}});
+// Runs the hostile participant `mode` beside an honest pack that runs eight loading
+// prompts; what the supervisor logged and printed, once it exited with status 0.
+struct Run {
+    std::string log;
+    std::string output;
+};
+Run run_beside_honest(const std::string& mode) {
+    TempFolder packs("hostile");
+    const json honest =
+        reference_pack(packs, "honest", {{"nodes", {{"work", {step_load("weights", "6GiB"), step_compute(150)}}}}});
+    json config = memory_config_of({hostile(mode), honest});
+    config["limits"]["heartbeat_timeout_ms"] = 1000;
+    SupervisorProcess supervisor(config, eight_loading_prompts());
+    CHECK(supervisor.wait() == 0);
+    return {supervisor.log(), supervisor.output()};
 }
 
 }  // namespace
@@ -39,33 +52,23 @@ json honest_pack(const TempFolder& packs) {
 TEST_CASE("a hostile participant's writes outside its own region fault in it alone, and every prompt runs") {
     const std::string mode = GENERATE(as<std::string>{}, "write-header", "write-device-total", "write-ledger",
                                       "write-participant", "write-ring-half");
-    TempFolder packs("hostile");
-    json config = memory_config_of({hostile(mode), honest_pack(packs)});
-    config["limits"]["heartbeat_timeout_ms"] = 1000;
-    SupervisorProcess supervisor(config, eight_loading_prompts());
-    CHECK(supervisor.wait() == 0);
-    const auto log = supervisor.log();
+    const auto [log, output] = run_beside_honest(mode);
     INFO(log);
     CHECK_THAT(log, Contains(mode + ": worker pid") && Contains("killed by SIGSEGV"));
     CHECK_THAT(log, !Contains(mode + " done and still alive"));
-    CHECK_THAT(supervisor.output(), Contains("prompts run        8 of 8 (0 failed)"));
+    CHECK_THAT(output, Contains("prompts run        8 of 8 (0 failed)"));
 }
 
 TEST_CASE("garbage in a participant's own census or idle ring stops that participant alone, within a check") {
     const auto [mode, reason] = GENERATE(table<std::string, std::string>(
         {{"census-garbage", "its census is unreadable at two heartbeat checks in a row"},
          {"ring-garbage", "its ring to the supervisor is corrupt"}}));
-    TempFolder packs("hostile");
-    json config = memory_config_of({hostile(mode), honest_pack(packs)});
-    config["limits"]["heartbeat_timeout_ms"] = 1000;
-    SupervisorProcess supervisor(config, eight_loading_prompts());
-    CHECK(supervisor.wait() == 0);
-    const auto log = supervisor.log();
+    const auto [log, output] = run_beside_honest(mode);
     INFO(log);
     // The hostile worker sends nothing after its misdeed: only the periodic check finds it.
     CHECK_THAT(log, Contains(mode + " done and still alive"));
     CHECK_THAT(log, Contains(mode + ": stopping pid") && Contains(reason));
-    CHECK_THAT(supervisor.output(), Contains("prompts run        8 of 8 (0 failed)"));
+    CHECK_THAT(output, Contains("prompts run        8 of 8 (0 failed)"));
 }
 
 TEST_CASE("a worker inherits exactly its four descriptors, and none of the supervisor's others") {
