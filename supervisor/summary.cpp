@@ -12,8 +12,12 @@ void print_summary(const Supervisor& supervisor, const WorkloadRunner& runner) {
     const auto totals = supervisor.totals();
     const auto device_total = supervisor.view().device_total_bytes();
     std::printf("\nsummary\n");
-    std::printf("  prompts run        %u of %u (%u failed)\n", outcome.prompts_run, runner.prompts_total(),
+    std::printf("  prompts run        %u of %u (%u failed", outcome.prompts_run, runner.prompts_total(),
                 outcome.prompts_failed);
+    if (runner.prompts_started() < runner.prompts_total()) {
+        std::printf(", %u not started: shut down first", runner.prompts_total() - runner.prompts_started());
+    }
+    std::printf(")\n");
     std::printf("  nodes run          %u (%u retried after a worker died)\n", outcome.nodes_run, outcome.nodes_retried);
     // The host, when configured, counts among the processes started.
     std::printf("  processes started  %u (%u restarts)\n", totals.workers_started, totals.workers_restarted);

@@ -54,6 +54,7 @@ public:
     // Stops accepting work, asks every worker to finish, kills what remains after the
     // grace period, and ends run() once every child is reaped.
     void begin_shutdown(const std::string& why);
+    bool shutting_down() const noexcept { return shutting_down_; }
 
     // Writes every event the arbiter sees, with its snapshot and decisions, to `path`
     // (JSON lines, docs/TRACE.md), for `comfy-supervisor replay`. Throws on an unwritable file.
