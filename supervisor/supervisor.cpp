@@ -291,7 +291,10 @@ void Supervisor::on_exit(WorkerProcess& worker) {
     notify(WorkerEvent::exited, worker);
 
     // Its memory went with the process: return its device use and drop its census, its
-    // region and its ledger entries (an eviction waiting on it counts as done).
+    // region and its ledger entries (an eviction waiting on it counts as done). The table
+    // says it is dead first: the simulated device's free figure counts live participants'
+    // bytes, and a grant its death allows must not reach an asker that still sees them.
+    set_state(worker, ParticipantState::dead);
     releases_.forget(worker.slot);
     census_.forget(worker.slot);
     publish_census_reports();
