@@ -25,6 +25,10 @@ void print_summary(const Supervisor& supervisor, const WorkloadRunner& runner) {
                 format_byte_size(device_total).c_str());
     std::printf("  admissions         %u (%u granted short under policy admit, %u refused)\n", totals.admissions,
                 totals.admitted_short, totals.refused);
+    // Every admission asked is answered, or dropped with an asker that died before its answer.
+    std::printf("  answered           %u granted, %u refused, %llu withdrawn (the asker left first), %llu unanswered\n",
+                totals.granted, totals.refused, static_cast<unsigned long long>(totals.withdrawn),
+                static_cast<unsigned long long>(totals.unanswered));
     std::printf("  evictions          %u asked of other participants, %s freed (measured by the owners)\n",
                 totals.evictions_asked, format_byte_size(totals.bytes_evicted).c_str());
     std::printf("  releases           %s freed by release messages, %u pin-release round(s)\n",

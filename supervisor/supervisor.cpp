@@ -548,6 +548,7 @@ void Supervisor::carry_out(const arbiter::Action& action) {
                 } else if constexpr (std::is_same_v<A, arbiter::action::SendPartialRelease>) {
                     deliver(*target, encode(a.command, target->generation));
                 } else if constexpr (std::is_same_v<A, arbiter::action::Grant>) {
+                    ++memory_totals_.granted;
                     if (a.grant.shortfall > 0) ++memory_totals_.admitted_short;
                     deliver(*target, encode(a.grant, target->generation, a.correlation));
                 } else {
@@ -791,6 +792,8 @@ void Supervisor::finish_if_done() {
 Supervisor::Totals Supervisor::totals() const {
     Totals totals = memory_totals_;
     totals.released = releases_.counts();
+    totals.withdrawn = arbiter_.withdrawn();
+    totals.unanswered = arbiter_.unanswered();
     for (const auto& worker : workers_) {
         totals.workers_started += worker->starts;
         totals.workers_restarted += worker->starts > 0 ? worker->starts - 1 : 0;

@@ -34,6 +34,9 @@ public:
     const ArbiterConfig& config() const noexcept { return config_; }
     // Requests taken in but not yet answered (queued, being worked, or waiting).
     std::size_t unanswered() const noexcept;
+    // Requests dropped unanswered because their asker left first: with those answered and
+    // those unanswered, every request taken in.
+    std::uint64_t withdrawn() const noexcept { return withdrawn_; }
 
 private:
     struct Request {
@@ -112,6 +115,7 @@ private:
     std::deque<Request> queue_;
     std::optional<Working> working_;
     std::vector<Request> waiting_;
+    std::uint64_t withdrawn_ = 0;
     // Valid only inside handle():
     const Snapshot* snapshot_ = nullptr;
     std::vector<Action>* out_ = nullptr;
