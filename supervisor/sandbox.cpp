@@ -55,6 +55,8 @@ SpawnRequest sandboxed_request(const SpawnRequest& request, const SandboxConfig&
     // workers' files are not there by name, nor the sockets of /run (a Docker or D-Bus
     // socket accepts a connect on a read-only mount).
     add(args, {"--tmpfs", "/dev/shm", "--tmpfs", "/tmp", "--tmpfs", "/run"});
+    // The pack's own program stays reachable wherever it lies, under /tmp included.
+    add(args, {"--ro-bind", request.command, request.command});
     for (const auto& path : sandbox.readable) add(args, {"--ro-bind", path, path});
     // Last, so that a writable folder under a readable one stays writable.
     for (const auto& path : sandbox.writable) add(args, {"--bind", path, path});

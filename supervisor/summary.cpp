@@ -12,8 +12,12 @@ void print_summary(const Supervisor& supervisor, const WorkloadRunner& runner) {
     const auto totals = supervisor.totals();
     const auto device_total = supervisor.view().device_total_bytes();
     std::printf("\nsummary\n");
-    std::printf("  prompts run        %u of %u (%u failed)\n", outcome.prompts_run, runner.prompts_total(),
+    std::printf("  prompts run        %u of %u (%u failed", outcome.prompts_run, runner.prompts_total(),
                 outcome.prompts_failed);
+    if (runner.prompts_started() < runner.prompts_total()) {
+        std::printf(", %u not started: shut down first", runner.prompts_total() - runner.prompts_started());
+    }
+    std::printf(")\n");
     std::printf("  nodes run          %u (%u retried after a worker died)\n", outcome.nodes_run, outcome.nodes_retried);
     // The host, when configured, counts among the processes started.
     std::printf("  processes started  %u (%u restarts)\n", totals.workers_started, totals.workers_restarted);
@@ -21,6 +25,10 @@ void print_summary(const Supervisor& supervisor, const WorkloadRunner& runner) {
                 format_byte_size(device_total).c_str());
     std::printf("  admissions         %u (%u granted short under policy admit, %u refused)\n", totals.admissions,
                 totals.admitted_short, totals.refused);
+    // Every admission asked is answered, or dropped with an asker that died before its answer.
+    std::printf("  answered           %u granted, %u refused, %llu withdrawn (the asker left first), %llu unanswered\n",
+                totals.granted, totals.refused, static_cast<unsigned long long>(totals.withdrawn),
+                static_cast<unsigned long long>(totals.unanswered));
     std::printf("  evictions          %u asked of other participants, %s freed (measured by the owners)\n",
                 totals.evictions_asked, format_byte_size(totals.bytes_evicted).c_str());
     std::printf("  releases           %s freed by release messages, %u pin-release round(s)\n",

@@ -299,7 +299,10 @@ void Supervisor::on_exit(WorkerProcess& worker) {
     notify(WorkerEvent::exited, worker);
 
     // Its memory went with the process: return its device use and drop its census, its
-    // region and its ledger entries (an eviction waiting on it counts as done).
+    // region and its ledger entries (an eviction waiting on it counts as done). The table
+    // says it is dead first: the simulated device's free figure counts live participants'
+    // bytes, and a grant its death allows must not reach an asker that still sees them.
+    set_state(worker, ParticipantState::dead);
     releases_.forget(worker.slot);
     census_.forget(worker.slot);
     publish_census_reports();
@@ -599,6 +602,7 @@ void Supervisor::carry_out(const arbiter::Action& action, const std::optional<No
                 } else if constexpr (std::is_same_v<A, arbiter::action::SendPartialRelease>) {
                     deliver(*target, encode(a.command, target->generation));
                 } else if constexpr (std::is_same_v<A, arbiter::action::Grant>) {
+                    ++memory_totals_.granted;
                     if (a.grant.shortfall > 0) ++memory_totals_.admitted_short;
                     deliver(*target, encode(a.grant, target->generation, a.correlation));
                 } else {
@@ -864,6 +868,8 @@ void Supervisor::finish_if_done() {
 Supervisor::Totals Supervisor::totals() const {
     Totals totals = memory_totals_;
     totals.released = releases_.counts();
+    totals.withdrawn = arbiter_.withdrawn();
+    totals.unanswered = arbiter_.unanswered();
     for (const auto& worker : workers_) {
         totals.workers_started += worker->starts;
         totals.workers_restarted += worker->starts > 0 ? worker->starts - 1 : 0;

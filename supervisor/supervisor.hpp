@@ -55,6 +55,7 @@ public:
     // Stops accepting work, asks every worker to finish, kills what remains after the
     // grace period, and ends run() once every child is reaped.
     void begin_shutdown(const std::string& why);
+    bool shutting_down() const noexcept { return shutting_down_; }
 
     // Writes every event the arbiter sees, with its snapshot and decisions, to `path`
     // (JSON lines, docs/TRACE.md), for `comfy-supervisor replay`. Throws on an unwritable file.
@@ -78,8 +79,11 @@ public:
         std::uint32_t admissions = 0;
         std::uint32_t evictions_asked = 0;     // partial unloads and detaches sent to owners
         std::uint64_t bytes_evicted = 0;       // measured, from the owners' receipts
+        std::uint32_t granted = 0;             // shortfall or not
         std::uint32_t admitted_short = 0;      // granted with a shortfall (policy admit)
         std::uint32_t refused = 0;
+        std::uint64_t withdrawn = 0;           // dropped unanswered: the asker left first
+        std::uint64_t unanswered = 0;          // still being worked or waiting
         std::uint32_t pin_release_rounds = 0;
         ReleaseCounts released{};              // measured, from release receipts, by kind
     };

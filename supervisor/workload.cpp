@@ -13,6 +13,18 @@ namespace {
 
 constexpr std::uint32_t kMaxAttempts = 3;  // a node survives two worker deaths
 
+// Why the supervisor could not run a node, for the one line that fails its prompt.
+std::string why_not_run(const RequestFailed& failed) {
+    switch (static_cast<FailureReason>(failed.reason)) {
+        case FailureReason::worker_died:
+            return "its worker died at each of " + std::to_string(kMaxAttempts) + " attempts";
+        case FailureReason::worker_failed: return "its pack is failed after too many restarts (comfyctl retry)";
+        case FailureReason::shutting_down: return "the supervisor is shutting down";
+        case FailureReason::no_such_pack: return "no such pack";
+    }
+    return "reason " + std::to_string(failed.reason);
+}
+
 }  // namespace
 
 WorkloadRunner::WorkloadRunner(Supervisor& supervisor, Workload workload)
@@ -75,8 +87,9 @@ void WorkloadRunner::on_reply(std::uint32_t prompt, const Message& reply) {
         }
         return;
     }
-    const auto* failed = std::get_if<RequestFailed>(&reply.payload);
-    const bool died = failed != nullptr && failed->reason == static_cast<std::uint32_t>(FailureReason::worker_died);
+    // The supervisor answers a request with the worker's WorkResult or with this.
+    const auto& failed = std::get<RequestFailed>(reply.payload);
+    const bool died = failed.reason == static_cast<std::uint32_t>(FailureReason::worker_died);
     if (died && run.attempts < kMaxAttempts) {
         ++outcome_.nodes_retried;
         log_line(name + ": worker of " + node.pack + " died during " + node.node + "; retrying on its replacement");
@@ -84,7 +97,7 @@ void WorkloadRunner::on_reply(std::uint32_t prompt, const Message& reply) {
         boost::asio::post(supervisor_.io(), [this, prompt] { run_node(running_.at(prompt)); });
         return;
     }
-    log_line(name + ": node " + node.node + " could not run");
+    log_line(name + ": node " + node.node + " could not run: " + why_not_run(failed));
     finish(prompt, true);
 }
 
@@ -92,7 +105,9 @@ void WorkloadRunner::finish(std::uint32_t prompt, bool failed) {
     (failed ? outcome_.prompts_failed : outcome_.prompts_run) += 1;
     running_.erase(prompt);
     if (!running_.empty()) return;  // the rest of this round is still running
-    if (next_prompt_ == prompts_total()) {
+    // Once shutdown has begun (a signal, or the last prompt), no prompt is started: each
+    // would only fail at once, and from inside this call, one frame deeper per prompt.
+    if (next_prompt_ == prompts_total() || supervisor_.shutting_down()) {
         final_census_ = supervisor_.census_rows();
         supervisor_.begin_shutdown("workload finished");
         return;

@@ -28,6 +28,8 @@ public:
     // The workers' census as the last prompt ended, before shutdown released it all.
     const std::vector<Supervisor::CensusRow>& final_census() const noexcept { return final_census_; }
     std::uint32_t prompts_total() const noexcept;
+    // Prompts started: all of them, unless the supervisor was shut down first.
+    std::uint32_t prompts_started() const noexcept { return next_prompt_; }
 
 private:
     // One prompt on its way through its nodes.

@@ -339,6 +339,26 @@ TEST_CASE("an owner killed during its eviction counts as freed and the load proc
     CHECK(world.arbiter.ledger().size() == 0);
 }
 
+TEST_CASE("an asker that dies withdraws its requests, the one being worked and those queued; the next is worked") {
+    World world;
+    world.join(1);
+    world.join(2);
+    world.join(3);
+    world.load(3, model(30, 20 * kGiB, 20 * kGiB));
+    auto actions = world.send(event::Admission{{1, 1}, 1, load_of(4 * kGiB)});
+    REQUIRE(only<action::SendPartialUnload>(actions).size() == 1);
+    world.send(event::Admission{{1, 1}, 2, load_of(kGiB)});
+    world.send(event::Admission{{2, 1}, 3, load_of(kGiB)});
+    CHECK(world.arbiter.unanswered() == 3);
+    actions = world.send(event::Left{{1, 1}});
+    // Every request taken in is answered, withdrawn or still unanswered: none is lost.
+    CHECK(world.arbiter.withdrawn() == 2);
+    const auto granted = only<action::Grant>(actions);
+    REQUIRE(granted.size() == 1);
+    CHECK(granted[0].to.slot == 2);
+    CHECK(world.arbiter.unanswered() == 0);
+}
+
 TEST_CASE("a busy owner is deferred, the arbiter moves on, and the release comes later") {
     ArbiterConfig config;
     config.no_fit = NoFitPolicy::refuse;

@@ -116,6 +116,21 @@ TEST_CASE("a worker killed mid-work is restarted, its request answered, its memo
     }
 }
 
+TEST_CASE("SIGTERM during a long workload fails the prompt in flight alone, starts no other, and prints the summary") {
+    TempFolder packs("packs");
+    json config = three_pack_config(packs);
+    config["packs"][1] = reference_pack(packs, "beta", {{"nodes", {{"work", {step_compute(20)}}}}});
+    const json workload = {{"repeat", 100000}, {"prompts", {{node("beta", "work")}}}};
+    SupervisorProcess supervisor(config, workload);
+    REQUIRE(eventually([&] { return supervisor.output().find("prompt 3/100000") != std::string::npos; },
+                       std::chrono::seconds(10)));
+    CHECK(supervisor.stop() == 1);  // the prompt in flight failed
+    const auto output = supervisor.output();
+    INFO(supervisor.log());
+    CHECK_THAT(supervisor.log(), Contains("could not run: the supervisor is shutting down"));
+    CHECK_THAT(output, Contains(" (1 failed, ") && Contains(" not started: shut down first)"));
+}
+
 TEST_CASE("when the supervisor is killed its workers die within a second and the next start is clean") {
     TempFolder packs("packs");
     const json config = three_pack_config(packs);

@@ -119,6 +119,7 @@ TEST_CASE("no-fit policies: admit grants short, refuse explains, wait times out"
         CHECK(supervisor.wait() == 1);  // the allocation then fails in the worker, as upstream's would
         CHECK_THAT(supervisor.log(), Contains("admitting slot 1 anyway (policy admit)"));
         CHECK_THAT(supervisor.output(), Contains("(1 granted short under policy admit, 0 refused)"));
+        CHECK_THAT(supervisor.output(), Contains("answered           2 granted, 0 refused, 0 withdrawn"));
     }
     SECTION("refuse") {
         SupervisorProcess supervisor(memory_config_of(json::array({reference_pack(packs, "greedy", greedy)}), {{"no_fit", "refuse"}}),
@@ -127,6 +128,7 @@ TEST_CASE("no-fit policies: admit grants short, refuse explains, wait times out"
         CHECK_THAT(supervisor.log(), Contains("refusing slot 1: needs"));
         CHECK_THAT(supervisor.log(), Contains("loading b refused: needs"));
         CHECK_THAT(supervisor.output(), Contains("(0 granted short under policy admit, 1 refused)"));
+        CHECK_THAT(supervisor.output(), Contains("answered           1 granted, 1 refused, 0 withdrawn"));
     }
     SECTION("wait, then time out") {
         SupervisorProcess supervisor(

@@ -69,15 +69,17 @@ TEST_CASE("the sandbox: dies with its parent, no network, no capabilities, read-
     const long shm = position(args, {"--tmpfs", "/dev/shm"});
     const long tmp = position(args, {"--tmpfs", "/tmp"});
     const long run = position(args, {"--tmpfs", "/run"});
+    const long program = position(args, {"--ro-bind", "/opt/packs/video/bin/python", "/opt/packs/video/bin/python"});
     const long readable = position(args, {"--ro-bind", "/run/models", "/run/models"});
     const long folder = position(args, {"--bind", "/opt/packs/video", "/opt/packs/video"});
     const long cache = position(args, {"--bind", "/var/cache/video", "/var/cache/video"});
-    for (const long at : {root, dev, proc, shm, tmp, run, readable, folder, cache}) CHECK(at >= 0);
+    for (const long at : {root, dev, proc, shm, tmp, run, program, readable, folder, cache}) CHECK(at >= 0);
     // Mounts made later cover earlier ones: the root first, /dev before its shm, the
     // hidden places before what is shown in them, and what is writable last of all.
     CHECK(root < dev);
     CHECK(dev < shm);
     CHECK(run < readable);
+    CHECK(tmp < program);  // its own program stays reachable, even under /tmp
     CHECK(readable < folder);
     CHECK(folder < cache);
     CHECK(std::count(args.begin(), args.end(), "--bind") == 2);

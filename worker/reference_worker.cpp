@@ -137,22 +137,24 @@ Bytes ReferenceWorker::pinned_by_steps() {
 bool ReferenceWorker::load_model(const std::string& name, Bytes bytes) {
     auto held = std::find_if(models_.begin(), models_.end(), [&](const auto& m) { return m.second.name == name; });
     const Bytes missing = held == models_.end() ? bytes : held->second.total - held->second.loaded;
-    if (missing == 0) {
-        // Fully resident already: nothing to admit, but the use moves it to the front of
-        // the order, as upstream's load_models_gpu re-inserts a loaded model at index 0.
-        report_residency(held->first, true);
-        return true;
-    }
-
+    // Asked even when nothing is missing: upstream's load_models_gpu frees its inference
+    // memory (the target's forward-pass term, for the whole model's largest tensor) for a
+    // model already loaded too, and the node's compute needs it.
     AdmissionRequest request{};
     request.streams = 1;
     request.bytes = missing;
-    request.largest_tensor = largest_tensor_of(missing);
+    request.largest_tensor = largest_tensor_of(held == models_.end() ? bytes : held->second.total);
     // The model being loaded is kept, as upstream takes it out of the list first; our other
     // models are candidates like everyone's, so their evictions are answered while we wait.
     std::vector<std::uint64_t> keep;
     if (held != models_.end()) keep.push_back(machine_model_key(runtime_.slot(), held->first));
     const auto answer = runtime_.request_admission(request, keep, this);
+    if (missing == 0) {
+        // Nothing to load, whatever the answer; the use moves it to the front of the order,
+        // as upstream's load_models_gpu re-inserts a loaded model at index 0.
+        report_residency(held->first, true);
+        return true;
+    }
     if (!answer.granted) {
         std::fprintf(stderr, "comfy-worker: loading %s refused: needs %s, %s free, %s held by others\n", name.c_str(),
                      format_byte_size(answer.refusal.needed_bytes).c_str(),

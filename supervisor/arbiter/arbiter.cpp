@@ -54,10 +54,10 @@ void Arbiter::on(const event::Left& e) {
     receipt_since_publish_ = true;
     // Nobody is left to answer: forget the dead asker's requests.
     const auto from_dead = [&](const Request& r) { return r.asker.slot == e.who.slot; };
-    std::erase_if(queue_, from_dead);
-    std::erase_if(waiting_, from_dead);
+    withdrawn_ += std::erase_if(queue_, from_dead) + std::erase_if(waiting_, from_dead);
     unanswered_by_slot_.erase(e.who.slot);
     if (working_ && from_dead(working_->request)) {
+        ++withdrawn_;
         working_.reset();
         pump();
         return;

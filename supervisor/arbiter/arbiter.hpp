@@ -38,6 +38,9 @@ public:
     std::size_t unanswered() const noexcept;
     // Those of the participant in `slot`.
     std::size_t unanswered(std::uint32_t slot) const;
+    // Requests dropped unanswered because their asker left first: with those answered and
+    // those unanswered, every request taken in.
+    std::uint64_t withdrawn() const noexcept { return withdrawn_; }
 
 private:
     struct Request {
@@ -125,6 +128,7 @@ private:
     std::map<std::uint32_t, std::size_t> unanswered_by_slot_;  // no entry: none
     std::optional<Working> working_;
     std::vector<Request> waiting_;
+    std::uint64_t withdrawn_ = 0;
     // Valid only inside handle():
     const Snapshot* snapshot_ = nullptr;
     std::vector<Action>* out_ = nullptr;

@@ -1,6 +1,6 @@
 // A worker that breaks the protocol on purpose, for the supervisor's refusal, flood and
-// containment tests:
-//   misbehaving-worker MODE
+// containment tests and the soak (tests/soak):
+//   misbehaving-worker MODE [--when-signalled]
 // Protocol modes (it sends what the mode says and waits to be stopped):
 //   wrong-token | wrong-version | early-message
 //   keep-mismatch   after a good Hello, an admission that claims more kept models than its
@@ -21,11 +21,20 @@
 //   write-device-total  writes over the simulated device's total in the segment header
 //   census-garbage  leaves its own census mid-write (an odd sequence)
 //   ring-garbage    moves its own outgoing ring's head more than a lap ahead, then idles
+//   With --when-signalled a hostile mode does its misdeed at SIGUSR1 instead of 200 ms
+//   after its Hello, so that the soak chooses when.
+// Deaf mode:
+//   deaf            says Hello, loads one model of 512 MiB (admitted, allocated and reported
+//                   as the reference worker does), then keeps its heartbeat and never reads
+//                   its ring again: every eviction, release and Shutdown goes unanswered,
+//                   and the supervisor's answer time-outs must pass it over
 // It maps what comfy-worker maps (worker/participant_memory.hpp).
 
 #include "shared/message_codec.hpp"
 #include "worker/participant_memory.hpp"
+#include "worker/worker_runtime.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -101,15 +110,39 @@ bool hostile_write(const std::string& mode, const worker::ParticipantMemory& mem
     return true;
 }
 
+// Holds a model through the real runtime, then stops listening for good.
+[[noreturn]] void run_deaf(const worker::WorkerEnvironment& env) {
+    worker::WorkerRuntime runtime(env, 0);
+    constexpr std::uint64_t kModelBytes = std::uint64_t{512} << 20;
+    AdmissionRequest request{};
+    request.streams = 1;
+    request.bytes = kModelBytes;
+    request.largest_tensor = kModelBytes / 8;
+    if (runtime.request_admission(request, {}).granted && runtime.device().allocate(kModelBytes)) {
+        const auto kind = static_cast<std::uint16_t>(ModelKind::diffusion);
+        runtime.send(encode(ModelRegistered{1, 1, kModelBytes, kModelBytes, 0, kind, 0, 0}, env.generation));
+        runtime.send(encode(ResidencyReceipt{1, 1, kModelBytes, 1, 0, 1, {}}, env.generation));
+    }
+    std::fprintf(stderr, "misbehaving-worker: deaf from now on\n");
+    for (;;) ::pause();  // the heartbeat thread beats on; the supervisor ends us
+}
+
 }  // namespace
 
 int main(int argc, char* argv[]) {
-    if (argc != 2) {
-        std::fprintf(stderr, "usage: misbehaving-worker MODE (see the source for the modes)\n");
+    const bool when_signalled = argc == 3 && std::string(argv[2]) == "--when-signalled";
+    if (argc != 2 && !when_signalled) {
+        std::fprintf(stderr, "usage: misbehaving-worker MODE [--when-signalled] (see the source for the modes)\n");
         return 2;
     }
     const std::string mode = argv[1];
+    // Blocked before any thread starts, so that only sigwait below takes it.
+    sigset_t trigger;
+    sigemptyset(&trigger);
+    sigaddset(&trigger, SIGUSR1);
+    if (when_signalled) ::sigprocmask(SIG_BLOCK, &trigger, nullptr);
     const auto env = worker::WorkerEnvironment::from_process_environment();
+    if (mode == "deaf") run_deaf(env);
     worker::ParticipantMemory memory(env);
     ipc::EventFd doorbell(env.doorbell_fd);
     ipc::RingProducer<MessageSlot> out(memory.outbound(), memory.view.capacities().ring_slots, &doorbell);
@@ -176,6 +209,8 @@ int main(int argc, char* argv[]) {
         out.try_push(encode(hello, env.generation));
         beat_forever(memory.own.census());
         std::this_thread::sleep_for(std::chrono::milliseconds(200));  // past the Hello, ready
+        int signal = 0;
+        if (when_signalled) ::sigwait(&trigger, &signal);
         if (mode == "census-garbage") {
             // Relaxed: the misdeed itself; an odd sequence reads as mid-write forever.
             reinterpret_cast<std::atomic<std::uint32_t>&>(memory.own.census().census).store(

@@ -1,0 +1,52 @@
+#pragma once
+// What the soak runs: the demo's config (examples/demo.json: the ComfyUI stand-in and the
+// three packs) with short time-outs and restarts that never give up, beside it one pack
+// per hostile mode of tests' misbehaving-worker (each waits for the soak's signal) and a
+// deaf pack; and the demo's prompts (examples/workload.json), repeated for longer than any
+// soak lasts.
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace comfy::soak {
+
+// A hostile mode, and the words the supervisor's log must have for its pack's pid once
+// the soak has signalled it.
+struct HostileMode {
+    const char* mode;
+    const char* outcome;
+};
+
+// Every hostile mode the soak signals. The floods (admission-flood, ledger-flood, on the
+// branch that adds them to misbehaving-worker) go here once that branch is merged, each
+// with what the supervisor logs when it stops or caps the flood.
+inline constexpr HostileMode kHostileModes[] = {
+    {"write-header", "killed by SIGSEGV"},
+    {"write-device-total", "killed by SIGSEGV"},
+    {"write-ledger", "killed by SIGSEGV"},
+    {"write-participant", "killed by SIGSEGV"},
+    {"write-ring-half", "killed by SIGSEGV"},
+    {"census-garbage", "its census is unreadable at two heartbeat checks in a row"},
+    {"ring-garbage", "its ring to the supervisor is corrupt"},
+};
+
+inline constexpr const char* kDeafPack = "deaf";
+inline constexpr std::chrono::milliseconds kHeartbeatTimeout{2000};
+inline constexpr std::chrono::milliseconds kAnswerTimeout{1000};
+
+std::string hostile_pack(const HostileMode& mode);
+
+struct SoakSetup {
+    std::filesystem::path config;
+    std::filesystem::path workload;
+    std::vector<std::string> demo_participants;  // the host and the demo's packs
+    std::vector<std::string> participants;       // every name in the config
+};
+
+// Writes config.json and workload.json into `folder`. Throws std::runtime_error with one
+// line when the demo's files cannot be read.
+SoakSetup write_soak_setup(const std::filesystem::path& folder);
+
+}  // namespace comfy::soak

@@ -1,0 +1,121 @@
+#include "tests/soak/supervisor_log.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace comfy::soak {
+
+namespace {
+
+constexpr std::string_view kPrefix = "comfy-supervisor [";
+
+bool starts_with(const std::string& text, std::string_view prefix) { return text.rfind(prefix, 0) == 0; }
+
+// The whole number at `at` in `text`, and where it ends; nothing when there is none.
+std::optional<std::uint64_t> number_at(const std::string& text, std::size_t& at) {
+    const std::size_t start = at;
+    std::uint64_t value = 0;
+    while (at < text.size() && text[at] >= '0' && text[at] <= '9') value = value * 10 + static_cast<unsigned>(text[at++] - '0');
+    if (at == start) return std::nullopt;
+    return value;
+}
+
+// The number right after the first `marker` at or after `from`.
+std::optional<std::uint64_t> number_after(const std::string& text, std::string_view marker, std::size_t& from) {
+    const auto found = text.find(marker, from);
+    if (found == std::string::npos) return std::nullopt;
+    from = found + marker.size();
+    return number_at(text, from);
+}
+
+}  // namespace
+
+std::optional<LogLine> parse_log_line(const std::string& raw) {
+    if (!starts_with(raw, kPrefix)) return std::nullopt;
+    const auto close = raw.find("] ", kPrefix.size());
+    if (close == std::string::npos) return std::nullopt;
+    char* end = nullptr;
+    const std::string seconds = raw.substr(kPrefix.size(), close - kPrefix.size());
+    const double value = std::strtod(seconds.c_str(), &end);
+    if (end == seconds.c_str()) return std::nullopt;
+    return LogLine{value, raw.substr(close + 2)};
+}
+
+std::optional<Death> parse_death(const std::string& text) {
+    const auto colon = text.find(": ");
+    if (colon == std::string::npos || colon == 0) return std::nullopt;
+    std::size_t at = colon + 2;
+    for (const std::string_view marker : {"worker pid ", "pid "}) {
+        if (text.compare(at, marker.size(), marker) == 0) {
+            at += marker.size();
+            break;
+        }
+    }
+    const auto pid = number_at(text, at);
+    if (!pid || text.compare(at, 13, " (generation ") != 0) return std::nullopt;
+    at += 13;
+    const auto generation = number_at(text, at);
+    if (!generation || text.compare(at, 2, ") ") != 0) return std::nullopt;
+    const std::string how = text.substr(at + 2);
+    if (!starts_with(how, "killed by SIG") && !starts_with(how, "exited with status")) return std::nullopt;
+    return Death{text.substr(0, colon), static_cast<pid_t>(*pid), static_cast<std::uint32_t>(*generation), how};
+}
+
+bool is_timing_verdict(const std::string& how) {
+    for (const std::string_view verdict : {"(hung: no heartbeat", "(no Hello within", "unreadable at two heartbeat checks"}) {
+        if (how.find(verdict) != std::string::npos) return true;
+    }
+    return false;
+}
+
+std::optional<EvictionAsk> parse_eviction_ask(const std::string& text) {
+    if (!starts_with(text, "memory: slot ")) return std::nullopt;
+    std::size_t at = 13;
+    const auto asker = number_at(text, at);
+    if (!asker || text.compare(at, 7, " needs ") != 0) return std::nullopt;
+    const auto owner = number_after(text, ": asking slot ", at);
+    if (!owner || text.compare(at, 13, " (generation ") != 0) return std::nullopt;
+    at += 13;
+    const auto generation = number_at(text, at);
+    if (!generation) return std::nullopt;
+    return EvictionAsk{static_cast<std::uint32_t>(*asker), static_cast<std::uint32_t>(*owner),
+                       static_cast<std::uint32_t>(*generation)};
+}
+
+std::optional<PromptFailure> parse_prompt_failure(const std::string& text) {
+    if (!starts_with(text, "prompt ")) return std::nullopt;
+    std::size_t at = 7;
+    const auto prompt = number_at(text, at);
+    if (!prompt || text.compare(at, 7, ": node ") != 0) return std::nullopt;
+    for (const std::string_view ending : {" failed in its worker", " could not run: "}) {
+        const auto found = text.find(ending, at);
+        if (found != std::string::npos) {
+            const std::string why = ending.back() == ' ' ? text.substr(found + ending.size()) : "failed in its worker";
+            return PromptFailure{static_cast<std::uint32_t>(*prompt), why};
+        }
+    }
+    return std::nullopt;
+}
+
+bool is_shutdown_start(const std::string& text) { return starts_with(text, "shutting down ("); }
+
+bool is_stale_segment_removed(const std::string& text) { return starts_with(text, "removing stale segment "); }
+
+std::optional<std::uint32_t> parse_passed_over(const std::string& text) {
+    if (!starts_with(text, "memory: owner slot ") || text.find(" did not answer within ") == std::string::npos) {
+        return std::nullopt;
+    }
+    std::size_t at = 19;
+    const auto slot = number_at(text, at);
+    if (!slot) return std::nullopt;
+    return static_cast<std::uint32_t>(*slot);
+}
+
+bool says_outcome(const std::string& text, const std::string& name, pid_t pid, const std::string& outcome) {
+    if (!starts_with(text, name + ": ") || text.find(outcome) == std::string::npos) return false;
+    std::size_t at = name.size() + 2;
+    const auto said = number_after(text, "pid ", at);
+    return said && *said == static_cast<std::uint64_t>(pid);
+}
+
+}  // namespace comfy::soak

@@ -1,0 +1,58 @@
+#pragma once
+// Reads the lines of the supervisor's log that the soak acts on or checks. The log is
+// "comfy-supervisor [SECONDS] TEXT" per line, SECONDS since the supervisor started; the
+// workers' own stderr lines are mixed in and are not the supervisor's.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace comfy::soak {
+
+struct LogLine {
+    double seconds;
+    std::string text;
+};
+std::optional<LogLine> parse_log_line(const std::string& raw);
+
+// "NAME: worker pid P (generation G) HOW" (or "host: pid P ..."): a participant died.
+struct Death {
+    std::string name;
+    pid_t pid;
+    std::uint32_t generation;
+    std::string how;  // "killed by SIGKILL", "exited with status 0", with "(why)" when stopped
+};
+std::optional<Death> parse_death(const std::string& text);
+
+// Whether a death's HOW is a verdict of time (no heartbeat, no Hello, a census mid-write
+// at two checks): one a stalled machine can bring about.
+bool is_timing_verdict(const std::string& how);
+
+// "memory: slot A needs ...: asking slot B (generation G) to ...": an eviction asked of B
+// for A's admission.
+struct EvictionAsk {
+    std::uint32_t asker_slot;
+    std::uint32_t owner_slot;
+    std::uint32_t owner_generation;
+};
+std::optional<EvictionAsk> parse_eviction_ask(const std::string& text);
+
+// "prompt N: node X failed in its worker" or "prompt N: node X could not run: WHY".
+struct PromptFailure {
+    std::uint32_t prompt;
+    std::string why;
+};
+std::optional<PromptFailure> parse_prompt_failure(const std::string& text);
+
+// "shutting down (WHY): ...": from here on deaths and failed prompts are the shutdown's.
+bool is_shutdown_start(const std::string& text);
+// "removing stale segment NAME: ...": a new supervisor found its dead predecessor's.
+bool is_stale_segment_removed(const std::string& text);
+// "memory: owner slot S (generation G) did not answer within ...": S was passed over.
+std::optional<std::uint32_t> parse_passed_over(const std::string& text);
+// Whether `text` says `name` (with `pid`) came to `outcome`, as a hostile pack's must.
+bool says_outcome(const std::string& text, const std::string& name, pid_t pid, const std::string& outcome);
+
+}  // namespace comfy::soak
