@@ -61,15 +61,6 @@ bool user_can_list(uid_t user, const std::filesystem::path& folder) {
     return code == 0;
 }
 
-std::map<std::string, std::string> read_report(const std::filesystem::path& file) {
-    std::map<std::string, std::string> report;
-    std::istringstream lines(read_file(file));
-    std::string key;
-    std::string value;
-    while (lines >> key >> value) report[key] = value;
-    return report;
-}
-
 }  // namespace
 
 TEST_CASE("the supervisor's /proc entries are root's, its workers' their own") {
@@ -112,7 +103,7 @@ TEST_CASE("the supervisor's /proc entries are root's, its workers' their own") {
     }
     CHECK_FALSE(user_can_list(user, proc / "fd"));
     // The worker, exec'd from it, is dumpable again: its /proc is its user's.
-    const auto report = read_report(report_file);
+    const auto report = read_key_values(report_file);
     CHECK(report.at("dumpable") == "1");
     const auto worker_proc = std::filesystem::path("/proc") / report.at("pid");
     CHECK(owner_of(worker_proc / "fd") == user);

@@ -77,15 +77,6 @@ private:
     int port_ = 0;
 };
 
-std::map<std::string, std::string> read_report(const std::filesystem::path& file) {
-    std::map<std::string, std::string> report;
-    std::istringstream lines(read_file(file));
-    std::string key;
-    std::string value;
-    while (lines >> key >> value) report[key] = value;
-    return report;
-}
-
 // Running, not a zombie nor gone.
 bool running(pid_t pid) {
     const auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
@@ -162,7 +153,7 @@ TEST_CASE("a sandboxed worker writes only its folders, has no network, no segmen
         {{"limits", {{"handshake_timeout_ms", 600000}, {"shutdown_grace_ms", 500}}}, {"packs", {pack}}});
     const auto report_file = pack_folder.path() / "report.txt";
     REQUIRE(eventually([&] { return std::filesystem::exists(report_file); }, std::chrono::seconds(10)));
-    const auto report = read_report(report_file);
+    const auto report = read_key_values(report_file);
     INFO(read_file(report_file));
 
     // Read-only but its own folder (the report is there) and the declared one.

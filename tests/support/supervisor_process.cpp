@@ -209,6 +209,15 @@ std::string read_file(const std::filesystem::path& path) {
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+std::map<std::string, std::string> read_key_values(const std::filesystem::path& path) {
+    std::map<std::string, std::string> values;
+    std::istringstream lines(read_file(path));
+    std::string key;
+    std::string value;
+    while (lines >> key >> value) values[key] = value;
+    return values;
+}
+
 CommandRun run_and_capture(const std::string& command) {
     CommandRun run;
     FILE* pipe = ::popen(command.c_str(), "r");

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -121,6 +122,9 @@ double census_figure(const std::string& output, const std::string& pack, int col
 
 // The whole of a file; empty when it cannot be read.
 std::string read_file(const std::filesystem::path& path);
+
+// A file of "key value" pairs (a probe's report), by key; empty when it cannot be read.
+std::map<std::string, std::string> read_key_values(const std::filesystem::path& path);
 
 // A shell command run to its end with its stdout captured (add 2>&1 for stderr too).
 struct CommandRun {
