@@ -139,8 +139,9 @@ TEST_CASE("a sandboxed worker writes only its folders, has no network, no segmen
     TempFolder shown("shown");
     const auto readable_file = shown.write("model.txt", "weights\n");
     const Listener host;
-    // The folder of the probe's binary: on the host's file system, writable outside.
-    const auto outside = std::filesystem::path(probe_binary()).parent_path();
+    // A folder on the host's file system, writable outside and not under /tmp or /run
+    // (which the sandbox replaces with its own, writable, empty ones).
+    const std::filesystem::path outside = "/var/tmp";
     const json pack = {{"name", "boxed"},
                        {"command", probe_binary()},
                        {"args",
