@@ -35,18 +35,31 @@ struct ChildPlan {
     int kept_count;
 };
 
+// rt_sigaction's argument as the kernel takes it: the handler first, then flags, a restorer
+// where the architecture has one, and the mask, all left zero (with SIG_DFL, a reset).
+struct KernelSigaction {
+    void (*handler)(int);
+    unsigned long rest[4];
+};
+constexpr unsigned long kKernelSigsetBytes = 8;
+
 int child_main(void* plan_pointer) {
     const ChildPlan& plan = *static_cast<const ChildPlan*>(plan_pointer);
     ::close(plan.unused_report_fd);
     // The supervisor's handlers must not run here, in its memory, before exec: back to the
     // defaults (this child's own table; CLONE_SIGHAND is not shared) while all are blocked.
+    // Through the system call itself, not libc's sigaction, which a library may wrap:
+    // ThreadSanitizer's wrapper keeps the handlers in a table of its own, in the memory
+    // shared with the supervisor, so a reset through it took the supervisor's SIGTERM
+    // handler away. Signals 32 and 33 are glibc's own, which its sigaction refuses to
+    // change; they are left alone as before.
     for (int signal = 1; signal < NSIG; ++signal) {
-        struct sigaction action {};
-        if (::sigaction(signal, nullptr, &action) != 0) continue;
-        if (action.sa_handler == SIG_DFL || action.sa_handler == SIG_IGN) continue;
-        action = {};
-        action.sa_handler = SIG_DFL;
-        ::sigaction(signal, &action, nullptr);
+        if (signal >= 32 && signal < SIGRTMIN) continue;
+        KernelSigaction action{};
+        if (::syscall(SYS_rt_sigaction, signal, nullptr, &action, kKernelSigsetBytes) != 0) continue;
+        if (action.handler == SIG_DFL || action.handler == SIG_IGN) continue;
+        const KernelSigaction reset{};  // SIG_DFL
+        ::syscall(SYS_rt_sigaction, signal, &reset, nullptr, kKernelSigsetBytes);
     }
     if (::setpgid(0, 0) != 0) child_fail(plan.report_fd);
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(plan.report_fd);

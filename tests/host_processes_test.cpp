@@ -4,6 +4,7 @@
 // comfy-worker workers. Evictions both ways, a killed host restarted, a bad host section.
 #include <catch2/catch.hpp>
 
+#include "tests/support/sanitizer_reports.hpp"
 #include "tests/support/supervisor_process.hpp"
 
 #include <signal.h>
@@ -171,9 +172,9 @@ TEST_CASE("a config with a bad host section is refused with one line") {
 }
 
 TEST_CASE("the Python participant started outside a supervisor says so in one line") {
-    const std::string command = std::string("env -u COMFY_SV_INSTANCE COMFY_SV_LIBRARY=") + PARTICIPANT_LIBRARY +
-                                " PYTHONPATH=" + PARTICIPANT_PYTHONPATH + " PYTHONDONTWRITEBYTECODE=1 " + PYTHON3_PATH + " " +
-                                HOST_PARTICIPANT_PATH + " 2>&1";
+    const std::string command = "env -u COMFY_SV_INSTANCE " + sanitizer_python_environment() +
+                                "COMFY_SV_LIBRARY=" + PARTICIPANT_LIBRARY + " PYTHONPATH=" + PARTICIPANT_PYTHONPATH +
+                                " PYTHONDONTWRITEBYTECODE=1 " + PYTHON3_PATH + " " + HOST_PARTICIPANT_PATH + " 2>&1";
     const auto run = run_and_capture(command);
     REQUIRE(run.started);
     const std::string& output = run.output;

@@ -2,6 +2,7 @@
 
 #include "ipc/shm_segment.hpp"
 #include "shared/segment_layout.hpp"
+#include "tests/support/sanitizer_reports.hpp"
 #include "tests/support/test_instance.hpp"
 
 #include <fcntl.h>
@@ -38,7 +39,7 @@ std::filesystem::path TempFolder::write(const std::string& name, const std::stri
 SupervisorProcess::SupervisorProcess(const nlohmann::json& config, const std::optional<nlohmann::json>& workload,
                                      const std::string& instance, const std::vector<std::string>& extra_args)
     : folder_("sv"), instance_(instance.empty() ? test_instance("sv") : instance) {
-    const auto config_file = folder_.write("config.json", config.dump(2));
+    const auto config_file = folder_.write("config.json", with_sanitizer_environment(config).dump(2));
     std::vector<std::string> args{supervisor_binary(), "run", "--config", config_file.string(), "--instance", instance_};
     if (workload) {
         args.push_back("--workload");
