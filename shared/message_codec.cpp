@@ -102,6 +102,22 @@ Check check(const UnloadReceipt& m) {
     if (!all_zero(m.reserved)) return "unload_receipt.reserved";
     return nullptr;
 }
+Check check(const StandInUnload& m) {
+    if (m.model_id == 0 || m.model_id >= kModelIdLimit) return "standin_unload.model_id";
+    if (m.owner_generation == 0) return "standin_unload.owner_generation";
+    if (!is_flag(m.detach)) return "standin_unload.detach";
+    if (!is_bytes(m.bytes) || (m.detach ? m.bytes != 0 : m.bytes == 0)) return "standin_unload.bytes";
+    if (!all_zero(m.reserved)) return "standin_unload.reserved";
+    return nullptr;
+}
+Check check(const StandInResult& m) {
+    if (m.model_id == 0) return "standin_result.model_id";
+    if (!is_bytes(m.bytes_freed)) return "standin_result.bytes_freed";
+    if (!is_bytes_or_unknown(m.loaded_bytes)) return "standin_result.loaded_bytes";
+    if (m.outcome >= kStandInOutcomeCount) return "standin_result.outcome";
+    if (m.reserved != 0) return "standin_result.reserved";
+    return nullptr;
+}
 Check check(const ReleaseNodeBoundary& m) { return m.reserved != 0 ? "release_node_boundary.reserved" : nullptr; }
 Check check(const CastEpochBoundary&) { return nullptr; }
 Check check(const FullRelease& m) {
@@ -225,6 +241,8 @@ std::string_view to_string(MessageType type) noexcept {
         case MessageType::work_result: return "work_result";
         case MessageType::request_failed: return "request_failed";
         case MessageType::admission_keep: return "admission_keep";
+        case MessageType::standin_unload: return "standin_unload";
+        case MessageType::standin_result: return "standin_result";
     }
     return "unknown";
 }

@@ -19,7 +19,7 @@ using Payload = std::variant<Hello, HelloAck, Shutdown, ModelRegistered, Residen
                              AdmissionRequest, AdmissionGrant, AdmissionRefused, PartialUnload, Detach, UnloadReceipt,
                              ReleaseNodeBoundary, CastEpochBoundary, FullRelease, PartialRelease, ReleasePins,
                              ReleaseReceipt, PinRequest, PinGrant, NodeStarted, NodeFinished, WorkRequest, WorkResult,
-                             RequestFailed, AdmissionKeep>;
+                             RequestFailed, AdmissionKeep, StandInUnload, StandInResult>;
 
 struct Message {
     MessageHeader header;

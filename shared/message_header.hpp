@@ -41,9 +41,11 @@ enum class MessageType : std::uint16_t {
     work_result,            // P->S  the node's outcome
     request_failed,         // S->P  a request could not be served (e.g. its worker died)
     admission_keep,         // P->S  models the next admission_request keeps loaded (any number)
+    standin_unload,         // P->S  the host's eviction reached a stand-in: unload its owner's model
+    standin_result,         // S->P  what that unload freed, as the owner measured it
 };
 inline constexpr std::uint16_t kFirstMessageType = static_cast<std::uint16_t>(MessageType::hello);
-inline constexpr std::uint16_t kLastMessageType = static_cast<std::uint16_t>(MessageType::admission_keep);
+inline constexpr std::uint16_t kLastMessageType = static_cast<std::uint16_t>(MessageType::standin_result);
 
 std::string_view to_string(MessageType type) noexcept;
 

@@ -175,6 +175,38 @@ struct UnloadReceipt {
     std::uint8_t reserved[7];
 };
 
+// Sent by the ComfyUI host only: upstream's own eviction (free_memory, unload_all_models)
+// called partially_unload or detach on the stand-in entry of another participant's model.
+// The supervisor sends the owner the matching partial_unload or detach and answers with
+// the owner's receipt. `bytes` is what to free; 0 with `detach` set means the whole model.
+struct StandInUnload {
+    static constexpr MessageType kType = MessageType::standin_unload;
+    std::uint32_t owner_slot;
+    std::uint32_t owner_generation;
+    std::uint64_t model_id;  // the owner's own id, as in the ledger
+    std::uint64_t bytes;
+    std::uint8_t detach;     // 0 or 1
+    std::uint8_t reserved[7];
+};
+
+enum class StandInOutcome : std::uint32_t {
+    unloaded = 0,  // the owner answered: bytes_freed as it measured them
+    owner_gone,    // the owner died or the model left the ledger: nothing of it is loaded
+    deferred,      // the owner is busy: it runs the unload at its next boundary
+    timed_out,     // the owner did not answer within the arbiter's answer timeout
+    refused,       // not a model of another live participant
+};
+inline constexpr std::uint32_t kStandInOutcomeCount = 5;
+
+struct StandInResult {
+    static constexpr MessageType kType = MessageType::standin_result;
+    std::uint64_t model_id;
+    std::uint64_t bytes_freed;   // measured by the owner; 0 unless unloaded
+    std::uint64_t loaded_bytes;  // still loaded after it; kUnknownBytes when not known
+    std::uint32_t outcome;       // a StandInOutcome
+    std::uint32_t reserved;
+};
+
 struct ReleaseNodeBoundary {
     static constexpr MessageType kType = MessageType::release_node_boundary;
     std::uint64_t prompt_epoch;

@@ -1,5 +1,7 @@
 #include "shared/segment_layout.hpp"
 
+#include "shared/message_payloads.hpp"
+
 #include <new>
 
 namespace comfy {
@@ -134,6 +136,12 @@ SegmentView view_of(const ipc::SharedSegment& segment) {
     expect_layout(name, "rings_offset", std::size_t{header.rings_offset}, map.rings_offset);
     expect_layout(name, "total_bytes", segment.size(), map.total_bytes);
     return SegmentView(segment.base(), caps);
+}
+
+bool is_valid_ledger_record(const LedgerRecord& record, std::uint32_t participants) noexcept {
+    const bool loaded_valid = record.loaded_bytes == kUnknownBytes || record.loaded_bytes <= record.total_bytes;
+    return record.owner_slot < participants && record.total_bytes <= kMaxBytes && loaded_valid &&
+           record.currently_used <= 1 && record.dynamic <= 1;
 }
 
 }  // namespace comfy

@@ -56,6 +56,10 @@ struct alignas(ipc::kCacheLine) LedgerSlot {
     ipc::Seqlock<LedgerRecord> entry;
 };
 
+// Whether a ledger row read from the segment holds figures the supervisor could have
+// written for a segment of `participants` slots (a used row: owner_generation is not 0).
+bool is_valid_ledger_record(const LedgerRecord& record, std::uint32_t participants) noexcept;
+
 // Offsets of every region, derived from the capacities alone, so creator and attacher
 // compute the same map and can compare it with what the header claims.
 struct RegionMap {

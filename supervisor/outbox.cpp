@@ -12,7 +12,8 @@ MessageType type_of(const MessageSlot& message) { return static_cast<MessageType
 
 bool is_answer(MessageType type) {
     return type == MessageType::admission_grant || type == MessageType::admission_refused ||
-           type == MessageType::pin_grant || type == MessageType::release_node_boundary;
+           type == MessageType::pin_grant || type == MessageType::release_node_boundary ||
+           type == MessageType::standin_result;
 }
 
 // Releases the supervisor sends of its own accord: only the latest of a kind matters.

@@ -498,6 +498,17 @@ void Supervisor::handle_memory_report(WorkerProcess& worker, const Message& mess
         case MessageType::pin_request:
             if (may_ask(worker, message.type())) answer_pin_request(worker, message);
             break;
+        case MessageType::standin_unload:
+            // Stand-ins live in the ComfyUI host's list alone: a worker asking to unload
+            // another pack's model is not one of ours.
+            if (worker.kind != ParticipantKind::host) {
+                terminate(worker, "sent a standin_unload, which only the ComfyUI host sends");
+                break;
+            }
+            if (!may_ask(worker, message.type())) break;
+            arbitrate(arbiter::event::StandIn{who, message.header.correlation,
+                                              std::get<StandInUnload>(message.payload)});
+            break;
         default:
             // A supervisor-to-participant type sent back to us: a confused or hostile worker.
             terminate(worker, std::string("sent a ") + std::string(to_string(message.type())) +
@@ -574,6 +585,8 @@ std::optional<Supervisor::NoteSource> Supervisor::note_source(const arbiter::Eve
                 return NoteSource{e.who, "eviction answers"};
             } else if constexpr (std::is_same_v<E, arbiter::event::Released>) {
                 return NoteSource{e.who, "releases"};
+            } else if constexpr (std::is_same_v<E, arbiter::event::StandIn>) {
+                return NoteSource{e.who, "stand-in unloads"};
             } else {
                 return std::nullopt;
             }
@@ -601,6 +614,8 @@ void Supervisor::carry_out(const arbiter::Action& action, const std::optional<No
                     deliver(*target, encode(a.command, target->generation));
                 } else if constexpr (std::is_same_v<A, arbiter::action::SendPartialRelease>) {
                     deliver(*target, encode(a.command, target->generation));
+                } else if constexpr (std::is_same_v<A, arbiter::action::AnswerStandIn>) {
+                    deliver(*target, encode(a.result, target->generation, a.correlation));
                 } else if constexpr (std::is_same_v<A, arbiter::action::Grant>) {
                     ++memory_totals_.granted;
                     if (a.grant.shortfall > 0) ++memory_totals_.admitted_short;

@@ -137,30 +137,6 @@ TEST_CASE("the host killed with SIGKILL is restarted in slot 0 and its ledger en
     CHECK_THAT(supervisor.log(), Contains("host: restarting in 50 ms"));
 }
 
-TEST_CASE("the ComfyUI integration, on stand-ins for upstream, is admitted, reported and evicted") {
-    TempFolder packs("host");
-    json host = host_section({});
-    host["args"] = {FAKE_COMFYUI_MAIN, "--load", "12"};
-    const json config = config_with_host(
-        host, {reference_pack(packs, "asker", {{"nodes", {{"load", {step_compute(2500), step_load("huge", "14GiB")}}}}}),
-               reference_pack(packs, "idle", idle_pack())});
-    SupervisorProcess supervisor(config, workload_of({{node("asker", "load")}}));
-    CHECK(supervisor.wait() == 0);
-    const auto log = supervisor.log();
-    // Admitted before loading (the host's admission and the asker's), the grant's reserve
-    // published, the model in the ledger.
-    CHECK_THAT(supervisor.output(), Contains("admissions         2 ("));
-    CHECK_THAT(log, Contains("fake_comfyui: prompt done, EXTRA_RESERVED_VRAM="));
-    CHECK_THAT(log, Contains("1 model(s) loaded"));
-    // Evicted through LoadedModel.model_unload, with the bytes it measured.
-    CHECK_THAT(log, Contains("asking slot 0 (generation 1) to free"));
-    CHECK(census_figure(supervisor.output(), "asker", 0) == 14 * kGiBf);
-    const double held = census_figure(supervisor.output(), "host", 0);
-    CHECK(held > 0);
-    CHECK(held + 14 * kGiBf <= 24 * kGiBf);
-    CHECK_THAT(supervisor.output(), Contains("prompts run        1 of 1 (0 failed)"));
-}
-
 TEST_CASE("a config with a bad host section is refused with one line") {
     TempFolder packs("host");
     json config = config_with_host({{"command", "no-such-python"}}, {reference_pack(packs, "a", idle_pack())});

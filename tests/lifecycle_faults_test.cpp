@@ -97,7 +97,7 @@ TEST_CASE("a stopped worker is found by its silent heartbeat and replaced") {
     CHECK(supervisor.stop() == 0);
 }
 
-TEST_CASE("a wrong token, a wrong version, a message before Hello or a short keep list is refused, and the rest run on") {
+TEST_CASE("a wrong token, a wrong version, a message before Hello, a short keep list or a worker's stand-in unload is refused, and the rest run on") {
     TempFolder packs("packs");
     const json no_restart = {{"max_restarts", 0}};
     auto misbehaving = [&](const std::string& name, const std::string& mode) {
@@ -107,12 +107,13 @@ TEST_CASE("a wrong token, a wrong version, a message before Hello or a short kee
                                               misbehaving("stranger", "wrong-version"),
                                               misbehaving("hasty", "early-message"),
                                               misbehaving("keeper", "keep-mismatch"),
+                                              misbehaving("impostor", "standin-unload"),
                                               reference_pack(packs, "honest", idle_pack())}));
     REQUIRE(supervisor.wait_for([](const auto& t) {
         int failed = 0;
         for (const auto& p : t) failed += p.state == ParticipantState::failed;
         const auto honest = find(t, "honest");
-        return failed == 4 && honest && honest->state == ParticipantState::ready;
+        return failed == 5 && honest && honest->state == ParticipantState::ready;
     }));
     const auto log = supervisor.log();
     CHECK_THAT(log, Contains("forger: stopping pid") && Contains("presented a wrong token"));
@@ -120,6 +121,8 @@ TEST_CASE("a wrong token, a wrong version, a message before Hello or a short kee
     CHECK_THAT(log, Contains("hasty: stopping pid") && Contains("sent node_started before Hello"));
     CHECK_THAT(log, Contains("keeper: stopping pid") &&
                         Contains("sent an admission_request keeping 3 models after admission_keep messages naming 2"));
+    CHECK_THAT(log, Contains("impostor: stopping pid") &&
+                        Contains("sent a standin_unload, which only the ComfyUI host sends"));
     CHECK(supervisor.participant("honest")->generation == 1);
     CHECK(supervisor.stop() == 0);
 }

@@ -82,6 +82,8 @@ TEST_CASE("every message type survives a round trip") {
         WorkResult{1, 2, 0, 100},
         RequestFailed{0, -1, 9, 2},
         good_keep(),
+        StandInUnload{1, 1, 7, 1 << 20, 0, {}},
+        StandInResult{7, 1 << 20, 3 << 20, 0, 0},
     };
     for (const auto& sample : samples) {
         std::visit(
@@ -183,6 +185,11 @@ TEST_CASE("out-of-range fields are rejected with the field named") {
     keep = good_keep();
     keep.keys[5] = 9;  // past the count: must be zero
     CHECK(rejected_field(keep) == "admission_keep.keys");
+    CHECK(rejected_field(StandInUnload{1, 1, 7, 0, 0, {}}) == "standin_unload.bytes");     // frees nothing
+    CHECK(rejected_field(StandInUnload{1, 1, 7, 100, 1, {}}) == "standin_unload.bytes");   // a detach frees all
+    CHECK(rejected_field(StandInUnload{1, 0, 7, 0, 1, {}}) == "standin_unload.owner_generation");
+    CHECK(rejected_field(StandInUnload{1, 1, kModelIdLimit, 0, 1, {}}) == "standin_unload.model_id");
+    CHECK(rejected_field(StandInResult{7, 0, 0, kStandInOutcomeCount, 0}) == "standin_result.outcome");
     CHECK(rejected_field(FullRelease{kFullReleaseReasonCount, 0}) == "full_release.reason");
     CHECK(rejected_field(ReleaseReceipt{static_cast<std::uint16_t>(MessageType::detach), 0, {}, 1, 1}) ==
           "release_receipt.release_type");

@@ -5,6 +5,7 @@
 #include "worker/worker_runtime.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -206,6 +207,50 @@ int comfy_participant_request_admission(comfy_participant* participant, uint32_t
         answer->needed_bytes = reply.refusal.needed_bytes;
         answer->held_by_others = reply.refusal.held_by_others;
         answer->refusal_reason = reply.refusal.reason;
+        return 0;
+    });
+}
+
+int comfy_participant_read_ledger(comfy_participant* participant, comfy_ledger_entry* entries, uint32_t capacity,
+                                  uint32_t* count) {
+    return guarded(participant, [&](comfy_participant& p) {
+        if (count == nullptr || (entries == nullptr && capacity > 0)) {
+            throw std::invalid_argument("read_ledger needs somewhere to put the entries and their count");
+        }
+        const SegmentView& view = p.runtime.segment();
+        std::vector<comfy_ledger_entry> rows;
+        for (std::uint32_t index = 0; index < view.capacities().ledger_entries; ++index) {
+            LedgerRecord record{};
+            // A row mid-rewrite is left out: the caller reads again at its next refresh.
+            if (view.ledger(index).entry.read(record) != ipc::SeqlockRead::ok) continue;
+            if (record.owner_generation == 0 || !is_valid_ledger_record(record, view.capacities().participants)) continue;
+            rows.push_back({record.owner_slot, record.owner_generation, record.model_id, record.weights_id,
+                            record.total_bytes, record.loaded_bytes, record.load_order, record.device,
+                            record.references, record.kind, record.currently_used, record.dynamic, 0});
+        }
+        std::stable_sort(rows.begin(), rows.end(), [](const comfy_ledger_entry& a, const comfy_ledger_entry& b) {
+            return a.load_order > b.load_order;
+        });
+        *count = static_cast<uint32_t>(rows.size());
+        std::copy_n(rows.begin(), std::min<std::size_t>(rows.size(), capacity), entries);
+        return 0;
+    });
+}
+
+int comfy_participant_unload_standin(comfy_participant* participant, uint32_t owner_slot, uint32_t owner_generation,
+                                     uint64_t model_id, uint64_t bytes, int detach, uint32_t timeout_ms,
+                                     comfy_standin_result* result) {
+    return guarded(participant, [&](comfy_participant& p) {
+        if (result == nullptr) throw std::invalid_argument("unload_standin needs somewhere to put the result");
+        StandInUnload request{};
+        request.owner_slot = owner_slot;
+        request.owner_generation = owner_generation;
+        request.model_id = model_id;
+        request.detach = static_cast<std::uint8_t>(detach != 0);
+        request.bytes = detach != 0 ? 0 : bytes;
+        checked(p, request);  // a field the supervisor would refuse is an error here, not a stop
+        const StandInResult answer = p.runtime.unload_standin(request, std::chrono::milliseconds(timeout_ms));
+        *result = {answer.bytes_freed, answer.loaded_bytes, answer.outcome, 0};
         return 0;
     });
 }

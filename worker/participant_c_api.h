@@ -111,6 +111,52 @@ COMFY_PARTICIPANT_API int comfy_participant_request_admission(comfy_participant*
 COMFY_PARTICIPANT_API int comfy_participant_request_pin(comfy_participant* participant, uint64_t bytes,
                                                         uint64_t* granted);
 
+/* One row of the machine-wide ledger (the supervisor's segment), as last written. */
+typedef struct {
+    uint32_t owner_slot;
+    uint32_t owner_generation;
+    uint64_t model_id;      /* the owner's own id */
+    uint64_t weights_id;
+    uint64_t total_bytes;
+    uint64_t loaded_bytes;  /* UINT64_MAX when not reported yet */
+    uint64_t load_order;    /* larger is more recent */
+    uint32_t device;
+    uint32_t references;
+    uint16_t kind;
+    uint8_t currently_used;
+    uint8_t dynamic;
+    uint32_t reserved;
+} comfy_ledger_entry;
+
+/* Every ledger row of every participant (this one's included), most recently loaded
+ * first; rows being rewritten or not valid are left out. *count is how many there are,
+ * of which at most `capacity` are written to `entries`. */
+COMFY_PARTICIPANT_API int comfy_participant_read_ledger(comfy_participant* participant, comfy_ledger_entry* entries,
+                                                        uint32_t capacity, uint32_t* count);
+
+/* What a stand-in unload came to. */
+enum {
+    COMFY_STANDIN_UNLOADED = 0,   /* the owner answered: bytes_freed as it measured them */
+    COMFY_STANDIN_OWNER_GONE = 1, /* the owner died or dropped the model: nothing is loaded */
+    COMFY_STANDIN_DEFERRED = 2,   /* the owner is busy and unloads at its next boundary */
+    COMFY_STANDIN_TIMED_OUT = 3,  /* no answer in time */
+    COMFY_STANDIN_REFUSED = 4     /* not a model of another live participant */
+};
+typedef struct {
+    uint64_t bytes_freed;   /* measured by the owner */
+    uint64_t loaded_bytes;  /* still loaded after it; UINT64_MAX when not known */
+    uint32_t outcome;       /* a COMFY_STANDIN_* */
+    uint32_t reserved;
+} comfy_standin_result;
+
+/* The host only: upstream's eviction asked the stand-in of another participant's model
+ * (a ledger row) to free `bytes` of it, or all of it when `detach` is non-zero (then
+ * `bytes` is ignored). Blocks until the owner's answer, or `timeout_ms`. */
+COMFY_PARTICIPANT_API int comfy_participant_unload_standin(comfy_participant* participant, uint32_t owner_slot,
+                                                           uint32_t owner_generation, uint64_t model_id,
+                                                           uint64_t bytes, int detach, uint32_t timeout_ms,
+                                                           comfy_standin_result* result);
+
 /* Busy from node_started to node_finished: evictions meanwhile are deferred. */
 COMFY_PARTICIPANT_API int comfy_participant_node_started(comfy_participant* participant, uint64_t prompt_epoch,
                                                          uint32_t node_index);

@@ -119,6 +119,16 @@ std::uint64_t WorkerRuntime::request_pin(std::uint64_t bytes) {
     return std::min(bytes, std::get<PinGrant>(reply->payload).bytes_granted);
 }
 
+StandInResult WorkerRuntime::unload_standin(const StandInUnload& request, std::chrono::milliseconds wait) {
+    const auto reply = ask(encode(request, environment_.generation, next_correlation()), Inbox::Clock::now() + wait);
+    if (reply && reply->type() == MessageType::standin_result) return std::get<StandInResult>(reply->payload);
+    StandInResult none{};
+    none.model_id = request.model_id;
+    none.loaded_bytes = kUnknownBytes;
+    none.outcome = static_cast<std::uint32_t>(StandInOutcome::timed_out);
+    return none;
+}
+
 std::optional<Message> WorkerRuntime::next_command(std::chrono::milliseconds timeout) {
     return inbox_.next_command(Inbox::Clock::now() + timeout);
 }

@@ -82,6 +82,15 @@ public:
     // (maybe fewer, or 0 under host memory pressure or during shutdown).
     std::uint64_t request_pin(std::uint64_t bytes);
 
+    // The ComfyUI host's stand-in entry of another participant's model was asked to unload:
+    // asks the supervisor to have its owner do it, and waits for what the owner measured.
+    // The arbiter answers within its answer timeout; a Shutdown first, or no answer within
+    // `wait`, comes back as timed_out.
+    StandInResult unload_standin(const StandInUnload& request, std::chrono::milliseconds wait);
+
+    // The supervisor's segment, read-only: the ledger of every participant's models.
+    const SegmentView& segment() const noexcept { return memory_.view; }
+
 private:
     // Sends a request and waits for the reply with its correlation id, keeping other
     // commands for next_command(). Nothing when a Shutdown arrives first or the deadline passes.

@@ -33,11 +33,13 @@ std::vector<Action> Arbiter::handle(const Event& event, const Snapshot& snapshot
     return actions;
 }
 
-std::size_t Arbiter::unanswered() const noexcept { return queue_.size() + waiting_.size() + (working_ ? 1 : 0); }
+std::size_t Arbiter::unanswered() const noexcept {
+    return queue_.size() + waiting_.size() + (working_ ? 1 : 0) + standins_.size();
+}
 
 std::size_t Arbiter::unanswered(std::uint32_t slot) const {
     const auto found = unanswered_by_slot_.find(slot);
-    return found == unanswered_by_slot_.end() ? 0 : found->second;
+    return (found == unanswered_by_slot_.end() ? 0 : found->second) + standins_.unanswered(slot);
 }
 
 // ---- events ----
@@ -56,6 +58,9 @@ void Arbiter::on(const event::Left& e) {
     const auto from_dead = [&](const Request& r) { return r.asker.slot == e.who.slot; };
     withdrawn_ += std::erase_if(queue_, from_dead) + std::erase_if(waiting_, from_dead);
     unanswered_by_slot_.erase(e.who.slot);
+    withdrawn_ += standins_.drop_asker(e.who.slot);
+    // Its memory went with the process: a stand-in of its models reports itself freed.
+    answer_standins(standins_.take_for_owner(e.who.slot), StandInOutcome::owner_gone, 0, 0);
     if (working_ && from_dead(working_->request)) {
         ++withdrawn_;
         working_.reset();
@@ -136,6 +141,9 @@ void Arbiter::on(const event::Unloaded& e) {
     const Bytes freed = receipt.bytes_freed;
     ledger_.apply_unloaded(e.who.slot, e.who.generation, receipt);
     receipt_since_publish_ = true;
+    answer_standins(standins_.take_for_model(e.who.slot, receipt.model_id),
+                    receipt.deferred ? StandInOutcome::deferred : StandInOutcome::unloaded, freed,
+                    receipt.deferred ? kUnknownBytes : receipt.loaded_bytes);
     const auto awaited = working_ ? awaiting_of(e.who.slot, receipt.model_id) : std::vector<Awaiting>::iterator{};
     if (!working_ || awaited == working_->awaiting.end()) {
         recheck_waiting();
@@ -161,6 +169,12 @@ void Arbiter::on(const event::Unloaded& e) {
 }
 
 void Arbiter::on(const event::Tick&) {
+    const auto late = standins_.take_expired(snapshot_->now_ms, config_.answer_timeout_ms);
+    if (!late.empty()) {
+        note(std::to_string(late.size()) + " stand-in unload(s) not answered by their owner within " +
+             std::to_string(config_.answer_timeout_ms) + " ms; answered as freeing nothing");
+    }
+    answer_standins(late, StandInOutcome::timed_out, 0, kUnknownBytes);
     if (working_ && std::erase_if(working_->awaiting, [&](const Awaiting& a) {
             if (snapshot_->now_ms - a.since_ms < config_.answer_timeout_ms) return false;
             note("owner " + who(a.owner) + " did not answer within " + std::to_string(config_.answer_timeout_ms) +
@@ -185,6 +199,54 @@ void Arbiter::on(const event::Tick&) {
     });
     for (const auto& r : expired) refuse(r, RefusalReason::timed_out);
     recheck_waiting();
+}
+
+void Arbiter::on(const event::StandIn& e) {
+    if (!current(e.who)) return;
+    const StandInUnload& request = e.request;
+    const Participant owner{request.owner_slot, request.owner_generation};
+    const PendingStandIn pending{e.who, e.correlation, owner, request.model_id, snapshot_->now_ms};
+    const auto index = ledger_.find(owner.slot, owner.generation, request.model_id);
+    if (owner.slot == e.who.slot) {
+        // The host's own models are real entries of its own list, never stand-ins.
+        answer_standins({pending}, StandInOutcome::refused, 0, kUnknownBytes);
+        return;
+    }
+    if (!current(owner) || !index) {
+        // Dead, restarted, or the model was dropped since the host last read the ledger.
+        answer_standins({pending}, StandInOutcome::owner_gone, 0, 0);
+        return;
+    }
+    const bool on_its_way = standins_.in_flight(owner.slot, request.model_id) ||
+                            (working_ && awaiting_of(owner.slot, request.model_id) != working_->awaiting.end());
+    standins_.add(pending);
+    if (on_its_way) {
+        note("stand-in unload of model " + std::to_string(request.model_id) + " of " + who(owner) +
+             " joins the command already sent for it");
+        return;
+    }
+    const LedgerEntry& entry = *ledger_.at(*index);
+    note("the host's eviction reached the stand-in of model " + std::to_string(request.model_id) + " of " +
+         who(owner) + ": asking its owner to " +
+         (request.detach ? std::string("detach") : "free " + bytes(static_cast<Bytes>(request.bytes)) + " of") + " it (" +
+         bytes(entry.loaded_or_total()) + " loaded)");
+    if (request.detach) {
+        out_->push_back(action::SendDetach{owner, Detach{request.model_id}});
+    } else {
+        out_->push_back(action::SendPartialUnload{owner, PartialUnload{request.model_id, request.bytes}});
+    }
+}
+
+void Arbiter::answer_standins(std::vector<PendingStandIn> pending, StandInOutcome outcome, Bytes freed,
+                              Bytes loaded_after) {
+    for (const auto& p : pending) {
+        StandInResult result{};
+        result.model_id = p.model_id;
+        result.bytes_freed = freed;
+        result.loaded_bytes = loaded_after;
+        result.outcome = static_cast<std::uint32_t>(outcome);
+        out_->push_back(action::AnswerStandIn{p.asker, p.correlation, result});
+    }
 }
 
 // ---- the admission loop ----

@@ -13,10 +13,15 @@
 // and a request that still does not fit follows the configured no-fit policy.
 // Queued requests are started by one loop (pump), never from inside the finish of the one
 // before: a participant that queues thousands of requests must not deepen the stack.
+// The host's stand-in unloads (upstream's own eviction reaching another process's model)
+// are not queued: each goes to its owner at once, or joins the command already on its way
+// for that model, so the same bytes are never asked for twice, and is answered with the
+// owner's receipt.
 
 #include "supervisor/arbiter/arbiter_io.hpp"
 #include "supervisor/arbiter/eviction_order.hpp"
 #include "supervisor/arbiter/ledger.hpp"
+#include "supervisor/arbiter/standin_unloads.hpp"
 
 #include <deque>
 #include <set>
@@ -83,6 +88,8 @@ private:
     void on(const event::Unloaded& e);
     void on(const event::Tick& e);
     void on(const event::Released& e);
+    void on(const event::StandIn& e);
+    void answer_standins(std::vector<PendingStandIn> pending, StandInOutcome outcome, Bytes freed, Bytes loaded_after);
     // Asks the idle siblings (not the asker, none holding a kept model) for a partial
     // release of the shortfall; true when at least one was asked.
     bool ask_siblings(Working& w, Bytes shortfall);
@@ -128,6 +135,7 @@ private:
     std::map<std::uint32_t, std::size_t> unanswered_by_slot_;  // no entry: none
     std::optional<Working> working_;
     std::vector<Request> waiting_;
+    StandInUnloads standins_;
     std::uint64_t withdrawn_ = 0;
     // Valid only inside handle():
     const Snapshot* snapshot_ = nullptr;

@@ -82,10 +82,13 @@ struct Admission {
 struct Unloaded { Participant who; UnloadReceipt receipt; };
 struct Tick {};
 struct Released { Participant who; ReleaseReceipt receipt; };  // answers a release message
+// The host's eviction reached the stand-in entry of another participant's model.
+struct StandIn { Participant who; std::uint64_t correlation; StandInUnload request; };
 }  // namespace event
 
 using Event = std::variant<event::Joined, event::Left, event::Busy, event::Registered, event::Residency,
-                           event::Dropped, event::Admission, event::Unloaded, event::Tick, event::Released>;
+                           event::Dropped, event::Admission, event::Unloaded, event::Tick, event::Released,
+                           event::StandIn>;
 
 namespace action {
 struct SendPartialUnload { Participant to; PartialUnload command; };
@@ -96,9 +99,11 @@ struct Note { std::string text; };  // a decision worth a log line
 // When the ledger has nothing more to give, idle siblings free what they can of the rest
 // (caches, buffers) up to the shortfall.
 struct SendPartialRelease { Participant to; PartialRelease command; };
+// What a stand-in unload came to, for the host that asked.
+struct AnswerStandIn { Participant to; std::uint64_t correlation; StandInResult result; };
 }  // namespace action
 
 using Action = std::variant<action::SendPartialUnload, action::SendDetach, action::Grant, action::Refuse, action::Note,
-                            action::SendPartialRelease>;
+                            action::SendPartialRelease, action::AnswerStandIn>;
 
 }  // namespace comfy::arbiter

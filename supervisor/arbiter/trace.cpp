@@ -42,6 +42,8 @@ constexpr std::array<std::string_view, kModelKindCount> kModelKindNames{
     "unknown", "diffusion", "text_encoder", "vae", "clip_vision", "controlnet", "other"};
 constexpr std::array<std::string_view, kRefusalReasonCount> kRefusalReasonNames{"no_fit", "timed_out",
                                                                                 "shutting_down"};
+constexpr std::array<std::string_view, kStandInOutcomeCount> kStandInOutcomeNames{"unloaded", "owner_gone", "deferred",
+                                                                                  "timed_out", "refused"};
 
 // Every value written was validated first (by the message codec or the config loader);
 // one that was not throws here rather than reading past the table.
@@ -298,6 +300,16 @@ Event read_released(const Fields& line) {
     return event::Released{read_participant(line), receipt};
 }
 
+Event read_standin(const Fields& line) {
+    StandInUnload request{};
+    request.owner_slot = line.whole<std::uint32_t>("owner_slot");
+    request.owner_generation = line.whole<std::uint32_t>("owner_generation");
+    request.model_id = line.whole("model_id");
+    request.bytes = line.bytes("bytes");
+    request.detach = line.flag("detach");
+    return event::StandIn{read_participant(line), line.whole("correlation"), request};
+}
+
 Action read_partial_unload(const Fields& line) {
     const PartialUnload command{line.whole("model_id"), line.bytes("bytes")};
     return action::SendPartialUnload{read_participant(line), command};
@@ -331,13 +343,22 @@ Action read_partial_release(const Fields& line) {
     return action::SendPartialRelease{read_participant(line), PartialRelease{line.bytes("bytes")}};
 }
 
+Action read_standin_answer(const Fields& line) {
+    StandInResult result{};
+    result.model_id = line.whole("model_id");
+    result.bytes_freed = line.bytes("bytes_freed");
+    result.loaded_bytes = line.bytes_or_unknown("loaded_bytes");
+    result.outcome = static_cast<std::uint32_t>(line.choice("outcome", kStandInOutcomeNames));
+    return action::AnswerStandIn{read_participant(line), line.whole("correlation"), result};
+}
+
 // The kinds in the order of the variants' alternatives, so that a value's kind is
 // kinds[value.index()] and one table gives both the name written and the reader.
 struct EventKind {
     std::string_view name;
     Event (*read)(const Fields&);
 };
-constexpr std::array<EventKind, 10> kEventKinds{{{"joined", read_joined},
+constexpr std::array<EventKind, 11> kEventKinds{{{"joined", read_joined},
                                                 {"left", read_left},
                                                 {"busy", read_busy},
                                                 {"registered", read_registered},
@@ -346,19 +367,21 @@ constexpr std::array<EventKind, 10> kEventKinds{{{"joined", read_joined},
                                                 {"admission", read_admission},
                                                 {"unloaded", read_unloaded},
                                                 {"tick", read_tick},
-                                                {"released", read_released}}};
+                                                {"released", read_released},
+                                                {"standin", read_standin}}};
 static_assert(kEventKinds.size() == std::variant_size_v<Event>);
 
 struct DecisionKind {
     std::string_view name;
     Action (*read)(const Fields&);
 };
-constexpr std::array<DecisionKind, 6> kDecisionKinds{{{"partial_unload", read_partial_unload},
+constexpr std::array<DecisionKind, 7> kDecisionKinds{{{"partial_unload", read_partial_unload},
                                                       {"detach", read_detach},
                                                       {"grant", read_grant},
                                                       {"refuse", read_refuse},
                                                       {"note", read_note},
-                                                      {"partial_release", read_partial_release}}};
+                                                      {"partial_release", read_partial_release},
+                                                      {"standin_answer", read_standin_answer}}};
 static_assert(kDecisionKinds.size() == std::variant_size_v<Action>);
 
 template <typename Kind, std::size_t N>
@@ -446,6 +469,25 @@ void add_fields(TraceJson& line, const event::Released& e) {
     line["deferred"] = e.receipt.deferred != 0;
     line["bytes_requested"] = e.receipt.bytes_requested;
     line["bytes_freed"] = e.receipt.bytes_freed;
+}
+
+void add_fields(TraceJson& line, const event::StandIn& e) {
+    add_participant(line, e.who);
+    line["correlation"] = e.correlation;
+    line["owner_slot"] = e.request.owner_slot;
+    line["owner_generation"] = e.request.owner_generation;
+    line["model_id"] = e.request.model_id;
+    line["bytes"] = e.request.bytes;
+    line["detach"] = e.request.detach != 0;
+}
+
+void add_fields(TraceJson& line, const action::AnswerStandIn& a) {
+    add_participant(line, a.to);
+    line["correlation"] = a.correlation;
+    line["model_id"] = a.result.model_id;
+    line["bytes_freed"] = a.result.bytes_freed;
+    line["loaded_bytes"] = bytes_or_null(a.result.loaded_bytes);
+    line["outcome"] = name_of(kStandInOutcomeNames, a.result.outcome);
 }
 
 void add_fields(TraceJson& line, const action::SendPartialRelease& a) {

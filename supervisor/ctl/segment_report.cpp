@@ -135,9 +135,7 @@ void read_ledger(const SegmentView& view, const ReadPolicy& policy, SegmentRepor
         row.currently_used = record.currently_used != 0;
         row.dynamic = record.dynamic != 0;
         row.load_order = record.load_order;
-        row.valid = record.owner_slot < view.capacities().participants && record.total_bytes <= kMaxBytes &&
-                    (!row.loaded_bytes || *row.loaded_bytes <= record.total_bytes) && record.currently_used <= 1 &&
-                    record.dynamic <= 1;
+        row.valid = is_valid_ledger_record(record, view.capacities().participants);
         for (const auto& worker : report.workers) {
             if (!worker.busy && worker.slot == record.owner_slot && worker.generation == record.owner_generation) {
                 row.owner = worker.name;

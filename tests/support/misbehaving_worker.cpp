@@ -5,6 +5,8 @@
 //   wrong-token | wrong-version | early-message
 //   keep-mismatch   after a good Hello, an admission that claims more kept models than its
 //                   admission_keep messages named
+//   standin-unload  after a good Hello, a standin_unload (which only the ComfyUI host sends)
+//                   naming a model of slot 0
 // Flood modes (it sends what the mode says, never reads what comes back):
 //   admission-flood once another pack holds a model, 20,000 admission requests that queue
 //                   behind the eviction of a model of its own that it never answers
@@ -171,6 +173,13 @@ int main(int argc, char* argv[]) {
         request.bytes = 1 << 20;
         request.keep_loaded_count = 3;
         out.try_push(encode(request, env.generation, 7));
+    } else if (mode == "standin-unload") {
+        out.try_push(encode(hello, env.generation));
+        StandInUnload unload{};
+        unload.owner_generation = 1;
+        unload.model_id = 1;
+        unload.detach = 1;
+        out.try_push(encode(unload, env.generation, 7));
     } else if (mode == "admission-flood") {
         push(out, encode(hello, env.generation));
         while (!other_holds_a_model(memory.view, env.slot)) std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -4,43 +4,79 @@ install() is called by the custom node in worker/python/comfyui_custom_node when
 supervisor started this ComfyUI (COMFY_SV_SLOT set). It then:
 
 - wraps comfy.model_management.load_models_gpu: before upstream loads, it asks the
-  supervisor to admit the bytes it will load (keep_loaded: the models being loaded, when
-  already in the ledger) and publishes the granted reserve into upstream's
-  EXTRA_RESERVED_VRAM, so ComfyUI's own arithmetic accounts for what the other processes
-  hold; after it, every entry of current_loaded_models is registered or its residency
-  reported, and the ones that left are dropped;
+  supervisor to admit what the load needs on the supervised device, sized as upstream's
+  load_models_gpu sizes it (each model's load_device, its model_patches_models included;
+  the bytes not on that device yet), keeping the load's own models, and publishes the
+  granted reserve into upstream's EXTRA_RESERVED_VRAM. The supervisor's admission has then
+  made room across the machine, so upstream's own free_memory inside this load sees the
+  host's models only: the stand-ins are out of the list while it runs (docs/ARBITRATION.md);
+- wraps comfy.model_management.free_memory, through which every other unload path of
+  upstream's runs (unload_all_models for POST /free and "Unload models",
+  unload_model_and_clones, a custom node's own call): it runs under the host's lock, so it
+  never acts on an entry while the command thread does, over the host's own entries plus
+  one stand-in entry per model another participant holds on the device (standin.py), so
+  upstream's own loop reaches every process's models;
+- keeps the ledger true: every command-thread period (REFRESH_S) and after each of the
+  above, the entries of current_loaded_models on the supervised device are registered,
+  their residency reported, the ones gone dropped, whatever removed them (upstream's
+  free_memory from any caller, cleanup_models from a finalizer, main.py's post-prompt
+  unload, a partial unload); entries on another device (a text encoder kept on the CPU)
+  never enter it. The stand-ins are brought in step with the ledger at the same times;
 - answers the supervisor's commands from a background thread: partial_unload(n) runs the
   matching LoadedModel's model_unload(memory_to_free=n), detach runs model_unload(), each
-  answered with the bytes measured freed (loaded size before minus after);
-  full_release, cast_epoch_boundary, partial_release and release_node_boundary run
-  soft_empty_cache() and reset_cast_buffers() where present, answered with the drop in
-  torch's reserved bytes; release_pins runs free_pins(n) where present; Shutdown ends the
-  process as SIGTERM would (ComfyUI has no shutdown entry point);
-- wraps execution.PromptExecutor.execute: a whole prompt is one busy stretch
-  (node_started before, node_finished after). Commands that arrive meanwhile wait for its
-  end, where they run, since unloading a model a sampler is using is not safe. ComfyUI
-  has no clean per-node hook, so release_node_boundary comes only between prompts.
+  answered with the bytes measured freed; full_release, cast_epoch_boundary,
+  partial_release and release_node_boundary run soft_empty_cache() and
+  reset_cast_buffers() where present; release_pins runs free_pins(n) where present;
+  Shutdown ends the process as SIGTERM would. An exception from upstream in one command is
+  answered as nothing freed, logged once per kind, and the thread goes on;
+- wraps execution.PromptExecutor.execute: a whole prompt is one busy stretch (ComfyUI has
+  no clean per-node hook); evictions that arrive meanwhile run at its end.
 
-Both wraps replace module and class attributes: code that imported load_models_gpu by
-name before install() keeps upstream's function and bypasses admission.
+The supervised device is the one torch device whose memory the supervisor arbitrates:
+cuda:N when it supervises CUDA device N (COMFY_SV_CUDA_DEVICE), else ComfyUI's own torch
+device. With the simulated device and ComfyUI on the CPU (--cpu), the host's loaded bytes
+are charged on the simulated device, so the other participants see them.
 
-NOT RUN AGAINST A REAL ComfyUI: torch and ComfyUI cannot be installed where this project
-is built and tested. The protocol side is tested through examples/host_participant.py,
-which drives the same Participant class; the upstream names used here follow
-comfy/model_management.py and may need
-adjusting when upstream changes them.
+Wraps replace module and class attributes: code that imported a function by name before
+install() keeps upstream's and bypasses them.
+
+RUN AGAINST A REAL ComfyUI: scripts/comfyui-check runs this integration in a real
+ComfyUI (a125cd84, --cpu, torch 1.13 from Debian; README "Checking against a real
+ComfyUI"): a prompt's load admitted and in the ledger, a worker's load evicting it through
+upstream's model_unload, POST /free reaching a worker's model through its stand-in. The
+tests run the same code against tests/host/fake_comfyui, our own model of upstream's
+memory manager.
 """
 
 import logging
 import os
 import signal
 import threading
+import time
 
 from . import participant as sv
+from .standin import StandIn, StandIns
 
 log = logging.getLogger("comfy_supervisor")
 
-_COMMAND_WAIT_S = 1.0  # how often the command thread also refreshes the census
+REFRESH_S = 0.5       # the command-thread period: how stale the ledger may get
+_COMMAND_WAIT_S = 0.1  # the longest a command waits before the refresh checks the clock
+
+
+def supervised_device(mm):
+    """The torch device whose memory the supervisor arbitrates."""
+    cuda_index = os.environ.get("COMFY_SV_CUDA_DEVICE")
+    if cuda_index:
+        import torch
+        return torch.device("cuda", int(cuda_index))
+    return mm.get_torch_device()
+
+
+def _device_key(device):
+    """A device as (type, index), so that cuda and cuda:0 compare equal."""
+    if device is None:
+        return None
+    return (getattr(device, "type", str(device)), getattr(device, "index", None) or 0)
 
 
 class _Host:
@@ -49,6 +85,12 @@ class _Host:
         self.link = link  # sv.Participant
         # Upstream's current_loaded_models is touched by the prompt thread and ours.
         self.lock = threading.RLock()
+        self.device = supervised_device(mm)
+        self.device_key = _device_key(self.device)
+        # The simulated device stands for ComfyUI's RAM under --cpu: charge it ourselves.
+        self.charges_device = not os.environ.get("COMFY_SV_CUDA_DEVICE") and self.device_key[0] == "cpu"
+        self.charged = 0
+        self.standins = StandIns(mm, link, self.device)
         self.ids = {}         # id(ModelPatcher) -> ledger model id
         self.reported = {}    # ledger model id -> (loaded bytes, currently used) last sent
         self.next_id = 1
@@ -56,6 +98,11 @@ class _Host:
         self.admitting = False  # the prompt thread waits for an admission: evictions run now
         self.deferred = []    # commands that arrived during a prompt
         self.epoch = 0
+        self.failures_logged = set()
+        self.last_refresh = 0.0
+
+    def on_device(self, loaded):
+        return _device_key(loaded.device) == self.device_key
 
     # ---- the ledger ----
 
@@ -67,15 +114,13 @@ class _Host:
         return self.ids[key]
 
     def sync_ledger(self, used=()):
-        """Reports current_loaded_models to the ledger: new entries, changed residency, the gone.
-        `used`: id()s of the patchers a load just used, which move to the front of the order
-        (upstream re-inserts them at index 0)."""
+        """Reports the host's own entries on the supervised device to the ledger: new ones,
+        changed residency, the gone. `used`: id()s of the patchers a load just used, which
+        move to the front of the order (upstream re-inserts them at index 0)."""
         with self.lock:
             present = set()
-            for loaded in list(self.mm.current_loaded_models):
+            for loaded in self.own_on_device():
                 patcher = loaded.model
-                if patcher is None:
-                    continue
                 model_id = self.model_id(patcher)
                 present.add(model_id)
                 figures = (loaded.model_loaded_memory(), bool(loaded.currently_used))
@@ -93,35 +138,75 @@ class _Host:
                 self.link.drop_model(model_id)
                 del self.reported[model_id]
                 self.ids = {key: value for key, value in self.ids.items() if value != model_id}
+            self.recharge()
+
+    def own_on_device(self):
+        """The host's own entries on the supervised device (stand-ins are not its own)."""
+        return [loaded for loaded in list(self.mm.current_loaded_models)
+                if loaded.model is not None and not self.standins.is_standin(loaded) and self.on_device(loaded)]
+
+    def recharge(self):
+        """Holds on the simulated device what the host's models hold in RAM (under --cpu),
+        so the other participants see it; before an unload receipt, so that the supervisor
+        reads the bytes freed when it reads the receipt."""
+        if not self.charges_device:
+            return
+        loaded_bytes = sum(loaded.model_loaded_memory() for loaded in self.own_on_device())
+        if loaded_bytes > self.charged:
+            if not self.link.device_allocate(loaded_bytes - self.charged):
+                self.log_once("charge", "comfy-supervisor: the simulated device has no room for the host's "
+                                        f"{loaded_bytes} loaded bytes; the increase is not counted on it")
+                return
+        elif loaded_bytes < self.charged:
+            self.link.device_release(self.charged - loaded_bytes)
+        self.charged = loaded_bytes
+
+    def refresh(self):
+        """The ledger from current_loaded_models, then the stand-ins from the ledger."""
+        with self.lock:
+            self.sync_ledger()
+            ledger = self.link.read_ledger()
+            own = {entry.model_id: entry.load_order for entry in ledger if entry.owner_slot == self.link.slot}
+            own_orders = {key: own[model_id] for key, model_id in self.ids.items() if model_id in own}
+            self.standins.refresh(ledger, own_orders)
+            self.last_refresh = time.monotonic()
 
     def loaded_entry(self, model_id):
         for loaded in self.mm.current_loaded_models:
-            if loaded.model is not None and self.ids.get(id(loaded.model)) == model_id:
+            if loaded.model is not None and not self.standins.is_standin(loaded) and \
+                    self.ids.get(id(loaded.model)) == model_id:
                 return loaded
         return None
 
     # ---- loading: admission first ----
 
+    def load_need(self, models):
+        """What upstream's load_models_gpu loads onto the supervised device: the models and
+        their model_patches_models(), each its bytes not on its load_device yet."""
+        unique = {}
+        for patcher in models:
+            unique[id(patcher)] = patcher
+            for extra in getattr(patcher, "model_patches_models", lambda: [])():
+                unique[id(extra)] = extra
+        needed = 0
+        for patcher in unique.values():
+            # A stand-in a node passed back in (upstream's loaded_models() lists them) is
+            # another process's model: nothing of it loads here.
+            if isinstance(patcher, StandIn) or _device_key(patcher.load_device) != self.device_key:
+                continue
+            if _device_key(patcher.current_loaded_device()) == self.device_key:
+                needed += patcher.model_size() - patcher.loaded_size()
+            else:
+                needed += patcher.model_size()
+        return needed, [self.ids[key] for key in unique if key in self.ids]
+
     def load_models_gpu(self, original, models, *args, **kwargs):
         memory_required = kwargs.get("memory_required", args[0] if args else 0)
-        device = self.mm.get_torch_device()
         with self.lock:
-            # Upstream's model_memory_required(): what is not on the device yet.
-            needed = 0
-            for patcher in models:
-                if patcher.current_loaded_device() == device:
-                    needed += patcher.model_size() - patcher.loaded_size()
-                else:
-                    needed += patcher.model_size()
-            # Upstream takes the models of this load out of current_loaded_models before
-            # free_memory: every one of them is kept, however many.
-            keep = [self.ids[id(m)] for m in models if id(m) in self.ids]
+            needed, keep = self.load_need(models)
         if needed > 0:
-            # Not under the lock: while we wait, the supervisor may ask our thread to evict.
-            # streams x largest tensor + reserve stands for upstream's
-            # memory_required + extra_reserved_memory().
-            # Our own other models are candidates too, as in upstream's one list: the command
-            # thread answers their evictions now, as upstream's free_memory would run them here.
+            # Not under the lock: while we wait, the supervisor may ask our thread to evict
+            # our own other models, candidates as in upstream's one list.
             with self.lock:
                 self.admitting = True
             try:
@@ -136,10 +221,21 @@ class _Host:
                 log.warning("comfy-supervisor admitted this load %d bytes short (policy admit)", answer.shortfall)
             self.mm.EXTRA_RESERVED_VRAM = answer.reserve_bytes
         with self.lock:
+            self.standins.withdraw()
             try:
                 return original(models, *args, **kwargs)
             finally:
+                self.standins.restore()
                 self.sync_ledger(used={id(m) for m in models})
+                self.refresh()
+
+    def free_memory(self, original, *args, **kwargs):
+        with self.lock:
+            self.refresh()  # upstream's loop sees the ledger as it stands now
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.sync_ledger()
 
     # ---- commands ----
 
@@ -147,33 +243,60 @@ class _Host:
         try:
             while True:
                 command = self.link.next_command(_COMMAND_WAIT_S)
-                if command is None:
-                    self.publish_census()
-                    continue
-                if command.type == sv.SHUTDOWN:
+                if command is not None and command.type == sv.SHUTDOWN:
                     log.info("comfy-supervisor asked ComfyUI to finish; ending the process")
                     os.kill(os.getpid(), signal.SIGTERM)
                     return
-                with self.lock:
-                    if self.busy and not (self.admitting and command.type in (sv.PARTIAL_UNLOAD, sv.DETACH)):
-                        self.deferred.append(command)
-                        continue
-                    self.answer(command)
+                if command is not None:
+                    with self.lock:
+                        if self.busy and not (self.admitting and command.type in (sv.PARTIAL_UNLOAD, sv.DETACH)):
+                            self.deferred.append(command)
+                        else:
+                            self.answer(command)
+                if time.monotonic() - self.last_refresh >= REFRESH_S:
+                    self.attempt("refresh", self.refresh)
+                    self.attempt("census", self.publish_census)
         except sv.ParticipantError as error:
             log.error("comfy-supervisor: %s; ending ComfyUI so the supervisor restarts it", error)
             os.kill(os.getpid(), signal.SIGTERM)
 
+    def attempt(self, what, call):
+        """call()'s value, or None when upstream raised: logged once per kind, and the
+        thread goes on. The link's own failures (ParticipantError) end the thread above."""
+        try:
+            return call()
+        except sv.ParticipantError:
+            raise
+        except Exception as error:  # noqa: BLE001 (upstream may raise anything)
+            self.log_once((what, type(error).__name__, str(error)),
+                          f"comfy-supervisor: {what} failed: {type(error).__name__}: {error}; "
+                          "answered as nothing freed, and the thread goes on")
+            return None
+
+    def log_once(self, key, line):
+        if key not in self.failures_logged:
+            self.failures_logged.add(key)
+            log.error(line)
+
     def answer(self, command):
         if command.type in (sv.PARTIAL_UNLOAD, sv.DETACH):
-            freed, asked, after = self.unload(command)
+            result = self.attempt("an eviction", lambda: self.unload(command))
+            if result is None:
+                # Nothing counts as freed; what stays loaded is not known until the next
+                # refresh reports it (unknown counts as all loaded, never as zero).
+                if command.model_id in self.reported:
+                    self.reported[command.model_id] = None
+                result = (0, command.bytes, sv.UNKNOWN_BYTES)
+            freed, asked, after = result
+            self.attempt("refresh", self.recharge)
             self.link.send_unload_receipt(command, freed, after, bytes_requested=asked)
-            self.sync_ledger()
+            self.attempt("refresh", self.sync_ledger)
         elif command.type == sv.RELEASE_PINS:
             free_pins = getattr(self.mm, "free_pins", None)
-            freed = free_pins(command.bytes) if free_pins else 0
-            self.link.send_release_receipt(command, int(freed))
+            freed = self.attempt("release_pins", lambda: int(free_pins(command.bytes))) if free_pins else 0
+            self.link.send_release_receipt(command, freed or 0)
         elif command.type in sv.RELEASES:
-            self.link.send_release_receipt(command, self.release_caches())
+            self.link.send_release_receipt(command, self.attempt("a release", self.release_caches) or 0)
 
     def unload(self, command):
         loaded = self.loaded_entry(command.model_id)
@@ -204,18 +327,16 @@ class _Host:
 
     def allocator_reserved(self):
         import torch  # ComfyUI's own dependency, loaded already
-        device = self.mm.get_torch_device()
-        return torch.cuda.memory_reserved(device) if device.type == "cuda" else 0
+        return torch.cuda.memory_reserved(self.device) if self.device_key[0] == "cuda" else 0
 
     def publish_census(self):
         import torch
-        device = self.mm.get_torch_device()
-        on_cuda = device.type == "cuda"
+        on_cuda = self.device_key[0] == "cuda"
         self.link.update_census(
             pinned_bytes=max(0, int(getattr(self.mm, "TOTAL_PINNED_MEMORY", 0))),
             pinned_ceiling=max(0, int(getattr(self.mm, "MAX_PINNED_MEMORY", 0))),
-            allocator_reserved=torch.cuda.memory_reserved(device) if on_cuda else 0,
-            allocator_active=torch.cuda.memory_allocated(device) if on_cuda else 0,
+            allocator_reserved=torch.cuda.memory_reserved(self.device) if on_cuda else 0,
+            allocator_active=torch.cuda.memory_allocated(self.device) if on_cuda else 0,
             resident_set_bytes=sv.resident_set_bytes(),
             prompt_epoch=self.epoch)
 
@@ -236,7 +357,7 @@ class _Host:
                 deferred, self.deferred = self.deferred, []
                 for command in deferred:
                     self.answer(command)
-                self.sync_ledger()
+                self.attempt("refresh", self.refresh)
 
 
 def install():
@@ -251,11 +372,16 @@ def install():
     host = _Host(mm, link)
 
     original_load = mm.load_models_gpu
+    original_free = mm.free_memory
 
     def load_models_gpu(models, *args, **kwargs):
         return host.load_models_gpu(original_load, models, *args, **kwargs)
 
+    def free_memory(*args, **kwargs):
+        return host.free_memory(original_free, *args, **kwargs)
+
     mm.load_models_gpu = load_models_gpu
+    mm.free_memory = free_memory
 
     original_execute = execution.PromptExecutor.execute
 
@@ -265,6 +391,6 @@ def install():
     execution.PromptExecutor.execute = execute
 
     threading.Thread(target=host.serve, name="comfy-supervisor", daemon=True).start()
-    log.info("comfy-supervisor: this ComfyUI is the host participant (slot %d, generation %d)",
-             link.slot, link.generation)
+    log.info("comfy-supervisor: this ComfyUI is the host participant (slot %d, generation %d), supervising %s",
+             link.slot, link.generation, host.device)
     return host

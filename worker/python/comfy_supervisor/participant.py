@@ -38,6 +38,9 @@ KIND_UNKNOWN, KIND_DIFFUSION, KIND_TEXT_ENCODER, KIND_VAE, KIND_CLIP_VISION, KIN
 
 REFUSAL_REASONS = ("it cannot fit", "it waited too long", "the supervisor is shutting down")
 
+# What a stand-in unload came to (participant_c_api.h, COMFY_STANDIN_*).
+STANDIN_UNLOADED, STANDIN_OWNER_GONE, STANDIN_DEFERRED, STANDIN_TIMED_OUT, STANDIN_REFUSED = range(5)
+
 
 class ParticipantError(RuntimeError):
     """A call into the participant library failed; the message is one line."""
@@ -53,6 +56,19 @@ class _AdmissionAnswer(ctypes.Structure):
     _fields_ = [("granted", ctypes.c_int32), ("vram_state", ctypes.c_uint32), ("device_free", ctypes.c_uint64),
                 ("reserve_bytes", ctypes.c_uint64), ("shortfall", ctypes.c_uint64), ("needed_bytes", ctypes.c_uint64),
                 ("held_by_others", ctypes.c_uint64), ("refusal_reason", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
+
+
+class _LedgerEntry(ctypes.Structure):
+    _fields_ = [("owner_slot", ctypes.c_uint32), ("owner_generation", ctypes.c_uint32), ("model_id", ctypes.c_uint64),
+                ("weights_id", ctypes.c_uint64), ("total_bytes", ctypes.c_uint64), ("loaded_bytes", ctypes.c_uint64),
+                ("load_order", ctypes.c_uint64), ("device", ctypes.c_uint32), ("references", ctypes.c_uint32),
+                ("kind", ctypes.c_uint16), ("currently_used", ctypes.c_uint8), ("dynamic", ctypes.c_uint8),
+                ("reserved", ctypes.c_uint32)]
+
+
+class _StandInResult(ctypes.Structure):
+    _fields_ = [("bytes_freed", ctypes.c_uint64), ("loaded_bytes", ctypes.c_uint64), ("outcome", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint32)]
 
 
 class _Census(ctypes.Structure):
@@ -73,6 +89,35 @@ class Command:
     node_index: int
     reason: int
     grace_ms: int
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One model some participant holds, as the supervisor's ledger shows it."""
+    owner_slot: int
+    owner_generation: int
+    model_id: int
+    weights_id: int
+    total_bytes: int
+    loaded_bytes: int       # UNKNOWN_BYTES when not reported yet
+    load_order: int         # larger is more recent
+    device: int
+    references: int
+    kind: int
+    currently_used: bool
+    dynamic: bool
+
+    @property
+    def key(self):
+        """Names the model across the machine and across its owner's lives."""
+        return (self.owner_slot, self.owner_generation, self.model_id)
+
+
+@dataclass(frozen=True)
+class StandInResult:
+    outcome: int            # a STANDIN_*
+    bytes_freed: int        # measured by the owner
+    loaded_bytes: int       # still loaded after it; UNKNOWN_BYTES when not known
 
 
 @dataclass(frozen=True)
@@ -124,6 +169,9 @@ _SIGNATURES = {
     "comfy_participant_request_admission": (_int, [_p, _u32, _u64, _u64, _u32, _u64, ctypes.POINTER(_u64), _u32, _u32,
                                                    ctypes.POINTER(_AdmissionAnswer)]),
     "comfy_participant_request_pin": (_int, [_p, _u64, ctypes.POINTER(_u64)]),
+    "comfy_participant_read_ledger": (_int, [_p, ctypes.POINTER(_LedgerEntry), _u32, ctypes.POINTER(_u32)]),
+    "comfy_participant_unload_standin": (_int, [_p, _u32, _u32, _u64, _u64, _int, _u32,
+                                                ctypes.POINTER(_StandInResult)]),
     "comfy_participant_node_started": (_int, [_p, _u64, _u32]),
     "comfy_participant_node_finished": (_int, [_p, _u64, _u32, _int]),
     "comfy_participant_update_census": (_int, [_p, ctypes.POINTER(_Census)]),
@@ -232,6 +280,30 @@ class Participant:
         granted = _u64()
         self._check(self._lib.comfy_participant_request_pin(self._handle, nbytes, ctypes.byref(granted)))
         return granted.value
+
+    def read_ledger(self):
+        """Every model in the machine-wide ledger, this process's own included, most
+        recently loaded first."""
+        capacity = 256
+        while True:
+            rows = (_LedgerEntry * capacity)()
+            count = _u32()
+            self._check(self._lib.comfy_participant_read_ledger(self._handle, rows, capacity, ctypes.byref(count)))
+            if count.value <= capacity:
+                break
+            capacity = count.value  # it grew between the two reads; read again, larger
+        return [LedgerEntry(r.owner_slot, r.owner_generation, r.model_id, r.weights_id, r.total_bytes, r.loaded_bytes,
+                            r.load_order, r.device, r.references, r.kind, bool(r.currently_used), bool(r.dynamic))
+                for r in rows[:count.value]]
+
+    def unload_standin(self, entry, nbytes=0, detach=False, timeout_s=30.0):
+        """Has the owner of ledger `entry` (another participant) free `nbytes` of it, or
+        all of it with `detach`; blocks until its answer, or `timeout_s`."""
+        result = _StandInResult()
+        self._check(self._lib.comfy_participant_unload_standin(
+            self._handle, entry.owner_slot, entry.owner_generation, entry.model_id, 0 if detach else nbytes,
+            int(detach), int(max(0.0, timeout_s) * 1000), ctypes.byref(result)))
+        return StandInResult(result.outcome, result.bytes_freed, result.loaded_bytes)
 
     def node_started(self, prompt_epoch, node_index=0):
         self._check(self._lib.comfy_participant_node_started(self._handle, prompt_epoch, node_index))

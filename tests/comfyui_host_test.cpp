@@ -1,0 +1,216 @@
+// comfy_supervisor.comfyui, the ComfyUI integration, run in the host's slot over our model
+// of upstream's memory manager (tests/host/fake_comfyui) on a 24 GiB simulated device,
+// beside comfy-worker workers: the ledger stays true whatever path upstream unloads by,
+// the command thread survives upstream's exceptions and never races the prompt thread,
+// and stand-in entries take upstream's own eviction to the other processes' models.
+#include <catch2/catch.hpp>
+
+#include "tests/support/sanitizer_reports.hpp"
+#include "tests/support/supervisor_process.hpp"
+
+#include <signal.h>
+
+using namespace comfy;
+using namespace comfy::test;
+using Catch::Matchers::Contains;
+using nlohmann::json;
+
+namespace {
+
+// The fake ComfyUI running `steps` (tests/host/fake_comfyui/main.py says what each does).
+json fake_comfyui(const std::vector<std::string>& steps) {
+    json args = json::array({FAKE_COMFYUI_MAIN});
+    for (const auto& step : steps) args.push_back(step);
+    return {{"command", PYTHON3_PATH},
+            {"args", args},
+            {"env", {{"PYTHONPATH", PARTICIPANT_PYTHONPATH}, {"PYTHONDONTWRITEBYTECODE", "1"}}}};
+}
+
+json config_with(const json& host, const json& packs) {
+    return {{"device", {{"kind", "simulated"}, {"total_bytes", "24GiB"}}},
+            {"limits", {{"heartbeat_timeout_ms", 20000}, {"shutdown_grace_ms", 2000}}},
+            {"comfyui", host},
+            {"packs", packs}};
+}
+
+std::size_t count_of(const std::string& text, const std::string& part) {
+    std::size_t count = 0;
+    for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++count;
+    return count;
+}
+
+bool holds(const SupervisorProcess& supervisor, std::uint32_t slot) {
+    for (const auto& entry : supervisor.ledger()) {
+        if (entry.owner_slot == slot) return true;
+    }
+    return false;
+}
+
+// Waits for the fake's last line, then stops the supervisor.
+std::string run_to_end(SupervisorProcess& supervisor) {
+    const bool finished =
+        eventually([&] { return supervisor.log().find("fake_comfyui: steps done") != std::string::npos; },
+                   std::chrono::seconds(60));
+    INFO(supervisor.log());
+    CHECK(supervisor.stop() == 0);
+    REQUIRE(finished);
+    return supervisor.log();
+}
+
+}  // namespace
+
+TEST_CASE("the ComfyUI integration is admitted, reported and evicted through upstream's model_unload") {
+    TempFolder packs("comfyui");
+    const json config = config_with(
+        fake_comfyui({"load:model:12GiB"}),
+        {reference_pack(packs, "asker", {{"nodes", {{"load", {step_compute(2500), step_load("huge", "14GiB")}}}}}),
+         reference_pack(packs, "idle", idle_pack())});
+    SupervisorProcess supervisor(config, workload_of({{node("asker", "load")}}));
+    CHECK(supervisor.wait() == 0);
+    const auto log = supervisor.log();
+    // Admitted before loading (the host's admission and the asker's), the model in the ledger.
+    CHECK_THAT(supervisor.output(), Contains("admissions         2 ("));
+    CHECK_THAT(log, Contains("fake_comfyui: ledger true after load:model:12GiB"));
+    // Evicted through LoadedModel.model_unload, with the bytes it measured.
+    CHECK_THAT(log, Contains("asking slot 0 (generation 1) to free"));
+    CHECK(census_figure(supervisor.output(), "asker", 0) == 14 * kGiBf);
+    const double held = census_figure(supervisor.output(), "host", 0);
+    CHECK(held > 0);
+    CHECK(held + 14 * kGiBf <= 24 * kGiBf);
+    CHECK_THAT(supervisor.output(), Contains("prompts run        1 of 1 (0 failed)"));
+}
+
+TEST_CASE("every path upstream unloads the host's models by reaches the ledger, and a CPU model never enters it") {
+    TempFolder packs("comfyui");
+    // a is partially unloaded by a node's own call, b by unload_model_and_clones, c by its
+    // finalizer (cleanup_models), a's rest by free_memory (the most offloaded goes first),
+    // d and e by unload_all_models (POST /free); t lives on the CPU throughout.
+    const std::vector<std::string> steps{"load:a:2GiB",      "load:b:2GiB",     "load:c:2GiB", "load:d:2GiB",
+                                         "load:e:2GiB:p=1GiB", "load-cpu:t:1GiB", "partial:a:1GiB",
+                                         "unload-clones:b",  "drop:c",          "free:19GiB",  "unload-all"};
+    SupervisorProcess supervisor(config_with(fake_comfyui(steps), json::array({reference_pack(packs, "idle", idle_pack())})));
+    const auto log = run_to_end(supervisor);
+    for (const auto& step : steps) {
+        INFO(step);
+        CHECK_THAT(log, Contains("fake_comfyui: ledger true after " + step + " in "));
+    }
+    CHECK_THAT(log, !Contains("ledger stale"));
+    // The patch model came with e's load (upstream adds model_patches_models), and left.
+    CHECK_THAT(log, Contains("steps done; list: t on cpu:0 (1073741824 loaded); host rows in the ledger: 0; "
+                             "device used by the host: 0"));
+}
+
+TEST_CASE("an exception from upstream during an eviction is answered as nothing freed and the thread goes on") {
+    TempFolder packs("comfyui");
+    // b is first in the eviction order (as recent and as large as a) and cannot be
+    // unloaded; the asker's load then takes a's bytes.
+    const json config = config_with(
+        fake_comfyui({"load:a:8GiB", "load:b:8GiB", "fail-unload:b"}),
+        json::array({reference_pack(packs, "asker", {{"nodes", {{"load", {step_compute(3000), step_load("huge", "14GiB")}}}}})}));
+    SupervisorProcess supervisor(config, workload_of({{node("asker", "load")}}));
+    CHECK(supervisor.wait() == 0);
+    const auto log = supervisor.log();
+    CHECK(count_of(log, "comfy-supervisor: an eviction failed: RuntimeError: b cannot be unloaded") == 1);
+    CHECK(census_figure(supervisor.output(), "asker", 0) == 14 * kGiBf);
+    CHECK(census_figure(supervisor.output(), "host", 0) <= 10 * kGiBf);
+}
+
+TEST_CASE("unload_all_models on the prompt thread during an eviction leaves one consistent result") {
+    TempFolder packs("comfyui");
+    // The eviction of a runs on the command thread for half a second; unload_all_models
+    // starts meanwhile and waits for it, then acts on what is left.
+    const json config = config_with(
+        fake_comfyui({"load:a:12GiB", "slow-unload:a:500", "unload-all-during-eviction:a"}),
+        {reference_pack(packs, "asker", {{"nodes", {{"load", {step_compute(2500), step_load("huge", "14GiB")}}}}}),
+         reference_pack(packs, "clock", {{"nodes", {{"wait", {step_compute(6000)}}}}})});
+    SupervisorProcess supervisor(config, workload_of({{node("asker", "load"), node("clock", "wait")}}));
+    CHECK(supervisor.wait() == 0);
+    const auto log = supervisor.log();
+    CHECK_THAT(log, Contains("fake_comfyui: ledger true after unload-all-during-eviction:a in "));
+    CHECK_THAT(log, Contains("host rows in the ledger: 0; device used by the host: 0"));
+    CHECK_THAT(log, !Contains("failed:"));
+    // The asker's load went ahead. (Whether unload_all_models then took its model too,
+    // through its stand-in, depends on which came first: both are right.)
+    CHECK_THAT(supervisor.output(), Contains("prompts run        1 of 1 (0 failed)"));
+}
+
+TEST_CASE("unload_all_models in the host detaches a worker's model through its stand-in") {
+    TempFolder packs("comfyui");
+    const json config = config_with(
+        fake_comfyui({"wait-standins:1", "unload-all", "wait-standins:0"}),
+        {reference_pack(packs, "holder", {{"nodes", {{"load", {step_load("w", "4GiB")}}}}}),
+         reference_pack(packs, "clock", {{"nodes", {{"wait", {step_compute(6000)}}}}})});
+    SupervisorProcess supervisor(config, workload_of({{node("holder", "load"), node("clock", "wait")}}));
+    REQUIRE(eventually([&] { return supervisor.log().find("fake_comfyui: steps done") != std::string::npos; },
+                       std::chrono::seconds(30)));
+    // The ledger has let it go before the workload ends; then the holder's census and the
+    // summary agree with it.
+    CHECK_FALSE(holds(supervisor, 1));
+    CHECK(supervisor.wait() == 0);
+    const auto log = supervisor.log();
+    CHECK_THAT(log, Contains("the host's eviction reached the stand-in of model 1 of slot 1 (generation 1): asking "
+                             "its owner to detach it (4.0 GiB loaded)"));
+    CHECK(census_figure(supervisor.output(), "holder", 0) == 0);
+    CHECK_THAT(supervisor.output(), Contains("4.0 GiB freed (measured by the owners)"));
+}
+
+TEST_CASE("upstream's free_memory in the host evicts other processes' models in upstream's order") {
+    TempFolder packs("comfyui");
+    // 13 GiB free and 16 asked: upstream's sort puts the smaller model first, and freeing
+    // it is enough, so the larger one stays.
+    const json config = config_with(
+        fake_comfyui({"wait-standins:2", "free:16GiB", "wait-standins:1"}),
+        {reference_pack(packs, "small", {{"nodes", {{"load", {step_load("s", "3GiB")}}}}}),
+         reference_pack(packs, "large", {{"nodes", {{"load", {step_load("l", "8GiB")}}}}}),
+         reference_pack(packs, "clock", {{"nodes", {{"wait", {step_compute(6000)}}}}})});
+    SupervisorProcess supervisor(
+        config, workload_of({{node("small", "load"), node("large", "load"), node("clock", "wait")}}));
+    CHECK(supervisor.wait() == 0);
+    const auto log = supervisor.log();
+    CHECK_THAT(log, Contains("the host's eviction reached the stand-in of model 1 of slot 1 (generation 1)"));
+    CHECK_THAT(log, !Contains("of slot 2 (generation 1)"));
+    CHECK(census_figure(supervisor.output(), "small", 0) == 0);
+    CHECK(census_figure(supervisor.output(), "large", 0) == 8 * kGiBf);
+}
+
+TEST_CASE("a host load that needs a worker's memory is made room for once, by the supervisor's admission") {
+    TempFolder packs("comfyui");
+    const json config = config_with(
+        fake_comfyui({"wait-standins:1", "load:big:14GiB"}),
+        {reference_pack(packs, "holder", {{"nodes", {{"load", {step_load("w", "12GiB")}}}}}),
+         reference_pack(packs, "clock", {{"nodes", {{"wait", {step_compute(6000)}}}}})});
+    SupervisorProcess supervisor(config, workload_of({{node("holder", "load"), node("clock", "wait")}}));
+    CHECK(supervisor.wait() == 0);
+    const auto log = supervisor.log();
+    CHECK_THAT(log, Contains("memory: slot 0 needs"));
+    CHECK_THAT(log, Contains("asking slot 1 (generation 1) to free"));
+    // Upstream's free_memory inside the load saw no stand-in: nothing asked twice.
+    CHECK_THAT(log, !Contains("reached the stand-in"));
+    CHECK_THAT(log, Contains("fake_comfyui: ledger true after load:big:14GiB"));
+    CHECK(census_figure(supervisor.output(), "host", 0) == 14 * kGiBf);
+}
+
+TEST_CASE("the stand-in of a model whose owner died reports itself freed and raises nothing") {
+    TempFolder packs("comfyui");
+    const json config = config_with(fake_comfyui({"wait-standins:1", "keep-standin"}),
+                                    {reference_pack(packs, "holder", {{"nodes", {{"load", {step_load("w", "4GiB")}}}}}),
+                                     reference_pack(packs, "clock", {{"nodes", {{"wait", {step_compute(8000)}}}}})});
+    SupervisorProcess supervisor(config, workload_of({{node("holder", "load"), node("clock", "wait")}}));
+    REQUIRE(eventually([&] { return supervisor.log().find("holding the stand-in of") != std::string::npos; },
+                       std::chrono::seconds(30)));
+    const auto holder = supervisor.participant("holder");
+    REQUIRE(holder);
+    REQUIRE(::kill(holder->pid, SIGKILL) == 0);
+    CHECK(supervisor.wait() == 0);
+    CHECK_THAT(supervisor.log(), Contains("fake_comfyui: dead owner's stand-in: model_unload returned True, 0 bytes left"));
+}
+
+TEST_CASE("the stand-in has exactly the members of its surface table") {
+    const auto run = run_and_capture("env " + sanitizer_python_environment() + "PYTHONPATH=" + PARTICIPANT_PYTHONPATH +
+                                     " PYTHONDONTWRITEBYTECODE=1 " + PYTHON3_PATH + " " + STANDIN_SURFACE_CHECK +
+                                     " 2>&1");
+    REQUIRE(run.started);
+    INFO(run.output);
+    CHECK(run.status == 0);
+    CHECK_THAT(run.output, Contains("standin surface: 17 members, all present, nothing else"));
+}
