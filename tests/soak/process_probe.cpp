@@ -77,8 +77,8 @@ std::optional<pid_t> parent_of(pid_t pid) {
     return static_cast<pid_t>(std::stol(stat->substr(close + 4)));
 }
 
-std::vector<std::string> instance_processes(const std::string& instance) {
-    std::vector<std::string> found;
+std::vector<InstanceProcess> instance_processes(const std::string& instance) {
+    std::vector<InstanceProcess> found;
     DIR* proc = ::opendir("/proc");
     if (proc == nullptr) return found;
     while (const dirent* entry = ::readdir(proc)) {
@@ -86,7 +86,7 @@ std::vector<std::string> instance_processes(const std::string& instance) {
         if (pid <= 0 || pid == ::getpid()) continue;
         const auto stat = state_and_name(pid);
         if (!stat || stat->first == 'Z' || stat->first == 'X') continue;  // gone, or dead and unreaped
-        if (of_instance(pid, instance)) found.push_back(std::to_string(pid) + " (" + stat->second + ")");
+        if (of_instance(pid, instance)) found.push_back({pid, stat->second});
     }
     ::closedir(proc);
     return found;

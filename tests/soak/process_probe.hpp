@@ -17,10 +17,15 @@ std::optional<std::size_t> open_descriptors(pid_t pid);
 // The parent of `pid` (from /proc/PID/stat); nothing once it is gone.
 std::optional<pid_t> parent_of(pid_t pid);
 
-// Live processes (zombies left out) of `instance`, this one excepted: a participant (its
+// A live process (zombies left out) of `instance`, this one excepted: a participant (its
 // environment has COMFY_SV_INSTANCE=instance) or a supervisor ("--instance instance" on
-// its command line). As "PID (COMMAND)".
-std::vector<std::string> instance_processes(const std::string& instance);
+// its command line).
+struct InstanceProcess {
+    pid_t pid;
+    std::string command;
+    std::string describe() const { return std::to_string(pid) + " (" + command + ")"; }
+};
+std::vector<InstanceProcess> instance_processes(const std::string& instance);
 
 // Reaps every child that has exited. The soak is the subreaper of the supervisor's
 // orphans; call it only while no supervisor of its own runs, which it would reap too.

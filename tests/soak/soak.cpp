@@ -297,15 +297,19 @@ void Soak::sample(LifeFigures& figures, bool at_start) {
 
 void Soak::check_leftovers() {
     reap_exited_children();
-    std::vector<std::string> processes;
+    std::vector<InstanceProcess> processes;
     wait_until([&] { return (processes = instance_processes(instance_)).empty(); }, seconds(5));
     for (const auto& process : processes) {
-        report_.leftovers.push_back("process " + process);
-        breach("process " + process + " of instance " + instance_ + " outlived the soak's supervisors");
+        report_.leftovers.push_back("process " + process.describe());
+        breach("process " + process.describe() + " of instance " + instance_ + " outlived the soak's supervisors; "
+               "killing it");
+        ::kill(process.pid, SIGKILL);
     }
     for (const auto& entry : shm_entries(instance_)) {
         report_.leftovers.push_back(entry);
-        breach(entry + " was left behind");
+        breach(entry + " was left behind; removing it");
+        std::error_code ignored;
+        std::filesystem::remove(entry, ignored);
     }
 }
 

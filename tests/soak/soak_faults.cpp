@@ -160,7 +160,7 @@ std::optional<std::string> Soak::kill_supervisor() {
     dying.run->wait(seconds(10));
     dying.figures.ended_by = "SIGKILL";
     // Every participant dies with it (PR_SET_PDEATHSIG), orphaned to us, and is reaped here.
-    std::vector<std::string> survivors;
+    std::vector<InstanceProcess> survivors;
     wait_until(
         [&] {
             reap_exited_children();
@@ -168,8 +168,10 @@ std::optional<std::string> Soak::kill_supervisor() {
         },
         seconds(5));
     if (!survivors.empty()) {
-        breach("after SIGKILL of supervisor pid " + std::to_string(pid) + " these of its processes lived on: " +
-               survivors.front() + (survivors.size() > 1 ? " and " + std::to_string(survivors.size() - 1) + " more" : ""));
+        breach("after SIGKILL of supervisor pid " + std::to_string(pid) + ", " + survivors.front().describe() +
+               (survivors.size() > 1 ? " and " + std::to_string(survivors.size() - 1) + " more" : std::string()) +
+               " of its processes lived on: PR_SET_PDEATHSIG did not reach them; killing them to go on");
+        for (const auto& survivor : survivors) ::kill(survivor.pid, SIGKILL);
     }
     const bool stale = !shm_entries(instance_).empty();
     check_life(dying, true);

@@ -1,0 +1,591 @@
+"""comfyui-check: comfy-supervisor under a real ComfyUI checkout, on the CPU, step by step.
+
+Run by scripts/comfyui-check (which checks the interpreter and builds first), with the
+interpreter that runs ComfyUI:
+
+    PY scripts/comfyui_check/check.py --comfyui DIR --build BUILD [--keep]
+
+It starts comfy-supervisor with a config made on the spot in a temporary folder:
+
+- device: simulated, DEVICE_TOTAL bytes (2 GiB);
+- comfyui: `PY main.py --cpu` in DIR, with --base-directory pointing at the temporary
+  folder, so custom nodes, models, input, output, temp and user folders are all there and
+  the checkout is not written to (PYTHONDONTWRITEBYTECODE, an in-memory database, a
+  one-file front end). Its custom_nodes folder holds the project's custom node (a symlink
+  to worker/python/comfyui_custom_node, as the README says to install it) and
+  model_node/ (a node that loads a torch model of a known size through
+  comfy.model_management.load_models_gpu). Third-party modules the interpreter lacks
+  (safetensors, transformers, ...) are stubbed in the temporary folder, only as far as
+  main.py needs to start; nothing of ComfyUI's own is stubbed;
+- packs: "worker", the reference worker comfy-worker, whose node "load" loads a
+  WORKER_MODEL model; and "clock", a comfy-worker whose node "hold" computes for an hour
+  so that the workload (and so the supervisor) keeps running while the check looks. The
+  workload starts once every participant is up, and the clock's process waits for a gate
+  file before it execs comfy-worker: the check opens the gate after step 1, so the
+  worker's load comes after ComfyUI's.
+
+The steps, each checked against `comfyctl --instance NAME ledger --json`, each printed as
+one PASS or FAIL line with what was seen:
+
+1. A prompt POSTed to ComfyUI's /prompt runs the model node: a HOST_MODEL model loaded by
+   upstream's load_models_gpu. The ledger must show the host's model, its size and its
+   loaded bytes.
+2. The gate opens; the worker loads WORKER_MODEL. Upstream's arithmetic wants
+   1.1 x 640 MiB + 0.8 GiB + 400 MiB = 1923.2 MiB free: that fits the 2048 MiB device
+   alone, not beside the host's 256 MiB (1792 MiB free), so the supervisor must ask the
+   host to free 131.2 MiB. The ledger must show the host's model gone or partially
+   unloaded and the worker's model loaded. This needs the integration to charge the
+   host's loaded bytes on the simulated device, treating ComfyUI's torch device (the CPU
+   under --cpu) as the supervised device; without that the worker's load fits beside the
+   host's model and nothing is asked of the host.
+3. POST /free {"unload_models": true} to ComfyUI: upstream's unload_all_models() must
+   reach the worker's model through a stand-in entry in current_loaded_models, and the
+   worker's model must leave the ledger.
+4. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
+   when its one failed prompt is the clock's, which the shutdown cuts short), and no
+   participant process and no /dev/shm segment may be left.
+
+Then one line `comfyui-check: N passed, M failed`; the exit status is 1 on any failure.
+Every process and the segment are cleaned up on exit, Ctrl-C and SIGTERM included.
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+DEVICE_TOTAL = 2 * GiB
+HOST_MODEL_MIB = 256
+WORKER_MODEL_MIB = 640
+RESERVE = 400 * MiB  # the supervisor's memory.reserve_bytes default, upstream's EXTRA_RESERVED_VRAM
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+# Third-party modules ComfyUI imports while main.py starts, with the submodules imported
+# by name. A module the interpreter has is never stubbed.
+STUBS = {
+    "safetensors": ["torch"],
+    "transformers": [],
+    "tokenizers": [],
+    "torchsde": [],
+    "einops": ["layers", "layers.torch"],
+    "scipy": ["stats", "integrate", "ndimage"],
+    "kornia": ["filters", "morphology", "color"],
+    "spandrel": [],
+}
+STUB_BODY = '''"""Written by comfyui-check: {name} is not installed. ComfyUI imports it while it starts;
+the check never uses it, and any use raises."""
+
+
+class _Missing:
+    def __init__(self, *args, **kwargs):
+        raise ImportError("{name} is a stand-in written by comfyui-check; install the real package")
+
+
+def __getattr__(attr):
+    if attr.startswith("__"):
+        raise AttributeError(attr)
+    return type(attr, (_Missing,), {{}})
+'''
+
+STARTUP_TIMEOUT_S = 600
+PROMPT_TIMEOUT_S = 300
+LEDGER_TIMEOUT_S = 60
+FREE_TIMEOUT_S = 20
+
+
+class Interrupted(Exception):
+    pass
+
+
+def mib(nbytes):
+    return f"{nbytes / MiB:.1f} MiB"
+
+
+def admission_target(weights, largest_tensor=0):
+    """Upstream's load_models_gpu target: weights x 1.1 + max(0.8 GiB + reserve, largest + reserve)."""
+    return weights * 1.1 + max(GiB * 0.8 + RESERVE, largest_tensor + RESERVE)
+
+
+class Check:
+    def __init__(self, options):
+        self.comfyui = pathlib.Path(options.comfyui).resolve()
+        self.build = pathlib.Path(options.build).resolve()
+        self.keep = options.keep
+        self.python = sys.executable
+        self.instance = f"comfyui-check-{os.getpid()}"
+        self.segment = pathlib.Path("/dev/shm") / f"comfy-sv-{os.getuid()}-{self.instance}"
+        self.tmp = pathlib.Path(tempfile.mkdtemp(prefix="comfyui-check-"))
+        self.gate = self.tmp / "gate"
+        self.port = free_port()
+        self.supervisor = None
+        self.pids = set()  # every participant pid comfyctl showed
+        self.results = []
+
+    # ---- output ----
+
+    def say(self, line):
+        print(f"comfyui-check: {line}", flush=True)
+
+    def step(self, number, title, ok, seen):
+        self.results.append(ok)
+        print(f"{'PASS' if ok else 'FAIL'} {number} {title}: {seen}", flush=True)
+
+    # ---- the temporary folder ----
+
+    def prepare(self):
+        base = self.tmp / "base"
+        nodes = base / "custom_nodes"
+        nodes.mkdir(parents=True)
+        (nodes / "comfy_supervisor").symlink_to(REPO / "worker" / "python" / "comfyui_custom_node")
+        shutil.copytree(HERE / "model_node", nodes / "comfyui_check_model")
+        front = self.tmp / "frontend"
+        front.mkdir()
+        (front / "index.html").write_text("<!doctype html><title>comfyui-check</title>\n")
+        stubs = self.tmp / "stubs"
+        stubs.mkdir()
+        stubbed = []
+        for top, subs in STUBS.items():
+            if importlib.util.find_spec(top) is not None:
+                continue
+            stubbed.append(top)
+            for name in [top] + [f"{top}.{sub}" for sub in subs]:
+                folder = stubs.joinpath(*name.split("."))
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / "__init__.py").write_text(STUB_BODY.format(name=name))
+        packs = self.tmp / "packs"
+        packs.mkdir()
+        write_json(packs / "worker.json",
+                   {"nodes": {"load": [{"op": "load_model", "model": "big", "bytes": f"{WORKER_MODEL_MIB}MiB"}]}})
+        write_json(packs / "clock.json", {"nodes": {"hold": [{"op": "compute", "ms": 3600000}]}})
+        write_json(self.tmp / "workload.json",
+                   {"prompts": [[{"pack": "worker", "node": "load"}, {"pack": "clock", "node": "hold"}]]})
+        worker = str(self.build / "bin" / "comfy-worker")
+        pythonpath = os.pathsep.join([str(stubs), str(REPO / "worker" / "python")])
+        config = {
+            "device": {"kind": "simulated", "total_bytes": f"{DEVICE_TOTAL // MiB}MiB"},
+            # ComfyUI takes a while to start, and the clock waits at its gate until step 1 is done.
+            "limits": {"handshake_timeout_ms": 600000, "heartbeat_timeout_ms": 20000, "shutdown_grace_ms": 3000},
+            "comfyui": {
+                "command": self.python,
+                "args": ["main.py", "--cpu", "--listen", "127.0.0.1", "--port", str(self.port),
+                         "--base-directory", str(base), "--front-end-root", str(front),
+                         "--database-url", "sqlite:///:memory:", "--disable-api-nodes", "--disable-auto-launch"],
+                "working_directory": str(self.comfyui),
+                "env_allowlist": ["HOME", "PATH", "LANG"],
+                "env": {"PYTHONPATH": pythonpath, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"},
+                "restart": {"max_restarts": 0},
+            },
+            "packs": [
+                {"name": "worker", "command": worker, "args": ["--pack", str(packs / "worker.json")],
+                 "restart": {"max_restarts": 0}},
+                {"name": "clock", "command": "/bin/sh",
+                 "args": ["-c", 'while [ ! -e "$0" ]; do sleep 0.2; done; exec "$1" --pack "$2"',
+                          str(self.gate), worker, str(packs / "clock.json")],
+                 "env_allowlist": ["PATH"], "restart": {"max_restarts": 0}},
+            ],
+        }
+        write_json(self.tmp / "config.json", config)
+        return stubbed
+
+    # ---- the processes ----
+
+    def start(self):
+        self.log = self.tmp / "supervisor.log"
+        self.out = self.tmp / "supervisor.out"
+        with open(self.log, "wb") as err, open(self.out, "wb") as out:
+            # A session of its own: Ctrl-C reaches the check only, which stops the supervisor
+            # with SIGTERM, its clean shutdown.
+            self.supervisor = subprocess.Popen(
+                [str(self.build / "bin" / "comfy-supervisor"), "run", "--config", str(self.tmp / "config.json"),
+                 "--workload", str(self.tmp / "workload.json"), "--instance", self.instance],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+
+    def ctl(self, what):
+        run = subprocess.run([str(self.build / "bin" / "comfyctl"), "--instance", self.instance, what, "--json"],
+                             capture_output=True, text=True, timeout=30)
+        if run.returncode != 0:
+            return None
+        try:
+            return json.loads(run.stdout)
+        except ValueError:
+            return None
+
+    def workers(self):
+        report = self.ctl("workers")
+        rows = [w for w in (report or {}).get("workers", []) if w.get("status") == "ok"]
+        for row in rows:
+            if row.get("pid"):
+                self.pids.add(row["pid"])
+        return rows
+
+    def ledger(self):
+        report = self.ctl("ledger")
+        return [row for row in (report or {}).get("ledger", []) if row.get("status") == "ok"]
+
+    def device(self):
+        return (self.ctl("census") or {}).get("device", {})
+
+    def supervisor_alive(self):
+        return self.supervisor is not None and self.supervisor.poll() is None
+
+    def log_lines(self, needle):
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return []
+        return [line for line in text.splitlines() if needle in line]
+
+    def out_lines(self):
+        try:
+            return self.out.read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+
+    def log_tail(self, count=40):
+        try:
+            return self.log.read_text(errors="replace").splitlines()[-count:]
+        except OSError:
+            return []
+
+    # ---- HTTP to ComfyUI ----
+
+    def http(self, method, path, body=None, timeout=10):
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                raw = response.read()
+                return response.status, raw
+        except urllib.error.HTTPError as error:
+            return error.code, error.read()
+
+    def comfyui_models(self):
+        """ComfyUI's current_loaded_models, through the model node's route; None when unreadable."""
+        try:
+            status, raw = self.http("GET", "/comfyui_check/loaded_models", timeout=5)
+            return json.loads(raw) if status == 200 else None
+        except (OSError, ValueError):
+            return None
+
+    def describe_comfyui(self):
+        entries = self.comfyui_models()
+        if entries is None:
+            return "ComfyUI's current_loaded_models unreadable"
+        described = []
+        for e in entries:
+            if "error" in e:
+                described.append(f"{e['class']} ({e['patcher']}) on {e['device']}: {e['error']}")
+            elif "size" in e:
+                described.append(f"{e['class']} {e.get('module')} {mib(e['loaded'])} of {mib(e['size'])} on {e['device']}")
+            else:
+                described.append(f"{e['class']} with a dead patcher on {e['device']}")
+        return "ComfyUI's current_loaded_models: " + ("; ".join(described) if described else "empty")
+
+    def wait_for(self, what, timeout_s, interval_s=0.25):
+        """what() until it returns something true, the supervisor dies or time runs out."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            value = what()
+            if value:
+                return value
+            if not self.supervisor_alive() or time.monotonic() > deadline:
+                return value
+            time.sleep(interval_s)
+
+    # ---- waiting for ComfyUI ----
+
+    def host_up(self):
+        if not any(w.get("slot") == 0 and w.get("state") in ("ready", "busy") for w in self.workers()):
+            return None
+        try:
+            status, _ = self.http("GET", "/object_info/ComfySupervisorCheckModel", timeout=5)
+        except OSError:
+            return None
+        return status == 200
+
+    # ---- the steps ----
+
+    def host_rows(self, ledger):
+        return [row for row in ledger if row.get("owner_slot") == 0]
+
+    def worker_rows(self, ledger):
+        return [row for row in ledger if row.get("owner") == "worker"]
+
+    def describe(self, rows):
+        return ", ".join(f"model {row['model_id']} {mib(row['loaded_bytes'] or 0)} of {mib(row['total_bytes'])} loaded"
+                         for row in rows) or "none"
+
+    def step1(self):
+        title = f"a prompt through ComfyUI's /prompt loads a {HOST_MODEL_MIB} MiB model"
+        size = HOST_MODEL_MIB * MiB
+        prompt = {"1": {"class_type": "ComfySupervisorCheckModel",
+                        "inputs": {"megabytes": HOST_MODEL_MIB, "nonce": os.getpid()}}}
+        status, raw = self.http("POST", "/prompt", {"prompt": prompt, "client_id": "comfyui-check"})
+        if status != 200:
+            self.step(1, title, False, f"POST /prompt answered {status}: {raw.decode(errors='replace')[:300]}")
+            return False
+        prompt_id = json.loads(raw)["prompt_id"]
+
+        def finished():
+            status, raw = self.http("GET", f"/history/{prompt_id}")
+            entry = json.loads(raw).get(prompt_id) if status == 200 else None
+            return entry and entry.get("status", {}).get("completed") is not None and entry
+        entry = self.wait_for(finished, PROMPT_TIMEOUT_S, 0.5)
+        if not entry:
+            self.step(1, title, False, f"prompt {prompt_id} did not finish within {PROMPT_TIMEOUT_S} s")
+            return False
+        run = entry["status"]
+        if run.get("status_str") != "success":
+            errors = [m for m in run.get("messages", []) if m and m[0] == "execution_error"]
+            detail = errors[0][1].get("exception_message", "").strip() if errors else run.get("status_str")
+            self.step(1, title, False, f"prompt {prompt_id} failed: {detail}")
+            return False
+        rows = self.wait_for(lambda: [r for r in self.host_rows(self.ledger()) if r["total_bytes"] == size
+                                      and r["loaded_bytes"] == size], 10)
+        ledger = self.ledger()
+        if rows:
+            self.step(1, title, True, f"prompt {prompt_id} ran; ledger: host {self.describe(rows)}; "
+                                      f"{self.describe_comfyui()}")
+            return True
+        self.step(1, title, False, f"prompt {prompt_id} ran; ledger: host {self.describe(self.host_rows(ledger))} "
+                                   f"(expected {mib(size)} of {mib(size)} loaded); {self.describe_comfyui()}")
+        return False
+
+    def step2(self, host_ok):
+        title = f"a worker's {WORKER_MODEL_MIB} MiB load evicts the host's model"
+        size = WORKER_MODEL_MIB * MiB
+        self.gate.touch()
+        rows = self.wait_for(lambda: [r for r in self.worker_rows(self.ledger()) if r["loaded_bytes"] == size],
+                             LEDGER_TIMEOUT_S)
+        if not rows:
+            self.step(2, title, False, f"the worker's model did not reach the ledger within {LEDGER_TIMEOUT_S} s; "
+                                       f"log: {' | '.join(self.log_lines('worker')[-3:])}")
+            return False
+        host_size = HOST_MODEL_MIB * MiB
+        # The host's answer (and its residency report) comes before the grant; give the
+        # report a moment to land all the same.
+        self.wait_for(lambda: all((r["loaded_bytes"] or 0) < host_size for r in self.host_rows(self.ledger())), 3)
+        ledger = self.ledger()
+        host = self.host_rows(ledger)
+        device = self.device()
+        asked = [line.split("memory: ", 1)[1] for line in self.log_lines("asking slot 0")]
+        evicted = host_ok and all((r["loaded_bytes"] or 0) < host_size for r in host)
+        used = device.get("used_bytes", 0)
+        held = sum(r["loaded_bytes"] or 0 for r in ledger)
+        seen = (f"ledger: worker {self.describe(self.worker_rows(ledger))}, host {self.describe(host) if host else 'model gone'}; "
+                f"device {mib(used)} used of {mib(device.get('total_bytes', 0))}")
+        if used < held:
+            seen += f" (the ledger's {mib(held)} are not all charged on the simulated device)"
+        seen += f"; {self.describe_comfyui()}; "
+        seen += f"supervisor: {asked[0]}" if asked else "the supervisor asked the host (slot 0) nothing"
+        if not host_ok:
+            seen += " (step 1 failed: no host model to evict)"
+        self.step(2, title, evicted, seen)
+        return True
+
+    def step3(self, worker_loaded):
+        title = "POST /free {\"unload_models\": true} unloads the worker's model through a stand-in"
+        before = len(self.log_lines("comfy-supervisor ["))
+        status, raw = self.http("POST", "/free", {"unload_models": True})
+        if status != 200:
+            self.step(3, title, False, f"POST /free answered {status}: {raw.decode(errors='replace')[:300]}")
+            return
+        if not worker_loaded:
+            self.step(3, title, False, "no worker model in the ledger to unload (step 2 failed)")
+            return
+        gone = self.wait_for(lambda: not self.worker_rows(self.ledger()), FREE_TIMEOUT_S, 0.5)
+        ledger = self.ledger()
+        # What the supervisor logged about the worker or memory since the POST.
+        asked = [line.split("] ", 1)[1] for line in self.log_lines("comfy-supervisor [")[before:]
+                 if "memory:" in line or "worker" in line]
+        if gone:
+            seen = f"the worker's model left the ledger; host {self.describe(self.host_rows(ledger))}; "
+        else:
+            seen = (f"{FREE_TIMEOUT_S} s after POST /free the ledger still has worker "
+                    f"{self.describe(self.worker_rows(ledger))} and host {self.describe(self.host_rows(ledger))}; ")
+        seen += f"{self.describe_comfyui()}; "
+        seen += f"supervisor: {asked[0]}" if asked else "the supervisor logged nothing about the worker or memory"
+        self.step(3, title, bool(gone), seen)
+
+    def step4(self):
+        title = "SIGTERM stops the supervisor; no process and no segment left"
+        self.workers()  # the last pids
+        status = self.stop()
+        left = [pid for pid in sorted(self.pids) if alive(pid)]
+        segment_left = self.segment.exists()
+        # The clock's hour-long node is cut short by the shutdown, and the supervisor exits 1
+        # for a workload with a failed prompt: that one failure is expected.
+        cut = self.log_lines("node hold could not run: the supervisor is shutting down")
+        failed = [line for line in self.out_lines() if "prompts run" in line]
+        clean = status == 0 or (status == 1 and cut and failed and "(1 failed)" in failed[-1])
+        seen = f"supervisor exit status {status}"
+        if status == 1 and clean:
+            seen += " (its one failed prompt is the clock's, cut short by the shutdown)"
+        seen += f"; processes left: {left}" if left else "; no participant process left"
+        seen += f"; {self.segment} left" if segment_left else f"; {self.segment} removed"
+        shutdown = self.log_lines("segment removed") or self.log_lines("stopped")
+        if shutdown:
+            seen += f" (log: {shutdown[-1].split('] ', 1)[-1]})"
+        self.step(4, title, bool(clean) and not left and not segment_left, seen)
+
+    # ---- stopping and cleaning ----
+
+    def stop(self, grace_s=30):
+        """SIGTERM, a grace period, then SIGKILL of the supervisor; its exit status."""
+        if self.supervisor is None:
+            return None
+        if self.supervisor.poll() is None:
+            self.supervisor.send_signal(signal.SIGTERM)
+            try:
+                self.supervisor.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                self.supervisor.kill()
+                self.supervisor.wait()
+        return self.supervisor.returncode
+
+    def stop_all(self):
+        """Stops the supervisor, then whatever outlived it, and removes the segment if it stayed."""
+        self.stop()
+        # The workers die with the supervisor (PR_SET_PDEATHSIG); whatever outlived it is ours.
+        deadline = time.monotonic() + 5
+        while any(alive(pid) for pid in self.pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid in self.pids:
+            if alive(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        try:
+            self.segment.unlink()
+        except FileNotFoundError:
+            pass
+
+    def remove_folder(self):
+        if self.keep:
+            self.say(f"kept {self.tmp} (config, logs, stubs)")
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # ---- the run ----
+
+    def run(self, torch_version):
+        stubbed = self.prepare()
+        self.say(f"ComfyUI {comfyui_version(self.comfyui)} in {self.comfyui}, {self.python} "
+                 f"(Python {sys.version.split()[0]}, torch {torch_version})")
+        if stubbed:
+            self.say("stubbed (not installed): " + ", ".join(stubbed))
+        target = admission_target(WORKER_MODEL_MIB * MiB, WORKER_MODEL_MIB * MiB // 8)
+        self.say(f"simulated device {mib(DEVICE_TOTAL)}; host model {HOST_MODEL_MIB} MiB; worker model "
+                 f"{WORKER_MODEL_MIB} MiB needs {mib(target)} free: it fits alone, not beside the host's model")
+        self.start()
+        up = self.wait_for(self.host_up, STARTUP_TIMEOUT_S, 0.5)
+        if not up:
+            why = ("the supervisor exited with status " + str(self.supervisor.returncode)) if not self.supervisor_alive() \
+                else f"ComfyUI did not join and serve within {STARTUP_TIMEOUT_S} s"
+            for number, title in ((1, "ComfyUI's prompt"), (2, "the worker's load"), (3, "POST /free")):
+                self.step(number, title, False, f"not run: {why}")
+            self.step4()
+            return
+        host = [w for w in self.workers() if w.get("slot") == 0][0]
+        self.say(f"ComfyUI is the host participant (pid {host['pid']}, generation {host['generation']}), "
+                 f"serving http://127.0.0.1:{self.port}")
+        host_ok = self.step1()
+        worker_loaded = self.step2(host_ok)
+        self.step3(worker_loaded)
+        self.step4()
+
+    def summary(self):
+        passed = sum(self.results)
+        failed = len(self.results) - passed
+        if failed:
+            print("--- the supervisor's log, last lines (ComfyUI's output included) ---", file=sys.stderr)
+            for line in self.log_tail():
+                print(line, file=sys.stderr)
+        print(f"comfyui-check: {passed} passed, {failed} failed", flush=True)
+        return 1 if failed else 0
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is dead for our purposes (its parent reaps it).
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_json(path, value):
+    path.write_text(json.dumps(value, indent=1) + "\n")
+
+
+def comfyui_version(folder):
+    version = "?"
+    try:
+        for line in (folder / "comfyui_version.py").read_text().splitlines():
+            if line.startswith("__version__"):
+                version = line.split("=", 1)[1].strip().strip("\"'")
+    except OSError:
+        pass
+    commit = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True)
+    return version + (f" (commit {commit.stdout.strip()[:12]})" if commit.returncode == 0 else "")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--comfyui", required=True, help="the ComfyUI checkout")
+    parser.add_argument("--build", required=True, help="the project's build folder (bin/, lib/)")
+    parser.add_argument("--torch-version", default="?")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder (config, logs)")
+    options = parser.parse_args()
+
+    def interrupt(signum, frame):
+        raise Interrupted(signal.Signals(signum).name)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, interrupt)
+
+    check = Check(options)
+    interrupted = None
+    try:
+        check.run(options.torch_version)
+    except Interrupted as why:
+        interrupted = why
+        check.say(f"interrupted ({why}); stopping the supervisor and cleaning up")
+    finally:
+        # No second interruption while cleaning up.
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
+        check.stop_all()
+    status = 130 if interrupted else check.summary()
+    check.remove_folder()
+    return status
+
+if __name__ == "__main__":
+    sys.exit(main())
