@@ -43,8 +43,8 @@ install() keeps upstream's and bypasses them.
 RUN AGAINST A REAL ComfyUI: scripts/comfyui-check runs this integration in a real
 ComfyUI (a125cd84, --cpu, torch 1.13 from Debian; README "Checking against a real
 ComfyUI"): a prompt's load admitted and in the ledger, a worker's load evicting it through
-upstream's model_unload, POST /free reaching a worker's model through its stand-in. The
-tests run the same code against tests/host/fake_comfyui, our own model of upstream's
+upstream's model_unload, POST /free reaching a worker's model through its stand-in: all
+four steps passed. The tests run the same code against tests/host/fake_comfyui, our own model of upstream's
 memory manager.
 """
 
