@@ -4,6 +4,7 @@
 
 #include "shared/segment_layout.hpp"
 #include "tests/support/child_process.hpp"
+#include "tests/support/deliberate_fault.hpp"
 #include "tests/support/test_instance.hpp"
 
 #include <fcntl.h>
@@ -65,7 +66,7 @@ TEST_CASE("an attacher maps the segment read-only: a write faults in the writer 
     for (const std::size_t offset : {std::size_t{0}, std::size_t{4096}, created.size() - 8}) {
         ChildProcess writer([&] {
             auto attached = attach_segment(instance);
-            *reinterpret_cast<volatile std::uint64_t*>(attached.base() + offset) = 1;  // faults here
+            test::write_expecting_fault(attached.base() + offset);
             return 0;
         });
         CHECK(writer.wait() == 128 + SIGSEGV);

@@ -5,6 +5,7 @@
 
 #include "ipc/shm_segment.hpp"
 #include "supervisor/arbiter/trace.hpp"
+#include "tests/support/sanitizer_reports.hpp"
 #include "tests/support/supervisor_process.hpp"
 #include "tests/support/test_instance.hpp"
 
@@ -187,7 +188,7 @@ TEST_CASE("input files that cannot be taken stop the supervisor at once with sta
         INFO(row.what);
         // Bounded, so that a regression fails here instead of taking the machine with it.
         const auto started = std::chrono::steady_clock::now();
-        const auto result = run_supervisor("", folder, "ulimit -v 4194304; timeout 30 ", row.arguments);
+        const auto result = run_supervisor("", folder, memory_limit_words(4096) + "timeout 30 ", row.arguments);
         CHECK(result.status == 2);
         CHECK_THAT(result.stderr_text, Contains(row.message));
         CHECK(std::count(result.stderr_text.begin(), result.stderr_text.end(), '\n') == 1);

@@ -33,6 +33,7 @@
 // It maps what comfy-worker maps (worker/participant_memory.hpp).
 
 #include "shared/message_codec.hpp"
+#include "tests/support/deliberate_fault.hpp"
 #include "worker/participant_memory.hpp"
 #include "worker/worker_runtime.hpp"
 
@@ -80,9 +81,6 @@ AdmissionRequest load_of(std::uint64_t bytes, std::uint32_t keep) {
     return request;
 }
 
-// Writes one word at `address`, as a stray pointer would.
-void scribble(void* address) { *static_cast<volatile std::uint64_t*>(address) = 0xDEADBEEFDEADBEEFull; }
-
 // Keeps the heartbeat going so that only the mode's misdeed can get this worker stopped.
 void beat_forever(CensusSlot& census) {
     std::thread([&census] {
@@ -97,15 +95,15 @@ void beat_forever(CensusSlot& census) {
 bool hostile_write(const std::string& mode, const worker::ParticipantMemory& memory, std::uint32_t slot) {
     const SegmentView& view = memory.view;
     if (mode == "write-header") {
-        scribble(memory.segment.base());
+        test::write_expecting_fault(memory.segment.base());
     } else if (mode == "write-device-total") {
-        scribble(memory.segment.base() + 64 + offsetof(LayoutHeader, device_total_bytes));
+        test::write_expecting_fault(memory.segment.base() + 64 + offsetof(LayoutHeader, device_total_bytes));
     } else if (mode == "write-ledger") {
-        scribble(&view.ledger(0));
+        test::write_expecting_fault(&view.ledger(0));
     } else if (mode == "write-participant") {
-        scribble(&view.participant((slot + 1) % view.capacities().participants));
+        test::write_expecting_fault(&view.participant((slot + 1) % view.capacities().participants));
     } else if (mode == "write-ring-half") {
-        scribble(view.to_participant_producer_side(slot));
+        test::write_expecting_fault(view.to_participant_producer_side(slot));
     } else {
         return false;
     }

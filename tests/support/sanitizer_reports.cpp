@@ -170,4 +170,13 @@ std::string sanitizer_python_environment() { return {}; }
 
 #endif
 
+std::string memory_limit_words(std::size_t mib) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    const std::string limit = ":mmap_limit_mb=" + std::to_string(mib);
+    return "export ASAN_OPTIONS=\"$ASAN_OPTIONS" + limit + "\" TSAN_OPTIONS=\"$TSAN_OPTIONS" + limit + "\"; ";
+#else
+    return "ulimit -v " + std::to_string(mib * 1024) + "; ";
+#endif
+}
+
 }  // namespace comfy::test

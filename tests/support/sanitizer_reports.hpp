@@ -3,7 +3,7 @@
 // test's processes (the test itself, its forks, the supervisor, the workers, the Python
 // host, comfyctl) goes into a folder of that test process's own, and the test fails when
 // the folder is not empty at the end, whether or not the process that found it was waited
-// for. Without sanitizers every function here does nothing.
+// for. Without sanitizers every function here does nothing, memory_limit_words aside.
 
 #include <nlohmann/json.hpp>
 
@@ -29,5 +29,11 @@ nlohmann::json with_sanitizer_environment(nlohmann::json config);
 // "NAME=VALUE " words to put after `env` in a shell command that runs Python over
 // libcomfy_participant.so: the runtimes preloaded and Python's own leaks not reported.
 std::string sanitizer_python_environment();
+
+// Shell words, put before a command, that bound the memory it may take to `mib` MiB:
+// `ulimit -v`; under ASan or TSan, whose runtimes reserve terabytes of address space as
+// they start and abort under that limit, the runtime's own cap on what it maps for the
+// program's heap (mmap_limit_mb; TSan ignores hard_rss_limit_mb), whose breach is a report.
+std::string memory_limit_words(std::size_t mib);
 
 }  // namespace comfy::test
