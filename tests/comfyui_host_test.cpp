@@ -27,10 +27,9 @@ json fake_comfyui(const std::vector<std::string>& steps) {
 }
 
 json config_with(const json& host, const json& packs) {
-    return {{"device", {{"kind", "simulated"}, {"total_bytes", "24GiB"}}},
-            {"limits", {{"heartbeat_timeout_ms", 20000}, {"shutdown_grace_ms", 2000}}},
-            {"comfyui", host},
-            {"packs", packs}};
+    json config = memory_config_of(packs);
+    config["comfyui"] = host;
+    return config;
 }
 
 std::size_t count_of(const std::string& text, const std::string& part) {
