@@ -59,8 +59,7 @@ from .standin import StandIn, StandIns
 
 log = logging.getLogger("comfy_supervisor")
 
-REFRESH_S = 0.5       # the command-thread period: how stale the ledger may get
-_COMMAND_WAIT_S = 0.1  # the longest a command waits before the refresh checks the clock
+REFRESH_S = 0.5  # the command-thread period: how stale the ledger may get
 
 
 def supervised_device(mm):
@@ -242,7 +241,8 @@ class _Host:
     def serve(self):
         try:
             while True:
-                command = self.link.next_command(_COMMAND_WAIT_S)
+                # Waits for a command no longer than the next refresh is due.
+                command = self.link.next_command(max(0.0, self.last_refresh + REFRESH_S - time.monotonic()))
                 if command is not None and command.type == sv.SHUTDOWN:
                     log.info("comfy-supervisor asked ComfyUI to finish; ending the process")
                     os.kill(os.getpid(), signal.SIGTERM)
