@@ -67,6 +67,7 @@ TEST_CASE("the ComfyUI integration is admitted, reported and evicted through ups
     SupervisorProcess supervisor(config, workload_of({{node("asker", "load")}}));
     CHECK(supervisor.wait() == 0);
     const auto log = supervisor.log();
+    INFO(log);
     // Admitted before loading (the host's admission and the asker's), the model in the ledger.
     CHECK_THAT(supervisor.output(), Contains("admissions         2 ("));
     CHECK_THAT(log, Contains("fake_comfyui: ledger true after load:model:12GiB"));
@@ -109,6 +110,7 @@ TEST_CASE("an exception from upstream during an eviction is answered as nothing 
     SupervisorProcess supervisor(config, workload_of({{node("asker", "load")}}));
     CHECK(supervisor.wait() == 0);
     const auto log = supervisor.log();
+    INFO(log);
     CHECK(count_of(log, "comfy-supervisor: an eviction failed: RuntimeError: b cannot be unloaded") == 1);
     CHECK(census_figure(supervisor.output(), "asker", 0) == 14 * kGiBf);
     CHECK(census_figure(supervisor.output(), "host", 0) <= 10 * kGiBf);
@@ -125,6 +127,7 @@ TEST_CASE("unload_all_models on the prompt thread during an eviction leaves one 
     SupervisorProcess supervisor(config, workload_of({{node("asker", "load"), node("clock", "wait")}}));
     CHECK(supervisor.wait() == 0);
     const auto log = supervisor.log();
+    INFO(log);
     CHECK_THAT(log, Contains("fake_comfyui: ledger true after unload-all-during-eviction:a in "));
     CHECK_THAT(log, Contains("host rows in the ledger: 0; device used by the host: 0"));
     CHECK_THAT(log, !Contains("failed:"));
@@ -140,13 +143,16 @@ TEST_CASE("unload_all_models in the host detaches a worker's model through its s
         {reference_pack(packs, "holder", {{"nodes", {{"load", {step_load("w", "4GiB")}}}}}),
          reference_pack(packs, "clock", {{"nodes", {{"wait", {step_compute(6000)}}}}})});
     SupervisorProcess supervisor(config, workload_of({{node("holder", "load"), node("clock", "wait")}}));
-    REQUIRE(eventually([&] { return supervisor.log().find("fake_comfyui: steps done") != std::string::npos; },
-                       std::chrono::seconds(30)));
+    const bool done = eventually(
+        [&] { return supervisor.log().find("fake_comfyui: steps done") != std::string::npos; }, std::chrono::seconds(30));
+    INFO(supervisor.log());
+    REQUIRE(done);
     // The ledger has let it go before the workload ends; then the holder's census and the
     // summary agree with it.
     CHECK_FALSE(holds(supervisor, 1));
     CHECK(supervisor.wait() == 0);
     const auto log = supervisor.log();
+    INFO(log);
     CHECK_THAT(log, Contains("the host's eviction reached the stand-in of model 1 of slot 1 (generation 1): asking "
                              "its owner to detach it (4.0 GiB loaded)"));
     CHECK(census_figure(supervisor.output(), "holder", 0) == 0);
@@ -166,6 +172,7 @@ TEST_CASE("upstream's free_memory in the host evicts other processes' models in 
         config, workload_of({{node("small", "load"), node("large", "load"), node("clock", "wait")}}));
     CHECK(supervisor.wait() == 0);
     const auto log = supervisor.log();
+    INFO(log);
     CHECK_THAT(log, Contains("the host's eviction reached the stand-in of model 1 of slot 1 (generation 1)"));
     CHECK_THAT(log, !Contains("of slot 2 (generation 1)"));
     CHECK(census_figure(supervisor.output(), "small", 0) == 0);
@@ -181,6 +188,7 @@ TEST_CASE("a host load that needs a worker's memory is made room for once, by th
     SupervisorProcess supervisor(config, workload_of({{node("holder", "load"), node("clock", "wait")}}));
     CHECK(supervisor.wait() == 0);
     const auto log = supervisor.log();
+    INFO(log);
     CHECK_THAT(log, Contains("memory: slot 0 needs"));
     CHECK_THAT(log, Contains("asking slot 1 (generation 1) to free"));
     // Upstream's free_memory inside the load saw no stand-in: nothing asked twice.
