@@ -10,6 +10,11 @@
 
 namespace comfy::supervisor {
 
+// A participant that exits with this status (sysexits.h's EX_CONFIG) cannot run as it is
+// configured (a pack that fails to import): restarting it would only fail again, so the
+// pack is marked failed at once, until an operator retries it.
+inline constexpr int kExitCannotRun = 78;
+
 class RestartTracker {
 public:
     using Clock = std::chrono::steady_clock;

@@ -322,12 +322,20 @@ void Supervisor::on_exit(WorkerProcess& worker) {
 }
 
 void Supervisor::schedule_restart(WorkerProcess& worker) {
-    const auto decision = worker.restarts.on_death(Clock::now());
+    // No restart is counted for a pack that cannot run: none is made.
+    const bool cannot_run = worker.last_exit_status == kExitCannotRun;
+    const auto decision = cannot_run ? RestartTracker::Decision{true, {}} : worker.restarts.on_death(Clock::now());
     if (decision.give_up) {
         set_state(worker, ParticipantState::failed);
-        log_line(worker.pack.name + ": failed: more than " + std::to_string(worker.pack.restart.max_restarts) +
-                 " restarts within " + std::to_string(worker.pack.restart.window.count()) +
-                 " ms; not restarting until an operator asks");
+        if (cannot_run) {
+            log_line(worker.pack.name + ": failed: it exited with status " + std::to_string(kExitCannotRun) +
+                     " (it cannot run as configured; its error is above); not restarting until an operator "
+                     "asks (comfyctl retry " + worker.pack.name + ")");
+        } else {
+            log_line(worker.pack.name + ": failed: more than " + std::to_string(worker.pack.restart.max_restarts) +
+                     " restarts within " + std::to_string(worker.pack.restart.window.count()) +
+                     " ms; not restarting until an operator asks");
+        }
         fail_requests(worker, FailureReason::worker_failed, true);
         check_all_started();
         return;

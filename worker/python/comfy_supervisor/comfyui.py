@@ -79,9 +79,11 @@ def _device_key(device):
 
 
 class _Host:
-    def __init__(self, mm, link):
+    def __init__(self, mm, link, with_standins=True):
         self.mm = mm      # comfy.model_management
         self.link = link  # sv.Participant
+        # Stand-ins live in the ComfyUI host alone: a pack's worker evicts only its own.
+        self.with_standins = with_standins
         # Upstream's current_loaded_models is touched by the prompt thread and ours.
         self.lock = threading.RLock()
         self.device = supervised_device(mm)
@@ -167,7 +169,8 @@ class _Host:
             ledger = self.link.read_ledger()
             own = {entry.model_id: entry.load_order for entry in ledger if entry.owner_slot == self.link.slot}
             own_orders = {key: own[model_id] for key, model_id in self.ids.items() if model_id in own}
-            self.standins.refresh(ledger, own_orders)
+            if self.with_standins:
+                self.standins.refresh(ledger, own_orders)
             self.last_refresh = time.monotonic()
 
     def loaded_entry(self, model_id):
@@ -360,17 +363,10 @@ class _Host:
                 self.attempt("refresh", self.refresh)
 
 
-def install():
-    """Makes this ComfyUI process the supervisor's host participant; None when ComfyUI was
-    not started by the supervisor. Raises sv.ParticipantError with one line on failure."""
-    if not os.environ.get("COMFY_SV_SLOT"):
-        return None
-    import comfy.model_management as mm
-    import execution
-
-    link = sv.Participant(capabilities=sv.CAP_PARTIAL_UNLOAD | sv.CAP_PINNED_MEMORY)
-    host = _Host(mm, link)
-
+def _integrate(mm, link, with_standins):
+    """Wraps this process's comfy.model_management for the supervisor and starts the
+    command thread; returns the integration."""
+    host = _Host(mm, link, with_standins=with_standins)
     original_load = mm.load_models_gpu
     original_free = mm.free_memory
 
@@ -382,6 +378,20 @@ def install():
 
     mm.load_models_gpu = load_models_gpu
     mm.free_memory = free_memory
+    threading.Thread(target=host.serve, name="comfy-supervisor", daemon=True).start()
+    return host
+
+
+def install():
+    """Makes this ComfyUI process the supervisor's host participant; None when ComfyUI was
+    not started by the supervisor. Raises sv.ParticipantError with one line on failure."""
+    if not os.environ.get("COMFY_SV_SLOT"):
+        return None
+    import comfy.model_management as mm
+    import execution
+
+    link = sv.Participant(capabilities=sv.CAP_PARTIAL_UNLOAD | sv.CAP_PINNED_MEMORY)
+    host = _integrate(mm, link, with_standins=True)
 
     original_execute = execution.PromptExecutor.execute
 
@@ -389,8 +399,15 @@ def install():
         return host.execute(original_execute, executor, *args, **kwargs)
 
     execution.PromptExecutor.execute = execute
-
-    threading.Thread(target=host.serve, name="comfy-supervisor", daemon=True).start()
     log.info("comfy-supervisor: this ComfyUI is the host participant (slot %d, generation %d), supervising %s",
              link.slot, link.generation, host.device)
     return host
+
+
+def install_in_worker(link):
+    """The same memory integration in a pack's worker process (pack_worker.py), over the
+    participant `link` it joined with: admission before its loads, its models in the
+    ledger, evictions through upstream's model_unload, releases. No stand-ins: a worker
+    evicts only its own models."""
+    import comfy.model_management as mm
+    return _integrate(mm, link, with_standins=False)

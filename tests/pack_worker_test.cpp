@@ -1,0 +1,91 @@
+// A custom node pack in a worker process of its own (comfy_supervisor.pack_worker): the
+// pack is imported with ComfyUI's comfy package on its path (our model of upstream under
+// tests/host/fake_comfyui), its node interfaces are described, and a pack that cannot be
+// imported is marked failed with its error, once, without a restart loop.
+#include <catch2/catch.hpp>
+
+#include "tests/support/sanitizer_reports.hpp"
+#include "tests/support/supervisor_process.hpp"
+
+using namespace comfy;
+using namespace comfy::test;
+using Catch::Matchers::Contains;
+using nlohmann::json;
+
+namespace {
+
+std::vector<std::string> pack_worker_args(const std::string& pack, bool describe = false) {
+    std::vector<std::string> args{"-m", "comfy_supervisor.pack_worker", "--pack", std::string(TEST_PACKS) + "/" + pack,
+                                  "--comfyui", FAKE_COMFYUI};
+    if (describe) args.push_back("--describe");
+    return args;
+}
+
+json python_pack(const std::string& name, const std::string& pack) {
+    return {{"name", name},
+            {"command", PYTHON3_PATH},
+            {"args", pack_worker_args(pack)},
+            {"env", {{"PYTHONPATH", PARTICIPANT_PYTHONPATH}, {"PYTHONDONTWRITEBYTECODE", "1"}}},
+            {"restart", {{"initial_backoff_ms", 50}}}};
+}
+
+std::size_t count_of(const std::string& text, const std::string& part) {
+    std::size_t count = 0;
+    for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++count;
+    return count;
+}
+
+}  // namespace
+
+TEST_CASE("a Python pack joins in a worker of its own and describes its nodes") {
+    SupervisorProcess supervisor(memory_config_of(json::array({python_pack("example", "example_pack")})));
+    REQUIRE(supervisor.wait_for([](const auto& table) {
+        for (const auto& p : table) {
+            if (p.name == "example" && p.state == ParticipantState::ready) return true;
+        }
+        return false;
+    }));
+    REQUIRE(eventually([&] { return supervisor.log().find("example_pack: 2 node classes") != std::string::npos; },
+                       std::chrono::seconds(10)));
+    CHECK_THAT(supervisor.log(), Contains("pack_worker: example_pack: 2 node classes: AddNumbers, Echo"));
+    CHECK(supervisor.stop() == 0);
+}
+
+TEST_CASE("a pack that fails to import is marked failed with its error in one line, and not restarted") {
+    SupervisorProcess supervisor(memory_config_of(json::array({python_pack("broken", "broken_pack")})));
+    REQUIRE(supervisor.wait_for([](const auto& table) {
+        for (const auto& p : table) {
+            if (p.name == "broken" && p.state == ParticipantState::failed) return true;
+        }
+        return false;
+    }));
+    const auto log = supervisor.log();
+    INFO(log);
+    CHECK(count_of(log, "pack_worker: cannot import broken_pack: ModuleNotFoundError: No module named "
+                        "'some_dependency_not_installed'; fix the pack or its venv") == 1);
+    CHECK_THAT(log, Contains("broken: failed: it exited with status 78 (it cannot run as configured; its error is "
+                             "above); not restarting until an operator asks (comfyctl retry broken)"));
+    CHECK(supervisor.participant("broken")->restarts == 0);
+    CHECK(supervisor.stop() == 0);
+}
+
+TEST_CASE("the pack worker describes each node class's interface as the host's proxy nodes need it") {
+    std::string command = "env " + sanitizer_python_environment() + "PYTHONPATH=" + PARTICIPANT_PYTHONPATH +
+                          " PYTHONDONTWRITEBYTECODE=1 " + PYTHON3_PATH;
+    for (const auto& arg : pack_worker_args("example_pack", true)) command += " '" + arg + "'";
+    const auto run = run_and_capture(command + " 2>&1");
+    REQUIRE(run.started);
+    INFO(run.output);
+    REQUIRE(run.status == 0);
+    const json nodes = json::parse(run.output);
+    const json& add = nodes.at("AddNumbers");
+    CHECK(add.at("display_name") == "Add two numbers");
+    CHECK(add.at("RETURN_TYPES") == json::array({"INT"}));
+    CHECK(add.at("RETURN_NAMES") == json::array({"sum"}));
+    CHECK(add.at("FUNCTION") == "add");
+    CHECK(add.at("INPUT_TYPES").at("required").at("a") == json::array({"INT", {{"default", 1}, {"min", 0}}}));
+    const json& echo = nodes.at("Echo");
+    CHECK(echo.at("OUTPUT_NODE") == true);
+    CHECK(echo.at("IS_CHANGED") == true);
+    CHECK(echo.at("INPUT_TYPES").at("optional").at("mode") == json::array({json::array({"plain", "loud"})}));
+}

@@ -1,0 +1,118 @@
+"""A custom node pack in a worker process of its own.
+
+    python -m comfy_supervisor.pack_worker --pack DIR [--comfyui DIR] [--describe]
+
+Run by the supervisor (the pack's entry in the config runs the pack's own interpreter with
+these arguments), it joins as a participant, imports the pack from DIR as ComfyUI imports
+a custom node folder (its NODE_CLASS_MAPPINGS and NODE_DISPLAY_NAME_MAPPINGS), with the
+ComfyUI checkout --comfyui first on the module path so that the pack finds ComfyUI's own
+`comfy` package, describes each node class's interface, and serves the supervisor's
+commands with the host's memory integration (comfyui.install_in_worker): admission before
+its loads, its models in the ledger, evictions through upstream's model_unload, releases.
+
+A pack that cannot be imported ends the worker with one line naming the error and exit
+status 78 (EX_CONFIG); the supervisor marks the pack failed without restarting it, until
+an operator retries it. --describe prints the interfaces as JSON and exits, without a
+supervisor.
+
+Not yet here: node calls from the host's proxy nodes and values crossing through shared
+memory.
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import threading
+
+EXIT_CANNOT_RUN = 78  # sysexits.h EX_CONFIG; the supervisor does not restart on it
+
+_INTERFACE = ("RETURN_TYPES", "RETURN_NAMES", "FUNCTION", "CATEGORY", "OUTPUT_NODE", "OUTPUT_IS_LIST",
+              "INPUT_IS_LIST", "DESCRIPTION")
+
+
+def say(line):
+    print(f"pack_worker: {line}", file=sys.stderr, flush=True)
+
+
+def import_pack(folder):
+    """The pack's module, imported from its folder's __init__.py under the folder's name."""
+    folder = os.path.abspath(folder)
+    name = os.path.basename(folder.rstrip("/"))
+    init = os.path.join(folder, "__init__.py")
+    if not os.path.isfile(init):
+        raise ImportError(f"{folder} has no __init__.py: not a custom node pack")
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[folder])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    if not isinstance(getattr(module, "NODE_CLASS_MAPPINGS", None), dict):
+        raise ImportError(f"{name} defines no NODE_CLASS_MAPPINGS dict")
+    return name, module
+
+
+def _plain(value):
+    """`value` as JSON can carry it: tuples as lists, anything else as its repr."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return repr(value)
+
+
+def describe(module):
+    """Each node class's interface, by its name, as the host's proxy nodes need it."""
+    names = getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", {}) or {}
+    nodes = {}
+    for node_name, cls in module.NODE_CLASS_MAPPINGS.items():
+        interface = {"display_name": names.get(node_name, node_name), "INPUT_TYPES": _plain(cls.INPUT_TYPES())}
+        for member in _INTERFACE:
+            if hasattr(cls, member):
+                interface[member] = _plain(getattr(cls, member))
+        interface["IS_CHANGED"] = hasattr(cls, "IS_CHANGED")
+        interface["VALIDATE_INPUTS"] = hasattr(cls, "VALIDATE_INPUTS")
+        nodes[node_name] = interface
+    return nodes
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="pack_worker", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pack", required=True, help="the custom node pack's folder")
+    parser.add_argument("--comfyui", help="the ComfyUI checkout whose comfy package the pack imports")
+    parser.add_argument("--describe", action="store_true", help="print the node interfaces as JSON and exit")
+    options = parser.parse_args()
+    if options.comfyui:
+        sys.path.insert(0, os.path.abspath(options.comfyui))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(options.pack)))
+
+    link = None
+    if not options.describe:
+        # Joined first: an import may take longer than the supervisor waits for a Hello.
+        from . import participant as sv
+        try:
+            link = sv.Participant(capabilities=sv.CAP_PARTIAL_UNLOAD | sv.CAP_PINNED_MEMORY)
+        except sv.ParticipantError as error:
+            say(f"cannot join the supervisor: {error}")
+            sys.exit(1)
+    try:
+        name, module = import_pack(options.pack)
+        nodes = describe(module)
+    except Exception as error:  # noqa: BLE001 (whatever the pack raises is its error)
+        say(f"cannot import {os.path.basename(os.path.abspath(options.pack))}: {type(error).__name__}: "
+            f"{str(error).splitlines()[0] if str(error) else ''}; fix the pack or its venv, then "
+            "comfyctl retry the pack")
+        sys.exit(EXIT_CANNOT_RUN)
+    if options.describe:
+        print(json.dumps(nodes, indent=2, sort_keys=True))
+        return
+    say(f"{name}: {len(nodes)} node classes: {', '.join(sorted(nodes))}")
+    from . import comfyui
+    comfyui.install_in_worker(link)
+    threading.Event().wait()  # the command thread ends the process at the supervisor's Shutdown
+
+
+if __name__ == "__main__":
+    main()
