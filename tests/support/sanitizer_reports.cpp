@@ -171,9 +171,10 @@ std::string sanitizer_python_environment() { return {}; }
 #endif
 
 std::string memory_limit_words(std::size_t mib) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    const std::string limit = ":mmap_limit_mb=" + std::to_string(mib);
-    return "export ASAN_OPTIONS=\"$ASAN_OPTIONS" + limit + "\" TSAN_OPTIONS=\"$TSAN_OPTIONS" + limit + "\"; ";
+#if defined(__SANITIZE_ADDRESS__)
+    return "export ASAN_OPTIONS=\"$ASAN_OPTIONS:hard_rss_limit_mb=" + std::to_string(mib) + "\"; ";
+#elif defined(__SANITIZE_THREAD__)
+    return "export TSAN_OPTIONS=\"$TSAN_OPTIONS:max_allocation_size_mb=" + std::to_string(mib) + "\"; ";
 #else
     return "ulimit -v " + std::to_string(mib * 1024) + "; ";
 #endif

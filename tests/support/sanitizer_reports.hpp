@@ -31,9 +31,11 @@ nlohmann::json with_sanitizer_environment(nlohmann::json config);
 std::string sanitizer_python_environment();
 
 // Shell words, put before a command, that bound the memory it may take to `mib` MiB:
-// `ulimit -v`; under ASan or TSan, whose runtimes reserve terabytes of address space as
-// they start and abort under that limit, the runtime's own cap on what it maps for the
-// program's heap (mmap_limit_mb; TSan ignores hard_rss_limit_mb), whose breach is a report.
+// `ulimit -v`. ASan and TSan reserve terabytes of address space as they start and abort
+// under that limit, so under them it is the runtime's own bound, whose breach is a report:
+// ASan's on the resident set (hard_rss_limit_mb); TSan has none that works (it ignores
+// that one, and mmap_limit_mb counts its reservations), so it bounds any one allocation
+// (max_allocation_size_mb), as a buffer grown without end makes.
 std::string memory_limit_words(std::size_t mib);
 
 }  // namespace comfy::test
