@@ -32,12 +32,6 @@ json config_with(const json& host, const json& packs) {
     return config;
 }
 
-std::size_t count_of(const std::string& text, const std::string& part) {
-    std::size_t count = 0;
-    for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++count;
-    return count;
-}
-
 bool holds(const SupervisorProcess& supervisor, std::uint32_t slot) {
     for (const auto& entry : supervisor.ledger()) {
         if (entry.owner_slot == slot) return true;

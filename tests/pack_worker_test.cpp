@@ -29,12 +29,6 @@ json python_pack(const std::string& name, const std::string& pack) {
             {"restart", {{"initial_backoff_ms", 50}}}};
 }
 
-std::size_t count_of(const std::string& text, const std::string& part) {
-    std::size_t count = 0;
-    for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++count;
-    return count;
-}
-
 }  // namespace
 
 TEST_CASE("a Python pack joins in a worker of its own and describes its nodes") {

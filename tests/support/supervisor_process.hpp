@@ -119,6 +119,8 @@ std::optional<SummaryRow> census_row(const std::string& output, const std::strin
 // The byte figure of `pack`'s census row in `column` (0: device, 1: pinned, 2: resident
 // set), in bytes; -1 if the summary has no row for `pack`.
 double census_figure(const std::string& output, const std::string& pack, int column);
+// How many times `part` occurs in `text`, not overlapping.
+std::size_t count_of(const std::string& text, const std::string& part);
 
 // The whole of a file; empty when it cannot be read.
 std::string read_file(const std::filesystem::path& path);
