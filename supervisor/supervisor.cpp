@@ -6,6 +6,7 @@
 #include "supervisor/ctl/segment_report.hpp"
 #include "worker/device_factory.hpp"
 #include "supervisor/log.hpp"
+#include "supervisor/metrics_text.hpp"
 #include "supervisor/sandbox.hpp"
 
 #include <boost/asio/post.hpp>
@@ -1073,44 +1074,15 @@ std::string Supervisor::census_json() const {
 }
 
 std::string Supervisor::metrics_text() {
-    const auto totals = this->totals();
+    MetricsInput in;
+    in.totals = totals();
     const auto& snap = census_.snapshot(now_ms());
-    std::string out;
-    const auto metric = [&out](const std::string& name, const char* type, const char* help) {
-        out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
-    };
-    const auto value = [&out](const std::string& sample, std::uint64_t v) { out += sample + " " + std::to_string(v) + "\n"; };
-    metric("comfy_device_total_bytes", "gauge", "Device memory in all.");
-    value("comfy_device_total_bytes", snap.device_total);
-    metric("comfy_device_free_bytes", "gauge", "Device memory free, machine-wide.");
-    value("comfy_device_free_bytes", snap.device_free);
-    metric("comfy_ledger_models", "gauge", "Models held on a device by any participant.");
-    value("comfy_ledger_models", arbiter_.ledger().size());
-    metric("comfy_admissions_total", "counter", "Admission requests handled.");
-    value("comfy_admissions_total", totals.admissions);
-    metric("comfy_evictions_total", "counter", "Partial unloads and detaches asked of owners.");
-    value("comfy_evictions_total", totals.evictions_asked);
-    metric("comfy_evicted_bytes_total", "counter", "Bytes the owners measured as freed by evictions.");
-    value("comfy_evicted_bytes_total", totals.bytes_evicted);
-    metric("comfy_admissions_refused_total", "counter", "Admissions refused.");
-    value("comfy_admissions_refused_total", totals.refused);
-    metric("comfy_released_bytes_total", "counter", "Bytes the workers measured as freed by release messages.");
-    value("comfy_released_bytes_total", total_freed(totals.released));
-    metric("comfy_pin_release_rounds_total", "counter", "Rounds of release_pins sent under host memory pressure.");
-    value("comfy_pin_release_rounds_total", totals.pin_release_rounds);
-    metric("comfy_worker_up", "gauge", "1 when the pack's worker is ready or busy.");
-    for (const auto& w : workers_) {
-        value("comfy_worker_up{pack=\"" + w->pack.name + "\"}", w->up() ? 1 : 0);
-    }
-    metric("comfy_worker_restarts_total", "counter", "Restarts of the pack's worker.");
-    for (const auto& w : workers_) value("comfy_worker_restarts_total{pack=\"" + w->pack.name + "\"}", w->restarts.restarts());
-    // Each family's samples follow its own TYPE line, as the exposition format requires.
-    const auto rows = census_rows();
-    metric("comfy_worker_device_bytes", "gauge", "Device memory the pack's worker holds, from its census.");
-    for (const auto& row : rows) value("comfy_worker_device_bytes{pack=\"" + row.pack + "\"}", row.census.device_used_bytes);
-    metric("comfy_worker_pinned_bytes", "gauge", "Host memory the pack's worker has pinned, from its census.");
-    for (const auto& row : rows) value("comfy_worker_pinned_bytes{pack=\"" + row.pack + "\"}", row.census.pinned_bytes);
-    return out;
+    in.device_total = snap.device_total;
+    in.device_free = snap.device_free;
+    in.ledger_models = arbiter_.ledger().size();
+    for (const auto& w : workers_) in.workers.push_back({w->pack.name, w->up(), w->restarts.restarts()});
+    in.census = census_rows();
+    return supervisor::metrics_text(in);
 }
 
 }  // namespace comfy::supervisor
