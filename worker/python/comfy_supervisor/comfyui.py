@@ -162,10 +162,11 @@ class _Host:
             self.link.device_release(self.charged - loaded_bytes)
         self.charged = loaded_bytes
 
-    def refresh(self):
-        """The ledger from current_loaded_models, then the stand-ins from the ledger."""
+    def refresh(self, used=()):
+        """The ledger from current_loaded_models (`used` as for sync_ledger), then the
+        stand-ins from the ledger."""
         with self.lock:
-            self.sync_ledger()
+            self.sync_ledger(used)
             ledger = self.link.read_ledger()
             own = {entry.model_id: entry.load_order for entry in ledger if entry.owner_slot == self.link.slot}
             own_orders = {key: own[model_id] for key, model_id in self.ids.items() if model_id in own}
@@ -228,8 +229,7 @@ class _Host:
                 return original(models, *args, **kwargs)
             finally:
                 self.standins.restore()
-                self.sync_ledger(used={id(m) for m in models})
-                self.refresh()
+                self.refresh(used={id(m) for m in models})
 
     def free_memory(self, original, *args, **kwargs):
         with self.lock:

@@ -57,8 +57,6 @@ class StandInModule:
 class StandIn:
     """The patcher of one stand-in entry. Created and refreshed by StandIns only."""
 
-    _OWN = ("_entry", "_link", "_device", "_loaded", "_module", "_uuid", "_label", "_timeout_s")
-
     def __init__(self, entry, link, device, label, timeout_s):
         object.__setattr__(self, "_entry", entry)
         object.__setattr__(self, "_link", link)
@@ -199,7 +197,7 @@ class StandIns:
         # The list holds patchers only weakly, as upstream's LoadedModel does: these are
         # the strong references that keep each StandIn alive while its model is loaded.
         self.patchers = {}    # ledger key -> StandIn
-        self.withdrawn = None
+        self.withdrawn = False  # out of the list while a host load runs
 
     def is_standin(self, loaded):
         return isinstance(loaded.model, StandIn)
@@ -208,7 +206,7 @@ class StandIns:
         """Brings the list in step with `ledger` (every participant's rows). `own_orders`:
         id(patcher) -> load order of the host's own entries, to place the stand-ins among
         them as the machine-wide load order has it."""
-        if self.withdrawn is not None:
+        if self.withdrawn:
             return  # a host load is running: the list is put back as it was after it
         others = {e.key: e for e in ledger if e.owner_slot != self.link.slot and e.device == 0}
         for key in set(self.by_key) - set(others):
@@ -269,8 +267,8 @@ class StandIns:
         already made room across the machine, so upstream's free_memory inside the load must
         not ask the other processes a second time."""
         current = self.mm.current_loaded_models
-        self.withdrawn = [loaded for loaded in current if self.is_standin(loaded)]
+        self.withdrawn = True
         current[:] = [loaded for loaded in current if not self.is_standin(loaded)]
 
     def restore(self):
-        self.withdrawn = None  # the next refresh puts them back, in order
+        self.withdrawn = False  # the next refresh puts them back, in order
