@@ -18,10 +18,7 @@ using nlohmann::json;
 
 namespace {
 
-json hostile(const std::string& mode) {
-    return json{{"name", mode}, {"command", misbehaving_worker_binary()}, {"args", {mode}},
-                {"restart", {{"max_restarts", 0}}}};
-}
+json hostile(const std::string& mode) { return misbehaving_pack(mode, mode); }
 
 // Eight prompts that each load a model and compute: every one needs the device's figures.
 json eight_loading_prompts() {

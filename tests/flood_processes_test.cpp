@@ -15,9 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-json flooder(const std::string& mode) {
-    return {{"name", "flooder"}, {"command", misbehaving_worker_binary()}, {"args", {mode}}, {"restart", {{"max_restarts", 0}}}};
-}
+json flooder(const std::string& mode) { return misbehaving_pack("flooder", mode); }
 
 // The log's lines that contain `text`.
 std::size_t lines_with(const std::string& log, const std::string& text) {

@@ -103,15 +103,11 @@ TEST_CASE("a stopped worker is found by its silent heartbeat and replaced") {
 
 TEST_CASE("a wrong token, a wrong version, a message before Hello, a short keep list or a worker's stand-in unload is refused, and the rest run on") {
     TempFolder packs("packs");
-    const json no_restart = {{"max_restarts", 0}};
-    auto misbehaving = [&](const std::string& name, const std::string& mode) {
-        return json{{"name", name}, {"command", misbehaving_worker_binary()}, {"args", {mode}}, {"restart", no_restart}};
-    };
-    SupervisorProcess supervisor(config_with({misbehaving("forger", "wrong-token"),
-                                              misbehaving("stranger", "wrong-version"),
-                                              misbehaving("hasty", "early-message"),
-                                              misbehaving("keeper", "keep-mismatch"),
-                                              misbehaving("impostor", "standin-unload"),
+    SupervisorProcess supervisor(config_with({misbehaving_pack("forger", "wrong-token"),
+                                              misbehaving_pack("stranger", "wrong-version"),
+                                              misbehaving_pack("hasty", "early-message"),
+                                              misbehaving_pack("keeper", "keep-mismatch"),
+                                              misbehaving_pack("impostor", "standin-unload"),
                                               reference_pack(packs, "honest", idle_pack())}));
     REQUIRE(supervisor.wait_for([](const auto& t) {
         int failed = 0;

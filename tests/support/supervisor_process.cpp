@@ -180,6 +180,10 @@ std::string worker_binary() { return COMFY_WORKER_PATH; }
 std::string comfyctl_binary() { return COMFYCTL_PATH; }
 std::string misbehaving_worker_binary() { return MISBEHAVING_WORKER_PATH; }
 
+nlohmann::json misbehaving_pack(const std::string& name, const std::string& mode) {
+    return {{"name", name}, {"command", misbehaving_worker_binary()}, {"args", {mode}}, {"restart", {{"max_restarts", 0}}}};
+}
+
 std::optional<SummaryRow> census_row(const std::string& output, const std::string& pack) {
     std::istringstream lines(output);
     std::string line;

@@ -105,6 +105,8 @@ std::string supervisor_binary();
 std::string worker_binary();
 std::string comfyctl_binary();
 std::string misbehaving_worker_binary();
+// A pack running misbehaving-worker in `mode`, never restarted: each test sees its one life.
+nlohmann::json misbehaving_pack(const std::string& name, const std::string& mode);
 
 // A row of the summary's final census, one per pack: "pack pid gen restarts device pinned rss",
 // the byte figures as printed ("7.4 GiB") and read back in bytes.
