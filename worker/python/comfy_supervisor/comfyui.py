@@ -30,7 +30,10 @@ supervisor started this ComfyUI (COMFY_SV_SLOT set). It then:
   Shutdown ends the process as SIGTERM would. An exception from upstream in one command is
   answered as nothing freed, logged once per kind, and the thread goes on;
 - wraps execution.PromptExecutor.execute: a whole prompt is one busy stretch (ComfyUI has
-  no clean per-node hook); evictions that arrive meanwhile run at its end.
+  no clean per-node hook); evictions that arrive meanwhile run at its end, except while
+  the prompt thread waits for an admission or on a pack's node call (waiting_outside_upstream);
+- starts the bridges to the packs that run in workers of their own (proxy_nodes.py): the
+  custom node registers their proxy nodes.
 
 The supervised device is the one torch device whose memory the supervisor arbitrates:
 cuda:N when it supervises CUDA device N (COMFY_SV_CUDA_DEVICE), else ComfyUI's own torch
@@ -48,6 +51,7 @@ four steps passed. The tests run the same code against tests/host/fake_comfyui, 
 memory manager.
 """
 
+import contextlib
 import logging
 import os
 import signal
@@ -55,6 +59,7 @@ import threading
 import time
 
 from . import participant as sv
+from .proxy_nodes import Bridges
 from .standin import StandIn, StandIns
 
 log = logging.getLogger("comfy_supervisor")
@@ -88,6 +93,9 @@ class _Host:
         self.lock = threading.RLock()
         self.device = supervised_device(mm)
         self.device_key = _device_key(self.device)
+        import torch  # ComfyUI's own dependency, loaded already
+        # Allocator figures exist for a CUDA device that torch can use.
+        self.torch_cuda = torch.cuda if self.device_key[0] == "cuda" and torch.cuda.is_available() else None
         # The simulated device stands for ComfyUI's RAM under --cpu: charge it ourselves.
         self.charges_device = not os.environ.get("COMFY_SV_CUDA_DEVICE") and self.device_key[0] == "cpu"
         self.charged = 0
@@ -96,11 +104,14 @@ class _Host:
         self.reported = {}    # ledger model id -> (loaded bytes, currently used) last sent
         self.next_id = 1
         self.busy = False
-        self.admitting = False  # the prompt thread waits for an admission: evictions run now
+        # The prompt thread waits in our code (for an admission, or on a pack's node
+        # call), not in upstream's: evictions run at once, even in a busy stretch.
+        self.waiting = 0
         self.deferred = []    # commands that arrived during a prompt
         self.epoch = 0
         self.failures_logged = set()
         self.last_refresh = 0.0
+        self.bridges = None   # proxy_nodes.Bridges, in the host when packs run in workers
 
     def on_device(self, loaded):
         return _device_key(loaded.device) == self.device_key
@@ -210,14 +221,9 @@ class _Host:
         if needed > 0:
             # Not under the lock: while we wait, the supervisor may ask our thread to evict
             # our own other models, candidates as in upstream's one list.
-            with self.lock:
-                self.admitting = True
-            try:
+            with self.waiting_outside_upstream():
                 answer = self.link.request_admission(needed, largest_tensor=int(memory_required), streams=1,
                                                      keep_loaded=keep)
-            finally:
-                with self.lock:
-                    self.admitting = False
             if not answer.granted:
                 raise RuntimeError(answer.refusal())
             if answer.shortfall:
@@ -230,6 +236,18 @@ class _Host:
             finally:
                 self.standins.restore()
                 self.refresh(used={id(m) for m in models})
+
+    @contextlib.contextmanager
+    def waiting_outside_upstream(self):
+        """The prompt thread waits in our code, holding no model of ours in use: the
+        command thread may evict at once (a pack's node may be waiting for that room)."""
+        with self.lock:
+            self.waiting += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.waiting -= 1
 
     def free_memory(self, original, *args, **kwargs):
         with self.lock:
@@ -252,13 +270,15 @@ class _Host:
                     return
                 if command is not None:
                     with self.lock:
-                        if self.busy and not (self.admitting and command.type in (sv.PARTIAL_UNLOAD, sv.DETACH)):
+                        if self.busy and not (self.waiting and command.type in (sv.PARTIAL_UNLOAD, sv.DETACH)):
                             self.deferred.append(command)
                         else:
                             self.answer(command)
                 if time.monotonic() - self.last_refresh >= REFRESH_S:
                     self.attempt("refresh", self.refresh)
                     self.attempt("census", self.publish_census)
+                    if self.bridges is not None:
+                        self.attempt("bridges", self.bridges.drain_idle)
         except sv.ParticipantError as error:
             log.error("comfy-supervisor: %s; ending ComfyUI so the supervisor restarts it", error)
             os.kill(os.getpid(), signal.SIGTERM)
@@ -329,38 +349,48 @@ class _Host:
         return max(0, before - self.allocator_reserved())
 
     def allocator_reserved(self):
-        import torch  # ComfyUI's own dependency, loaded already
-        return torch.cuda.memory_reserved(self.device) if self.device_key[0] == "cuda" else 0
+        return self.torch_cuda.memory_reserved(self.device) if self.torch_cuda else 0
 
     def publish_census(self):
-        import torch
-        on_cuda = self.device_key[0] == "cuda"
+        cuda = self.torch_cuda
         self.link.update_census(
             pinned_bytes=max(0, int(getattr(self.mm, "TOTAL_PINNED_MEMORY", 0))),
             pinned_ceiling=max(0, int(getattr(self.mm, "MAX_PINNED_MEMORY", 0))),
-            allocator_reserved=torch.cuda.memory_reserved(self.device) if on_cuda else 0,
-            allocator_active=torch.cuda.memory_allocated(self.device) if on_cuda else 0,
+            allocator_reserved=cuda.memory_reserved(self.device) if cuda else 0,
+            allocator_active=cuda.memory_allocated(self.device) if cuda else 0,
             resident_set_bytes=sv.resident_set_bytes(),
             prompt_epoch=self.epoch)
 
-    # ---- prompts: busy from start to end ----
+    # ---- busy stretches: a prompt in the host, a node call in a worker ----
 
-    def execute(self, original, executor, *args, **kwargs):
+    @contextlib.contextmanager
+    def busy_stretch(self, epoch=None, succeeded=lambda: True, refresh=True):
+        """Busy from start to end, to the supervisor (node_started, node_finished) and to
+        the command thread, which defers evictions and releases that arrive meanwhile to
+        the end (docs/PACKS.md says which run at once). `epoch`: the prompt's, as the host
+        numbered it; None in the host, which numbers its prompts itself. `refresh`: bring
+        the ledger up to date at the end, rather than at the next period (a worker's node
+        call is too short to pay for it: its loads report themselves)."""
         with self.lock:
-            self.epoch += 1
+            self.epoch = self.epoch + 1 if epoch is None else epoch
             epoch = self.epoch
             self.busy = True
         self.link.node_started(epoch)
         try:
-            return original(executor, *args, **kwargs)
+            yield
         finally:
-            self.link.node_finished(epoch, ok=bool(getattr(executor, "success", True)))
+            self.link.node_finished(epoch, ok=succeeded())
             with self.lock:
                 self.busy = False
                 deferred, self.deferred = self.deferred, []
                 for command in deferred:
                     self.answer(command)
-                self.attempt("refresh", self.refresh)
+                if refresh or deferred:
+                    self.attempt("refresh", self.refresh)
+
+    def execute(self, original, executor, *args, **kwargs):
+        with self.busy_stretch(succeeded=lambda: bool(getattr(executor, "success", True))):
+            return original(executor, *args, **kwargs)
 
 
 def _integrate(mm, link, with_standins):
@@ -399,6 +429,7 @@ def install():
         return host.execute(original_execute, executor, *args, **kwargs)
 
     execution.PromptExecutor.execute = execute
+    host.bridges = Bridges.start(host)
     log.info("comfy-supervisor: this ComfyUI is the host participant (slot %d, generation %d), supervising %s",
              link.slot, link.generation, host.device)
     return host

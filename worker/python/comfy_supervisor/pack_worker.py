@@ -9,22 +9,25 @@ ComfyUI checkout --comfyui first on the module path so that the pack finds Comfy
 `comfy` package, describes each node class's interface, and serves the supervisor's
 commands with the host's memory integration (comfyui.install_in_worker): admission before
 its loads, its models in the ledger, evictions through upstream's model_unload, releases.
+It then runs the host's node calls (node_server.py) for as long as it lives.
 
 A pack that cannot be imported ends the worker with one line naming the error and exit
 status 78 (EX_CONFIG); the supervisor marks the pack failed without restarting it, until
 an operator retries it. --describe prints the interfaces as JSON and exits, without a
 supervisor.
-
-Not yet here: node calls from the host's proxy nodes and values crossing through shared
-memory.
 """
 
 import argparse
 import importlib.util
+import inspect
 import json
 import os
 import sys
 import threading
+
+from .arena import OwnArena
+from .channel import control_socket
+from .node_server import NodeServer
 
 EXIT_CANNOT_RUN = 78  # sysexits.h EX_CONFIG; the supervisor does not restart on it
 
@@ -73,7 +76,12 @@ def describe(module):
             if hasattr(cls, member):
                 interface[member] = _plain(getattr(cls, member))
         interface["IS_CHANGED"] = hasattr(cls, "IS_CHANGED")
-        interface["VALIDATE_INPUTS"] = hasattr(cls, "VALIDATE_INPUTS")
+        interface["VALIDATE_INPUTS"] = None
+        if hasattr(cls, "VALIDATE_INPUTS"):
+            # Upstream passes VALIDATE_INPUTS only the inputs its signature names: the
+            # host's proxy takes the same signature.
+            spec = inspect.getfullargspec(cls.VALIDATE_INPUTS)
+            interface["VALIDATE_INPUTS"] = {"args": spec.args, "varkw": spec.varkw is not None}
         nodes[node_name] = interface
     return nodes
 
@@ -93,7 +101,8 @@ def main():
         # Joined first: an import may take longer than the supervisor waits for a Hello.
         from . import participant as sv
         try:
-            link = sv.Participant(capabilities=sv.CAP_PARTIAL_UNLOAD | sv.CAP_PINNED_MEMORY)
+            link = sv.Participant(capabilities=sv.CAP_PARTIAL_UNLOAD | sv.CAP_PINNED_MEMORY |
+                                  sv.CAP_NODE_BOUNDARY_RELEASE)
         except sv.ParticipantError as error:
             say(f"cannot join the supervisor: {error}")
             sys.exit(1)
@@ -110,8 +119,12 @@ def main():
         return
     say(f"{name}: {len(nodes)} node classes: {', '.join(sorted(nodes))}")
     from . import comfyui
-    comfyui.install_in_worker(link)
-    threading.Event().wait()  # the command thread ends the process at the supervisor's Shutdown
+    memory = comfyui.install_in_worker(link)
+    arena, control = OwnArena.from_environment(), control_socket()
+    if arena is None or control is None:
+        # Started by a `command` entry: no bridge to the host, memory integration only.
+        threading.Event().wait()  # the command thread ends the process at the supervisor's Shutdown
+    NodeServer(name, module.NODE_CLASS_MAPPINGS, nodes, arena, control, memory).serve_forever()
 
 
 if __name__ == "__main__":

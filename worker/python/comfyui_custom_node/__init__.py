@@ -2,14 +2,17 @@
 
     ln -s /path/to/comfy-supervisor/worker/python/comfyui_custom_node ComfyUI/custom_nodes/comfy_supervisor
 
-It adds no nodes. When the supervisor started this ComfyUI (COMFY_SV_SLOT is set) it makes
-the process the host participant (comfy_supervisor.comfyui); otherwise it does nothing.
+When the supervisor started this ComfyUI (COMFY_SV_SLOT is set) it makes the process the
+host participant (comfy_supervisor.comfyui), and its nodes are the proxies of every pack
+that runs in a worker of its own (comfy_supervisor.proxy_nodes, docs/PACKS.md), under the
+packs' own names and categories. Otherwise it does nothing and adds no nodes.
 """
 
 import os
 import sys
 
 NODE_CLASS_MAPPINGS = {}
+NODE_DISPLAY_NAME_MAPPINGS = {}
 
 if os.environ.get("COMFY_SV_SLOT"):
     try:
@@ -19,4 +22,6 @@ if os.environ.get("COMFY_SV_SLOT"):
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
     from comfy_supervisor import comfyui
 
-    comfyui.install()
+    _host = comfyui.install()
+    if _host is not None and _host.bridges is not None:
+        NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS = _host.bridges.proxy_nodes()

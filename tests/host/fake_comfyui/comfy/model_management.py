@@ -1,5 +1,5 @@
-"""Our model of upstream's comfy/model_management.py, for tests where torch and ComfyUI
-cannot run: the memory manager's rules as upstream defines them (LoadedModel's unload
+"""Our model of upstream's comfy/model_management.py, for tests without a ComfyUI
+checkout: the memory manager's rules as upstream defines them (LoadedModel's unload
 ladder, free_memory's candidates, sort and loop, load_models_gpu's dedup, clone eviction,
 per-device totals and reuse, unload_all_models, unload_model_and_clones, cleanup_models
 through a finalizer), written from their documented behaviour. Weights are bytes on the
@@ -266,3 +266,38 @@ def unload_model_and_clones(model, unload_additional_models=True, all_devices=Fa
     keep = [entry for entry in current_loaded_models if entry.model is not None and
             entry.model.clone_base_uuid not in family]
     free_memory(1e30, get_torch_device(), keep)
+
+
+# Interrupts and out-of-memory, as upstream defines them: a flag under a lock that nodes
+# poll, the exception that ends the node, and torch's OOM error as upstream's.
+import threading  # noqa: E402
+import torch  # noqa: E402
+
+OOM_EXCEPTION = torch.cuda.OutOfMemoryError
+
+
+class InterruptProcessingException(Exception):
+    pass
+
+
+interrupt_processing_mutex = threading.RLock()
+interrupt_processing = False
+
+
+def interrupt_current_processing(value=True):
+    global interrupt_processing
+    with interrupt_processing_mutex:
+        interrupt_processing = value
+
+
+def processing_interrupted():
+    with interrupt_processing_mutex:
+        return interrupt_processing
+
+
+def throw_exception_if_processing_interrupted():
+    global interrupt_processing
+    with interrupt_processing_mutex:
+        if interrupt_processing:
+            interrupt_processing = False
+            raise InterruptProcessingException()

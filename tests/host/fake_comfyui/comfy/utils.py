@@ -1,0 +1,29 @@
+"""Our model of upstream's comfy/utils.py progress reporting: one global hook, which
+main.py sets to send the UI each update, and the ProgressBar nodes drive it with."""
+
+PROGRESS_BAR_HOOK = None
+
+
+def set_progress_bar_global_hook(function):
+    global PROGRESS_BAR_HOOK
+    PROGRESS_BAR_HOOK = function
+
+
+class ProgressBar:
+    def __init__(self, total, node_id=None):
+        self.total = total
+        self.current = 0
+        self.hook = PROGRESS_BAR_HOOK
+        self.node_id = node_id
+
+    def update_absolute(self, value, total=None, preview=None):
+        if total is not None:
+            self.total = total
+        if value > self.total:
+            value = self.total
+        self.current = value
+        if self.hook is not None:
+            self.hook(self.current, self.total, preview, node_id=self.node_id)
+
+    def update(self, value):
+        self.update_absolute(self.current + value)

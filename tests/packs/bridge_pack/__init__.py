@@ -1,0 +1,169 @@
+"""A custom node pack for the node-call bridge's tests and benchmark (docs/PACKS.md): torch
+tensors in and out, ComfyUI's LATENT dict, plain values, an object that stays in the
+worker as a handle, progress and interrupts, errors, out-of-memory, and a death mid-node."""
+
+import os
+import signal
+import time
+
+import comfy.model_management
+import comfy.utils
+import torch
+
+CATEGORY = "comfy-supervisor tests"
+
+
+class Node:
+    CATEGORY = CATEGORY
+    FUNCTION = "run"
+
+
+class InvertImage(Node):
+    RETURN_TYPES = ("IMAGE",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",)}}
+
+    def run(self, image):
+        return (1.0 - image,)
+
+
+class EmptyLatent(Node):
+    RETURN_TYPES = ("LATENT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"width": ("INT", {"default": 64, "min": 8}), "height": ("INT", {"default": 64, "min": 8}),
+                             "batch_size": ("INT", {"default": 1, "min": 1})}}
+
+    def run(self, width, height, batch_size):
+        return ({"samples": torch.zeros([batch_size, 4, height // 8, width // 8]),
+                 "batch_index": list(range(batch_size))},)
+
+
+class Echo(Node):
+    """Returns whatever it is given: every kind of value, both ways."""
+    RETURN_TYPES = ("*",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": ("*",)}}
+
+    def run(self, value):
+        return (value,)
+
+
+class PlainValues(Node):
+    RETURN_TYPES = ("INT", "FLOAT", "STRING", "BOOLEAN")
+    RETURN_NAMES = ("count", "scale", "text", "flag")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"count": ("INT", {"default": 1}), "scale": ("FLOAT", {"default": 1.0}),
+                             "text": ("STRING", {"default": ""}), "flag": ("BOOLEAN", {"default": False})}}
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, count, text):
+        return True if count >= 0 else f"count must not be negative, not {count}"
+
+    @classmethod
+    def IS_CHANGED(cls, count, scale, text, flag):
+        return f"{count}/{scale}/{text}/{flag}"
+
+    def run(self, count, scale, text, flag):
+        return (count + 1, scale * 2, text[::-1], not flag)
+
+
+class LoadTinyModel(Node):
+    """A model that stays in this worker: the host gets a handle."""
+    RETURN_TYPES = ("TINY_MODEL",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"seed": ("INT", {"default": 0})}}
+
+    def run(self, seed):
+        torch.manual_seed(seed)
+        return (torch.nn.Linear(4, 2),)
+
+
+class ApplyTinyModel(Node):
+    RETURN_TYPES = ("LATENT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("TINY_MODEL",), "samples": ("LATENT",)}}
+
+    def run(self, model, samples):
+        with torch.no_grad():
+            return ({"samples": model(samples["samples"])},)
+
+
+class SlowProgress(Node):
+    """Runs for `seconds`, a step every 10 ms, reporting progress and checking interrupts."""
+    RETURN_TYPES = ("INT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"seconds": ("FLOAT", {"default": 2.0})}}
+
+    def run(self, seconds):
+        steps = max(1, int(seconds / 0.01))
+        bar = comfy.utils.ProgressBar(steps)
+        for step in range(steps):
+            comfy.model_management.throw_exception_if_processing_interrupted()
+            time.sleep(0.01)
+            bar.update_absolute(step + 1, steps)
+        return (steps,)
+
+
+class Raise(Node):
+    RETURN_TYPES = ("INT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"message": ("STRING", {"default": "a node's own error"})}}
+
+    def run(self, message):
+        raise ValueError(message)
+
+
+class RaiseOutOfMemory(Node):
+    RETURN_TYPES = ("INT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def run(self):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+
+class ExitMidNode(Node):
+    RETURN_TYPES = ("INT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def run(self):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Nothing(Node):
+    """No inputs and no outputs: a node call's own cost (scripts/bench bridge)."""
+    RETURN_TYPES = ()
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def run(self):
+        return ()
+
+
+NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (InvertImage, EmptyLatent, Echo, PlainValues, LoadTinyModel,
+                                                      ApplyTinyModel, SlowProgress, Raise, RaiseOutOfMemory,
+                                                      ExitMidNode, Nothing)}
+NODE_DISPLAY_NAME_MAPPINGS = {"InvertImage": "Invert image (isolated)"}

@@ -1,0 +1,182 @@
+"""Value arenas: where a tensor's bytes cross between the ComfyUI host and a pack's worker.
+
+Each life of a participant that takes part in node calls has one arena of its own: a
+memfd the supervisor made for that life and sealed against resizing (COMFY_SV_ARENA_FD,
+COMFY_SV_ARENA_BYTES). Only that process writes it. A tensor it sends is written once into
+a block of its arena (OwnArena.write). The peer maps the arena from a read-only
+descriptor the supervisor handed it (PeerArena), privately: its tensor is built over the
+same pages, and a node that writes into a tensor it received gets copies of the pages it
+touches, never the producer's. When the peer's tensor storage is collected, the peer says
+so and the producer frees the block. When a life ends, its arena goes with the last
+mapping of it: the kernel frees it, whoever held blocks.
+
+The arena's first page is not for blocks: it holds the interrupt word, the id of the
+node call its owner asks to stop (the host writes it, the worker's interrupt checks read
+it: no thread and no message between a Cancel and the node's next check). A whole page,
+so that a peer writing into a tensor it received never copies that page privately and
+stops seeing the word.
+
+The block allocator is our own, a first-fit free list in the producer's private memory:
+the arena's bytes are data only, and the peer can neither see nor corrupt the bookkeeping.
+"""
+
+import bisect
+import mmap
+import os
+import struct
+import threading
+import weakref
+
+ALIGNMENT = 64  # every block starts on a cache line, so any dtype's view of it is aligned
+PAGE = mmap.PAGESIZE
+# Freed bytes kept in memory for the next write (a write into fresh pages faults each one
+# in); past this, a freed block's pages go back to the kernel.
+KEEP_RESIDENT_BYTES = 256 << 20
+
+
+CONTROL_BYTES = PAGE            # the first page: the interrupt word
+_INTERRUPT_WORD = struct.Struct("<I")  # 4 aligned bytes: one store, never torn
+
+
+class ArenaFull(RuntimeError):
+    """No block of the size asked for is free in the arena; the message is one line."""
+
+
+def _round_up(value, to):
+    return (value + to - 1) // to * to
+
+
+class BlockAllocator:
+    """First-fit blocks of a fixed range, by offset. Not thread-safe: OwnArena locks."""
+
+    def __init__(self, capacity, start=0):
+        self.capacity = capacity
+        self.free_offsets = [start]    # sorted starts of the free ranges
+        self.free_sizes = {start: capacity - start}  # start -> size
+        self.blocks = {}               # start of an allocated block -> its size
+        self.used = 0
+
+    def allocate(self, nbytes):
+        size = _round_up(max(nbytes, 1), ALIGNMENT)
+        for start in self.free_offsets:
+            room = self.free_sizes[start]
+            if room >= size:
+                self._take_free(start)
+                if room > size:
+                    self._add_free(start + size, room - size)
+                self.blocks[start] = size
+                self.used += size
+                return start
+        return None
+
+    def free(self, offset):
+        """The size of the block at `offset`, now free; None when no block starts there."""
+        size = self.blocks.pop(offset, None)
+        if size is None:
+            return None
+        self.used -= size
+        start, end = offset, offset + size
+        index = bisect.bisect_left(self.free_offsets, start)
+        if index < len(self.free_offsets) and self.free_offsets[index] == end:  # joins the next
+            end += self.free_sizes[end]
+            self._take_free(self.free_offsets[index])
+        if index > 0:  # joins the previous
+            previous = self.free_offsets[index - 1]
+            if previous + self.free_sizes[previous] == start:
+                start = previous
+                self._take_free(previous)
+        self._add_free(start, end - start)
+        return size
+
+    def _take_free(self, start):
+        self.free_offsets.pop(bisect.bisect_left(self.free_offsets, start))
+        del self.free_sizes[start]
+
+    def _add_free(self, start, size):
+        bisect.insort(self.free_offsets, start)
+        self.free_sizes[start] = size
+
+
+class OwnArena:
+    """This process's arena, mapped shared and writable: the blocks it lends to peers."""
+
+    def __init__(self, fd, nbytes):
+        self.map = mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        os.close(fd)
+        self.capacity = nbytes
+        self.allocator = BlockAllocator(nbytes, start=CONTROL_BYTES)
+        self.lock = threading.Lock()  # blocks are taken by the calling thread, freed by readers
+        self.kept_resident = 0
+
+    @classmethod
+    def from_environment(cls):
+        """The arena the supervisor made for this life; None when it made none."""
+        fd = os.environ.get("COMFY_SV_ARENA_FD")
+        nbytes = os.environ.get("COMFY_SV_ARENA_BYTES")
+        if not fd or not nbytes:
+            return None
+        return cls(int(fd), int(nbytes))
+
+    @property
+    def used(self):
+        with self.lock:
+            return self.allocator.used
+
+    def allocate(self, nbytes):
+        with self.lock:
+            offset = self.allocator.allocate(nbytes)
+            if offset is None:
+                raise ArenaFull(f"the value arena has no free block of {nbytes} bytes "
+                                f"({self.allocator.used} of {self.capacity} bytes in use): "
+                                "raise arena_bytes in the supervisor's config")
+            self.kept_resident = max(0, self.kept_resident - nbytes)
+            return offset
+
+    def free(self, offset):
+        """Frees the block at `offset`; False when there was none (a peer's bad release)."""
+        with self.lock:
+            size = self.allocator.free(offset)
+            if size is None:
+                return False
+            if self.kept_resident + size <= KEEP_RESIDENT_BYTES:
+                self.kept_resident += size
+            else:
+                start, end = _round_up(offset, PAGE), (offset + size) // PAGE * PAGE
+                if end > start:
+                    self.map.madvise(mmap.MADV_REMOVE, start, end - start)
+            return True
+
+    def interrupt(self, call_id):
+        """Asks the peer to stop node call `call_id` (at the node's next interrupt check)."""
+        _INTERRUPT_WORD.pack_into(self.map, 0, call_id & 0xFFFFFFFF)
+
+    def view(self, offset, nbytes):
+        """A writable numpy view of `nbytes` at `offset`."""
+        import numpy
+        return numpy.frombuffer(self.map, dtype=numpy.uint8, count=nbytes, offset=offset)
+
+
+class PeerArena:
+    """A peer's arena, mapped privately from a read-only descriptor: read in place."""
+
+    def __init__(self, fd):
+        self.capacity = os.fstat(fd).st_size
+        self.map = mmap.mmap(fd, self.capacity, flags=mmap.MAP_PRIVATE,
+                             prot=mmap.PROT_READ | mmap.PROT_WRITE) if self.capacity else None
+        os.close(fd)
+
+    def interrupted(self, call_id):
+        """The peer asked to stop node call `call_id`."""
+        return self.map is not None and self.capacity >= CONTROL_BYTES and \
+            _INTERRUPT_WORD.unpack_from(self.map, 0)[0] == call_id & 0xFFFFFFFF
+
+    def view(self, offset, nbytes, on_release):
+        """A numpy view of the peer's block; `on_release(offset)` runs once when the view and
+        every tensor over it are collected. The view keeps the mapping alive."""
+        import numpy
+        if self.map is None or offset < CONTROL_BYTES or nbytes < 0 or offset + nbytes > self.capacity:
+            raise ValueError(f"a block of {nbytes} bytes at {offset} is outside the peer's "
+                             f"{self.capacity}-byte arena")
+        array = numpy.frombuffer(self.map, dtype=numpy.uint8, count=nbytes, offset=offset)
+        weakref.finalize(array, on_release, offset)
+        return array

@@ -1,0 +1,184 @@
+"""The two sockets of node calls, as the supervisor hands them out (docs/PACKS.md).
+
+- The bridge control socket (COMFY_SV_BRIDGE_FD, a SOCK_SEQPACKET end made for this life):
+  the supervisor's datagrams, each one JSON object, some with descriptors attached: which
+  peers exist, a fresh call socket to each with the peer's arena (read-only), and which
+  peers exited or failed. Only the supervisor writes it.
+- A call socket (SOCK_STREAM), one per host life and pack life: frames of a 4-byte
+  little-endian length and one UTF-8 JSON object, both ways.
+
+Everything received is input, not truth: a frame over MAX_FRAME_BYTES, a frame that is
+not a JSON object, and a control datagram with the wrong descriptors raise ProtocolError
+with one line.
+"""
+
+import json
+import os
+import select
+import socket
+import struct
+import threading
+
+MAX_FRAME_BYTES = 64 << 20     # a call's plain values; tensors travel in the arenas
+MAX_CONTROL_BYTES = 64 << 10
+_LENGTH = struct.Struct("<I")
+_RECEIVE_BYTES = 64 << 10
+
+
+class ProtocolError(RuntimeError):
+    """A peer broke the protocol; the message is one line."""
+
+
+class Channel:
+    """One call socket. send() is safe from any thread; receive() is for one reader at a
+    time (PeerSession.read_lock)."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.send_lock = threading.Lock()
+        self.buffer = bytearray()  # received, not parsed yet
+        self.end = False           # None once the peer closed its end
+        self.timeout_s = None      # the socket's, as last set
+
+    def send(self, message):
+        """False when the peer is gone (its end closed). Written with os.write, whatever
+        timeout the reader set on the socket (a timeout makes the descriptor non-blocking
+        for every user of it): a full socket buffer is waited out here."""
+        data = json.dumps(message, separators=(",", ":")).encode()
+        frame = memoryview(_LENGTH.pack(len(data)) + data)
+        with self.send_lock:
+            while frame:
+                try:
+                    frame = frame[os.write(self.fd, frame):]
+                except BlockingIOError:
+                    select.select([], [self.fd], [])
+                except OSError:
+                    return False
+        return True
+
+    def has_frame(self):
+        """A whole frame is buffered already: receive() returns it without reading."""
+        if len(self.buffer) < _LENGTH.size:
+            return False
+        return len(self.buffer) >= _LENGTH.size + _LENGTH.unpack_from(self.buffer)[0]
+
+    def receive(self, timeout_s=None):
+        """The next message; False when it did not come whole within `timeout_s` (None:
+        wait for ever; what came of it stays buffered for the next call); None when the
+        peer closed its end."""
+        if not self._fill(_LENGTH.size, timeout_s):
+            return self.end
+        (length,) = _LENGTH.unpack_from(self.buffer)
+        if length > MAX_FRAME_BYTES:
+            raise ProtocolError(f"a frame of {length} bytes (at most {MAX_FRAME_BYTES})")
+        if not self._fill(_LENGTH.size + length, timeout_s):
+            return self.end
+        data = bytes(self.buffer[_LENGTH.size:_LENGTH.size + length])
+        del self.buffer[:_LENGTH.size + length]
+        try:
+            message = json.loads(data)
+        except (ValueError, RecursionError) as error:
+            raise ProtocolError(f"a frame that is not JSON: {error}") from None
+        if not isinstance(message, dict):
+            raise ProtocolError("a frame that is not a JSON object")
+        return message
+
+    def _fill(self, count, timeout_s):
+        """At least `count` bytes buffered, else False (self.end says why: False for a
+        timeout, None for the end of the stream). One recv usually brings a whole small
+        frame, and any that follow it."""
+        while len(self.buffer) < count:
+            if self.end is None:
+                return False
+            try:
+                if timeout_s != self.timeout_s:  # each change is a system call
+                    self.sock.settimeout(timeout_s)
+                    self.timeout_s = timeout_s
+                data = self.sock.recv(max(_RECEIVE_BYTES, count - len(self.buffer)))
+            except (socket.timeout, BlockingIOError):
+                self.end = False
+                return False
+            except OSError:
+                data = b""
+            if not data:
+                self.end = None
+                return False
+            self.buffer += data
+        return True
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def control_socket():
+    """This life's bridge control socket; None when the supervisor made none."""
+    fd = os.environ.get("COMFY_SV_BRIDGE_FD")
+    if not fd:
+        return None
+    return socket.socket(fileno=int(fd))
+
+
+def receive_control(sock, descriptors):
+    """The supervisor's next control message and the descriptors it carried (`descriptors`:
+    how many its event takes), or None when the supervisor closed its end."""
+    data, fds, _, _ = socket.recv_fds(sock, MAX_CONTROL_BYTES, 4)
+    if not data:
+        for fd in fds:
+            os.close(fd)
+        return None
+    try:
+        message = json.loads(data)
+        if not isinstance(message, dict) or not isinstance(message.get("event"), str):
+            raise ValueError("not an object with an event")
+        wanted = descriptors.get(message["event"], 0)
+        if len(fds) != wanted:
+            raise ValueError(f"{message['event']} came with {len(fds)} descriptors, not {wanted}")
+    except ValueError as error:
+        for fd in fds:
+            os.close(fd)
+        raise ProtocolError(f"a bridge control message that is malformed: {error}") from None
+    return message, fds
+
+
+class ReleaseQueue:
+    """What this side let go of, for the peer. Finalizers push (any thread, at any time);
+    a thread of ours sends what gathered in one message. The lock is reentrant and held
+    only to append or take the list, so a finalizer that runs while its own thread holds
+    it (a collection inside our flush) cannot deadlock."""
+
+    def __init__(self, channel, name):
+        self.channel = channel
+        self.pending = []
+        self.ready = threading.Condition(threading.RLock())
+        self.closed = False
+        threading.Thread(target=self._flush, name=f"{name} releases", daemon=True).start()
+
+    def push(self, kind, value):
+        with self.ready:
+            if not self.closed:
+                self.pending.append((kind, value))
+                self.ready.notify()
+
+    def close(self):
+        with self.ready:
+            self.closed = True
+            self.pending = []
+            self.ready.notify()
+
+    def _flush(self):
+        while True:
+            with self.ready:
+                while not self.pending and not self.closed:
+                    self.ready.wait()
+                if self.closed:
+                    return
+                pending, self.pending = self.pending, []
+            message = {"op": "release", "blocks": [], "handles": [], "instances": []}
+            for kind, value in pending:
+                message[kind].append(value)
+            self.channel.send(message)

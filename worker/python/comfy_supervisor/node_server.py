@@ -1,0 +1,203 @@
+"""A pack's worker runs the host's node calls (the worker side of docs/PACKS.md).
+
+The supervisor hands this life a call socket for each host life (the bridge control
+socket's host_started). The main thread reads the host's messages and runs its calls one
+at a time, which makes the pack the unit of concurrency; nothing else reads the socket.
+While a node runs, the host's Cancel reaches it through the interrupt word of the host's
+arena (arena.py), which upstream's interrupt checks, wrapped here, read; the releases the
+host sends meanwhile wait in the socket for the node's end. A call:
+
+- decodes its inputs over the host's arena (values.py), with the handles of this life;
+- runs the node as upstream runs it: one instance per host node (kept until the host's
+  proxy instance goes), its FUNCTION, or its IS_CHANGED or VALIDATE_INPUTS classmethod;
+- reports comfy.utils.ProgressBar updates to the host as they happen;
+- answers with its outputs written once into this life's arena, objects that are
+  neither tensors nor plain values kept here as handles; or with the error: an
+  interrupt as such, an out-of-memory error marked so the host raises upstream's own
+  OOM exception, anything else with its traceback;
+- is one busy stretch for the memory integration (comfyui._Host): node_started and
+  node_finished to the supervisor, so its release_node_boundary comes after each node,
+  and cast_epoch_boundary when the host's prompt changes.
+"""
+
+import itertools
+import queue
+import socket
+import sys
+import threading
+import traceback
+
+from .channel import receive_control
+from .session import PeerSession
+from .values import ValueCrossingError
+
+CALL_KINDS = ("function", "is_changed", "validate_inputs")
+
+
+class HostSession(PeerSession):
+    """One host life, as this worker sees it."""
+
+    def __init__(self, server, sock, arena_fd, generation):
+        super().__init__(sock, arena_fd, server.arena, generation, f"host {generation}")
+        self.server = server
+        self.handles = {}     # id -> an object this life made, which the host holds a handle of
+        self.instances = {}   # the host's node instance id -> the pack's node object
+        self.next_handle = itertools.count(1)
+
+    def on_message(self, message):
+        op = message.get("op")
+        if op == "describe":
+            self.channel.send({"op": "described", "id": message.get("id"), "nodes": self.server.interfaces})
+        elif op == "stats":
+            self.channel.send({"op": "stats", "id": message.get("id"), "arena_used": self.server.arena.used,
+                               "lent_blocks": len(self.lent), "handles": len(self.handles),
+                               "instances": len(self.instances)})
+        elif op == "call":
+            self.server.run(self, message)
+        else:
+            self.channel.send({"op": "error", "id": message.get("id"), "type": "ProtocolError",
+                               "message": f"unknown operation {str(op)[:40]!r}", "traceback": ""})
+
+    def on_release(self, message):
+        for key, table in (("handles", self.handles), ("instances", self.instances)):
+            for item in message.get(key) or ():
+                if type(item) is int:
+                    table.pop(item, None)
+
+    def on_close(self):
+        self.handles.clear()
+        self.instances.clear()
+
+    def handle_of(self, value):
+        handle = next(self.next_handle)
+        self.handles[handle] = value
+        return {"$": "handle", "id": handle, "type": type(value).__name__}
+
+    def resolve(self, handle):
+        value = self.handles.get(handle.get("id"), self)
+        if value is self:
+            raise ValueCrossingError(f"a handle this worker does not hold (id {str(handle.get('id'))[:20]})")
+        return value
+
+
+class NodeServer:
+    def __init__(self, pack_name, classes, interfaces, arena, control, memory):
+        self.pack_name = pack_name
+        self.classes = classes          # NODE_CLASS_MAPPINGS
+        self.interfaces = interfaces    # pack_worker.describe()
+        self.arena = arena
+        self.control = control
+        self.memory = memory            # comfyui._Host of this worker
+        self.sessions = queue.SimpleQueue()  # host lives, as the supervisor hands them over
+        self.current = None             # (session, call id) running now
+        import comfy.model_management as mm
+        import comfy.utils
+        self.mm = mm
+        comfy.utils.set_progress_bar_global_hook(self.progress)
+        self.hear_interrupts()
+
+    def hear_interrupts(self):
+        """Upstream's interrupt checks also read the host's interrupt word for the call
+        running now. Module attributes: code that imported these names before this ran
+        keeps upstream's own and hears only this process's interrupts."""
+        mm = self.mm
+        original_interrupted, original_throw = mm.processing_interrupted, mm.throw_exception_if_processing_interrupted
+
+        def host_interrupted():
+            current = self.current
+            return current is not None and current[0].peer.interrupted(current[1])
+
+        def processing_interrupted():
+            return original_interrupted() or host_interrupted()
+
+        def throw_exception_if_processing_interrupted():
+            if host_interrupted():
+                mm.interrupt_current_processing(True)
+            original_throw()
+
+        mm.processing_interrupted = processing_interrupted
+        mm.throw_exception_if_processing_interrupted = throw_exception_if_processing_interrupted
+
+    def serve_forever(self):
+        threading.Thread(target=self.take_host_lives, name="bridge control", daemon=True).start()
+        while True:
+            session = self.sessions.get()
+            while True:  # one host life, until it ends
+                message = session.next_message(None)
+                if not message:
+                    break
+                session.dispatch(message)
+
+    def take_host_lives(self):
+        while True:
+            received = receive_control(self.control, {"host_started": 2})
+            if received is None:
+                return  # the supervisor is gone; its Shutdown or our death follows
+            event, fds = received
+            if event["event"] == "host_started":
+                self.sessions.put(HostSession(self, socket.socket(fileno=fds[0]), fds[1], event.get("generation")))
+
+    def progress(self, value, total, preview=None, node_id=None, **_):
+        current = self.current
+        if current is not None:
+            session, call_id = current
+            session.channel.send({"op": "progress", "id": call_id, "value": value, "total": total})
+
+    def run(self, session, message):
+        call_id = message.get("id")
+        self.mm.interrupt_current_processing(False)  # an interrupt of an earlier call is spent
+        self.current = (session, call_id)
+        epoch = message.get("epoch") if type(message.get("epoch")) is int else 0
+        try:
+            with self.memory.busy_stretch(epoch, refresh=False):
+                result = self.call(session, message)
+            encoder = session.encoder(session.handle_of)
+            try:
+                value = encoder.encode(result)
+            except BaseException:
+                session.take_back(encoder)
+                raise
+            session.lend(encoder)
+            if not session.channel.send({"op": "result", "id": call_id, "value": value}):
+                session.close()
+        except Exception as error:  # noqa: BLE001 (a node may raise anything: it is the pack's error)
+            session.channel.send(self.error_message(call_id, error))
+        finally:
+            self.current = None
+
+    def call(self, session, message):
+        node, kind = message.get("node"), message.get("kind")
+        cls = self.classes.get(node) if isinstance(node, str) else None
+        if cls is None or kind not in CALL_KINDS:
+            raise ValueCrossingError(f"no node {str(node)[:60]!r} with {str(kind)[:20]!r} in pack {self.pack_name}")
+        inputs = session.decoder(session.resolve).decode(message.get("inputs"))
+        if not isinstance(inputs, dict):
+            raise ValueCrossingError("inputs that are not a dict of names")
+        if kind == "is_changed":
+            return cls.IS_CHANGED(**inputs)
+        if kind == "validate_inputs":
+            return cls.VALIDATE_INPUTS(**inputs)
+        instance_id = message.get("instance")
+        instance = session.instances.get(instance_id)
+        if instance is None:
+            instance = cls()
+            if type(instance_id) is int:
+                session.instances[instance_id] = instance
+        return getattr(instance, cls.FUNCTION)(**inputs)
+
+    def error_message(self, call_id, error):
+        interrupted = isinstance(error, self.mm.InterruptProcessingException)
+        return {"op": "error", "id": call_id, "type": type(error).__name__, "message": str(error),
+                "traceback": "" if interrupted else "".join(traceback.format_exception(error)),
+                "interrupted": interrupted, "oom": isinstance(error, self.oom_types())}
+
+    def oom_types(self):
+        """Upstream's OOM exception, and torch's own where upstream's is the catch-all."""
+        types = []
+        upstream = getattr(self.mm, "OOM_EXCEPTION", None)
+        if isinstance(upstream, type) and upstream is not Exception:
+            types.append(upstream)
+        torch = sys.modules.get("torch")
+        if torch is not None and hasattr(torch.cuda, "OutOfMemoryError"):
+            types.append(torch.cuda.OutOfMemoryError)
+        return tuple(types)

@@ -1,0 +1,496 @@
+"""The isolated packs' nodes in the ComfyUI host: one proxy class per node, which runs the
+node in its pack's worker (the host side of docs/PACKS.md).
+
+The supervisor tells this life, on its bridge control socket, which packs run in workers
+(packs), hands it a call socket and the arena of each pack life (pack_started), and says
+when one exits (pack_exited, with the signal) or is failed (pack_failed). At install the
+host waits for each pack's node interfaces (PACK_WAIT_S) and registers, per node, a class
+with the pack's own INPUT_TYPES, RETURN_TYPES, RETURN_NAMES, FUNCTION, CATEGORY,
+OUTPUT_NODE; IS_CHANGED and VALIDATE_INPUTS go to the worker. A call:
+
+- waits for the pack's worker if it is (re)starting, and fails with one line if the pack
+  is failed;
+- runs one at a time per pack; packs run in parallel;
+- sends the inputs (tensors written once into the host's arena, plain values as data,
+  the pack's own objects as their handles) and waits, reading the reply itself; ComfyUI's
+  interrupt (upstream's interrupt_current_processing, wrapped) reaches the worker's
+  interrupt checks as it happens (the interrupt word, arena.py), and the worker's
+  progress drives the host's ProgressBar;
+- while it waits, the host's own models may be evicted at once (the prompt thread holds
+  none in use), so a pack's load never waits on the host's prompt;
+- returns the outputs built over the worker's arena, its other objects as PackObjects; or
+  raises upstream's InterruptProcessingException, upstream's OOM exception, PackNodeError
+  with the worker's traceback, or PackWorkerDied naming the signal.
+"""
+
+import contextlib
+import inspect
+import itertools
+import keyword
+import logging
+import os
+import threading
+import time
+import weakref
+
+from .arena import OwnArena
+from .channel import control_socket, receive_control
+from .session import PeerSession
+from .values import ValueCrossingError
+
+log = logging.getLogger("comfy_supervisor")
+
+PACK_WAIT_S = float(os.environ.get("COMFY_SV_PACK_WAIT_S", "120"))  # for interfaces at ComfyUI's start
+CALL_WAIT_S = 60.0        # for a (re)starting worker, at a call
+EXIT_NOTICE_WAIT_S = 2.0  # for the supervisor's pack_exited after a call socket closed
+_OPTIONAL_INTERFACE = ("RETURN_NAMES", "OUTPUT_IS_LIST", "INPUT_IS_LIST", "DESCRIPTION")
+
+
+class PackNodeError(RuntimeError):
+    """A pack's node raised in its worker; the message carries the worker's traceback."""
+
+
+class PackWorkerDied(RuntimeError):
+    """A pack's worker died while it ran a node."""
+
+
+class PackUnavailable(RuntimeError):
+    """A pack's worker is failed, or did not start in time."""
+
+
+class PackObjectError(AttributeError):
+    """A host node used an object that stays in a pack's worker."""
+
+
+class PackObject:
+    """An object a pack's node made (a MODEL, a CLIP, a VAE...), which stays in the pack's
+    worker: it goes back to nodes of the same pack, and nowhere else."""
+
+    __slots__ = ("pack", "generation", "id", "type_name", "__weakref__")
+
+    def __init__(self, pack, generation, handle_id, type_name):
+        self.pack, self.generation, self.id, self.type_name = pack, generation, handle_id, type_name
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise PackObjectError(f"a {self.type_name} made by pack {self.pack} stays in that pack's worker: "
+                              f"connect it only to nodes of pack {self.pack}")
+
+    def __repr__(self):
+        return f"<{self.type_name} in pack {self.pack}'s worker (generation {self.generation}), handle {self.id}>"
+
+
+class PackSession(PeerSession):
+    """One life of a pack's worker, as the host sees it."""
+
+    def __init__(self, link, sock, arena_fd, generation, own_arena):
+        super().__init__(sock, arena_fd, own_arena, generation, f"pack {link.name} {generation}")
+        self.link = link
+
+    def on_message(self, message):
+        """A reply that came after its caller stopped waiting (its worker answering a
+        request the host gave up on): nothing waits for it."""
+
+    def on_close(self):
+        self.link.session_closed(self)
+
+
+class PackLink:
+    """One isolated pack: its interfaces, its worker's current life, one call at a time."""
+
+    def __init__(self, name, bridges):
+        self.name = name
+        self.bridges = bridges
+        self.interfaces = None     # node name -> interface, from the first life's describe
+        self.session = None
+        self.failure = None        # why the supervisor marked the pack failed
+        self.exits = {}            # generation -> the supervisor's pack_exited
+        self.changed = threading.Condition()
+        self.call_lock = threading.Lock()
+        self.request_ids = itertools.count(1)
+        self.instance_ids = itertools.count(1)
+        self.handle_generation = {}  # node -> the life whose handles its last outputs held
+        self.active = None         # (session, request id) of the node call running now
+
+    # ---- the supervisor's events ----
+
+    def started(self, session):
+        with self.changed:
+            self.session, self.failure = session, None
+            self.changed.notify_all()
+        if self.interfaces is None:
+            threading.Thread(target=self.describe, name=f"describe {self.name}", daemon=True).start()
+
+    def describe(self):
+        try:
+            reply = self.request({"op": "describe"}, "its interfaces")
+            nodes = reply.get("nodes")
+            if not isinstance(nodes, dict):
+                raise PackUnavailable(f"pack {self.name} described no nodes")
+        except (PackUnavailable, PackWorkerDied) as error:
+            log.error("comfy-supervisor: %s", error)
+            return
+        with self.changed:
+            self.interfaces = nodes
+            self.changed.notify_all()
+
+    def exited(self, event):
+        session = self.session
+        if session is not None and session.generation == event.get("generation"):
+            session.close()  # its socket says so too, but nobody may be reading it now
+        with self.changed:
+            self.exits[event.get("generation")] = event
+            self.changed.notify_all()
+
+    def failed(self, reason):
+        with self.changed:
+            self.failure = str(reason)
+            self.changed.notify_all()
+        log.error("comfy-supervisor: pack %s is failed (%s): its nodes cannot run; fix it, then "
+                  "comfyctl retry %s", self.name, self.failure, self.name)
+
+    def session_closed(self, session):
+        with self.changed:
+            if self.session is session:
+                self.session = None
+            self.changed.notify_all()
+
+    def settled(self):
+        """Its interfaces are known, or it failed: ComfyUI need not wait for it."""
+        return self.interfaces is not None or self.failure is not None
+
+    # ---- calls ----
+
+    def current_session(self, timeout_s):
+        with self.changed:
+            ready = self.changed.wait_for(lambda: self.failure is not None or
+                                          (self.session is not None and not self.session.closed.is_set()),
+                                          timeout=timeout_s)
+            if self.failure is not None:
+                raise PackUnavailable(f"pack {self.name} is failed ({self.failure}): fix it, then "
+                                      f"comfyctl retry {self.name}")
+            if not ready:
+                raise PackUnavailable(f"pack {self.name}'s worker did not start within {timeout_s:.0f} s: "
+                                      "see the supervisor's log")
+            return self.session
+
+    def request(self, message, what):
+        """A request other than a node call, answered by one reply."""
+        with self.call_lock:
+            session = self.current_session(CALL_WAIT_S)
+            message["id"] = next(self.request_ids)
+            with session.read_lock:
+                session.channel.send(message)
+                return self.await_reply(session, message["id"], what, interruptible=False)
+
+    def call(self, node, kind, inputs, instance=None):
+        import comfy.model_management as mm
+        with self.call_lock:
+            session = self.current_session(CALL_WAIT_S)
+            encoder = session.encoder(lambda value: self.handle_ref(value, session))
+            try:
+                encoded = encoder.encode(inputs)
+            except BaseException:
+                session.take_back(encoder)
+                raise
+            message = {"op": "call", "id": next(self.request_ids), "node": node, "kind": kind, "inputs": encoded,
+                       "epoch": self.bridges.epoch()}
+            if instance is not None:
+                message["instance"] = instance
+            session.lend(encoder)
+            with self.bridges.waiting(), session.read_lock:
+                session.channel.send(message)
+                reply = self.await_reply(session, message["id"], f"node {node}")
+            if reply["op"] == "result":
+                return self.outputs(session, node, reply.get("value"))
+            raise self.error_of(mm, node, reply)
+
+    def await_reply(self, session, request_id, what, interruptible=True):
+        """The reply to `request_id`, read from the call socket by this thread (holding
+        the session's read_lock); the worker's progress drives a ProgressBar on the way.
+        An interruptible request takes ComfyUI's interrupts meanwhile (interrupt())."""
+        progress = None
+        if interruptible:
+            with self.changed:
+                self.active = (session, request_id)
+            import comfy.model_management as mm
+            if mm.processing_interrupted():  # set before the call began
+                self.interrupt()
+        try:
+            while True:
+                reply = session.next_message(None)
+                if not reply:
+                    raise self.died(session, what)
+                if reply.get("op") == "release":
+                    session.dispatch(reply)
+                elif reply.get("id") != request_id:
+                    continue  # a reply to a request given up on
+                elif reply.get("op") == "progress":
+                    progress = self.progress(progress, reply)
+                else:
+                    return reply
+        finally:
+            with self.changed:
+                self.active = None
+
+    def interrupt(self):
+        """ComfyUI's interrupt, to the node call running now, if any: through the host
+        arena's interrupt word, which the worker's interrupt checks read."""
+        with self.changed:
+            active = self.active
+        if active is not None:
+            self.bridges.arena.interrupt(active[1])
+
+    @staticmethod
+    def progress(bar, reply):
+        value, total = reply.get("value"), reply.get("total")
+        if not all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in (value, total)):
+            return bar
+        import comfy.utils
+        if bar is None:
+            bar = comfy.utils.ProgressBar(total)
+        bar.update_absolute(value, total)
+        return bar
+
+    def died(self, session, what):
+        if session.protocol_error:
+            return PackWorkerDied(f"pack {self.name}'s worker broke the call protocol during {what} "
+                                  f"({session.protocol_error}); restart it with comfyctl restart {self.name}")
+        with self.changed:
+            self.changed.wait_for(lambda: session.generation in self.exits, timeout=EXIT_NOTICE_WAIT_S)
+            event = self.exits.get(session.generation, {})
+        reason = str(event.get("reason") or "its call socket closed")
+        return PackWorkerDied(f"pack {self.name}'s worker died during {what} ({reason}); the supervisor "
+                              "restarts it: queue the prompt again")
+
+    def outputs(self, session, node, value):
+        made_here = []
+
+        def resolve(handle):
+            obj = PackObject(self.name, session.generation, handle.get("id"), str(handle.get("type"))[:80])
+            weakref.finalize(obj, session.releases.push, "handles", handle.get("id"))
+            made_here.append(True)
+            return obj
+
+        try:
+            result = session.decoder(resolve).decode(value)
+        except ValueCrossingError as error:
+            raise PackNodeError(f"pack {self.name}'s node {node} returned {error}") from None
+        # Outputs that hold handles die with this life: IS_CHANGED then names the life, so
+        # ComfyUI runs the node again rather than reuse them after a restart.
+        self.handle_generation[node] = session.generation if made_here else None
+        return result
+
+    def error_of(self, mm, node, reply):
+        kind, text = str(reply.get("type"))[:80], str(reply.get("message"))
+        if reply.get("interrupted"):
+            mm.throw_exception_if_processing_interrupted()
+            return mm.InterruptProcessingException()
+        where = f"(in pack {self.name}'s worker, node {node})"
+        if reply.get("oom"):
+            return mm.OOM_EXCEPTION(f"{text} {where}")
+        return PackNodeError(f"{kind}: {text} {where}\nThe worker's traceback:\n{reply.get('traceback', '')}")
+
+    def handle_ref(self, value, session):
+        if isinstance(value, PackObject):
+            if value.pack != self.name:
+                raise ValueCrossingError(f"a {value.type_name} made by pack {value.pack} cannot go to pack "
+                                         f"{self.name}: connect it only to nodes of pack {value.pack}")
+            if value.generation != session.generation:
+                raise ValueCrossingError(f"the {value.type_name} made by pack {self.name} was lost when its worker "
+                                         "restarted: run the node that made it again")
+            return {"$": "handle", "id": value.id}
+        raise ValueCrossingError(f"a {type(value).__name__} cannot cross into pack {self.name}'s worker: only "
+                                 f"tensors, plain values and objects that nodes of {self.name} made can")
+
+    def forget_instance(self, instance):
+        session = self.session
+        if session is not None:
+            session.releases.push("instances", instance)
+
+    def stats(self):
+        """The worker's figures (its arena's bytes in use, what the host holds of it)."""
+        return self.request({"op": "stats"}, "its figures")
+
+
+class Bridges:
+    """The host's side of every isolated pack, fed by the bridge control socket."""
+
+    def __init__(self, control, arena, memory):
+        self.control = control
+        self.arena = arena
+        self.memory = memory       # comfyui._Host, for the prompt epoch and evictions while waiting
+        self.links = {}            # pack name -> PackLink
+        self.listed = False        # the supervisor's packs message came
+        self.changed = threading.Condition()
+
+    @classmethod
+    def start(cls, memory):
+        control, arena = control_socket(), OwnArena.from_environment()
+        if control is None or arena is None:
+            return None
+        bridges = cls(control, arena, memory)
+        threading.Thread(target=bridges.take_events, name="bridge control", daemon=True).start()
+        bridges.hear_interrupts()
+        return bridges
+
+    def hear_interrupts(self):
+        """Wraps upstream's interrupt_current_processing (the UI's Cancel, POST /interrupt),
+        so a pack's running node hears it as it happens, not at a poll."""
+        import comfy.model_management as mm
+        original = mm.interrupt_current_processing
+
+        def interrupt_current_processing(value=True):
+            original(value)
+            if value:
+                self.interrupt()
+
+        mm.interrupt_current_processing = interrupt_current_processing
+
+    def epoch(self):
+        return self.memory.epoch if self.memory is not None else 0
+
+    def waiting(self):
+        return self.memory.waiting_outside_upstream() if self.memory is not None else contextlib.nullcontext()
+
+    def link(self, name):
+        with self.changed:
+            if name not in self.links:
+                self.links[name] = PackLink(name, self)
+            return self.links[name]
+
+    def take_events(self):
+        while True:
+            received = receive_control(self.control, {"pack_started": 2})
+            if received is None:
+                return
+            event, fds = received
+            kind, name = event["event"], event.get("pack")
+            if kind == "packs":
+                for pack in event.get("packs") or ():
+                    self.link(str(pack.get("name")))
+                with self.changed:
+                    self.listed = True
+                    self.changed.notify_all()
+            elif kind == "pack_started" and isinstance(name, str):
+                link = self.link(name)
+                link.started(PackSession(link, self.socket_of(fds[0]), fds[1], event.get("generation"), self.arena))
+            elif kind == "pack_exited" and isinstance(name, str):
+                self.link(name).exited(event)
+            elif kind == "pack_failed" and isinstance(name, str):
+                self.link(name).failed(event.get("reason"))
+
+    @staticmethod
+    def socket_of(fd):
+        import socket
+        return socket.socket(fileno=fd)
+
+    def interrupt(self):
+        """Upstream's interrupt_current_processing(True) happened: every running call hears it."""
+        for link in list(self.links.values()):
+            link.interrupt()
+
+    def drain_idle(self):
+        """What the packs' workers sent while no call waited (their releases of the host's
+        blocks): the command thread calls this every period."""
+        for link in list(self.links.values()):
+            session = link.session
+            if session is not None:
+                session.drain_available()
+
+    def wait_for_packs(self, timeout_s=PACK_WAIT_S):
+        """Waits until every isolated pack described its nodes or failed; names the rest."""
+        deadline = time.monotonic() + timeout_s
+        with self.changed:
+            self.changed.wait_for(lambda: self.listed, timeout=timeout_s)
+            links = list(self.links.values())
+        for link in links:
+            with link.changed:
+                link.changed.wait_for(link.settled, timeout=max(0.0, deadline - time.monotonic()))
+            if not link.settled():
+                log.error("comfy-supervisor: pack %s did not describe its nodes within %.0f s: they are not "
+                          "registered; restart ComfyUI once its worker runs", link.name, timeout_s)
+        return [link for link in links if link.interfaces is not None]
+
+    def proxy_nodes(self, timeout_s=PACK_WAIT_S):
+        """NODE_CLASS_MAPPINGS and NODE_DISPLAY_NAME_MAPPINGS of every isolated pack's nodes."""
+        classes, names = {}, {}
+        for link in self.wait_for_packs(timeout_s):
+            for node, interface in link.interfaces.items():
+                try:
+                    classes[node] = proxy_class(link, node, interface)
+                except (TypeError, ValueError, KeyError) as error:
+                    log.error("comfy-supervisor: pack %s's node %s cannot be proxied (%s); it is left out",
+                              link.name, node, error)
+                    continue
+                names[node] = str(interface.get("display_name", node))
+        log.info("comfy-supervisor: %d nodes of %d isolated packs registered", len(classes), len(self.links))
+        return classes, names
+
+
+def _as_tuples(value):
+    """JSON's lists back into the tuples upstream's interfaces are written with; a list
+    of choices (a combo input's type) stays a list."""
+    if isinstance(value, list) and not all(isinstance(item, str) for item in value):
+        return tuple(_as_tuples(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _as_tuples(item) for key, item in value.items()}
+    return value
+
+
+def _identifier(name, what):
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or name.startswith("__"):
+        raise ValueError(f"its {what} {str(name)[:40]!r} is not a name a method can have")
+    return name
+
+
+def proxy_class(link, node, interface):
+    """A class upstream runs as if it were the pack's node; it runs the node in the worker."""
+    function = _identifier(interface["FUNCTION"], "FUNCTION")
+    input_types = {section: {name: _as_tuples(spec) if isinstance(spec, list) else spec
+                             for name, spec in inputs.items()}
+                   for section, inputs in interface["INPUT_TYPES"].items()}
+    attributes = {
+        "__module__": __name__,
+        "__doc__": f"{node} of pack {link.name}, run in the pack's worker.",
+        "PACK": link.name,
+        "CATEGORY": str(interface.get("CATEGORY", "isolated")),
+        "RETURN_TYPES": tuple(interface.get("RETURN_TYPES", ())),
+        "FUNCTION": function,
+        "OUTPUT_NODE": bool(interface.get("OUTPUT_NODE", False)),
+        "INPUT_TYPES": classmethod(lambda cls: {section: dict(inputs) for section, inputs in input_types.items()}),
+    }
+    for member in _OPTIONAL_INTERFACE:
+        if member in interface:
+            value = interface[member]
+            attributes[member] = tuple(value) if isinstance(value, list) else value
+
+    def __init__(self):
+        self.instance = next(link.instance_ids)
+        weakref.finalize(self, link.forget_instance, self.instance)
+
+    def run(self, **inputs):
+        return link.call(node, "function", inputs, instance=self.instance)
+
+    def is_changed(cls, **inputs):
+        answer = link.call(node, "is_changed", inputs) if interface.get("IS_CHANGED") else None
+        generation = link.handle_generation.get(node)
+        return answer if generation is None else [answer, generation]
+
+    attributes["__init__"] = __init__
+    attributes[function] = run
+    attributes["IS_CHANGED"] = classmethod(is_changed)
+    validate = interface.get("VALIDATE_INPUTS")
+    if isinstance(validate, dict):
+        def validate_inputs(cls, **inputs):
+            return link.call(node, "validate_inputs", inputs)
+
+        # Upstream hands VALIDATE_INPUTS the inputs its signature names: the pack's own.
+        parameters = [inspect.Parameter(_identifier(name, "VALIDATE_INPUTS argument"),
+                                        inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in validate.get("args", [])]
+        if validate.get("varkw"):
+            parameters.append(inspect.Parameter("inputs", inspect.Parameter.VAR_KEYWORD))
+        validate_inputs.__signature__ = inspect.Signature(parameters)
+        attributes["VALIDATE_INPUTS"] = classmethod(validate_inputs)
+    return type(node if node.isidentifier() else "PackNode", (), attributes)

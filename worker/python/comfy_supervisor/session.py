@@ -1,0 +1,133 @@
+"""One host life and one pack life, joined by the call socket the supervisor made for them.
+
+Both sides keep the same books for a session: the blocks of their own arena they lent
+the peer (freed when the peer says it let go, or all at once when the session ends), and
+the releases they owe the peer for its blocks, handles and node instances they let go of.
+The host's PackSession and the worker's HostSession add what each side does with a call.
+
+Who reads the call socket: whoever holds read_lock. The thread that waits for a call's
+reply (the host) or for the next call (the worker) reads it itself: no thread handoff
+on either side of a call, which is most of a call's cost in Python. Between calls the
+host drains what came (drain_available, every command-thread period); while a node runs,
+the worker's reader thread takes the interrupts and releases (node_server.py).
+"""
+
+import threading
+
+from .arena import PeerArena
+from .channel import Channel, ProtocolError, ReleaseQueue
+from .values import Decoder, Encoder
+
+
+class PeerSession:
+    def __init__(self, sock, peer_arena_fd, own_arena, generation, name):
+        self.name = name              # for thread names and messages
+        self.generation = generation  # the peer's life
+        self.channel = Channel(sock)
+        self.peer = PeerArena(peer_arena_fd)
+        self.own = own_arena
+        self.lent = set()             # offsets of our blocks the peer holds
+        self.lent_lock = threading.Lock()
+        self.releases = ReleaseQueue(self.channel, name)
+        self.closed = threading.Event()
+        self.protocol_error = None
+        self.read_lock = threading.Lock()
+
+    # ---- values ----
+
+    def encoder(self, handle_of):
+        return Encoder(self.own, handle_of)
+
+    def lend(self, encoder):
+        """The blocks `encoder` wrote are the peer's to release from now on."""
+        with self.lent_lock:
+            if self.closed.is_set():
+                for offset in encoder.lent:
+                    self.own.free(offset)
+            else:
+                self.lent.update(encoder.lent)
+
+    def take_back(self, encoder):
+        """The blocks `encoder` wrote never reached the peer (the message was not sent)."""
+        for offset in encoder.lent:
+            self.own.free(offset)
+
+    def decoder(self, resolve):
+        return Decoder(self.peer, lambda offset: self.releases.push("blocks", offset), resolve)
+
+    # ---- reading ----
+
+    def next_message(self, timeout_s):
+        """The next message, read by the caller, who holds read_lock: False when none came
+        within `timeout_s` (None: wait for ever), None when the session ended."""
+        if self.closed.is_set():
+            return None
+        try:
+            message = self.channel.receive(timeout_s)
+        except ProtocolError as error:
+            self.protocol_error = str(error)
+            message = None
+        if message is None:
+            self.close()
+        return message
+
+    def dispatch(self, message):
+        if message.get("op") == "release":
+            self._released(message)
+        else:
+            self.on_message(message)
+
+    def drain(self):
+        """Dispatches the frames already buffered, so that the reader thread, which waits
+        on the socket, does not leave them waiting. Holding read_lock."""
+        while self.channel.has_frame():
+            message = self.next_message(0)
+            if not message:
+                return
+            self.dispatch(message)
+
+    def drain_available(self):
+        """Dispatches whatever came, without waiting, unless someone else is reading."""
+        if not self.read_lock.acquire(blocking=False):
+            return
+        try:
+            while True:
+                message = self.next_message(0)
+                if not message:
+                    return
+                self.dispatch(message)
+        finally:
+            self.read_lock.release()
+
+    def _released(self, message):
+        blocks = message.get("blocks")
+        with self.lent_lock:
+            for offset in blocks if isinstance(blocks, list) else ():
+                if type(offset) is int and offset in self.lent:  # never another session's block
+                    self.lent.discard(offset)
+                    self.own.free(offset)
+        self.on_release(message)
+
+    def close(self):
+        """Ends the session: what the peer held of ours is ours again."""
+        with self.lent_lock:
+            if self.closed.is_set():
+                return
+            self.closed.set()
+            for offset in self.lent:
+                self.own.free(offset)
+            self.lent.clear()
+        self.releases.close()
+        self.channel.close()
+        self.on_close()
+
+    # ---- for the two sides ----
+
+    def on_message(self, message):
+        raise NotImplementedError
+
+    def on_release(self, message):
+        """The peer let go of handles or node instances of ours."""
+
+    def on_close(self):
+        """The session ended (the peer's life, or ours, or a protocol error)."""

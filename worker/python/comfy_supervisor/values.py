@@ -1,0 +1,206 @@
+"""How a node's inputs and outputs cross between the ComfyUI host and a pack's worker.
+
+A value crosses as JSON, never pickled and never evaluated:
+
+- plain values (None, bools, ints, floats, strings, lists, and dicts of these with string
+  keys) as JSON itself; floats round-trip bit-exact (repr), NaN and infinities included;
+- tuples, and dicts with other keys or a "$" key, as tagged objects {"$": "tuple", ...};
+- a torch tensor of any dtype in DTYPES, any shape, contiguous or not, as
+  {"$": "tensor", "dtype", "shape", "offset", "nbytes"}: its bytes written once into the
+  sender's arena (arena.py), the receiver's tensor built over the same bytes. A CUDA
+  tensor is staged through the arena and comes out on the receiver's CUDA device when it
+  has one ("device": "cuda");
+- anything else stays where it was made and crosses as a handle {"$": "handle", "id",
+  "type"}, which the sender's side makes and only its maker resolves.
+
+Whatever a peer sent is input, not truth: Decoder checks every tag, dtype, shape, size and
+block, and raises ValueCrossingError with one line on anything else.
+"""
+
+import functools
+import math
+
+from .arena import CONTROL_BYTES
+
+DTYPES = ("float32", "float16", "bfloat16", "float64", "uint8", "int8", "int16", "int32", "int64", "bool",
+          "complex64", "complex128")
+MAX_DEPTH = 64        # nesting a peer may send
+MAX_DIMENSIONS = 32   # torch's own limit on a tensor's dimensions
+
+
+class ValueCrossingError(TypeError):
+    """A value cannot cross, or a peer sent one that is malformed; the message is one line."""
+
+
+def is_plain_key(key):
+    return isinstance(key, str) and key != "$"
+
+
+class Encoder:
+    """Encodes one message's values. `arena`: the sender's OwnArena; `handle_of(value)`:
+    the handle dict for a value that stays (or raises ValueCrossingError). The blocks it
+    wrote are in `lent`, for the caller to account or free."""
+
+    def __init__(self, arena, handle_of):
+        self.arena = arena
+        self.handle_of = handle_of
+        self.lent = []
+
+    def encode(self, value):
+        if value is None or isinstance(value, (bool, str)):
+            return value
+        if isinstance(value, int):
+            return int(value)
+        if isinstance(value, float):
+            return float(value)
+        if isinstance(value, list):
+            return [self.encode(item) for item in value]
+        if isinstance(value, tuple):
+            return {"$": "tuple", "items": [self.encode(item) for item in value]}
+        if isinstance(value, dict):
+            if all(is_plain_key(key) for key in value):
+                return {key: self.encode(item) for key, item in value.items()}
+            return {"$": "dict", "items": [[self.encode(key), self.encode(item)] for key, item in value.items()]}
+        torch = _torch()
+        if torch is not None and isinstance(value, torch.Tensor):
+            return self.tensor(torch, value)
+        return self.handle_of(value)
+
+    def tensor(self, torch, value):
+        dtype = str(value.dtype).removeprefix("torch.")
+        if dtype not in DTYPES:
+            raise ValueCrossingError(f"a tensor of dtype {dtype} cannot cross between processes "
+                                     f"(these can: {', '.join(DTYPES)})")
+        source = value.detach()
+        if source.is_complex():
+            source = source.resolve_conj()
+        source = source.resolve_neg()
+        nbytes = source.numel() * source.element_size()
+        encoded = {"$": "tensor", "dtype": dtype, "shape": list(source.shape), "offset": 0, "nbytes": nbytes}
+        if source.device.type == "cuda":
+            encoded["device"] = "cuda"
+        if nbytes == 0:
+            return encoded
+        offset = self.arena.allocate(nbytes)
+        self.lent.append(offset)
+        target = torch.from_numpy(self.arena.view(offset, nbytes)).view(source.dtype).view(source.shape)
+        target.copy_(source)  # the one write: strides, devices and all
+        encoded["offset"] = offset
+        return encoded
+
+
+class Decoder:
+    """Decodes one message's values. `peer`: the sender's PeerArena; `release(offset)`:
+    called once when the receiver's tensor over that block is collected;
+    `resolve(handle_dict)`: the value a handle stands for here."""
+
+    def __init__(self, peer, release, resolve):
+        self.peer = peer
+        self.release = release
+        self.resolve = resolve
+
+    def decode(self, value):
+        """The value; on a malformed one, every block it named that no tensor was built
+        over yet is released at once, and ValueCrossingError is raised."""
+        blocks, self.viewed = [], set()
+        try:
+            self.collect_blocks(value, blocks, 0)
+            return self.build(value)
+        except (ValueCrossingError, TypeError, ValueError, KeyError, RuntimeError, RecursionError) as error:
+            for offset in blocks:
+                if type(offset) is int and offset not in self.viewed:
+                    self.release(offset)
+            if isinstance(error, ValueCrossingError):
+                raise
+            raise ValueCrossingError(f"a malformed value: {type(error).__name__}: {error}") from None
+
+    def collect_blocks(self, value, blocks, depth):
+        """Checks the whole value before anything is built from it."""
+        if depth > MAX_DEPTH:
+            raise ValueCrossingError(f"a value nested deeper than {MAX_DEPTH}")
+        if isinstance(value, list):
+            for item in value:
+                self.collect_blocks(item, blocks, depth + 1)
+        elif isinstance(value, dict):
+            tag = value.get("$")
+            if tag is None:
+                for item in value.values():
+                    self.collect_blocks(item, blocks, depth + 1)
+            elif tag == "tensor":
+                self.check_tensor(value)
+                blocks.append(value["offset"])
+            elif tag in ("tuple", "dict"):
+                if not isinstance(value.get("items"), list):
+                    raise ValueCrossingError(f"a {tag} without its items")
+                for item in value["items"]:
+                    if tag == "dict" and not (isinstance(item, list) and len(item) == 2):
+                        raise ValueCrossingError("a dict item that is not a key and a value")
+                    self.collect_blocks(item, blocks, depth + 1)
+            elif tag != "handle":
+                raise ValueCrossingError(f"an unknown tag {str(tag)[:40]!r}")
+        elif not (value is None or isinstance(value, (bool, int, float, str))):
+            raise ValueCrossingError(f"a {type(value).__name__}, which JSON does not make")
+
+    def check_tensor(self, value):
+        dtype, shape, offset, nbytes = (value.get(key) for key in ("dtype", "shape", "offset", "nbytes"))
+        if dtype not in DTYPES:
+            raise ValueCrossingError(f"a tensor of unknown dtype {str(dtype)[:40]!r}")
+        if not (isinstance(shape, list) and len(shape) <= MAX_DIMENSIONS and
+                all(type(size) is int and size >= 0 for size in shape)):
+            raise ValueCrossingError("a tensor whose shape is not a list of sizes")
+        if type(offset) is not int or type(nbytes) is not int:
+            raise ValueCrossingError("a tensor without its block's offset and size")
+        torch = _torch()
+        if math.prod(shape) * _element_size(torch, dtype) != nbytes:
+            raise ValueCrossingError(f"a tensor of {dtype} {shape} in a block of {nbytes} bytes")
+        if nbytes and (offset < CONTROL_BYTES or offset + nbytes > self.peer.capacity):
+            raise ValueCrossingError(f"a tensor block of {nbytes} bytes at {offset}, outside the arena")
+
+    def build(self, value):
+        if isinstance(value, list):
+            return [self.build(item) for item in value]
+        if not isinstance(value, dict):
+            return value
+        tag = value.get("$")
+        if tag is None:
+            return {key: self.build(item) for key, item in value.items()}
+        if tag == "tuple":
+            return tuple(self.build(item) for item in value["items"])
+        if tag == "dict":
+            return {_hashable(self.build(key)): self.build(item) for key, item in value["items"]}
+        if tag == "handle":
+            return self.resolve(value)
+        return self.tensor(value)
+
+    def tensor(self, value):
+        torch = _torch()
+        dtype = getattr(torch, value["dtype"])
+        if value["nbytes"] == 0:
+            result = torch.empty(value["shape"], dtype=dtype)
+        else:
+            block = self.peer.view(value["offset"], value["nbytes"], self.release)
+            self.viewed.add(value["offset"])
+            result = torch.from_numpy(block).view(dtype).view(value["shape"])
+        if value.get("device") == "cuda" and torch.cuda.is_available():
+            result = result.to(torch.device("cuda", torch.cuda.current_device()))
+        return result
+
+
+def _hashable(key):
+    if isinstance(key, list):
+        raise ValueCrossingError("a dict key that is a list")
+    return key
+
+
+@functools.lru_cache(maxsize=None)
+def _element_size(torch, dtype):
+    return torch.empty((), dtype=getattr(torch, dtype)).element_size()
+
+
+def _torch():
+    """torch, where this process has it (a pack without torch still passes plain values)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
