@@ -1,0 +1,121 @@
+"""The ComfyUI host of scripts/bench bridge: over our model of upstream (fake_comfyui), it
+calls tests/packs/bridge_pack's nodes in their worker through the host's proxy nodes, as
+ComfyUI runs a graph's node, and measures in the same run what the figures are compared
+with: a copy of the same payload in this process, and the same payload pickled over a
+Unix socket to another process and back. Writes one JSON object to the file named by its
+first argument, then asks the supervisor to finish (SIGTERM to its parent)."""
+
+import json
+import os
+import pickle
+import signal
+import socket
+import statistics
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.environ["FAKE_COMFYUI"])
+
+import torch  # noqa: E402
+from comfy_supervisor import comfyui  # noqa: E402
+
+CALLS = 5000              # empty node calls, after WARMUP
+WARMUP = 500
+TENSOR_RUNS = 30          # 16 MiB round trips, each measured alone
+SIXTEEN_MIB_IMAGE = (1, 1024, 1024, 4)  # float32: 16 MiB, an IMAGE's layout (batch, height, width, channels)
+
+
+def percentile(samples, fraction):
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def timed(call, runs):
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def node_call_rtt_us(nothing):
+    for _ in range(WARMUP):
+        nothing.run()
+    samples = [s * 1e6 for s in timed(nothing.run, CALLS)]
+    return {"p50": percentile(samples, 0.5), "p99": percentile(samples, 0.99)}
+
+
+def tensor_rtt_ms(echo, image):
+    def round_trip():
+        (back,) = echo.run(value=image)
+        del back  # released, as ComfyUI drops an output it no longer caches
+    round_trip()
+    return statistics.median(timed(round_trip, TENSOR_RUNS)) * 1e3
+
+
+def memcpy_ms(image):
+    target = torch.empty_like(image)
+    target.copy_(image)
+    return statistics.median(timed(lambda: target.copy_(image), TENSOR_RUNS)) * 1e3
+
+
+def pickle_uds_ms(image):
+    """The same payload pickled, over a Unix socket to another process, unpickled there,
+    pickled back and unpickled here: what a pickle-based bridge does for a node's input and
+    output."""
+    ours, theirs = socket.socketpair()
+    length = struct.Struct("<Q")
+
+    def send(sock, value):
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        sock.sendall(length.pack(len(data)) + data)
+
+    def receive(sock):
+        header = sock.recv(length.size, socket.MSG_WAITALL)
+        if len(header) < length.size:
+            return None
+        data = bytearray(length.unpack(header)[0])
+        view, got = memoryview(data), 0
+        while got < len(data):
+            got += sock.recv_into(view[got:])
+        return pickle.loads(data)
+
+    child = os.fork()
+    if child == 0:
+        ours.close()
+        while (value := receive(theirs)) is not None:
+            send(theirs, value)
+        os._exit(0)
+    theirs.close()
+
+    def round_trip():
+        send(ours, image)
+        receive(ours)
+
+    round_trip()
+    result = statistics.median(timed(round_trip, TENSOR_RUNS)) * 1e3
+    ours.close()
+    os.waitpid(child, 0)
+    return result
+
+
+def main():
+    host = comfyui.install()
+    classes, _ = host.bridges.proxy_nodes()
+    image = torch.rand(SIXTEEN_MIB_IMAGE)
+    results = {
+        "node_call_rtt_us": node_call_rtt_us(classes["Nothing"]()),
+        "tensor_16mib_rtt_ms": tensor_rtt_ms(classes["Echo"](), image),
+        "memcpy_16mib_ms": memcpy_ms(image),
+        "pickle_uds_16mib_ms": pickle_uds_ms(image),
+    }
+    with open(sys.argv[1], "w") as out:
+        json.dump(results, out)
+    os.kill(os.getppid(), signal.SIGTERM)
+    time.sleep(60)  # the supervisor's Shutdown ends us
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""scripts/bench bridge [--json]: runs the supervisor with the bridge test pack in a worker
+and the benchmark's host (bridge_host.py) in ComfyUI's slot, then reports the figures
+with the ratios the targets are stated in (docs/BENCHMARKS.md)."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+TIMEOUT_S = 300
+
+
+def run(supervisor, python):
+    with tempfile.TemporaryDirectory(prefix="bench-bridge-") as folder:
+        results = os.path.join(folder, "results.json")
+        config = {
+            "device": {"kind": "simulated", "total_bytes": "24GiB"},
+            "limits": {"heartbeat_timeout_ms": 20000},
+            "comfyui": {"command": python,
+                        "args": [os.path.join(ROOT, "tests/bench/bridge/bridge_host.py"), results],
+                        "env": {"PYTHONPATH": os.path.join(ROOT, "worker/python"),
+                                "FAKE_COMFYUI": os.path.join(ROOT, "tests/host/fake_comfyui"),
+                                "PYTHONDONTWRITEBYTECODE": "1"}},
+            "packs": [{"name": "bridge",
+                       "python": {"pack": os.path.join(ROOT, "tests/packs/bridge_pack"), "interpreter": python,
+                                  "comfyui": os.path.join(ROOT, "tests/host/fake_comfyui")},
+                       "env": {"PYTHONDONTWRITEBYTECODE": "1"}}],
+        }
+        path = os.path.join(folder, "config.json")
+        with open(path, "w") as out:
+            json.dump(config, out)
+        run = subprocess.run([supervisor, "run", "--config", path, "--instance", f"bench-bridge-{os.getpid()}"],
+                             capture_output=True, text=True, timeout=TIMEOUT_S)
+        if not os.path.exists(results):
+            sys.stderr.write(run.stderr[-4000:])
+            raise SystemExit(f"bench: the bridge benchmark's host wrote no results (supervisor exit {run.returncode}, "
+                             "its log above)")
+        with open(results) as source:
+            return json.load(source)
+
+
+def main():
+    supervisor, python, as_json = sys.argv[1], sys.argv[2], "--json" in sys.argv[3:]
+    figures = run(supervisor, python)
+    figures["tensor_vs_memcpy"] = figures["tensor_16mib_rtt_ms"] / figures["memcpy_16mib_ms"]
+    figures["pickle_vs_tensor"] = figures["pickle_uds_16mib_ms"] / figures["tensor_16mib_rtt_ms"]
+    figures["targets_met"] = {"node_call_rtt_us_p50_under_100": figures["node_call_rtt_us"]["p50"] < 100,
+                              "tensor_within_3x_memcpy": figures["tensor_vs_memcpy"] <= 3,
+                              "tensor_10x_faster_than_pickle": figures["pickle_vs_tensor"] >= 10}
+    if as_json:
+        print(json.dumps(figures))
+        return
+    rtt = figures["node_call_rtt_us"]
+    print(f"node call round trip (empty node, host proxy to worker and back): p50 {rtt['p50']:.1f} us, "
+          f"p99 {rtt['p99']:.1f} us (target: p50 < 100 us)")
+    print(f"16 MiB IMAGE in and out: {figures['tensor_16mib_rtt_ms']:.2f} ms")
+    print(f"  a copy of it in one process: {figures['memcpy_16mib_ms']:.2f} ms "
+          f"(ratio {figures['tensor_vs_memcpy']:.2f}, target <= 3)")
+    print(f"  pickled over a Unix socket and back: {figures['pickle_uds_16mib_ms']:.2f} ms "
+          f"({figures['pickle_vs_tensor']:.1f} times slower, target >= 10)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,321 @@
+"""The ComfyUI host for the node-call bridge's tests (tests/bridge_test.cpp): installs
+comfy_supervisor.comfyui as ComfyUI does, over our model of upstream (fake_comfyui), takes
+the isolated packs' proxy nodes as ComfyUI would register them, and runs the checks named
+as arguments through them, in order. Each prints one line to stderr,
+"bridge_checks: NAME passed" or "bridge_checks: NAME failed: WHY", then the host runs
+until the supervisor's Shutdown. The packs are tests/packs/bridge_pack as "bridge" and
+again as "other" (a second pack with the same nodes).
+
+    interfaces   each proxy class has the pack's own interface
+    values       every kind of value round-trips bit-exact
+    zero-copy    an output tensor lies in the worker's arena, not in a copy
+    handles      an object stays in its worker: works with its pack, fails clearly elsewhere
+    progress     the worker's ProgressBar drives the host's
+    interrupt    ComfyUI's interrupt ends a node within 100 ms, as upstream's exception
+    error        a node's exception comes with the worker's traceback
+    oom          an out-of-memory error is upstream's OOM exception
+    arena-idle   both arenas' used bytes return to zero once the outputs are released
+    death        a worker killed mid-node fails the node naming the signal; the next call works
+    kept-output  an output the host holds stays valid after its worker died and restarted
+    parallel     two packs run at once; one pack runs one call at a time
+    failed:PACK  PACK is failed: its nodes are not registered and the host said why
+"""
+
+import ctypes
+import gc
+import math
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_comfyui"))
+
+import comfy.model_management as mm  # noqa: E402
+import comfy.utils  # noqa: E402
+import torch  # noqa: E402
+from comfy_supervisor import comfyui, proxy_nodes  # noqa: E402
+
+classes = {}
+host = None
+
+
+def say(line):
+    print(f"bridge_checks: {line}", file=sys.stderr, flush=True)
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def expect(condition, why):
+    if not condition:
+        raise CheckFailed(why)
+
+
+def node(name, pack="bridge"):
+    """A new instance of `name`'s proxy, as ComfyUI makes one per node of a graph."""
+    return classes[pack][name]()
+
+
+def raises(call, kind):
+    try:
+        call()
+    except kind as error:
+        return error
+    raise CheckFailed(f"{call} raised nothing, not {kind.__name__}")
+
+
+def same(a, b):
+    """Bit-exact: same type, and for tensors the same dtype, shape and bytes."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, torch.Tensor):
+        return a.dtype == b.dtype and a.shape == b.shape and \
+            bytes(a.contiguous().reshape(-1).view(torch.uint8).numpy()) == bytes(b.contiguous().reshape(-1).view(torch.uint8).numpy())
+    if isinstance(a, float):
+        return a.hex() == b.hex() or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def link(pack="bridge"):
+    return host.bridges.links[pack]
+
+
+def settled_arenas(pack="bridge"):
+    """Host arena and the worker's arena bytes in use, once releases went both ways."""
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while True:
+        host.bridges.drain_idle()
+        worker_used = link(pack).stats()["arena_used"]
+        host_used = host.bridges.arena.used
+        if (host_used, worker_used) == (0, 0) or time.monotonic() > deadline:
+            return host_used, worker_used
+        time.sleep(0.05)
+
+
+# ---- the checks ----
+
+def check_interfaces():
+    proxy = classes["bridge"]["PlainValues"]
+    expect(proxy.INPUT_TYPES() == {"required": {"count": ("INT", {"default": 1}), "scale": ("FLOAT", {"default": 1.0}),
+                                                "text": ("STRING", {"default": ""}),
+                                                "flag": ("BOOLEAN", {"default": False})}},
+           f"INPUT_TYPES {proxy.INPUT_TYPES()}")
+    expect(proxy.RETURN_TYPES == ("INT", "FLOAT", "STRING", "BOOLEAN"), f"RETURN_TYPES {proxy.RETURN_TYPES}")
+    expect(proxy.RETURN_NAMES == ("count", "scale", "text", "flag"), f"RETURN_NAMES {proxy.RETURN_NAMES}")
+    expect(proxy.FUNCTION == "run" and callable(getattr(proxy, "run")), "FUNCTION")
+    expect(proxy.CATEGORY == "comfy-supervisor tests" and proxy.OUTPUT_NODE is False, "CATEGORY, OUTPUT_NODE")
+    import inspect
+    spec = inspect.getfullargspec(proxy.VALIDATE_INPUTS)
+    expect(spec.args == ["cls", "count", "text"] and spec.varkw is None, f"VALIDATE_INPUTS takes {spec}")
+    expect(proxy.VALIDATE_INPUTS(count=-1, text="x") == "count must not be negative, not -1", "VALIDATE_INPUTS answer")
+    expect(proxy.IS_CHANGED(count=1, scale=2.0, text="t", flag=True) == "1/2.0/t/True", "IS_CHANGED answer")
+    expect(classes["names"]["InvertImage"] == "Invert image (isolated)", "display name")
+    expect(not hasattr(classes["bridge"]["Echo"], "VALIDATE_INPUTS"), "a VALIDATE_INPUTS the pack has not")
+
+
+def check_values():
+    image = torch.rand(2, 32, 48, 3)
+    (inverted,) = node("InvertImage").run(image=image)
+    expect(same(inverted, 1.0 - image), "InvertImage's output")
+    (latent,) = node("EmptyLatent").run(width=64, height=32, batch_size=2)
+    expect(same(latent, {"samples": torch.zeros(2, 4, 4, 8), "batch_index": [0, 1]}), "EmptyLatent's LATENT")
+    expect(node("PlainValues").run(count=3, scale=0.1, text="abc", flag=False) == (4, 0.2, "cba", True), "plain values")
+    conditioning = [[torch.randn(1, 77, 768), {"pooled_output": torch.randn(1, 1280), "strength": 0.75}]]
+    values = [
+        conditioning,
+        {"samples": torch.randn(1, 4, 8, 8), "noise_mask": torch.rand(1, 1, 64, 64), "batch_index": [3]},
+        torch.rand(16, 16).t(),                               # not contiguous
+        torch.arange(24, dtype=torch.int64).view(2, 3, 4)[:, ::2, 1:],  # strided
+        torch.tensor(2.5),                                    # no dimensions
+        torch.zeros(0, 3),                                    # no elements
+        torch.tensor([True, False, True]),
+        torch.randn(5).to(torch.bfloat16), torch.randn(5).to(torch.float16), torch.randn(5, dtype=torch.float64),
+        torch.randint(-100, 100, (7,), dtype=torch.int8), torch.randint(0, 255, (7,), dtype=torch.uint8),
+        torch.randint(-2**31, 2**31 - 1, (3,), dtype=torch.int32), torch.randn(4, dtype=torch.complex64),
+        0, -7, 2**70, 0.1, -0.0, float("inf"), float("nan"), 1e-310, "", "ünïcödé\n\"quoted\"", True, False, None,
+        [1, [2, [3]]], (1, (2.5, "x")), {"a": 1, "$": 2, 3: "int key", (1, 2): "tuple key"}, {},
+    ]
+    for value in values:
+        (back,) = node("Echo").run(value=value)
+        expect(same(back, value), f"{str(value)[:60]!r} came back as {str(back)[:60]!r}")
+
+
+def arena_range(session):
+    mapping = session.peer.map
+    start = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
+    return start, start + len(mapping)
+
+
+def check_zero_copy():
+    image = torch.rand(1, 256, 256, 3)
+    (inverted,) = node("InvertImage").run(image=image)
+    start, end = arena_range(link().session)
+    pointer = inverted.data_ptr()
+    expect(start <= pointer and pointer + inverted.numel() * inverted.element_size() <= end,
+           f"the output at {pointer:#x} is not in the worker's arena [{start:#x}, {end:#x})")
+    inverted[0, 0, 0, 0] = 42.0  # a node may write into what it received: its own copy of the page
+    (again,) = node("Echo").run(value=image)
+    expect(same(again, image), "a write into a received tensor reached the worker's arena")
+
+
+def check_handles():
+    (model,) = node("LoadTinyModel").run(seed=1)
+    expect(isinstance(model, proxy_nodes.PackObject) and model.type_name == "Linear", f"a handle, not {model!r}")
+    (out,) = node("ApplyTinyModel").run(model=model, samples={"samples": torch.ones(1, 4)})
+    torch.manual_seed(1)
+    expected = torch.nn.Linear(4, 2)(torch.ones(1, 4)).detach()
+    expect(torch.equal(out["samples"], expected), "the handle did not resolve to the pack's own model")
+    error = raises(lambda: node("ApplyTinyModel", "other").run(model=model, samples={"samples": torch.ones(1, 4)}),
+                   TypeError)
+    expect(str(error) == "a Linear made by pack bridge cannot go to pack other: connect it only to nodes of "
+                         "pack bridge", f"another pack: {error}")
+    error = raises(lambda: model.weight, AttributeError)
+    expect(str(error) == "a Linear made by pack bridge stays in that pack's worker: connect it only to nodes of "
+                         "pack bridge", f"a host node: {error}")
+    expect(isinstance(raises(lambda: node("Echo").run(value=threading.Lock()), TypeError), TypeError),
+           "a host object crossed")
+    handles = link().stats()["handles"]
+    del model
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while link().stats()["handles"] != handles - 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    expect(link().stats()["handles"] == handles - 1, "the worker kept a handle the host let go")
+
+
+def check_progress():
+    seen = []
+    comfy.utils.set_progress_bar_global_hook(lambda value, total, preview, node_id=None: seen.append((value, total)))
+    (steps,) = node("SlowProgress").run(seconds=0.3)
+    comfy.utils.set_progress_bar_global_hook(None)
+    expect(seen and seen[-1] == (steps, steps), f"the last update was {seen[-1:]} of {steps} steps")
+    expect(all(a[0] <= b[0] for a, b in zip(seen, seen[1:])), "progress went backwards")
+    expect(len(seen) >= steps // 2, f"{len(seen)} updates for {steps} steps")
+
+
+def check_interrupt():
+    asked = []
+
+    def cancel():
+        asked.append(time.monotonic())
+        mm.interrupt_current_processing(True)
+
+    threading.Timer(0.5, cancel).start()
+    started = time.monotonic()
+    raises(lambda: node("SlowProgress").run(seconds=10), mm.InterruptProcessingException)
+    latency_ms = (time.monotonic() - asked[0]) * 1000
+    expect(latency_ms < 100, f"the node ended {latency_ms:.0f} ms after the interrupt")
+    expect(not mm.processing_interrupted(), "the interrupt flag stayed set")
+    say(f"interrupt: ended {latency_ms:.1f} ms after the interrupt, {time.monotonic() - started:.2f} s into the node")
+    expect(node("PlainValues").run(count=1, scale=1.0, text="", flag=True)[0] == 2, "the next call")
+
+
+def check_error():
+    error = raises(lambda: node("Raise").run(message="a node's own error"), proxy_nodes.PackNodeError)
+    text = str(error)
+    expect(text.splitlines()[0] == "ValueError: a node's own error (in pack bridge's worker, node Raise)",
+           f"first line {text.splitlines()[0]!r}")
+    expect("bridge_pack/__init__.py" in text and "raise ValueError(message)" in text, "no worker traceback")
+
+
+def check_oom():
+    error = raises(lambda: node("RaiseOutOfMemory").run(), mm.OOM_EXCEPTION)
+    expect("CUDA out of memory" in str(error), f"OOM message {error}")
+
+
+def check_arena_idle():
+    outputs = [node("InvertImage").run(image=torch.rand(1, 128, 128, 3)) for _ in range(3)]
+    outputs.append(node("Echo").run(value={"samples": torch.rand(4, 4, 16, 16)}))
+    expect(link().stats()["arena_used"] > 0, "the outputs are not in the worker's arena")
+    del outputs
+    used = settled_arenas()
+    expect(used == (0, 0), f"arenas in use after the outputs went: host {used[0]}, worker {used[1]}")
+
+
+def check_death():
+    generation = link().session.generation
+    error = raises(lambda: node("ExitMidNode").run(), proxy_nodes.PackWorkerDied)
+    expect(str(error) == "pack bridge's worker died during node ExitMidNode (killed by signal 9 (SIGKILL)); "
+                         "the supervisor restarts it: queue the prompt again", f"death: {error}")
+    expect(host.bridges.arena.used == 0, f"{host.bridges.arena.used} host arena bytes still lent to the dead worker")
+    expect(node("PlainValues").run(count=1, scale=1.0, text="ok", flag=False) == (2, 2.0, "ko", True),
+           "the call after the restart")
+    expect(link().session.generation > generation, "no new life")
+
+
+def check_kept_output():
+    image = torch.rand(1, 64, 64, 3)
+    (kept,) = node("InvertImage").run(image=image)
+    raises(lambda: node("ExitMidNode").run(), proxy_nodes.PackWorkerDied)
+    node("PlainValues").run(count=1, scale=1.0, text="", flag=False)  # the new life runs
+    expect(same(kept, 1.0 - image), "an output held across the worker's death changed")
+
+
+def check_parallel():
+    results = {}
+
+    def run(pack, key):
+        started = time.monotonic()
+        node("SlowProgress", pack).run(seconds=1.0)
+        results[key] = (started, time.monotonic())
+
+    threads = [threading.Thread(target=run, args=args) for args in
+               (("bridge", "a"), ("other", "b"), ("bridge", "c"))]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - started
+    # a and b overlap (two packs); a and c do not (one pack): about 2 s, not 1 and not 3.
+    expect(1.9 < elapsed < 2.9, f"three 1 s calls over two packs took {elapsed:.2f} s")
+    first, second = sorted((results["a"], results["c"]))
+    expect(second[0] >= first[1] - 0.05 or second[1] - second[0] >= 1.9, "one pack ran two calls at once")
+
+
+CHECKS = {"interfaces": check_interfaces, "values": check_values, "zero-copy": check_zero_copy,
+          "handles": check_handles, "progress": check_progress, "interrupt": check_interrupt, "error": check_error,
+          "oom": check_oom, "arena-idle": check_arena_idle, "death": check_death, "kept-output": check_kept_output,
+          "parallel": check_parallel}
+
+
+def check_failed(pack):
+    expect(host.bridges.links[pack].failure is not None, f"pack {pack} is not failed")
+    expect(not any(getattr(cls, "PACK", None) == pack for cls in classes["all"].values()), "its nodes are registered")
+
+
+def main():
+    global host
+    host = comfyui.install()
+    mapping, names = host.bridges.proxy_nodes()
+    classes["all"], classes["names"] = mapping, names
+    for pack in ("bridge", "other"):
+        classes[pack] = {}
+    for name, cls in mapping.items():
+        classes.setdefault(cls.PACK, {})[name] = cls
+    if "other" in host.bridges.links and host.bridges.links["other"].interfaces:
+        # Both packs have the same node names: ComfyUI would keep one; the checks keep both.
+        classes["other"] = {name: proxy_nodes.proxy_class(link("other"), name, interface)
+                            for name, interface in link("other").interfaces.items()}
+        classes["bridge"] = {name: proxy_nodes.proxy_class(link("bridge"), name, interface)
+                             for name, interface in link("bridge").interfaces.items()}
+    for check in sys.argv[1:]:
+        name, _, argument = check.partition(":")
+        try:
+            check_failed(argument) if name == "failed" else CHECKS[name]()
+            say(f"{check} passed")
+        except Exception as error:  # noqa: BLE001 (any failure is the check's)
+            say(f"{check} failed: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+    say("checks done")
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

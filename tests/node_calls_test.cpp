@@ -1,0 +1,73 @@
+// Node calls from the ComfyUI host to packs in workers of their own, end to end: a live
+// supervisor, the host (tests/host/bridge_checks.py over our model of upstream) calling
+// tests/packs/bridge_pack's nodes through its proxy nodes, each pack in the `python`
+// form of the config. Each check is one line of the host's ("NAME passed").
+#include <catch2/catch.hpp>
+
+#include "tests/support/sanitizer_reports.hpp"
+#include "tests/support/supervisor_process.hpp"
+
+using namespace comfy;
+using namespace comfy::test;
+using Catch::Matchers::Contains;
+using nlohmann::json;
+
+namespace {
+
+json python_pack(const std::string& name, const std::string& folder) {
+    return {{"name", name},
+            {"python",
+             {{"pack", std::string(TEST_PACKS) + "/" + folder}, {"interpreter", PYTHON3_PATH}, {"comfyui", FAKE_COMFYUI}}},
+            {"env", {{"PYTHONDONTWRITEBYTECODE", "1"}}},
+            {"restart", {{"initial_backoff_ms", 50}}}};
+}
+
+json config_checking(const std::vector<std::string>& checks, const json& packs) {
+    json args = json::array({BRIDGE_CHECKS});
+    for (const auto& check : checks) args.push_back(check);
+    json config = memory_config_of(packs);
+    config["comfyui"] = {{"command", PYTHON3_PATH},
+                         {"args", args},
+                         {"env", {{"PYTHONPATH", PARTICIPANT_PYTHONPATH}, {"PYTHONDONTWRITEBYTECODE", "1"}}}};
+    return config;
+}
+
+// Runs the checks to their end, stops the supervisor, and returns its log.
+std::string run_checks(const std::vector<std::string>& checks, const json& packs) {
+    SupervisorProcess supervisor(config_checking(checks, packs));
+    const bool done = eventually([&] { return supervisor.log().find("bridge_checks: checks done") != std::string::npos; },
+                                 std::chrono::seconds(120));
+    const auto log = supervisor.log();
+    INFO(log);
+    CHECK(supervisor.stop() == 0);
+    REQUIRE(done);
+    for (const auto& check : checks) CHECK_THAT(log, Contains("bridge_checks: " + check + " passed"));
+    return log;
+}
+
+}  // namespace
+
+TEST_CASE("proxy nodes carry the pack's interface, values cross bit-exact and in place, and objects stay as handles") {
+    run_checks({"interfaces", "values", "zero-copy", "handles", "arena-idle"},
+               json::array({python_pack("bridge", "bridge_pack"), python_pack("other", "bridge_pack")}));
+}
+
+TEST_CASE("an isolated node reports progress, ends at ComfyUI's interrupt, and raises as upstream would") {
+    run_checks({"progress", "interrupt", "error", "oom"}, json::array({python_pack("bridge", "bridge_pack")}));
+}
+
+TEST_CASE("a worker that dies mid-node fails the node naming the signal, frees its blocks, and the next call works") {
+    const auto log = run_checks({"death", "kept-output", "arena-idle"}, json::array({python_pack("bridge", "bridge_pack")}));
+    CHECK_THAT(log, Contains("bridge: worker pid"));
+    CHECK_THAT(log, Contains("killed by signal 9 (SIGKILL)"));
+}
+
+TEST_CASE("two packs run calls at once, and one pack runs one call at a time") {
+    run_checks({"parallel"}, json::array({python_pack("bridge", "bridge_pack"), python_pack("other", "bridge_pack")}));
+}
+
+TEST_CASE("a pack that fails to import is failed in the host too, and its nodes are not registered") {
+    const auto log = run_checks({"failed:broken", "values"},
+                                json::array({python_pack("broken", "broken_pack"), python_pack("bridge", "bridge_pack")}));
+    CHECK_THAT(log, Contains("comfy-supervisor: pack broken is failed ("));
+}
