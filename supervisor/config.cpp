@@ -60,10 +60,20 @@ constexpr Range kSimulatedDeviceBytes{std::uint64_t{256} << 20, kMaxBytes};
 constexpr std::size_t kMaxPackNameLength = kPackNameBytes - 1;  // the record keeps a NUL
 constexpr std::string_view kReservedEnvPrefix = "COMFY_SV_";
 // What the supervisor adds to a child's environment at spawn (worker_environment.hpp):
-// eight COMFY_SV_* variables, the longest a library path (PATH_MAX) and an instance name
-// (48 characters), with their pointers. Kept free when a config's command line is measured.
+// at most thirteen COMFY_SV_* variables (ten for every participant, three more for one
+// that bridges), the longest a library path (PATH_MAX) and an instance name (48
+// characters), with their pointers. Kept free when a config's command line is measured.
 constexpr std::size_t kSupervisorEnvBytes = 8 * 1024;
-constexpr std::size_t kSupervisorEnvCount = 8;
+constexpr std::size_t kSupervisorEnvCount = 13;
+// A value arena below a mebibyte holds no image worth passing; above a tebibyte the
+// figure is a typo (it is sparse, so the size costs nothing until written).
+constexpr Range kArenaBytes{std::uint64_t{1} << 20, std::uint64_t{1} << 40};
+
+// Where the Python package comfy_supervisor is (worker/python in this source tree), put
+// first on a Python pack's PYTHONPATH so that its interpreter finds pack_worker.
+constexpr const char* kPythonPackageDir = COMFY_SV_PYTHON_DIR;
+constexpr const char* kPythonPathVariable = "PYTHONPATH";
+constexpr const char* kPackFolderRule = "a custom node pack's folder (a directory with __init__.py)";
 
 constexpr std::pair<std::string_view, DeviceKind> kDeviceKinds[] = {
     {"simulated", DeviceKind::simulated},
@@ -166,6 +176,31 @@ std::string directory_problem(const fs::path& folder) {
     return {};
 }
 
+// Empty when `folder` is what ComfyUI imports as a custom node pack; otherwise why not.
+std::string pack_folder_problem(const fs::path& folder) {
+    if (auto problem = directory_problem(folder); !problem.empty()) return problem;
+    std::error_code error;
+    if (!fs::is_regular_file(folder / "__init__.py", error)) return "no __init__.py in it";
+    return {};
+}
+
+// The first executable `name` in the supervisor's PATH, as a shell would find it now
+// (absolute, links kept); empty when there is none.
+fs::path find_in_path(std::string_view name) {
+    const char* path = std::getenv("PATH");
+    std::string_view rest = path != nullptr ? path : "";
+    while (true) {
+        const auto colon = rest.find(':');
+        const std::string_view entry = rest.substr(0, colon);
+        std::error_code error;
+        const fs::path candidate =
+            fs::absolute(fs::path(entry.empty() ? "." : std::string(entry)) / name, error).lexically_normal();
+        if (!error && executable_problem(candidate).empty()) return candidate;
+        if (colon == std::string_view::npos) return {};
+        rest.remove_prefix(colon + 1);
+    }
+}
+
 // nlohmann::json keeps the last of two equal keys in an object without a word, which in a
 // config silently drops settings; a second pass over the text as SAX events finds the
 // first repeated key. (Not a parser callback: nlohmann's callback parser scans the whole
@@ -253,7 +288,11 @@ public:
         if (const auto memory = member(root, "memory")) config.memory = read_memory(*memory, config.limits.capacities);
         if (const auto host = member(root, "host")) config.host = read_host(*host);
         if (const auto http = member(root, "http")) config.http = read_http(*http);
-        if (const auto comfyui = member(root, "comfyui")) config.comfyui = read_comfyui(*comfyui);
+        if (const auto comfyui = member(root, "comfyui")) {
+            config.comfyui = read_comfyui(*comfyui);
+            if (const auto checkout = member(*comfyui, "checkout")) config.comfyui_checkout = read_directory(*checkout);
+        }
+        checkout_ = config.comfyui_checkout;
         config.packs = read_packs(required(root, "packs", "a list of packs"), config.limits.capacities.participants,
                                   config.comfyui.has_value());
         return config;
@@ -495,33 +534,110 @@ private:
     }
 
     PackConfig read_pack(const Node& node) const {
-        expect_object(node, {"name", "command", "args", "env_allowlist", "env", "working_directory", "restart", "sandbox"});
+        expect_object(node, {"name", "command", "python", "args", "env_allowlist", "env", "working_directory",
+                             "restart", "sandbox"});
         PackConfig pack;
         pack.name = read_pack_name(required(node, "name", pack_name_rule()));
+        const auto python = member(node, "python");
+        if (python && member(node, "command")) fail(node.at, "exactly one of command and python", "both");
+        if (!python) {
+            process_command(node, pack, "the path of an executable file, or a python section");
+        } else {
+            // The supervisor makes a Python pack's command line; arguments would go where?
+            if (const auto args = member(node, "args")) {
+                fail(args->at, "no args beside python (the supervisor makes a Python pack's command line)",
+                     describe_json_value(args->value));
+            }
+            read_python(*python, pack);
+        }
         read_process(node, pack);
         return pack;
     }
 
-    // The ComfyUI host: a pack's process keys, without a name (it is always the host).
+    // The ComfyUI host: a pack's process keys, without a name (it is always the host), and
+    // the ComfyUI checkout the Python packs import by default. It always bridges.
     PackConfig read_comfyui(const Node& node) const {
-        expect_object(node, {"command", "args", "env_allowlist", "env", "working_directory", "restart", "sandbox"});
+        expect_object(node, {"command", "args", "env_allowlist", "env", "working_directory", "restart", "sandbox",
+                             "checkout", "arena_bytes"});
         PackConfig host;
         host.name = kHostParticipantName;
+        host.bridges = true;
+        if (const auto arena = member(node, "arena_bytes")) host.arena_bytes = read_size(*arena, kArenaBytes);
+        process_command(node, host, "the path of an executable file");
         read_process(node, host);
         return host;
     }
 
-    // What starts and restarts a process, the same for a pack's worker and the host.
-    void read_process(const Node& node, PackConfig& process) const {
-        process.command = read_command(required(node, "command", "the path of an executable file"));
+    void process_command(const Node& node, PackConfig& process, std::string_view what) const {
+        process.command = read_command(required(node, "command", what));
         if (const auto args = member(node, "args")) process.args = read_args(*args);
+    }
+
+    // The "python" form: the pack's interpreter runs comfy_supervisor.pack_worker on the
+    // pack's folder, with the ComfyUI checkout's comfy package on its path.
+    void read_python(const Node& node, PackConfig& pack) const {
+        expect_object(node, {"pack", "interpreter", "comfyui", "arena_bytes"});
+        PythonPack python;
+        python.pack = read_pack_folder(required(node, "pack", kPackFolderRule));
+        if (const auto interpreter = member(node, "interpreter")) {
+            python.interpreter = read_command(*interpreter);
+        } else {
+            python.interpreter = find_in_path("python3").string();
+            if (python.interpreter.empty()) {
+                fail(node.at / "interpreter",
+                     "a Python interpreter: there is no python3 on the supervisor's PATH, so set " +
+                         path_text(node.at / "interpreter"),
+                     kFoundNothing);
+            }
+        }
+        if (const auto comfyui = member(node, "comfyui")) {
+            python.comfyui = read_directory(*comfyui);
+        } else if (!checkout_.empty()) {
+            python.comfyui = checkout_;
+        } else {
+            fail(node.at, "a ComfyUI checkout: set /comfyui/checkout or " + path_text(node.at / "comfyui"), kFoundNothing);
+        }
+        if (const auto arena = member(node, "arena_bytes")) pack.arena_bytes = read_size(*arena, kArenaBytes);
+        pack.command = python.interpreter;
+        pack.args = {"-m", "comfy_supervisor.pack_worker", "--pack", python.pack, "--comfyui", python.comfyui};
+        pack.bridges = true;
+        pack.python = std::move(python);
+    }
+
+    std::string read_pack_folder(const Node& node) const {
+        const fs::path folder = read_path(node, kPackFolderRule);
+        if (const auto problem = pack_folder_problem(folder); !problem.empty()) {
+            fail(node.at, kPackFolderRule, describe_json_value(node.value) + " (" + folder.string() + ": " + problem + ")");
+        }
+        return folder.string();
+    }
+
+    // What starts and restarts a process, the same for a pack's worker and the host; the
+    // command is read already.
+    void read_process(const Node& node, PackConfig& process) const {
         if (const auto allowlist = member(node, "env_allowlist")) process.env_allowlist = read_env_allowlist(*allowlist);
         if (const auto env = member(node, "env")) process.env = read_env(*env, process.env_allowlist);
+        if (process.python) add_python_path(node, process);
         process.working_directory = folder_.string();
-        if (const auto folder = member(node, "working_directory")) process.working_directory = read_working_directory(*folder);
+        if (const auto folder = member(node, "working_directory")) process.working_directory = read_directory(*folder);
         if (const auto restart = member(node, "restart")) process.restart = read_restart(*restart);
         if (const auto sandbox = member(node, "sandbox")) process.sandbox = read_sandbox(*sandbox, process.working_directory);
         check_exec_size(node, process);
+    }
+
+    // Ours first, so that the pack's interpreter finds comfy_supervisor; the pack's own
+    // PYTHONPATH after it. One passed through from the supervisor's environment could not
+    // be joined at spawn without a rule nobody would guess, so it is refused.
+    void add_python_path(const Node& node, PackConfig& pack) const {
+        const auto& allowed = pack.env_allowlist;
+        if (const auto found = std::find(allowed.begin(), allowed.end(), kPythonPathVariable); found != allowed.end()) {
+            fail(node.at / "env_allowlist" / static_cast<std::size_t>(found - allowed.begin()),
+                 "a variable other than PYTHONPATH in a Python pack (the supervisor sets it; give yours in env, "
+                 "which it joins after its own)",
+                 describe_json_value(*found));
+        }
+        std::string& path = pack.env[kPythonPathVariable];
+        path = path.empty() ? std::string(kPythonPackageDir) : std::string(kPythonPackageDir) + ":" + path;
     }
 
     // A command line that execve refuses (E2BIG) would be accepted here and then fail at
@@ -540,9 +656,11 @@ private:
             bytes += length + 1;
             ++strings;
         };
-        add(process.command.size(), node.at / "command", describe_json_value(process.command));  // argv[0]
+        // A Python pack's command line is made from its python section: blame that.
+        const auto made_at = [&](const Pointer& given) { return process.python ? node.at / "python" : given; };
+        add(process.command.size(), made_at(node.at / "command"), describe_json_value(process.command));  // argv[0]
         for (std::size_t i = 0; i < process.args.size(); ++i) {
-            add(process.args[i].size(), node.at / "args" / i, describe_json_value(process.args[i]));
+            add(process.args[i].size(), made_at(node.at / "args" / i), describe_json_value(process.args[i]));
         }
         for (std::size_t i = 0; i < process.env_allowlist.size(); ++i) {
             // Passed on from the supervisor's own environment, as it is now.
@@ -552,7 +670,9 @@ private:
                 describe_json_value(process.env_allowlist[i]));
         }
         for (const auto& [key, value] : process.env) {
-            add(key.size() + 1 + value.size(), node.at / "env" / key, describe_json_value(value));
+            const bool ours = process.python && key == kPythonPathVariable && !member(node, "env");
+            add(key.size() + 1 + value.size(), ours ? node.at / "python" : node.at / "env" / key,
+                describe_json_value(value));
         }
         bytes += strings * sizeof(char*);
         if (bytes >= limits.total_bytes) {
@@ -581,7 +701,7 @@ private:
         return file.string();
     }
 
-    std::string read_working_directory(const Node& node) const {
+    std::string read_directory(const Node& node) const {
         const fs::path folder = read_path(node, "the path of a directory");
         if (const auto problem = directory_problem(folder); !problem.empty()) {
             fail(node.at, "a directory", describe_json_value(node.value) + " (" + folder.string() + ": " + problem + ")");
@@ -685,6 +805,7 @@ private:
 
     std::string file_;
     fs::path folder_;
+    std::string checkout_;  // /comfyui/checkout, absolute; empty when not given
 };
 
 }  // namespace

@@ -88,6 +88,19 @@ struct SandboxConfig {
     bool network = false;
 };
 
+// The size of a life's value arena (docs/ARCHITECTURE.md, "Node calls") unless the config
+// says otherwise: sparse, so only what the life writes takes memory.
+inline constexpr std::uint64_t kDefaultArenaBytes = std::uint64_t{2} << 30;
+
+// A pack given in the config's "python" form: a custom node pack's folder, run by
+// comfy_supervisor.pack_worker in the pack's own interpreter. The loader turns it into
+// the pack's command, args and PYTHONPATH.
+struct PythonPack {
+    std::string pack;         // the pack's folder (it has __init__.py), absolute
+    std::string interpreter;  // absolute; default: the first python3 on the supervisor's PATH at load time
+    std::string comfyui;      // the ComfyUI checkout whose comfy package it imports, absolute
+};
+
 struct PackConfig {
     std::string name;                       // 1-31 of [A-Za-z0-9_-], unique
     std::string command;                    // absolute after loading (relative: to the config's folder)
@@ -97,6 +110,12 @@ struct PackConfig {
     std::string working_directory;          // absolute after loading; default: the config's folder
     RestartPolicy restart;
     std::optional<SandboxConfig> sandbox;   // absent: the worker runs as the supervisor's child, unconfined
+    std::optional<PythonPack> python;       // present: given in the "python" form
+    // Whether it takes part in node calls between the host and the packs: the host always,
+    // a pack in the "python" form. Each of its lives then gets a control socket and a
+    // value arena of arena_bytes.
+    bool bridges = false;
+    std::uint64_t arena_bytes = kDefaultArenaBytes;
 };
 
 // The name the ComfyUI host process goes by in the participant table, comfyctl and logs.
@@ -112,6 +131,9 @@ struct Config {
     // The ComfyUI host process (the "comfyui" section), run in slot 0 like a pack's
     // worker; its name is kHostParticipantName. Absent: slot 0 stays empty.
     std::optional<PackConfig> comfyui;
+    // The ComfyUI checkout (/comfyui/checkout), absolute; empty when not given. The Python
+    // packs that name none import its comfy package.
+    std::string comfyui_checkout;
     std::vector<PackConfig> packs;
 };
 

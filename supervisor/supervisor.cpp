@@ -147,6 +147,7 @@ Supervisor::Supervisor(Config config, const std::string& instance)
       operator_signals_(io_, SIGUSR1, SIGHUP),
       heartbeat_timer_(io_),
       shutdown_timer_(io_),
+      bridge_(workers_, [this](WorkerProcess& worker, const std::string& reason) { terminate(worker, reason); }),
       arbiter_(arbiter::ArbiterConfig{config_.memory.reserve_bytes, config_.memory.no_fit,
                                       static_cast<std::uint64_t>(config_.memory.wait_timeout.count()),
                                       static_cast<std::uint64_t>(config_.memory.answer_timeout.count()),
@@ -241,13 +242,19 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     worker.started_at_ms = ctl::wall_clock_ms();
     publish(worker);
     try {
-        std::vector<int> inherited{attach.doorbell_fd, attach.segment_fd, attach.region_fd};
-        if (attach.device_table_fd >= 0) inherited.push_back(attach.device_table_fd);
+        // Ours closes when this scope ends: the child holds the only other copy.
+        const auto bridge = bridge_.open_life(worker);
+        if (bridge) {
+            attach.bridge_fd = bridge->control.get();
+            attach.arena_fd = bridge->arena.get();
+            attach.arena_bytes = bridge->arena_bytes;
+        }
         worker.process = spawn_process(with_sandbox(worker.pack, SpawnRequest{worker.pack.command, worker.pack.args,
                                                                                child_environment(worker.pack, attach),
                                                                                worker.pack.working_directory,
-                                                                               std::move(inherited)}));
+                                                                               attach.descriptors()}));
     } catch (const std::exception& e) {
+        bridge_.close_life(worker);
         log_line(worker.pack.name + ": cannot start: " + e.what());
         worker.last_exit_status = -1;
         worker.last_exit_signal = 0;
@@ -259,6 +266,7 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     notify(WorkerEvent::spawned, worker);
     log_line(worker.pack.name + ": spawned pid " + std::to_string(worker.process.pid) + " (generation " +
              std::to_string(worker.generation) + ")");
+    bridge_.spawned(worker);
     watch_exit(worker);
     worker.handshake_timer.expires_after(config_.limits.handshake_timeout);
     worker.handshake_timer.async_wait([this, &worker, generation = worker.generation](const boost::system::error_code& ec) {
@@ -291,13 +299,13 @@ void Supervisor::on_exit(WorkerProcess& worker) {
     worker.last_exit_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 
     const char* who = worker.kind == ParticipantKind::host ? ": pid " : ": worker pid ";
-    std::string what = worker.pack.name + who + std::to_string(pid) + " (generation " +
-                       std::to_string(worker.generation) + ") " +
-                       describe_exit(worker.last_exit_status, worker.last_exit_signal);
-    if (exec_error != 0) what += ": cannot execute " + worker.pack.command + ": " + std::strerror(exec_error);
-    if (!worker.kill_reason.empty()) what += " (" + worker.kill_reason + ")";
-    log_line(what);
+    std::string how = describe_exit(worker.last_exit_status, worker.last_exit_signal);
+    if (exec_error != 0) how += ": cannot execute " + worker.pack.command + ": " + std::strerror(exec_error);
+    if (!worker.kill_reason.empty()) how += " (" + worker.kill_reason + ")";
+    log_line(worker.pack.name + who + std::to_string(pid) + " (generation " + std::to_string(worker.generation) +
+             ") " + how);
     notify(WorkerEvent::exited, worker);
+    bridge_.exited(worker, how);
 
     // Its memory went with the process: return its device use and drop its census, its
     // region and its ledger entries (an eviction waiting on it counts as done). The table
@@ -328,15 +336,15 @@ void Supervisor::schedule_restart(WorkerProcess& worker) {
     const auto decision = cannot_run ? RestartTracker::Decision{true, {}} : worker.restarts.on_death(Clock::now());
     if (decision.give_up) {
         set_state(worker, ParticipantState::failed);
-        if (cannot_run) {
-            log_line(worker.pack.name + ": failed: it exited with status " + std::to_string(kExitCannotRun) +
-                     " (it cannot run as configured; its error is above); not restarting until an operator "
-                     "asks (comfyctl retry " + worker.pack.name + ")");
-        } else {
-            log_line(worker.pack.name + ": failed: more than " + std::to_string(worker.pack.restart.max_restarts) +
-                     " restarts within " + std::to_string(worker.pack.restart.window.count()) +
-                     " ms; not restarting until an operator asks");
-        }
+        const std::string why =
+            cannot_run ? "it exited with status " + std::to_string(kExitCannotRun) +
+                             " (it cannot run as configured; its error is above); not restarting until an operator "
+                             "asks (comfyctl retry " + worker.pack.name + ")"
+                       : "more than " + std::to_string(worker.pack.restart.max_restarts) + " restarts within " +
+                             std::to_string(worker.pack.restart.window.count()) +
+                             " ms; not restarting until an operator asks";
+        log_line(worker.pack.name + ": failed: " + why);
+        bridge_.failed(worker, why);
         fail_requests(worker, FailureReason::worker_failed, true);
         check_all_started();
         return;

@@ -7,6 +7,7 @@
 #include "shared/segment_layout.hpp"
 #include "supervisor/arbiter/arbiter.hpp"
 #include "supervisor/arbiter/trace.hpp"
+#include "supervisor/bridge_broker.hpp"
 #include "supervisor/census_reader.hpp"
 #include "supervisor/config.hpp"
 #include "supervisor/host_memory.hpp"
@@ -201,6 +202,7 @@ private:
     boost::asio::steady_timer heartbeat_timer_;
     boost::asio::steady_timer shutdown_timer_;
     std::vector<std::unique_ptr<WorkerProcess>> workers_;  // workers_[i] runs in slot first_slot_ + i
+    BridgeBroker bridge_;  // node calls between the host and the Python packs: descriptors only
     std::uint32_t first_slot_ = 0;
     std::function<void()> all_started_;
     Observer observer_;

@@ -25,13 +25,16 @@ namespace fs = std::filesystem;
 namespace {
 
 // A scratch folder holding a config and what it points at: an executable script
-// "worker.sh", a file that is not executable, a link to the script, and a folder "sub".
+// "worker.sh", a file that is not executable, a link to the script, a folder "sub", and a
+// custom node pack's folder "pack" (with __init__.py).
 // Removed when the test ends.
 class ConfigFolder {
 public:
     ConfigFolder() : path_(fs::temp_directory_path() / ("comfy-config-test-" + std::to_string(::getpid()))) {
         fs::remove_all(path_);
         fs::create_directories(path_ / "sub");
+        fs::create_directories(path_ / "pack");
+        write("pack/__init__.py", "NODE_CLASS_MAPPINGS = {}\n");
         write("worker.sh", "#!/bin/sh\nexit 0\n");
         fs::permissions(path_ / "worker.sh", static_cast<fs::perms>(0755));
         write("not-executable.sh", "#!/bin/sh\nexit 0\n");
@@ -50,13 +53,14 @@ public:
     // Writes `text` as config.json and returns the file's path.
     std::string config(const std::string& text) const { return write("config.json", text); }
 
-private:
+    // Writes `text` as the file `name` in the folder and returns its path.
     std::string write(const std::string& name, const std::string& text) const {
         const fs::path file = path_ / name;
         std::ofstream(file) << text;
         return file.string();
     }
 
+private:
     fs::path path_;
 };
 
@@ -65,6 +69,17 @@ std::string one_pack(const std::string& pack_fields = "", const std::string& top
     return "{" + top_fields + (top_fields.empty() ? "" : ", ") + R"("packs": [{"name": "a", "command": "worker.sh")" +
            (pack_fields.empty() ? "" : ", ") + pack_fields + "}]}";
 }
+
+// A config with one pack in the python form, `python_fields` in its python section,
+// `pack_fields` beside it, `top_fields` at the top.
+std::string python_pack(const std::string& python_fields, const std::string& pack_fields = "",
+                        const std::string& top_fields = "") {
+    return "{" + top_fields + (top_fields.empty() ? "" : ", ") + R"("packs": [{"name": "a", "python": {)" +
+           python_fields + "}" + (pack_fields.empty() ? "" : ", ") + pack_fields + "}]}";
+}
+
+// A "comfyui" section whose checkout is the folder "sub", for top_fields.
+constexpr const char* kHostWithCheckout = R"("comfyui": {"command": "worker.sh", "checkout": "sub"})";
 
 std::string with_device(const std::string& device) {
     return one_pack("", R"("device": )" + device);
@@ -244,6 +259,91 @@ TEST_CASE("the comfyui section lands as the host's process, absent when not give
     CHECK(load_config(folder.config(R"({"packs": [{"name": "host", "command": "worker.sh"}]})")).packs[0].name == "host");
 }
 
+TEST_CASE("a pack in the python form runs pack_worker in its interpreter, the supervisor's package first on its path") {
+    const ConfigFolder folder;
+    const Config config = load_config(folder.config(R"({
+        "comfyui": {"command": "worker.sh", "checkout": "sub/", "arena_bytes": "512 MiB"},
+        "packs": [
+            {"name": "a", "python": {"pack": "pack", "interpreter": "link.sh"}},
+            {"name": "b", "python": {"pack": "./pack/", "interpreter": "worker.sh", "comfyui": ".",
+                                     "arena_bytes": 1048576},
+             "env": {"PYTHONPATH": "/mine:/more", "OTHER": "1"}, "working_directory": "sub"},
+            {"name": "c", "command": "worker.sh"}
+        ]
+    })"));
+    const auto at = [&](const char* name) { return (folder.path() / name).lexically_normal().string(); };
+    CHECK(config.comfyui_checkout == at("sub"));
+    REQUIRE(config.comfyui);
+    CHECK(config.comfyui->bridges);
+    CHECK(config.comfyui->arena_bytes == std::uint64_t{512} << 20);
+    CHECK_FALSE(config.comfyui->python);
+
+    const PackConfig& a = config.packs.at(0);
+    REQUIRE(a.python);
+    CHECK(a.python->pack == at("pack"));
+    CHECK(a.python->interpreter == at("link.sh"));  // the link kept, as a venv's python needs
+    CHECK(a.python->comfyui == at("sub"));           // the host's checkout
+    CHECK(a.command == at("link.sh"));
+    CHECK(a.args == std::vector<std::string>{"-m", "comfy_supervisor.pack_worker", "--pack", at("pack"), "--comfyui",
+                                             at("sub")});
+    CHECK(a.env == std::map<std::string, std::string>{{"PYTHONPATH", COMFY_SV_PYTHON_DIR}});
+    CHECK(a.bridges);
+    CHECK(a.arena_bytes == kDefaultArenaBytes);
+    CHECK(kDefaultArenaBytes == std::uint64_t{2} << 30);
+
+    const PackConfig& b = config.packs.at(1);
+    REQUIRE(b.python);
+    CHECK(b.python->comfyui == folder.path().lexically_normal().string());  // "." is the config's folder
+    CHECK(b.args.at(5) == b.python->comfyui);
+    CHECK(b.env == std::map<std::string, std::string>{{"OTHER", "1"},
+                                                      {"PYTHONPATH", std::string(COMFY_SV_PYTHON_DIR) + ":/mine:/more"}});
+    CHECK(b.arena_bytes == std::uint64_t{1} << 20);
+    CHECK(b.working_directory == at("sub"));
+
+    // A pack given by command does not bridge.
+    const PackConfig& c = config.packs.at(2);
+    CHECK_FALSE(c.python);
+    CHECK_FALSE(c.bridges);
+}
+
+namespace {
+
+// Sets PATH for one test, and puts it back.
+class PathFor {
+public:
+    explicit PathFor(const std::string& path) : saved_(std::getenv("PATH") ? std::getenv("PATH") : "") {
+        ::setenv("PATH", path.c_str(), 1);
+    }
+    ~PathFor() { ::setenv("PATH", saved_.c_str(), 1); }
+    PathFor(const PathFor&) = delete;
+    PathFor& operator=(const PathFor&) = delete;
+
+private:
+    std::string saved_;
+};
+
+}  // namespace
+
+TEST_CASE("a Python pack's interpreter is by default the first python3 on the supervisor's PATH") {
+    const ConfigFolder folder;
+    fs::create_directories(folder.path() / "bin1");
+    fs::create_directories(folder.path() / "bin2");
+    folder.write("bin1/python3", "not executable\n");
+    folder.write("bin2/python3", "#!/bin/sh\n");
+    fs::permissions(folder.path() / "bin2/python3", static_cast<fs::perms>(0755));
+    const std::string file = folder.config(python_pack(R"("pack": "pack")", "", kHostWithCheckout));
+    {
+        const PathFor path((folder.path() / "bin1").string() + "::" + (folder.path() / "bin2").string());
+        CHECK(load_config(file).packs.at(0).command == (folder.path() / "bin2/python3").string());
+    }
+    {
+        const PathFor path((folder.path() / "bin1").string());
+        CHECK_THAT(load_error(file),
+                   Contains(": at /packs/0/python/interpreter: expected a Python interpreter: there is no python3 on the "
+                            "supervisor's PATH, so set /packs/0/python/interpreter, found nothing"));
+    }
+}
+
 TEST_CASE("a simulated device's size takes binary units, with or without a space") {
     const ConfigFolder folder;
     const auto [written, bytes] = GENERATE(table<std::string, std::uint64_t>({
@@ -334,7 +434,7 @@ std::vector<BadConfig> bad_configs() {
          "at /comfyui/command: expected an executable file, found \"venv/bin/python\" ("},
         {"comfyui section with a name", one_pack("", R"("comfyui": {"name": "ui", "command": "worker.sh"})"),
          "at /comfyui/name: expected one of the keys command, args, env_allowlist, env, working_directory, restart, "
-         "sandbox, found an unknown key"},
+         "sandbox, checkout, arena_bytes, found an unknown key"},
         {"comfyui reserved env name", one_pack("", R"("comfyui": {"command": "worker.sh", "env": {"COMFY_SV_SLOT": "0"}})"),
          "at /comfyui/env/COMFY_SV_SLOT: expected a variable name not starting with COMFY_SV_"},
         {"comfyui restart out of range", one_pack("", R"("comfyui": {"command": "worker.sh", "restart": {"window_ms": 0}})"),
@@ -343,8 +443,8 @@ std::vector<BadConfig> bad_configs() {
          R"({"comfyui": {"command": "worker.sh"}, "packs": [{"name": "host", "command": "worker.sh"}]})",
          "at /packs/0/name: expected a name other than \"host\" (the ComfyUI host's, from /comfyui), found \"host\""},
         {"unknown pack key", one_pack(R"("colour": "red")"),
-         "at /packs/0/colour: expected one of the keys name, command, args, env_allowlist, env, working_directory, restart, "
-         "sandbox, found an unknown key"},
+         "at /packs/0/colour: expected one of the keys name, command, python, args, env_allowlist, env, working_directory, "
+         "restart, sandbox, found an unknown key"},
         {"unknown restart key", with_restart(R"({"retries": 3})"),
          "at /packs/0/restart/retries: expected one of the keys initial_backoff_ms, max_backoff_ms, max_restarts, window_ms"},
         {"unknown limits key", with_limits(R"({"heartbeat_ms": 3})"), "at /limits/heartbeat_ms: expected one of the keys"},
@@ -405,7 +505,51 @@ std::vector<BadConfig> bad_configs() {
         {"missing name", R"({"packs": [{"command": "worker.sh"}]})",
          "at /packs/0/name: expected a pack name of 1 to 31 characters from [A-Za-z0-9_-] (required), found nothing"},
         {"missing command", R"({"packs": [{"name": "a"}]})",
-         "at /packs/0/command: expected the path of an executable file (required), found nothing"},
+         "at /packs/0/command: expected the path of an executable file, or a python section (required), found nothing"},
+        {"host without a command", one_pack("", R"("comfyui": {"checkout": "sub"})"),
+         "at /comfyui/command: expected the path of an executable file (required), found nothing"},
+        {"both command and python", one_pack(R"("python": {"pack": "pack", "interpreter": "worker.sh"})", kHostWithCheckout),
+         "at /packs/0: expected exactly one of command and python, found both"},
+        {"args beside python", python_pack(R"("pack": "pack", "interpreter": "worker.sh")", R"("args": ["-v"])", kHostWithCheckout),
+         "at /packs/0/args: expected no args beside python (the supervisor makes a Python pack's command line), found [\"-v\"]"},
+        {"python not an object", R"({"packs": [{"name": "a", "python": "pack"}]})",
+         "at /packs/0/python: expected an object, found \"pack\""},
+        {"unknown python key", python_pack(R"("pack": "pack", "venv": "x")", "", kHostWithCheckout),
+         "at /packs/0/python/venv: expected one of the keys pack, interpreter, comfyui, arena_bytes, found an unknown key"},
+        {"python without its pack", python_pack(R"("interpreter": "worker.sh")", "", kHostWithCheckout),
+         "at /packs/0/python/pack: expected a custom node pack's folder (a directory with __init__.py) (required), found nothing"},
+        {"python pack without __init__.py", python_pack(R"("pack": "sub", "interpreter": "worker.sh")", "", kHostWithCheckout),
+         "at /packs/0/python/pack: expected a custom node pack's folder (a directory with __init__.py), found \"sub\" ("},
+        {"python pack a file", python_pack(R"("pack": "worker.sh", "interpreter": "worker.sh")", "", kHostWithCheckout),
+         "/worker.sh: not a directory)"},
+        {"python pack missing", python_pack(R"("pack": "nowhere", "interpreter": "worker.sh")", "", kHostWithCheckout),
+         "/nowhere: No such file or directory)"},
+        {"python interpreter not executable",
+         python_pack(R"("pack": "pack", "interpreter": "not-executable.sh")", "", kHostWithCheckout),
+         "at /packs/0/python/interpreter: expected an executable file, found \"not-executable.sh\" ("},
+        {"no ComfyUI checkout", python_pack(R"("pack": "pack", "interpreter": "worker.sh")"),
+         "at /packs/0/python: expected a ComfyUI checkout: set /comfyui/checkout or /packs/0/python/comfyui, found nothing"},
+        {"a host without a checkout", python_pack(R"("pack": "pack", "interpreter": "worker.sh")", "",
+                                                  R"("comfyui": {"command": "worker.sh"})"),
+         "at /packs/0/python: expected a ComfyUI checkout: set /comfyui/checkout or /packs/0/python/comfyui"},
+        {"python comfyui not a folder",
+         python_pack(R"("pack": "pack", "interpreter": "worker.sh", "comfyui": "worker.sh")", "", kHostWithCheckout),
+         "at /packs/0/python/comfyui: expected a directory, found \"worker.sh\" ("},
+        {"checkout missing", one_pack("", R"("comfyui": {"command": "worker.sh", "checkout": "nowhere"})"),
+         "at /comfyui/checkout: expected a directory, found \"nowhere\" ("},
+        {"arena below a MiB", python_pack(R"("pack": "pack", "interpreter": "worker.sh", "arena_bytes": "512 KiB")", "",
+                                          kHostWithCheckout),
+         "at /packs/0/python/arena_bytes: expected a size from 1MiB to 1TiB: a whole number of bytes or a string like"},
+        {"arena above a TiB", python_pack(R"("pack": "pack", "interpreter": "worker.sh", "arena_bytes": 1099511627777)", "",
+                                          kHostWithCheckout),
+         "at /packs/0/python/arena_bytes: expected a size from 1MiB to 1TiB"},
+        {"host arena not a size", one_pack("", R"("comfyui": {"command": "worker.sh", "arena_bytes": "2GB"})"),
+         "at /comfyui/arena_bytes: expected a size from 1MiB to 1TiB"},
+        {"PYTHONPATH passed through to a Python pack",
+         python_pack(R"("pack": "pack", "interpreter": "worker.sh")", R"("env_allowlist": ["HOME", "PYTHONPATH"])",
+                     kHostWithCheckout),
+         "at /packs/0/env_allowlist/1: expected a variable other than PYTHONPATH in a Python pack (the supervisor sets "
+         "it; give yours in env, which it joins after its own), found \"PYTHONPATH\""},
         {"duplicate pack names",
          R"({"packs": [{"name": "a", "command": "worker.sh"}, {"name": "b", "command": "worker.sh"},
                        {"name": "a", "command": "worker.sh"}]})",

@@ -57,6 +57,11 @@ WorkerEnvironment WorkerEnvironment::from_process_environment() {
     if (std::getenv(kEnvDeviceTableFd) != nullptr) env.device_table_fd = number<int>(kEnvDeviceTableFd);
     env.heartbeat_interval = std::chrono::milliseconds(number<std::uint32_t>(kEnvHeartbeatMs));
     if (std::getenv(kEnvCudaDevice) != nullptr) env.cuda_device = number<int>(kEnvCudaDevice);
+    if (std::getenv(kEnvBridgeFd) != nullptr) {
+        env.bridge_fd = number<int>(kEnvBridgeFd);
+        env.arena_fd = number<int>(kEnvArenaFd);
+        env.arena_bytes = number<std::uint64_t>(kEnvArenaBytes);
+    }
     const std::string hex = required(kEnvToken);
     if (hex.size() != env.token.size() * 2) {
         throw std::runtime_error(std::string("environment variable ") + kEnvToken + " must hold 64 hex digits");
@@ -85,7 +90,20 @@ std::map<std::string, std::string> WorkerEnvironment::to_variables() const {
     };
     if (cuda_device >= 0) variables[kEnvCudaDevice] = std::to_string(cuda_device);
     if (device_table_fd >= 0) variables[kEnvDeviceTableFd] = std::to_string(device_table_fd);
+    if (bridge_fd >= 0) {
+        variables[kEnvBridgeFd] = std::to_string(bridge_fd);
+        variables[kEnvArenaFd] = std::to_string(arena_fd);
+        variables[kEnvArenaBytes] = std::to_string(arena_bytes);
+    }
     return variables;
+}
+
+std::vector<int> WorkerEnvironment::descriptors() const {
+    std::vector<int> fds;
+    for (const int fd : {doorbell_fd, segment_fd, region_fd, device_table_fd, bridge_fd, arena_fd}) {
+        if (fd >= 0) fds.push_back(fd);
+    }
+    return fds;
 }
 
 }  // namespace comfy::worker

@@ -10,6 +10,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace comfy::worker {
 
@@ -23,6 +24,13 @@ inline constexpr const char* kEnvRegionFd = "COMFY_SV_REGION_FD";
 inline constexpr const char* kEnvDeviceTableFd = "COMFY_SV_DEVICE_TABLE_FD";  // absent: a real device
 inline constexpr const char* kEnvHeartbeatMs = "COMFY_SV_HEARTBEAT_MS";
 inline constexpr const char* kEnvCudaDevice = "COMFY_SV_CUDA_DEVICE";  // absent: the simulated device
+// Only for participants that bridge node calls (the ComfyUI host, and a pack run in the
+// config's "python" form): this life's end of its control socket (a Unix SOCK_SEQPACKET
+// socket on which the supervisor sends JSON events with descriptors attached), and its
+// value arena (a sealed memfd it alone writes) with its size in bytes.
+inline constexpr const char* kEnvBridgeFd = "COMFY_SV_BRIDGE_FD";
+inline constexpr const char* kEnvArenaFd = "COMFY_SV_ARENA_FD";
+inline constexpr const char* kEnvArenaBytes = "COMFY_SV_ARENA_BYTES";
 // The participant library built beside the supervisor, for participants that load it
 // (Python, through ctypes); absent when the build has none.
 inline constexpr const char* kEnvLibrary = "COMFY_SV_LIBRARY";
@@ -40,6 +48,9 @@ struct WorkerEnvironment {
     int device_table_fd = -1;  // the simulated device's table, or -1 for a real device
     std::chrono::milliseconds heartbeat_interval{500};
     int cuda_device = -1;  // the CUDA device to use, or -1 for the simulated device
+    int bridge_fd = -1;    // the bridge's control socket, or -1 for a participant that does not bridge
+    int arena_fd = -1;     // this life's value arena, writable, or -1 likewise
+    std::uint64_t arena_bytes = 0;
 
     // Reads the COMFY_SV_* variables; throws std::runtime_error with one line naming
     // the missing or malformed variable.
@@ -47,6 +58,8 @@ struct WorkerEnvironment {
 
     // The variables, for the supervisor to put into a child's environment.
     std::map<std::string, std::string> to_variables() const;
+    // The descriptors the variables name, for the child to inherit.
+    std::vector<int> descriptors() const;
 };
 
 std::string token_to_hex(const Token& token);

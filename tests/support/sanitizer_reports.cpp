@@ -133,6 +133,7 @@ nlohmann::json with_sanitizer_environment(nlohmann::json config) {
     // A Python interpreter, not built with the sanitizer, loads our instrumented library
     // late: it needs the runtimes preloaded, and its own leaks are not ours to report.
     const auto runs_python = [](const nlohmann::json& section) {
+        if (section.contains("python")) return true;  // a pack in the python form
         const auto command = section.find("command");
         return command != section.end() && command->is_string() &&
                std::filesystem::path(command->get<std::string>()).filename().string().starts_with("python");

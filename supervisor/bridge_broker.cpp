@@ -1,0 +1,124 @@
+#include "supervisor/bridge_broker.hpp"
+
+#include "ipc/descriptor_passing.hpp"
+#include "supervisor/bridge_messages.hpp"
+#include "supervisor/ctl/segment_report.hpp"
+#include "supervisor/log.hpp"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <system_error>
+
+namespace comfy::supervisor {
+
+namespace {
+
+constexpr const char* kNotReading = "does not read its bridge control socket";
+
+}  // namespace
+
+BridgeBroker::BridgeBroker(const std::vector<std::unique_ptr<WorkerProcess>>& workers, Stop stop)
+    : workers_(workers), stop_(std::move(stop)) {}
+
+std::optional<BridgeBroker::ChildEnds> BridgeBroker::open_life(const WorkerProcess& worker) {
+    lives_.erase(worker.slot);
+    if (!worker.pack.bridges) return std::nullopt;
+    const std::string label = "comfy-sv-arena-" + worker.pack.name + "-" + std::to_string(worker.generation);
+    ipc::Arena arena = ipc::create_arena(label, worker.pack.arena_bytes);
+    ipc::SocketPair control;
+    try {
+        control = ipc::make_socket_pair(SOCK_SEQPACKET);
+    } catch (const std::system_error& error) {
+        throw std::runtime_error(std::string("bridge control socket: ") + error.what());
+    }
+    // Our end never blocks the loop: a child that does not read is found full, not waited for.
+    const int flags = ::fcntl(control.first.get(), F_GETFL);
+    if (flags < 0 || ::fcntl(control.first.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
+        throw std::runtime_error(std::string("bridge control socket: fcntl: ") + std::strerror(errno));
+    }
+    // Nothing the child writes is read here; shut for reading, its writes fail at once
+    // (EPIPE) rather than pile up, descriptors and all, in our receive queue.
+    ::shutdown(control.first.get(), SHUT_RD);
+    lives_[worker.slot] = Life{worker.generation, std::move(control.first), std::move(arena.read_only)};
+    return ChildEnds{std::move(control.second), std::move(arena.writable), arena.bytes};
+}
+
+void BridgeBroker::spawned(WorkerProcess& worker) {
+    if (!lives_.contains(worker.slot)) return;
+    if (worker.kind == ParticipantKind::host) {
+        std::vector<bridge::PackState> packs;
+        for (const auto& pack : workers_) {
+            if (is_python_pack(*pack)) {
+                packs.push_back({pack->pack.name, ctl::state_name(static_cast<std::uint8_t>(pack->state))});
+            }
+        }
+        send(worker, bridge::packs(packs));
+        for (const auto& pack : workers_) {
+            if (is_python_pack(*pack) && lives_.contains(pack->slot)) pair(worker, *pack);
+        }
+    } else if (WorkerProcess* const the_host = host(); the_host != nullptr && lives_.contains(the_host->slot)) {
+        pair(*the_host, worker);
+    }
+}
+
+void BridgeBroker::exited(WorkerProcess& worker, const std::string& reason) {
+    WorkerProcess* const the_host = host();
+    if (is_python_pack(worker) && the_host != nullptr) {
+        send(*the_host, bridge::pack_exited(worker.pack.name, worker.generation, worker.last_exit_status,
+                                            worker.last_exit_signal, reason));
+    }
+    close_life(worker);
+}
+
+void BridgeBroker::close_life(const WorkerProcess& worker) {
+    lives_.erase(worker.slot);
+}
+
+void BridgeBroker::failed(const WorkerProcess& worker, const std::string& reason) {
+    WorkerProcess* const the_host = host();
+    if (is_python_pack(worker) && the_host != nullptr) send(*the_host, bridge::pack_failed(worker.pack.name, reason));
+}
+
+WorkerProcess* BridgeBroker::host() const {
+    for (const auto& worker : workers_) {
+        if (worker->kind == ParticipantKind::host) return worker.get();
+    }
+    return nullptr;
+}
+
+void BridgeBroker::pair(WorkerProcess& host, WorkerProcess& pack) {
+    const Life& host_life = lives_.at(host.slot);
+    const Life& pack_life = lives_.at(pack.slot);
+    ipc::SocketPair call;
+    try {
+        call = ipc::make_socket_pair(SOCK_STREAM);
+    } catch (const std::system_error& error) {
+        log_line(pack.pack.name + ": cannot give it a call channel to the host: " + error.what());
+        return;
+    }
+    // Each side gets its end and the other's arena; our copies of the ends close when
+    // `call` goes, so the channel is theirs alone.
+    send(host, bridge::pack_started(pack.pack.name, pack_life.generation),
+         std::array{call.first.get(), pack_life.arena_read_only.get()});
+    send(pack, bridge::host_started(host_life.generation), std::array{call.second.get(), host_life.arena_read_only.get()});
+}
+
+void BridgeBroker::send(WorkerProcess& to, const std::string& message, std::span<const int> fds) {
+    const auto life = lives_.find(to.slot);
+    if (life == lives_.end()) return;
+    try {
+        // A child that is gone (EPIPE) is left to its pidfd, which reports its exit.
+        if (ipc::send_with_descriptors(life->second.control.get(), message, fds) == ipc::SendResult::full) {
+            stop_(to, kNotReading);
+        }
+    } catch (const std::system_error& error) {
+        log_line(to.pack.name + ": cannot write its bridge control socket: " + error.what());
+    }
+}
+
+}  // namespace comfy::supervisor

@@ -1,0 +1,31 @@
+#pragma once
+// The events the supervisor sends on a bridge control socket: each one datagram of a
+// UTF-8 JSON object whose "event" names it; descriptors, where an event carries any, are
+// attached to the same datagram. The formats are the Python side's contract
+// (docs/ARCHITECTURE.md, "Node calls").
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace comfy::supervisor::bridge {
+
+struct PackState {
+    std::string name;
+    std::string state;  // as comfyctl names it: spawning, ready, busy, draining, dead, failed
+};
+
+// To the host, first after its spawn: every Python pack in config order.
+std::string packs(const std::vector<PackState>& packs);
+// To the host, with [its end of the call channel, the pack life's arena, read-only].
+std::string pack_started(const std::string& pack, std::uint32_t generation);
+// To a pack's worker, with [its end of the call channel, the host life's arena, read-only].
+std::string host_started(std::uint32_t generation);
+// To the host when a pack's worker exited: status -1 when a signal ended it, signal 0
+// when it exited; `reason` in the words of the supervisor's log.
+std::string pack_exited(const std::string& pack, std::uint32_t generation, int status, int signal,
+                        const std::string& reason);
+// To the host when a pack is marked failed (not restarted until an operator asks).
+std::string pack_failed(const std::string& pack, const std::string& reason);
+
+}  // namespace comfy::supervisor::bridge

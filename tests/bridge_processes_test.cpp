@@ -1,0 +1,304 @@
+// The supervisor's part in node calls, end to end: a host and Python packs that are
+// probes (tests/host/bridge_probe.py) report what their control sockets bring. The host
+// hears of every Python pack first, then each pack's life is paired with the host's: a
+// call channel that works both ways and each side's arena, read-only to the other; a
+// pack's death, restart and failure reach the host; a participant that does not bridge
+// gets none of it; one that does not read its control socket is stopped.
+#include <catch2/catch.hpp>
+
+#include "tests/support/supervisor_process.hpp"
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
+using namespace comfy;
+using namespace comfy::test;
+using nlohmann::json;
+
+namespace {
+
+constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+constexpr std::uint64_t kDefaultArena = std::uint64_t{2} << 30;
+
+// Every line of a probe's report, parsed.
+std::vector<json> report_of(const std::filesystem::path& file) {
+    std::vector<json> records;
+    std::istringstream lines(read_file(file));
+    std::string line;
+    while (std::getline(lines, line)) {
+        if (!line.empty()) records.push_back(json::parse(line));
+    }
+    return records;
+}
+
+std::vector<json> events_of(const std::vector<json>& records) {
+    std::vector<json> events;
+    for (const auto& record : records) {
+        if (record.contains("event")) events.push_back(record);
+    }
+    return events;
+}
+
+// The first record of `records` for which `match` holds, or null.
+json first_of(const std::vector<json>& records, const std::function<bool(const json&)>& match) {
+    for (const auto& record : records) {
+        if (match(record)) return record;
+    }
+    return nullptr;
+}
+
+json event_named(const std::vector<json>& records, const std::string& name, const std::string& pack = {},
+                 int generation = 0) {
+    return first_of(records, [&](const json& record) {
+        if (!record.contains("event")) return false;
+        const json& event = record["event"];
+        return event["event"] == name && (pack.empty() || event.value("pack", "") == pack) &&
+               (generation == 0 || event.value("generation", 0) == generation);
+    });
+}
+
+json call_with(const std::vector<json>& records, const std::string& peer, int generation) {
+    return first_of(records, [&](const json& record) {
+        return record.value("call", "") == peer && record.value("peer_generation", 0) == generation;
+    });
+}
+
+// What a pack's life `generation` recorded of its call with the host.
+json call_of_life(const std::vector<json>& records, const std::string& generation) {
+    return first_of(records, [&](const json& record) {
+        return record.contains("call") && record.value("generation", "") == generation;
+    });
+}
+
+json start_of(const std::vector<json>& records, const std::string& generation) {
+    return first_of(records, [&](const json& record) {
+        return record.contains("start") && record.value("generation", "") == generation;
+    });
+}
+
+// What a peer must see of an arena handed to it: the producer's size and seals, a
+// read-only descriptor that maps privately but never shared and writable.
+void check_peer_arena(const json& fd, std::uint64_t bytes) {
+    INFO(fd.dump());
+    CHECK(fd["kind"] == "file");
+    CHECK(fd["access"] == "read-only");
+    CHECK(fd["size"] == bytes);
+    CHECK(fd["seals"] == json::array({"grow", "seal", "shrink"}));
+    CHECK(fd["shared_writable"] == "refused: Permission denied");
+    CHECK(fd["private"] == "mapped");
+}
+
+void check_call_end(const json& fd) {
+    INFO(fd.dump());
+    CHECK(fd["kind"] == "socket");
+    CHECK(fd["type"] == 1);  // SOCK_STREAM
+    CHECK(fd["access"] == "read-write");
+}
+
+// An executable script in `folder` that runs the probe as `role`, passing on its
+// arguments: the "python" form's interpreter, so the probe sees the command line the
+// supervisor makes.
+std::string probe_interpreter(const TempFolder& folder, const std::string& name, const std::string& role,
+                              const std::filesystem::path& report) {
+    const auto file = folder.write(name, "#!/bin/sh\nexec " + std::string(PYTHON3_PATH) + " " + BRIDGE_PROBE +
+                                             " --role " + role + " --report " + report.string() + " \"$@\"\n");
+    std::filesystem::permissions(file, static_cast<std::filesystem::perms>(0755));
+    return file.string();
+}
+
+std::string pack_folder(const TempFolder& folder, const std::string& name) {
+    std::filesystem::create_directories(folder.path() / name);
+    folder.write(name + "/__init__.py", "NODE_CLASS_MAPPINGS = {}\n");
+    return (folder.path() / name).string();
+}
+
+}  // namespace
+
+TEST_CASE("the host hears of each Python pack's lives and shares a call channel and arenas with each") {
+    TempFolder folder("bridge");
+    const auto host_report = folder.path() / "host.jsonl";
+    const auto alpha_report = folder.path() / "alpha.jsonl";
+    const auto plain_report = folder.path() / "plain.jsonl";
+    std::filesystem::create_directories(folder.path() / "checkout");
+    std::filesystem::create_directories(folder.path() / "other-checkout");
+    const auto exit78 = folder.write("exit78", "#!/bin/sh\nexit 78\n");
+    std::filesystem::permissions(exit78, static_cast<std::filesystem::perms>(0755));
+    const std::string alpha_pack = pack_folder(folder, "alpha_pack");
+
+    json config = memory_config_of(json::array(
+        {{{"name", "alpha"},
+          {"python", {{"pack", alpha_pack}, {"interpreter", probe_interpreter(folder, "alpha-python", "pack", alpha_report)},
+                      {"arena_bytes", "16 MiB"}}},
+          {"env", {{"PYTHONPATH", "/extra"}, {"PYTHONDONTWRITEBYTECODE", "1"}}},
+          {"restart", {{"initial_backoff_ms", 50}}}},
+         {{"name", "broken"},
+          {"python", {{"pack", pack_folder(folder, "broken_pack")}, {"interpreter", exit78.string()},
+                      {"comfyui", (folder.path() / "other-checkout").string()}}}},
+         {{"name", "plain"},
+          {"command", PYTHON3_PATH},
+          {"args", {BRIDGE_PROBE, "--role", "plain", "--report", plain_report.string()}},
+          {"env", {{"PYTHONPATH", PARTICIPANT_PYTHONPATH}, {"PYTHONDONTWRITEBYTECODE", "1"}}}}}));
+    config["comfyui"] = {{"command", PYTHON3_PATH},
+                         {"args", {BRIDGE_PROBE, "--role", "host", "--report", host_report.string()}},
+                         {"env", {{"PYTHONPATH", PARTICIPANT_PYTHONPATH}, {"PYTHONDONTWRITEBYTECODE", "1"}}},
+                         {"checkout", (folder.path() / "checkout").string()}};
+    SupervisorProcess supervisor(config);
+
+    // The first lives: alpha paired and called across, broken paired, exited and failed.
+    const bool first_lives = eventually(
+        [&] {
+            const auto host = report_of(host_report);
+            return !call_with(host, "alpha", 1).is_null() && !event_named(host, "pack_failed", "broken").is_null() &&
+                   !call_of_life(report_of(alpha_report), "1").is_null();
+        },
+        std::chrono::seconds(30));
+    INFO(supervisor.log());
+    INFO(read_file(host_report));
+    INFO(read_file(alpha_report));
+    REQUIRE(first_lives);
+
+    // Alpha's worker killed: its exit reaches the host, and its next life is paired anew.
+    const auto alpha = supervisor.participant("alpha");
+    REQUIRE(alpha);
+    REQUIRE(alpha->generation == 1);
+    REQUIRE(::kill(alpha->pid, SIGKILL) == 0);
+    const bool second_life = eventually(
+        [&] {
+            return !call_with(report_of(host_report), "alpha", 2).is_null() &&
+                   !call_of_life(report_of(alpha_report), "2").is_null();
+        },
+        std::chrono::seconds(30));
+    REQUIRE(eventually([&] { return !report_of(plain_report).empty(); }, std::chrono::seconds(30)));
+    CHECK(supervisor.stop() == 0);
+    REQUIRE(second_life);
+
+    const auto host = report_of(host_report);
+    const auto alpha_records = report_of(alpha_report);
+
+    {  // what the host saw
+        const json start = start_of(host, "1");
+        REQUIRE_FALSE(start.is_null());
+        CHECK(start["start"]["stray"] == json::array());
+        CHECK(start["start"]["variables"]["COMFY_SV_ARENA_BYTES"] == std::to_string(kDefaultArena));
+        const json& own = start["start"]["own_arena"];
+        CHECK(own["size"] == kDefaultArena);
+        CHECK(own["access"] == "read-write");
+        CHECK(own["seals"] == json::array({"grow", "seal", "shrink"}));
+        CHECK(own["allocated_bytes"] <= 64 * 1024);  // sparse: only the page written
+
+        // The packs first, before any pairing; states as comfyctl names them (the host is
+        // started first, so neither pack has started yet).
+        const auto events = events_of(host);
+        REQUIRE_FALSE(events.empty());
+        CHECK(events[0]["event"] == json({{"event", "packs"},
+                                          {"packs", json::array({{{"name", "alpha"}, {"state", "empty"}},
+                                                                 {{"name", "broken"}, {"state", "empty"}}})}}));
+        CHECK(events[0]["fds"] == json::array());
+
+        for (const int generation : {1, 2}) {
+            INFO("alpha generation " << generation);
+            const json started = event_named(host, "pack_started", "alpha", generation);
+            REQUIRE_FALSE(started.is_null());
+            REQUIRE(started["fds"].size() == 2);
+            check_call_end(started["fds"][0]);
+            check_peer_arena(started["fds"][1], 16 * kMiB);
+            const json call = call_with(host, "alpha", generation);
+            CHECK(call["answer"] == "pong ping alpha " + std::to_string(generation));
+            CHECK(call["peer_arena"] == "arena of pack generation " + std::to_string(generation));
+        }
+        CHECK(event_named(host, "pack_exited", "alpha", 1)["event"] ==
+              json({{"event", "pack_exited"}, {"pack", "alpha"}, {"generation", 1}, {"status", -1}, {"signal", 9},
+                    {"reason", "killed by SIGKILL"}}));
+
+        // broken was paired at its spawn, then exited with 78 and was marked failed.
+        CHECK_FALSE(event_named(host, "pack_started", "broken", 1).is_null());
+        CHECK(event_named(host, "pack_exited", "broken", 1)["event"] ==
+              json({{"event", "pack_exited"}, {"pack", "broken"}, {"generation", 1}, {"status", 78}, {"signal", 0},
+                    {"reason", "exited with status 78"}}));
+        CHECK(event_named(host, "pack_failed", "broken")["event"] ==
+              json({{"event", "pack_failed"},
+                    {"pack", "broken"},
+                    {"reason", "it exited with status 78 (it cannot run as configured; its error is above); not "
+                               "restarting until an operator asks (comfyctl retry broken)"}}));
+        CHECK_THAT(supervisor.log(), Catch::Matchers::Contains("broken: failed: it exited with status 78"));
+    }
+
+    {  // what alpha's two lives saw
+        for (const int generation : {1, 2}) {
+            INFO("alpha generation " << generation);
+            const json start = start_of(alpha_records, std::to_string(generation));
+            REQUIRE_FALSE(start.is_null());
+            // The command line and PYTHONPATH the supervisor made from the python form.
+            CHECK(start["start"]["argv"] == json::array({"-m", "comfy_supervisor.pack_worker", "--pack", alpha_pack,
+                                                         "--comfyui", (folder.path() / "checkout").string()}));
+            CHECK(start["start"]["pythonpath"] == std::string(PARTICIPANT_PYTHONPATH) + ":/extra");
+            CHECK(start["start"]["stray"] == json::array());
+            CHECK(start["start"]["variables"]["COMFY_SV_ARENA_BYTES"] == std::to_string(16 * kMiB));
+            CHECK(start["start"]["own_arena"]["size"] == 16 * kMiB);
+        }
+        // Each life hears of the host's one life, with its arena.
+        const json first = first_of(alpha_records, [](const json& r) { return r.contains("event") && r["generation"] == "1"; });
+        const json second = first_of(alpha_records, [](const json& r) { return r.contains("event") && r["generation"] == "2"; });
+        for (const json& heard : {first, second}) {
+            INFO(heard.dump());
+            REQUIRE_FALSE(heard.is_null());
+            CHECK(heard["event"] == json({{"event", "host_started"}, {"generation", 1}}));
+            REQUIRE(heard["fds"].size() == 2);
+            check_call_end(heard["fds"][0]);
+            check_peer_arena(heard["fds"][1], kDefaultArena);
+        }
+        for (const int generation : {1, 2}) {
+            const json call = call_of_life(alpha_records, std::to_string(generation));
+            CHECK(call["asked"] == "ping alpha " + std::to_string(generation));
+            CHECK(call["peer_arena"] == "arena of host generation 1");
+        }
+    }
+
+    {  // what the pack that does not bridge saw
+        // A pack given by command does not bridge: no variables, no descriptors beyond its own.
+        const auto plain = report_of(plain_report);
+        REQUIRE_FALSE(plain.empty());
+        CHECK(plain[0]["start"]["variables"] == json({{"COMFY_SV_ARENA_BYTES", nullptr}, {"COMFY_SV_ARENA_FD", nullptr},
+                                                      {"COMFY_SV_BRIDGE_FD", nullptr}}));
+        CHECK(plain[0]["start"]["stray"] == json::array());
+        CHECK(plain[0]["start"]["own_arena"].is_null());
+        CHECK(events_of(plain).empty());
+    }
+}
+
+TEST_CASE("a host that does not read its control socket is stopped once the socket is full, and restarted") {
+    TempFolder folder("bridge");
+    std::filesystem::create_directories(folder.path() / "checkout");
+    // A pack that dies at once and is restarted at once: two events (with descriptors) for
+    // the host at each life, until its socket is full.
+    const auto exit1 = folder.write("exit1", "#!/bin/sh\nexit 1\n");
+    std::filesystem::permissions(exit1, static_cast<std::filesystem::perms>(0755));
+    json config = memory_config_of(json::array(
+        {{{"name", "flapper"},
+          {"python", {{"pack", pack_folder(folder, "flapper_pack")}, {"interpreter", exit1.string()}}},
+          {"restart", {{"initial_backoff_ms", 0}, {"max_backoff_ms", 0}, {"max_restarts", 1000}, {"window_ms", 600000}}}}}));
+    config["comfyui"] = {{"command", PYTHON3_PATH},
+                         {"args", {BRIDGE_PROBE, "--role", "host", "--deaf", "--report",
+                                   (folder.path() / "host.jsonl").string()}},
+                         {"env", {{"PYTHONPATH", PARTICIPANT_PYTHONPATH}, {"PYTHONDONTWRITEBYTECODE", "1"}}},
+                         {"checkout", (folder.path() / "checkout").string()}};
+    SupervisorProcess supervisor(config);
+    const bool stopped = eventually(
+        [&] { return supervisor.log().find("host: stopping pid") != std::string::npos; }, std::chrono::seconds(60));
+    const bool restarted = stopped && supervisor.wait_for([](const auto& table) {
+        for (const auto& p : table) {
+            if (p.name == "host" && p.generation >= 2) return true;
+        }
+        return false;
+    });
+    CHECK(supervisor.stop() == 0);
+    const auto log = supervisor.log();
+    INFO(log.substr(0, 4000));
+    REQUIRE(stopped);
+    CHECK_THAT(log, Catch::Matchers::Contains(": does not read its bridge control socket"));
+    CHECK_THAT(log, Catch::Matchers::Contains("(does not read its bridge control socket)"));
+    CHECK(restarted);
+}
