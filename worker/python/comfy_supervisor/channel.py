@@ -23,6 +23,10 @@ MAX_FRAME_BYTES = 64 << 20     # a call's plain values; tensors travel in the ar
 MAX_CONTROL_BYTES = 64 << 10
 _LENGTH = struct.Struct("<I")
 _RECEIVE_BYTES = 64 << 10
+# One encoder and decoder for every frame: json.dumps with arguments builds a new one
+# each call, a good part of a small frame's cost.
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+_decode = json.JSONDecoder().decode
 
 
 class ProtocolError(RuntimeError):
@@ -45,7 +49,7 @@ class Channel:
         """False when the peer is gone (its end closed). Written with os.write, whatever
         timeout the reader set on the socket (a timeout makes the descriptor non-blocking
         for every user of it): a full socket buffer is waited out here."""
-        data = json.dumps(message, separators=(",", ":")).encode()
+        data = _encode(message).encode()
         frame = memoryview(_LENGTH.pack(len(data)) + data)
         with self.send_lock:
             while frame:
@@ -74,10 +78,10 @@ class Channel:
             raise ProtocolError(f"a frame of {length} bytes (at most {MAX_FRAME_BYTES})")
         if not self._fill(_LENGTH.size + length, timeout_s):
             return self.end
-        data = bytes(self.buffer[_LENGTH.size:_LENGTH.size + length])
+        data = self.buffer[_LENGTH.size:_LENGTH.size + length]
         del self.buffer[:_LENGTH.size + length]
         try:
-            message = json.loads(data)
+            message = _decode(data.decode())
         except (ValueError, RecursionError) as error:
             raise ProtocolError(f"a frame that is not JSON: {error}") from None
         if not isinstance(message, dict):
