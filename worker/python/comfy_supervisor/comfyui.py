@@ -112,6 +112,8 @@ class _Host:
         self.failures_logged = set()
         self.last_refresh = 0.0
         self.bridges = None   # proxy_nodes.Bridges, in the host when packs run in workers
+        self.announced = False  # a pack's worker: node_started sent, node_finished not yet
+        self.node_ok = True
 
     def on_device(self, loaded):
         return _device_key(loaded.device) == self.device_key
@@ -361,18 +363,15 @@ class _Host:
             resident_set_bytes=sv.resident_set_bytes(),
             prompt_epoch=self.epoch)
 
-    # ---- busy stretches: a prompt in the host, a node call in a worker ----
+    # ---- busy: a prompt in the host, node calls in a worker ----
 
     @contextlib.contextmanager
-    def busy_stretch(self, epoch=None, succeeded=lambda: True, refresh=True):
-        """Busy from start to end, to the supervisor (node_started, node_finished) and to
-        the command thread, which defers evictions and releases that arrive meanwhile to
-        the end (docs/PACKS.md says which run at once). `epoch`: the prompt's, as the host
-        numbered it; None in the host, which numbers its prompts itself. `refresh`: bring
-        the ledger up to date at the end, rather than at the next period (a worker's node
-        call is too short to pay for it: its loads report themselves)."""
+    def busy_stretch(self, succeeded=lambda: True):
+        """A prompt in the host: busy from start to end, to the supervisor (node_started,
+        node_finished) and to the command thread, which defers evictions and releases that
+        arrive meanwhile to the end (docs/PACKS.md says which run at once)."""
         with self.lock:
-            self.epoch = self.epoch + 1 if epoch is None else epoch
+            self.epoch += 1
             epoch = self.epoch
             self.busy = True
         self.link.node_started(epoch)
@@ -385,8 +384,42 @@ class _Host:
                 deferred, self.deferred = self.deferred, []
                 for command in deferred:
                     self.answer(command)
-                if refresh or deferred:
+                self.attempt("refresh", self.refresh)
+
+    @contextlib.contextmanager
+    def node_call(self, epoch):
+        """One node call in a pack's worker, for prompt `epoch`: busy to the command thread
+        while it runs. Busy to the supervisor from the first call of a run of them until
+        idle() (the node server calls it once no call came for a moment), so that calls
+        back to back cost no messages. After each node its caches are released here, as
+        the supervisor's release_node_boundary would have them released."""
+        with self.lock:
+            self.busy = True
+            self.epoch = epoch
+            announce = not self.announced
+            self.announced = True
+        if announce:
+            self.link.node_started(epoch)
+        self.node_ok = False
+        try:
+            yield
+            self.node_ok = True
+        finally:
+            with self.lock:
+                self.busy = False
+                deferred, self.deferred = self.deferred, []
+                for command in deferred:
+                    self.answer(command)
+                self.attempt("release_node_boundary", self.release_caches)
+                if deferred:
                     self.attempt("refresh", self.refresh)
+
+    def idle(self):
+        """The run of node calls ended: the supervisor may count this worker idle."""
+        with self.lock:
+            announced, self.announced = self.announced, False
+        if announced:
+            self.link.node_finished(self.epoch, ok=self.node_ok)
 
     def execute(self, original, executor, *args, **kwargs):
         with self.busy_stretch(succeeded=lambda: bool(getattr(executor, "success", True))):

@@ -15,9 +15,11 @@ host sends meanwhile wait in the socket for the node's end. A call:
   neither tensors nor plain values kept here as handles; or with the error: an
   interrupt as such, an out-of-memory error marked so the host raises upstream's own
   OOM exception, anything else with its traceback;
-- is one busy stretch for the memory integration (comfyui._Host): node_started and
-  node_finished to the supervisor, so its release_node_boundary comes after each node,
-  and cast_epoch_boundary when the host's prompt changes.
+- is busy for the memory integration (comfyui._Host.node_call): the command thread defers
+  evictions while it runs; the supervisor hears node_started at the first call of a run
+  and node_finished once none came for IDLE_AFTER_S; the node's caches are released at
+  its end (release_node_boundary, done here); cast_epoch_boundary comes from the
+  supervisor when the host's prompt changes.
 """
 
 import itertools
@@ -32,6 +34,9 @@ from .session import PeerSession
 from .values import ValueCrossingError
 
 CALL_KINDS = ("function", "is_changed", "validate_inputs")
+# No call for this long after one ends: the worker tells the supervisor it is idle. Calls
+# closer together (a pack's nodes in a row) stay one busy stretch to the supervisor.
+IDLE_AFTER_S = 0.002
 
 
 class HostSession(PeerSession):
@@ -123,8 +128,12 @@ class NodeServer:
         while True:
             session = self.sessions.get()
             while True:  # one host life, until it ends
-                message = session.next_message(None)
+                message = session.next_message(IDLE_AFTER_S if self.memory.announced else None)
+                if message is False:
+                    self.memory.idle()
+                    continue
                 if not message:
+                    self.memory.idle()
                     break
                 session.dispatch(message)
 
@@ -149,7 +158,7 @@ class NodeServer:
         self.current = (session, call_id)
         epoch = message.get("epoch") if type(message.get("epoch")) is int else 0
         try:
-            with self.memory.busy_stretch(epoch, refresh=False):
+            with self.memory.node_call(epoch):
                 result = self.call(session, message)
             encoder = session.encoder(session.handle_of)
             try:

@@ -101,8 +101,7 @@ def main():
         # Joined first: an import may take longer than the supervisor waits for a Hello.
         from . import participant as sv
         try:
-            link = sv.Participant(capabilities=sv.CAP_PARTIAL_UNLOAD | sv.CAP_PINNED_MEMORY |
-                                  sv.CAP_NODE_BOUNDARY_RELEASE)
+            link = sv.Participant(capabilities=sv.CAP_PARTIAL_UNLOAD | sv.CAP_PINNED_MEMORY)  # node boundaries: node_server releases itself
         except sv.ParticipantError as error:
             say(f"cannot join the supervisor: {error}")
             sys.exit(1)
