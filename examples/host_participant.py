@@ -5,11 +5,15 @@ before each load, and answers eviction and release commands from a background th
 with the bytes it measured freed (its device use before minus after).
 
     host_participant.py [--hold NAME=SIZE]... [--later NAME=SIZE --when-free-below SIZE [--later-keeps-held]]
+                        [--call-isolated]
 
 --hold loads at start; --later loads once the device's free memory falls below the
 threshold (another participant loaded), so the test decides the order; with
 --later-keeps-held that load uses every model held, as one load_models_gpu of many
-models, and keeps them all loaded. It runs until the supervisor's Shutdown. Every event
+models, and keeps them all loaded. --call-isolated calls nodes of the packs that run in
+workers of their own (the `python` form, docs/PACKS.md) through the host's proxy nodes,
+as ComfyUI would, with comfy_supervisor.proxy_nodes over our model of upstream's comfy
+package (tests/host/fake_comfyui on the PYTHONPATH). It runs until the supervisor's Shutdown. Every event
 is one line on stderr, for the test to read.
 """
 
@@ -101,12 +105,54 @@ class Host:
         say(f"{what} of model {command.model_id}: freed {freed} bytes of {asked} asked")
 
 
+def call_isolated():
+    """Runs a few of tests/packs/bridge_pack's nodes in its worker, as a prompt would."""
+    import ctypes
+
+    import comfy.utils
+    import torch
+    from comfy_supervisor import proxy_nodes
+
+    bridges = proxy_nodes.Bridges.start(None)
+    if bridges is None:
+        say("--call-isolated: the supervisor gave this life no bridge (no pack in the python form?)")
+        return
+    nodes, _ = bridges.proxy_nodes()
+    if "InvertImage" not in nodes:
+        say(f"--call-isolated: no InvertImage node among the isolated packs' {sorted(nodes)}")
+        return
+    pack = nodes["InvertImage"].PACK
+    image = torch.rand(1, 512, 512, 3)
+    started = time.perf_counter()
+    (inverted,) = nodes["InvertImage"]().run(image=image)
+    took_ms = (time.perf_counter() - started) * 1000
+    arena = bridges.links[pack].session.peer.map
+    start = ctypes.addressof(ctypes.c_char.from_buffer(arena))
+    in_place = start <= inverted.data_ptr() < start + len(arena)
+    say(f"InvertImage ran in pack {pack}'s worker in {took_ms:.1f} ms: a {'x'.join(map(str, image.shape))} IMAGE in "
+        f"and out, {'bit-exact' if torch.equal(inverted, 1.0 - image) else 'NOT bit-exact'}, the output "
+        f"{'read in place from the worker' + chr(39) + 's arena' if in_place else 'COPIED'}")
+    updates = []
+    comfy.utils.set_progress_bar_global_hook(lambda value, total, preview, node_id=None: updates.append(value))
+    (steps,) = nodes["SlowProgress"]().run(seconds=0.5)
+    say(f"SlowProgress ran {steps} steps in the worker; the host's progress bar saw {len(updates)} updates")
+    (model,) = nodes["LoadTinyModel"]().run(seed=0)
+    (out,) = nodes["ApplyTinyModel"]().run(model=model, samples={"samples": torch.ones(1, 4)})
+    say(f"LoadTinyModel's model stayed in the worker ({model!r}); ApplyTinyModel used it: "
+        f"{[round(x, 4) for x in out['samples'][0].tolist()]}")
+    try:
+        nodes["Raise"]().run(message="a node's own error")
+    except proxy_nodes.PackNodeError as error:
+        say(f"Raise failed in the host as it did in the worker: {str(error).splitlines()[0]}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--hold", type=model, action="append", default=[])
     parser.add_argument("--later", type=model)
     parser.add_argument("--when-free-below", type=size, default=0)
     parser.add_argument("--later-keeps-held", action="store_true")
+    parser.add_argument("--call-isolated", action="store_true")
     options = parser.parse_args()
     try:
         link = sv.Participant(capabilities=sv.CAP_PARTIAL_UNLOAD)
@@ -120,6 +166,8 @@ def main():
     commands.start()
     for name, nbytes in options.hold:
         host.load(name, nbytes)
+    if options.call_isolated:
+        call_isolated()
     if options.later:
         while link.device_free() >= options.when_free_below and not host.stopped.is_set():
             time.sleep(0.01)
