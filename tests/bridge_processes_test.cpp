@@ -356,3 +356,26 @@ TEST_CASE("a host that does not read its control socket is stopped once the sock
     CHECK_THAT(log, Catch::Matchers::Contains("(does not read its bridge control socket)"));
     CHECK(restarted);
 }
+
+TEST_CASE("a pack in the python form runs the real pack worker on its folder with the checkout's comfy package") {
+    // No host: the pack worker joins and describes its nodes all the same.
+    json config = memory_config_of(json::array(
+        {{{"name", "example"},
+          {"python", {{"pack", std::string(TEST_PACKS) + "/example_pack"}, {"interpreter", PYTHON3_PATH},
+                      {"comfyui", FAKE_COMFYUI}, {"arena_bytes", "64 MiB"}}},
+          {"env", {{"PYTHONDONTWRITEBYTECODE", "1"}}}}}));
+    SupervisorProcess supervisor(config);
+    const bool described = eventually(
+        [&] { return supervisor.log().find("pack_worker: example_pack: 2 node classes") != std::string::npos; },
+        std::chrono::seconds(20));
+    const bool ready = described && supervisor.wait_for([](const auto& table) {
+        for (const auto& p : table) {
+            if (p.name == "example" && p.state == ParticipantState::ready) return true;
+        }
+        return false;
+    });
+    CHECK(supervisor.stop() == 0);
+    INFO(supervisor.log());
+    CHECK(described);
+    CHECK(ready);
+}
