@@ -541,7 +541,7 @@ private:
         const auto python = member(node, "python");
         if (python && member(node, "command")) fail(node.at, "exactly one of command and python", "both");
         if (!python) {
-            process_command(node, pack, "the path of an executable file, or a python section");
+            read_command_line(node, pack, "the path of an executable file, or a python section");
         } else {
             // The supervisor makes a Python pack's command line; arguments would go where?
             if (const auto args = member(node, "args")) {
@@ -563,12 +563,13 @@ private:
         host.name = kHostParticipantName;
         host.bridges = true;
         if (const auto arena = member(node, "arena_bytes")) host.arena_bytes = read_size(*arena, kArenaBytes);
-        process_command(node, host, "the path of an executable file");
+        read_command_line(node, host, "the path of an executable file");
         read_process(node, host);
         return host;
     }
 
-    void process_command(const Node& node, PackConfig& process, std::string_view what) const {
+    // The command and its args, for a process given by command; `what` says what a missing one should be.
+    void read_command_line(const Node& node, PackConfig& process, std::string_view what) const {
         process.command = read_command(required(node, "command", what));
         if (const auto args = member(node, "args")) process.args = read_args(*args);
     }
@@ -670,7 +671,9 @@ private:
                 describe_json_value(process.env_allowlist[i]));
         }
         for (const auto& [key, value] : process.env) {
-            const bool ours = process.python && key == kPythonPathVariable && !member(node, "env");
+            // A Python pack's PYTHONPATH is the config's only where its env gives one.
+            const auto env = member(node, "env");
+            const bool ours = process.python && key == kPythonPathVariable && !(env && env->value.contains(key));
             add(key.size() + 1 + value.size(), ours ? node.at / "python" : node.at / "env" / key,
                 describe_json_value(value));
         }

@@ -2,8 +2,9 @@
 // probes (tests/host/bridge_probe.py) report what their control sockets bring. The host
 // hears of every Python pack first, then each pack's life is paired with the host's: a
 // call channel that works both ways and each side's arena, read-only to the other; a
-// pack's death, restart and failure reach the host; a participant that does not bridge
-// gets none of it; one that does not read its control socket is stopped.
+// pack's death, restart and failure reach the host; a host's next life hears of the packs
+// again and is paired with the live ones; a participant that does not bridge gets none of
+// it; one that does not read its control socket is stopped.
 #include <catch2/catch.hpp>
 
 #include "tests/support/supervisor_process.hpp"
@@ -32,6 +33,15 @@ std::vector<json> report_of(const std::filesystem::path& file) {
         if (!line.empty()) records.push_back(json::parse(line));
     }
     return records;
+}
+
+// The records that life `generation` of a probe wrote.
+std::vector<json> life_of(const std::vector<json>& records, const std::string& generation) {
+    std::vector<json> life;
+    for (const auto& record : records) {
+        if (record.value("generation", "") == generation) life.push_back(record);
+    }
+    return life;
 }
 
 std::vector<json> events_of(const std::vector<json>& records) {
@@ -171,9 +181,30 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
                    !call_of_life(report_of(alpha_report), "2").is_null();
         },
         std::chrono::seconds(30));
+    REQUIRE(second_life);
+
+    // The host killed: its next life hears of the packs again, and is paired with alpha's
+    // live second life at once.
+    REQUIRE(supervisor.wait_for([](const auto& table) {
+        for (const auto& p : table) {
+            if (p.name == "alpha" && p.generation == 2 && p.state == ParticipantState::ready) return true;
+        }
+        return false;
+    }));
+    const auto first_host = supervisor.participant("host");
+    REQUIRE(first_host);
+    REQUIRE(::kill(first_host->pid, SIGKILL) == 0);
+    const bool second_host = eventually(
+        [&] {
+            return !call_with(life_of(report_of(host_report), "2"), "alpha", 2).is_null() &&
+                   !first_of(report_of(alpha_report), [](const json& r) {
+                        return r.value("call", "") == "host" && r.value("peer_generation", 0) == 2;
+                    }).is_null();
+        },
+        std::chrono::seconds(30));
     REQUIRE(eventually([&] { return !report_of(plain_report).empty(); }, std::chrono::seconds(30)));
     CHECK(supervisor.stop() == 0);
-    REQUIRE(second_life);
+    REQUIRE(second_host);
 
     const auto host = report_of(host_report);
     const auto alpha_records = report_of(alpha_report);
@@ -226,6 +257,20 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
         CHECK_THAT(supervisor.log(), Catch::Matchers::Contains("broken: failed: it exited with status 78"));
     }
 
+    {  // what the host's second life saw: the packs as they are now, then alpha's live life
+        const auto second = life_of(host, "2");
+        const auto events = events_of(second);
+        REQUIRE(events.size() >= 2);
+        CHECK(events[0]["event"] == json({{"event", "packs"},
+                                          {"packs", json::array({{{"name", "alpha"}, {"state", "ready"}},
+                                                                 {{"name", "broken"}, {"state", "failed"}}})}}));
+        CHECK(events[1]["event"] == json({{"event", "pack_started"}, {"pack", "alpha"}, {"generation", 2}}));
+        REQUIRE(events[1]["fds"].size() == 2);
+        check_peer_arena(events[1]["fds"][1], 16 * kMiB);
+        CHECK(call_with(second, "alpha", 2)["peer_arena"] == "arena of pack generation 2");
+        CHECK(start_of(second, "2")["start"]["stray"] == json::array());
+    }
+
     {  // what alpha's two lives saw
         for (const int generation : {1, 2}) {
             INFO("alpha generation " << generation);
@@ -239,22 +284,31 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
             CHECK(start["start"]["variables"]["COMFY_SV_ARENA_BYTES"] == std::to_string(16 * kMiB));
             CHECK(start["start"]["own_arena"]["size"] == 16 * kMiB);
         }
-        // Each life hears of the host's one life, with its arena.
-        const json first = first_of(alpha_records, [](const json& r) { return r.contains("event") && r["generation"] == "1"; });
-        const json second = first_of(alpha_records, [](const json& r) { return r.contains("event") && r["generation"] == "2"; });
-        for (const json& heard : {first, second}) {
+        // Each life hears of the host's first life, with its arena; the second life hears
+        // of the host's second life too.
+        const auto first_events = events_of(life_of(alpha_records, "1"));
+        const auto second_events = events_of(life_of(alpha_records, "2"));
+        REQUIRE(first_events.size() >= 1);
+        REQUIRE(second_events.size() == 2);
+        for (const json& heard : {first_events[0], second_events[0], second_events[1]}) {
             INFO(heard.dump());
-            REQUIRE_FALSE(heard.is_null());
-            CHECK(heard["event"] == json({{"event", "host_started"}, {"generation", 1}}));
             REQUIRE(heard["fds"].size() == 2);
             check_call_end(heard["fds"][0]);
             check_peer_arena(heard["fds"][1], kDefaultArena);
         }
+        CHECK(first_events[0]["event"] == json({{"event", "host_started"}, {"generation", 1}}));
+        CHECK(second_events[0]["event"] == json({{"event", "host_started"}, {"generation", 1}}));
+        CHECK(second_events[1]["event"] == json({{"event", "host_started"}, {"generation", 2}}));
         for (const int generation : {1, 2}) {
             const json call = call_of_life(alpha_records, std::to_string(generation));
             CHECK(call["asked"] == "ping alpha " + std::to_string(generation));
             CHECK(call["peer_arena"] == "arena of host generation 1");
         }
+        const json with_second_host = first_of(alpha_records, [](const json& r) {
+            return r.value("call", "") == "host" && r.value("peer_generation", 0) == 2;
+        });
+        CHECK(with_second_host["asked"] == "ping alpha 2");
+        CHECK(with_second_host["peer_arena"] == "arena of host generation 2");
     }
 
     {  // what the pack that does not bridge saw
@@ -301,4 +355,27 @@ TEST_CASE("a host that does not read its control socket is stopped once the sock
     CHECK_THAT(log, Catch::Matchers::Contains(": does not read its bridge control socket"));
     CHECK_THAT(log, Catch::Matchers::Contains("(does not read its bridge control socket)"));
     CHECK(restarted);
+}
+
+TEST_CASE("a pack in the python form runs the real pack worker on its folder with the checkout's comfy package") {
+    // No host: the pack worker joins and describes its nodes all the same.
+    json config = memory_config_of(json::array(
+        {{{"name", "example"},
+          {"python", {{"pack", std::string(TEST_PACKS) + "/example_pack"}, {"interpreter", PYTHON3_PATH},
+                      {"comfyui", FAKE_COMFYUI}, {"arena_bytes", "64 MiB"}}},
+          {"env", {{"PYTHONDONTWRITEBYTECODE", "1"}}}}}));
+    SupervisorProcess supervisor(config);
+    const bool described = eventually(
+        [&] { return supervisor.log().find("pack_worker: example_pack: 2 node classes") != std::string::npos; },
+        std::chrono::seconds(20));
+    const bool ready = described && supervisor.wait_for([](const auto& table) {
+        for (const auto& p : table) {
+            if (p.name == "example" && p.state == ParticipantState::ready) return true;
+        }
+        return false;
+    });
+    CHECK(supervisor.stop() == 0);
+    INFO(supervisor.log());
+    CHECK(described);
+    CHECK(ready);
 }
