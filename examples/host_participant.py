@@ -167,7 +167,8 @@ def main():
     for name, nbytes in options.hold:
         host.load(name, nbytes)
     if options.call_isolated:
-        call_isolated()
+        # Beside the main thread, which must be free to end at the supervisor's Shutdown.
+        threading.Thread(target=call_isolated, name="call isolated", daemon=True).start()
     if options.later:
         while link.device_free() >= options.when_free_below and not host.stopped.is_set():
             time.sleep(0.01)

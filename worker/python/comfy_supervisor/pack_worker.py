@@ -22,6 +22,7 @@ import importlib.util
 import inspect
 import json
 import os
+import signal
 import sys
 import threading
 
@@ -117,6 +118,9 @@ def main():
         print(json.dumps(nodes, indent=2, sort_keys=True))
         return
     say(f"{name}: {len(nodes)} node classes: {', '.join(sorted(nodes))}")
+    # The command thread answers the supervisor's Shutdown with SIGTERM, as in ComfyUI's
+    # host; a worker has nothing to save, so it ends as a finished worker does.
+    signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))
     from . import comfyui
     memory = comfyui.install_in_worker(link)
     arena, control = OwnArena.from_environment(), control_socket()
