@@ -3,11 +3,13 @@
 Each life of a participant that takes part in node calls has one arena of its own: a
 memfd the supervisor made for that life and sealed against resizing (COMFY_SV_ARENA_FD,
 COMFY_SV_ARENA_BYTES). Only that process writes it. A tensor it sends is written once into
-a block of its arena (OwnArena.write). The peer maps the arena from a read-only
-descriptor the supervisor handed it (PeerArena), privately: its tensor is built over the
-same pages, and a node that writes into a tensor it received gets copies of the pages it
-touches, never the producer's. When the peer's tensor storage is collected, the peer says
-so and the producer frees the block. When a life ends, its arena goes with the last
+a block of its arena. The peer maps the arena from a read-only descriptor the supervisor
+handed it (PeerArena), privately: its tensor is built over the same pages, and a node that
+writes into a tensor it received gets copies of the pages it touches, never the
+producer's. When the peer's tensor storage is collected, the peer drops the copies it made
+of that block's pages (else its mapping would keep showing them when the producer writes
+the block again) and says so, and the producer frees the block. Blocks are whole pages, so
+that no two share one. When a life ends, its arena goes with the last
 mapping of it: the kernel frees it, whoever held blocks.
 
 The arena's first page is not for blocks: it holds the interrupt word, the id of the
@@ -21,14 +23,15 @@ the arena's bytes are data only, and the peer can neither see nor corrupt the bo
 """
 
 import bisect
+import ctypes
 import mmap
 import os
 import struct
 import threading
 import weakref
 
-ALIGNMENT = 64  # every block starts on a cache line, so any dtype's view of it is aligned
 PAGE = mmap.PAGESIZE
+ALIGNMENT = PAGE  # a page holds one block's bytes only: a peer's private copies go with the block
 # Freed bytes kept in memory for the next write (a write into fresh pages faults each one
 # in); past this, a freed block's pages go back to the kernel.
 KEEP_RESIDENT_BYTES = 256 << 20
@@ -164,6 +167,24 @@ class PeerArena:
         self.map = mmap.mmap(fd, self.capacity, flags=mmap.MAP_PRIVATE,
                              prot=mmap.PROT_READ | mmap.PROT_WRITE) if self.capacity else None
         os.close(fd)
+        self.base = 0
+        if self.map is not None:
+            anchor = ctypes.c_char.from_buffer(self.map)
+            self.base = ctypes.addressof(anchor)
+            del anchor
+
+    def drop_copies(self, offset, nbytes):
+        """Drops this process's private copies of the block's pages, if it wrote into
+        any, so that the block reads the producer's bytes again when it is reused. Only
+        blocks written into pay for it (their pages fault in again): /proc/self/pagemap
+        tells a copied page (anonymous) from the producer's (file-backed); where it cannot
+        be read, every released block's pages are dropped."""
+        start, length = offset, _round_up(nbytes, PAGE)
+        if length == 0:
+            return
+        if _copied_pages(self.base + start, length // PAGE) is False:
+            return
+        self.map.madvise(mmap.MADV_DONTNEED, start, length)
 
     def interrupted(self, call_id):
         """The peer asked to stop node call `call_id`."""
@@ -178,5 +199,36 @@ class PeerArena:
             raise ValueError(f"a block of {nbytes} bytes at {offset} is outside the peer's "
                              f"{self.capacity}-byte arena")
         array = numpy.frombuffer(self.map, dtype=numpy.uint8, count=nbytes, offset=offset)
-        weakref.finalize(array, on_release, offset)
+        weakref.finalize(array, self._released, offset, nbytes, on_release)
         return array
+
+    def _released(self, offset, nbytes, on_release):
+        self.drop_copies(offset, nbytes)
+        on_release(offset)
+
+
+_PAGEMAP = None  # this process's /proc/self/pagemap, opened once; False: cannot be read
+
+
+def _copied_pages(address, pages):
+    """Whether any of `pages` pages from `address` is this process's own copy (present,
+    and neither file-backed nor shared: pagemap bits 63 and 61); None when the kernel
+    does not let us read the page map."""
+    global _PAGEMAP
+    if _PAGEMAP is None:
+        try:
+            _PAGEMAP = os.open("/proc/self/pagemap", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            _PAGEMAP = False
+    if _PAGEMAP is False:
+        return None
+    try:
+        data = os.pread(_PAGEMAP, pages * 8, address // PAGE * 8)
+    except OSError:
+        return None
+    if len(data) != pages * 8:
+        return None
+    import numpy
+    entries = numpy.frombuffer(data, dtype=numpy.uint64)
+    present, file_backed = numpy.uint64(1 << 63), numpy.uint64(1 << 61)
+    return bool(numpy.any((entries & present != 0) & (entries & file_backed == 0)))

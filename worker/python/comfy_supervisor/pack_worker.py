@@ -1,6 +1,6 @@
 """A custom node pack in a worker process of its own.
 
-    python -m comfy_supervisor.pack_worker --pack DIR [--comfyui DIR] [--describe]
+    python -m comfy_supervisor.pack_worker --pack DIR [--comfyui DIR] [--describe] [-- COMFYUI_ARG...]
 
 Run by the supervisor (the pack's entry in the config runs the pack's own interpreter with
 these arguments), it joins as a participant, imports the pack from DIR as ComfyUI imports
@@ -14,7 +14,9 @@ It then runs the host's node calls (node_server.py) for as long as it lives.
 A pack that cannot be imported ends the worker with one line naming the error and exit
 status 78 (EX_CONFIG); the supervisor marks the pack failed without restarting it, until
 an operator retries it. --describe prints the interfaces as JSON and exits, without a
-supervisor.
+supervisor. What follows `--` are ComfyUI's own flags for the worker's comfy package, as
+ComfyUI's main.py takes them (--cpu on a machine without CUDA, --lowvram, ...): upstream's
+comfy.cli_args reads them when the pack first imports comfy.
 """
 
 import argparse
@@ -87,14 +89,31 @@ def describe(module):
     return nodes
 
 
+def take_comfyui_args(comfyui_args):
+    """ComfyUI's flags, for comfy.cli_args to parse as main.py has it parse sys.argv."""
+    try:
+        import comfy.options
+    except ImportError:
+        return  # no ComfyUI checkout there: the pack's import says so
+    sys.argv = [sys.argv[0]] + comfyui_args
+    if hasattr(comfy.options, "enable_args_parsing"):
+        comfy.options.enable_args_parsing()
+
+
 def main():
     parser = argparse.ArgumentParser(prog="pack_worker", description=__doc__.split("\n\n")[0])
     parser.add_argument("--pack", required=True, help="the custom node pack's folder")
     parser.add_argument("--comfyui", help="the ComfyUI checkout whose comfy package the pack imports")
     parser.add_argument("--describe", action="store_true", help="print the node interfaces as JSON and exit")
-    options = parser.parse_args()
+    arguments = sys.argv[1:]
+    comfyui_args = []
+    if "--" in arguments:
+        split = arguments.index("--")
+        arguments, comfyui_args = arguments[:split], arguments[split + 1:]
+    options = parser.parse_args(arguments)
     if options.comfyui:
         sys.path.insert(0, os.path.abspath(options.comfyui))
+        take_comfyui_args(comfyui_args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(options.pack)))
 
     link = None
