@@ -577,7 +577,7 @@ private:
     // The "python" form: the pack's interpreter runs comfy_supervisor.pack_worker on the
     // pack's folder, with the ComfyUI checkout's comfy package on its path.
     void read_python(const Node& node, PackConfig& pack) const {
-        expect_object(node, {"pack", "interpreter", "comfyui", "arena_bytes"});
+        expect_object(node, {"pack", "interpreter", "comfyui", "comfyui_args", "arena_bytes"});
         PythonPack python;
         python.pack = read_pack_folder(required(node, "pack", kPackFolderRule));
         if (const auto interpreter = member(node, "interpreter")) {
@@ -601,6 +601,13 @@ private:
         if (const auto arena = member(node, "arena_bytes")) pack.arena_bytes = read_size(*arena, kArenaBytes);
         pack.command = python.interpreter;
         pack.args = {"-m", "comfy_supervisor.pack_worker", "--pack", python.pack, "--comfyui", python.comfyui};
+        // ComfyUI's own flags (--cpu, --lowvram...), for the worker's comfy package to parse
+        // as main.py has it parse them.
+        if (const auto flags = member(node, "comfyui_args")) {
+            python.comfyui_args = read_args(*flags);
+            pack.args.push_back("--");
+            pack.args.insert(pack.args.end(), python.comfyui_args.begin(), python.comfyui_args.end());
+        }
         pack.bridges = true;
         pack.python = std::move(python);
     }

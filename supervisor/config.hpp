@@ -99,6 +99,7 @@ struct PythonPack {
     std::string pack;         // the pack's folder (it has __init__.py), absolute
     std::string interpreter;  // absolute; default: the first python3 on the supervisor's PATH at load time
     std::string comfyui;      // the ComfyUI checkout whose comfy package it imports, absolute
+    std::vector<std::string> comfyui_args;  // ComfyUI's own flags for that comfy package (--cpu, ...)
 };
 
 struct PackConfig {

@@ -266,7 +266,7 @@ TEST_CASE("a pack in the python form runs pack_worker in its interpreter, the su
         "packs": [
             {"name": "a", "python": {"pack": "pack", "interpreter": "link.sh"}},
             {"name": "b", "python": {"pack": "./pack/", "interpreter": "worker.sh", "comfyui": ".",
-                                     "arena_bytes": 1048576},
+                                     "comfyui_args": ["--cpu", "--lowvram"], "arena_bytes": 1048576},
              "env": {"PYTHONPATH": "/mine:/more", "OTHER": "1"}, "working_directory": "sub"},
             {"name": "c", "command": "worker.sh"}
         ]
@@ -295,6 +295,10 @@ TEST_CASE("a pack in the python form runs pack_worker in its interpreter, the su
     REQUIRE(b.python);
     CHECK(b.python->comfyui == folder.path().lexically_normal().string());  // "." is the config's folder
     CHECK(b.args.at(5) == b.python->comfyui);
+    // ComfyUI's own flags follow "--", for the worker's comfy package.
+    CHECK(b.python->comfyui_args == std::vector<std::string>{"--cpu", "--lowvram"});
+    CHECK(std::vector<std::string>(b.args.begin() + 6, b.args.end()) ==
+          std::vector<std::string>{"--", "--cpu", "--lowvram"});
     CHECK(b.env == std::map<std::string, std::string>{{"OTHER", "1"},
                                                       {"PYTHONPATH", std::string(COMFY_SV_PYTHON_DIR) + ":/mine:/more"}});
     CHECK(b.arena_bytes == std::uint64_t{1} << 20);
