@@ -18,7 +18,9 @@ It starts comfy-supervisor with a config made on the spot in a temporary folder:
   (safetensors, transformers, ...) are stubbed in the temporary folder, only as far as
   main.py needs to start; nothing of ComfyUI's own is stubbed;
 - packs: "worker", the reference worker comfy-worker, whose node "load" loads a
-  WORKER_MODEL model; and "clock", a comfy-worker whose node "hold" computes for an hour
+  WORKER_MODEL model; "bridge", the test pack tests/packs/bridge_pack in a worker of its
+  own (the config's `python` form: PY, the checkout's comfy package, --cpu); and "clock",
+  a comfy-worker whose node "hold" computes for an hour
   so that the workload (and so the supervisor) keeps running while the check looks. The
   workload starts once every participant is up, and the clock's process waits for a gate
   file before it execs comfy-worker: the check opens the gate after step 1, so the
@@ -41,7 +43,10 @@ one PASS or FAIL line with what was seen:
 3. POST /free {"unload_models": true} to ComfyUI: upstream's unload_all_models() must
    reach the worker's model through a stand-in entry in current_loaded_models, and the
    worker's model must leave the ledger.
-4. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
+4. A prompt EmptyImage -> InvertImage -> PreviewImage runs, InvertImage being the bridge
+   pack's node registered by the custom node as a proxy and run in the pack's worker: the
+   preview's pixels must be the inverse of the empty image's colour.
+5. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
    when its one failed prompt is the clock's, which the shutdown cuts short), and no
    participant process and no /dev/shm segment may be left.
 
@@ -51,6 +56,7 @@ Every process and the segment are cleaned up on exit, Ctrl-C and SIGTERM include
 
 import argparse
 import importlib.util
+import io
 import json
 import os
 import pathlib
@@ -62,6 +68,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 MiB = 1024 * 1024
@@ -181,6 +188,7 @@ class Check:
             "limits": {"handshake_timeout_ms": 600000, "heartbeat_timeout_ms": 20000, "shutdown_grace_ms": 3000},
             "comfyui": {
                 "command": self.python,
+                "checkout": str(self.comfyui),
                 "args": ["main.py", "--cpu", "--listen", "127.0.0.1", "--port", str(self.port),
                          "--base-directory", str(base), "--front-end-root", str(front),
                          "--database-url", "sqlite:///:memory:", "--disable-api-nodes", "--disable-auto-launch"],
@@ -192,6 +200,10 @@ class Check:
             "packs": [
                 {"name": "worker", "command": worker, "args": ["--pack", str(packs / "worker.json")],
                  "restart": {"max_restarts": 0}},
+                {"name": "bridge",
+                 "python": {"pack": str(REPO / "tests" / "packs" / "bridge_pack"), "interpreter": self.python,
+                            "comfyui_args": ["--cpu"]},
+                 "env": {"PYTHONPATH": str(stubs), "PYTHONDONTWRITEBYTECODE": "1"}, "restart": {"max_restarts": 0}},
                 {"name": "clock", "command": "/bin/sh",
                  "args": ["-c", 'while [ ! -e "$0" ]; do sleep 0.2; done; exec "$1" --pack "$2"',
                           str(self.gate), worker, str(packs / "clock.json")],
@@ -423,6 +435,59 @@ class Check:
         self.step(3, title, bool(gone), seen)
 
     def step4(self):
+        title = "a prompt runs a node of a pack in its own worker, the image crossing both ways"
+        proxy = self.http("GET", "/object_info/InvertImage", timeout=10)
+        if proxy[0] != 200 or "InvertImage" not in json.loads(proxy[1] or b"{}"):
+            self.step(4, title, False, f"ComfyUI has no InvertImage node (GET /object_info/InvertImage answered "
+                                       f"{proxy[0]}); the bridge pack's proxies were not registered")
+            return
+        color = 0x204060
+        prompt = {"1": {"class_type": "EmptyImage", "inputs": {"width": 64, "height": 32, "batch_size": 1, "color": color}},
+                  "2": {"class_type": "InvertImage", "inputs": {"image": ["1", 0]}},
+                  "3": {"class_type": "PreviewImage", "inputs": {"images": ["2", 0]}}}
+        entry, failure = self.run_prompt(prompt)
+        if entry is None:
+            self.step(4, title, False, failure)
+            return
+        images = entry.get("outputs", {}).get("3", {}).get("images", [])
+        if not images:
+            self.step(4, title, False, "the prompt ran, but PreviewImage saved no image")
+            return
+        image = images[0]
+        status, raw = self.http("GET", "/view?" + urllib.parse.urlencode(
+            {"filename": image["filename"], "subfolder": image.get("subfolder", ""), "type": image.get("type", "temp")}))
+        from PIL import Image
+        pixels = set(Image.open(io.BytesIO(raw)).convert("RGB").getdata()) if status == 200 else set()
+        inverted = (255 - (color >> 16 & 0xFF), 255 - (color >> 8 & 0xFF), 255 - (color & 0xFF))
+        worker = [w for w in self.workers() if w.get("name") == "bridge"]
+        where = f"pack bridge's worker pid {worker[0]['pid']}" if worker else "no bridge worker listed"
+        ok = pixels == {inverted}
+        self.step(4, title, ok, f"EmptyImage #{color:06x} -> InvertImage ({where}) -> PreviewImage: the image's pixels "
+                                f"are {sorted(pixels)[:3]} (expected {inverted})")
+
+    def run_prompt(self, prompt):
+        """POSTs `prompt` and waits for its end: (its history entry, None) when it succeeded,
+        else (None, why)."""
+        status, raw = self.http("POST", "/prompt", {"prompt": prompt, "client_id": "comfyui-check"})
+        if status != 200:
+            return None, f"POST /prompt answered {status}: {raw.decode(errors='replace')[:300]}"
+        prompt_id = json.loads(raw)["prompt_id"]
+
+        def finished():
+            status, raw = self.http("GET", f"/history/{prompt_id}")
+            entry = json.loads(raw).get(prompt_id) if status == 200 else None
+            return entry and entry.get("status", {}).get("completed") is not None and entry
+        entry = self.wait_for(finished, PROMPT_TIMEOUT_S, 0.5)
+        if not entry:
+            return None, f"prompt {prompt_id} did not finish within {PROMPT_TIMEOUT_S} s"
+        run = entry["status"]
+        if run.get("status_str") != "success":
+            errors = [m for m in run.get("messages", []) if m and m[0] == "execution_error"]
+            detail = errors[0][1].get("exception_message", "").strip() if errors else run.get("status_str")
+            return None, f"prompt {prompt_id} failed: {detail}"
+        return entry, None
+
+    def step5(self):
         title = "SIGTERM stops the supervisor; no process and no segment left"
         self.workers()  # the last pids
         status = self.stop()
@@ -441,7 +506,7 @@ class Check:
         shutdown = self.log_lines("segment removed") or self.log_lines("stopped")
         if shutdown:
             seen += f" (log: {shutdown[-1].split('] ', 1)[-1]})"
-        self.step(4, title, bool(clean) and not left and not segment_left, seen)
+        self.step(5, title, bool(clean) and not left and not segment_left, seen)
 
     # ---- stopping and cleaning ----
 
@@ -498,9 +563,10 @@ class Check:
         if not up:
             why = ("the supervisor exited with status " + str(self.supervisor.returncode)) if not self.supervisor_alive() \
                 else f"ComfyUI did not join and serve within {STARTUP_TIMEOUT_S} s"
-            for number, title in ((1, "ComfyUI's prompt"), (2, "the worker's load"), (3, "POST /free")):
+            for number, title in ((1, "ComfyUI's prompt"), (2, "the worker's load"), (3, "POST /free"),
+                                  (4, "a node in its pack's worker")):
                 self.step(number, title, False, f"not run: {why}")
-            self.step4()
+            self.step5()
             return
         host = [w for w in self.workers() if w.get("slot") == 0][0]
         self.say(f"ComfyUI is the host participant (pid {host['pid']}, generation {host['generation']}), "
@@ -509,6 +575,7 @@ class Check:
         worker_loaded = self.step2(host_ok)
         self.step3(worker_loaded)
         self.step4()
+        self.step5()
 
     def summary(self):
         passed = sum(self.results)
