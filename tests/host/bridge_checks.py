@@ -18,6 +18,7 @@ again as "other" (a second pack with the same nodes).
     death        a worker killed mid-node fails the node naming the signal; the next call works
     kept-output  an output the host holds stays valid after its worker died and restarted
     parallel     two packs run at once; one pack runs one call at a time
+    malformed    values a hostile worker could send are refused in one line, their blocks released
     failed:PACK  PACK is failed: its nodes are not registered and the host said why
 """
 
@@ -281,10 +282,38 @@ def check_parallel():
     expect(second[0] >= first[1] - 0.05 or second[1] - second[0] >= 1.9, "one pack ran two calls at once")
 
 
+def check_malformed():
+    from comfy_supervisor import arena, values
+    session = link().session
+    capacity, page = session.peer.capacity, arena.PAGE
+    good = {"$": "tensor", "dtype": "float32", "shape": [4], "offset": page, "nbytes": 16}
+    deep = []
+    for _ in range(100):
+        deep = [deep]
+    cases = {
+        "a size that is not the shape's": dict(good, nbytes=15),
+        "a block in the control page": dict(good, offset=0),
+        "a block past the arena's end": dict(good, offset=capacity - 8),
+        "an unknown dtype": dict(good, dtype="object"),
+        "a negative size": dict(good, shape=[-4]),
+        "an unknown tag": {"$": "pickle", "data": "gASV"},
+        "nesting past the limit": deep,
+        "a dict item that is not a pair": {"$": "dict", "items": [[1, 2, 3]]},
+        "a good block beside a bad tag": [good, {"$": "eval"}],
+    }
+    for what, value in cases.items():
+        released = []
+        decoder = values.Decoder(session.peer, released.append, lambda handle: None)
+        error = raises(lambda: decoder.decode(value), values.ValueCrossingError)
+        expect("\n" not in str(error), f"{what}: a message of more than one line")
+        if what == "a good block beside a bad tag":
+            expect(released == [page], f"{what}: released {released}, not the good block")
+
+
 CHECKS = {"interfaces": check_interfaces, "values": check_values, "zero-copy": check_zero_copy,
           "handles": check_handles, "progress": check_progress, "interrupt": check_interrupt, "error": check_error,
           "oom": check_oom, "arena-idle": check_arena_idle, "death": check_death, "kept-output": check_kept_output,
-          "parallel": check_parallel}
+          "parallel": check_parallel, "malformed": check_malformed}
 
 
 def check_failed(pack):
