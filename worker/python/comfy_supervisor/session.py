@@ -40,6 +40,8 @@ class PeerSession:
 
     def lend(self, encoder):
         """The blocks `encoder` wrote are the peer's to release from now on."""
+        if not encoder.lent:
+            return
         with self.lent_lock:
             if self.closed.is_set():
                 for offset in encoder.lent:
