@@ -9,6 +9,8 @@ again as "other" (a second pack with the same nodes).
     interfaces   each proxy class has the pack's own interface
     values       every kind of value round-trips bit-exact
     zero-copy    an output tensor lies in the worker's arena, not in a copy
+    sent-back    a tensor returned unchanged goes back to its producer's own block, with no
+                 copy, both ways; one a node wrote into is copied, and its source is untouched
     handles      an object stays in its worker: works with its pack, fails clearly elsewhere
     progress     the worker's ProgressBar drives the host's
     interrupt    ComfyUI's interrupt ends a node within 100 ms, as upstream's exception
@@ -166,6 +168,40 @@ def check_zero_copy():
     expect(same(again, image), "a write into a received tensor reached the worker's arena")
 
 
+def own_arena_range():
+    """Where the host reads its own blocks sent back to it (its private mapping of its arena)."""
+    returned = host.bridges.arena.returned
+    return returned.base, returned.base + returned.capacity
+
+
+def lies_in(tensor, bounds):
+    return bounds[0] <= tensor.data_ptr() and tensor.data_ptr() + tensor.numel() * tensor.element_size() <= bounds[1]
+
+
+def check_sent_back():
+    image = torch.rand(1, 128, 128, 3)
+    (back,) = node("Echo").run(value=image)
+    expect(same(back, image) and lies_in(back, own_arena_range()),
+           "the host's image returned unchanged is not over the host's own block")
+    (inverted,) = node("InvertImage").run(image=image)
+    (again,) = node("Echo").run(value=inverted)
+    expect(same(again, inverted), "the pack's output passed back to it and returned changed")
+    (sliced,) = node("Echo").run(value=inverted[0, 10:20])
+    expect(same(sliced, inverted[0, 10:20]), "a part of the pack's output passed back to it and returned changed")
+    source = torch.zeros(4, 1024)
+    (added,) = node("AddOneInPlace").run(value=source)
+    expect(same(added, torch.ones(4, 1024)) and same(source, torch.zeros(4, 1024)),
+           "a tensor the node wrote into did not come back as it wrote it, or its source changed")
+    expect(not lies_in(added, own_arena_range()), "a tensor the node wrote into came back over the host's block")
+    kept = inverted.clone()
+    (added_again,) = node("AddOneInPlace").run(value=inverted)
+    expect(same(added_again, kept + 1) and same(inverted, kept),
+           "a node's write into its own earlier output changed the host's copy, or did not come back")
+    del back, inverted, again, sliced, added, added_again
+    used = settled_arenas()
+    expect(used == (0, 0), f"arenas in use after the tensors went: host {used[0]}, worker {used[1]}")
+
+
 def check_handles():
     (model,) = node("LoadTinyModel").run(seed=1)
     expect(isinstance(model, proxy_nodes.PackObject) and model.type_name == "Linear", f"a handle, not {model!r}")
@@ -311,6 +347,7 @@ def check_malformed():
 
 
 CHECKS = {"interfaces": check_interfaces, "values": check_values, "zero-copy": check_zero_copy,
+          "sent-back": check_sent_back,
           "handles": check_handles, "progress": check_progress, "interrupt": check_interrupt, "error": check_error,
           "oom": check_oom, "arena-idle": check_arena_idle, "death": check_death, "kept-output": check_kept_output,
           "parallel": check_parallel, "malformed": check_malformed}

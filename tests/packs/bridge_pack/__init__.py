@@ -54,6 +54,31 @@ class Echo(Node):
         return (value,)
 
 
+class CloneImage(Node):
+    """Returns a new IMAGE with its input's values: a node that makes its output."""
+    RETURN_TYPES = ("IMAGE",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",)}}
+
+    def run(self, image):
+        return (image.clone(),)
+
+
+class AddOneInPlace(Node):
+    """Adds one to its input where it lies, and returns it: a node that writes into what it got."""
+    RETURN_TYPES = ("*",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": ("*",)}}
+
+    def run(self, value):
+        value += 1
+        return (value,)
+
+
 class PlainValues(Node):
     RETURN_TYPES = ("INT", "FLOAT", "STRING", "BOOLEAN")
     RETURN_NAMES = ("count", "scale", "text", "flag")
@@ -163,7 +188,7 @@ class Nothing(Node):
         return ()
 
 
-NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (InvertImage, EmptyLatent, Echo, PlainValues, LoadTinyModel,
-                                                      ApplyTinyModel, SlowProgress, Raise, RaiseOutOfMemory,
-                                                      ExitMidNode, Nothing)}
+NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (InvertImage, EmptyLatent, Echo, CloneImage, AddOneInPlace,
+                                                      PlainValues, LoadTinyModel, ApplyTinyModel, SlowProgress, Raise,
+                                                      RaiseOutOfMemory, ExitMidNode, Nothing)}
 NODE_DISPLAY_NAME_MAPPINGS = {"InvertImage": "Invert image (isolated)"}

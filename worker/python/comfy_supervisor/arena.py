@@ -101,15 +101,24 @@ class BlockAllocator:
 
 
 class OwnArena:
-    """This process's arena, mapped shared and writable: the blocks it lends to peers."""
+    """This process's arena, mapped shared and writable: the blocks it lends to peers.
+
+    A block is freed when its last holder lets go: the peer it was lent to (its release,
+    or the end of its life), and tensors of ours built over it when the peer sent it back
+    to us as it was (values.py: a tensor returned unchanged crosses back without a copy)."""
 
     def __init__(self, fd, nbytes):
         self.map = mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        # Our own blocks sent back to us are read through a private mapping, as a peer's
+        # are: a node that writes into one gets its own copy, and neither the block the
+        # peer still reads nor what we lent changes under anyone.
+        self.returned = _PrivateMapping(fd, nbytes)
         os.close(fd)
         self.capacity = nbytes
         self.allocator = BlockAllocator(nbytes, start=CONTROL_BYTES)
         self.lock = threading.Lock()  # blocks are taken by the calling thread, freed by readers
         self.kept_resident = 0
+        self.holders = {}  # start of an allocated block -> how many hold it
 
     @classmethod
     def from_environment(cls):
@@ -133,14 +142,42 @@ class OwnArena:
                                 f"({self.allocator.used} of {self.capacity} bytes in use): "
                                 "raise arena_bytes in the supervisor's config")
             self.kept_resident = max(0, self.kept_resident - nbytes)
+            self.holders[offset] = 1
             return offset
 
-    def free(self, offset):
-        """Frees the block at `offset`; False when there was none (a peer's bad release)."""
+    def size_of(self, offset):
+        """The size of the allocated block at `offset`, or None."""
         with self.lock:
-            size = self.allocator.free(offset)
-            if size is None:
+            return self.allocator.blocks.get(offset)
+
+    def held_view(self, offset, at, nbytes):
+        """A view of `nbytes` at `at` in our block `offset`, which holds the block until the
+        view and every tensor over it are collected."""
+        with self.lock:
+            self.holders[offset] += 1
+        import numpy
+        array = numpy.frombuffer(self.returned.map, dtype=numpy.uint8, count=nbytes, offset=offset + at)
+        weakref.finalize(array, self._returned_released, offset)
+        return array
+
+    def _returned_released(self, offset):
+        size = self.size_of(offset)
+        if size is not None:
+            self.returned.drop_copies(offset, size)
+        self.free(offset)
+
+    def free(self, offset):
+        """One holder of the block at `offset` lets go; the last frees it. False when no
+        block starts there (a peer's bad release)."""
+        with self.lock:
+            holders = self.holders.get(offset)
+            if holders is None:
                 return False
+            if holders > 1:
+                self.holders[offset] = holders - 1
+                return True
+            del self.holders[offset]
+            size = self.allocator.free(offset)
             if self.kept_resident + size <= KEEP_RESIDENT_BYTES:
                 self.kept_resident += size
             else:
@@ -159,19 +196,34 @@ class OwnArena:
         return numpy.frombuffer(self.map, dtype=numpy.uint8, count=nbytes, offset=offset)
 
 
-class PeerArena:
-    """A peer's arena, mapped privately from a read-only descriptor: read in place."""
+class _PrivateMapping:
+    """An arena mapped privately (MAP_PRIVATE): its pages are the producer's until this
+    process writes one, which then becomes this process's own copy."""
 
-    def __init__(self, fd):
-        self.capacity = os.fstat(fd).st_size
-        self.map = mmap.mmap(fd, self.capacity, flags=mmap.MAP_PRIVATE,
-                             prot=mmap.PROT_READ | mmap.PROT_WRITE) if self.capacity else None
-        os.close(fd)
+    def __init__(self, fd, capacity):
+        self.capacity = capacity
+        self.map = mmap.mmap(fd, capacity, flags=mmap.MAP_PRIVATE,
+                             prot=mmap.PROT_READ | mmap.PROT_WRITE) if capacity else None
         self.base = 0
         if self.map is not None:
             anchor = ctypes.c_char.from_buffer(self.map)
             self.base = ctypes.addressof(anchor)
             del anchor
+
+    def block_holding(self, address, nbytes):
+        """(block offset, offset within it) of a peer's block we hold a view of that holds
+        `nbytes` bytes at `address` unchanged (no page of them copied privately here), or None."""
+        if not self.base <= address < self.base + self.capacity:
+            return None
+        relative = address - self.base
+        for offset, size in list(self.viewed.items()):
+            if offset <= relative and relative + nbytes <= offset + size:
+                first = relative // PAGE * PAGE
+                pages = (_round_up(relative + nbytes, PAGE) - first) // PAGE
+                if _copied_pages(self.base + first, pages) is not False:
+                    return None  # written here (or not knowable): the peer's bytes are not these
+                return offset, relative - offset
+        return None
 
     def drop_copies(self, offset, nbytes):
         """Drops this process's private copies of the block's pages, if it wrote into
@@ -186,6 +238,15 @@ class PeerArena:
             return
         self.map.madvise(mmap.MADV_DONTNEED, start, length)
 
+
+class PeerArena(_PrivateMapping):
+    """A peer's arena, mapped privately from a read-only descriptor: read in place."""
+
+    def __init__(self, fd):
+        super().__init__(fd, os.fstat(fd).st_size)
+        os.close(fd)
+        self.viewed = {}  # offset -> size of the peer's blocks we hold views of
+
     def interrupted(self, call_id):
         """The peer asked to stop node call `call_id`."""
         return self.map is not None and self.capacity >= CONTROL_BYTES and \
@@ -199,10 +260,12 @@ class PeerArena:
             raise ValueError(f"a block of {nbytes} bytes at {offset} is outside the peer's "
                              f"{self.capacity}-byte arena")
         array = numpy.frombuffer(self.map, dtype=numpy.uint8, count=nbytes, offset=offset)
+        self.viewed[offset] = nbytes
         weakref.finalize(array, self._released, offset, nbytes, on_release)
         return array
 
     def _released(self, offset, nbytes, on_release):
+        self.viewed.pop(offset, None)
         self.drop_copies(offset, nbytes)
         on_release(offset)
 

@@ -202,8 +202,10 @@ class PackLink:
             with self.bridges.waiting(), session.read_lock:
                 session.channel.send(message)
                 reply = self.await_reply(session, message["id"], f"node {node}")
-            if reply["op"] == "result":
-                return self.outputs(session, node, reply.get("value"))
+                if reply["op"] == "result":
+                    # Still reading: a release the worker sent after this reply, of a block
+                    # the reply sends back to us, must not be read before we hold the block.
+                    return self.outputs(session, node, reply.get("value"))
             raise self.error_of(mm, node, reply)
 
     def await_reply(self, session, request_id, what, interruptible=True):

@@ -16,7 +16,7 @@ import threading
 
 from .arena import PeerArena
 from .channel import Channel, ProtocolError, ReleaseQueue
-from .values import Decoder, Encoder
+from .values import Decoder, Encoder, ValueCrossingError
 
 
 class PeerSession:
@@ -36,7 +36,7 @@ class PeerSession:
     # ---- values ----
 
     def encoder(self, handle_of):
-        return Encoder(self.own, handle_of)
+        return Encoder(self.own, handle_of, peer=self.peer)
 
     def lend(self, encoder):
         """The blocks `encoder` wrote are the peer's to release from now on."""
@@ -55,7 +55,17 @@ class PeerSession:
             self.own.free(offset)
 
     def decoder(self, resolve):
-        return Decoder(self.peer, lambda offset: self.releases.push("blocks", offset), resolve)
+        return Decoder(self.peer, lambda offset: self.releases.push("blocks", offset), resolve, self.own_block)
+
+    def own_block(self, block, at, nbytes):
+        """A view of our block `block`, lent to the peer, which sent part of it back."""
+        with self.lent_lock:
+            lent = block in self.lent
+        size = self.own.size_of(block) if lent else None
+        if size is None or at < 0 or nbytes < 0 or at + nbytes > size:
+            raise ValueCrossingError(f"a tensor sent back in a block of ours it does not hold "
+                                     f"({nbytes} bytes at {at} of block {block})")
+        return self.own.held_view(block, at, nbytes)
 
     # ---- reading ----
 

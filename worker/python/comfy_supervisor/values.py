@@ -9,7 +9,10 @@ A value crosses as JSON, never pickled and never evaluated:
   {"$": "tensor", "dtype", "shape", "offset", "nbytes"}: its bytes written once into the
   sender's arena (arena.py), the receiver's tensor built over the same bytes. A CUDA
   tensor is staged through the arena and comes out on the receiver's CUDA device when it
-  has one ("device": "cuda");
+  has one ("device": "cuda"). A tensor that lies, unchanged, in a block the receiver lent
+  us (a node returning its input, or a part of it; the host passing a pack's output back
+  to the same pack) goes back as {"yours": block, "at": offset in it} instead: no copy,
+  and the receiver's tensor is over its own block again;
 - anything else stays where it was made and crosses as a handle {"$": "handle", "id",
   "type"}, which the sender's side makes and only its maker resolves.
 
@@ -38,12 +41,14 @@ def is_plain_key(key):
 
 class Encoder:
     """Encodes one message's values. `arena`: the sender's OwnArena; `handle_of(value)`:
-    the handle dict for a value that stays (or raises ValueCrossingError). The blocks it
-    wrote are in `lent`, for the caller to account or free."""
+    the handle dict for a value that stays (or raises ValueCrossingError); `peer`: the
+    receiver's arena as we map it (PeerArena), for tensors that go back as they came. The
+    blocks it wrote are in `lent`, for the caller to account or free."""
 
-    def __init__(self, arena, handle_of):
+    def __init__(self, arena, handle_of, peer=None):
         self.arena = arena
         self.handle_of = handle_of
+        self.peer = peer
         self.lent = []
 
     def encode(self, value):
@@ -81,6 +86,12 @@ class Encoder:
             encoded["device"] = "cuda"
         if nbytes == 0:
             return encoded
+        if self.peer is not None and source.device.type == "cpu" and source.is_contiguous():
+            theirs = self.peer.block_holding(source.data_ptr(), nbytes)
+            if theirs is not None:
+                del encoded["offset"]
+                encoded["yours"], encoded["at"] = theirs
+                return encoded
         offset = self.arena.allocate(nbytes)
         self.lent.append(offset)
         target = torch.from_numpy(self.arena.view(offset, nbytes)).view(source.dtype).view(source.shape)
@@ -92,12 +103,15 @@ class Encoder:
 class Decoder:
     """Decodes one message's values. `peer`: the sender's PeerArena; `release(offset)`:
     called once when the receiver's tensor over that block is collected;
-    `resolve(handle_dict)`: the value a handle stands for here."""
+    `resolve(handle_dict)`: the value a handle stands for here; `own_block(block, at,
+    nbytes)`: a view of our own block lent to the sender, which it sent back (or raises
+    ValueCrossingError)."""
 
-    def __init__(self, peer, release, resolve):
+    def __init__(self, peer, release, resolve, own_block=None):
         self.peer = peer
         self.release = release
         self.resolve = resolve
+        self.own_block = own_block
 
     def decode(self, value):
         """The value; on a malformed one, every block it named that no tensor was built
@@ -128,7 +142,8 @@ class Decoder:
                     self.collect_blocks(item, blocks, depth + 1)
             elif tag == "tensor":
                 self.check_tensor(value)
-                blocks.append(value["offset"])
+                if "yours" not in value:
+                    blocks.append(value["offset"])
             elif tag in ("tuple", "dict"):
                 if not isinstance(value.get("items"), list):
                     raise ValueCrossingError(f"a {tag} without its items")
@@ -142,18 +157,23 @@ class Decoder:
             raise ValueCrossingError(f"a {type(value).__name__}, which JSON does not make")
 
     def check_tensor(self, value):
-        dtype, shape, offset, nbytes = (value.get(key) for key in ("dtype", "shape", "offset", "nbytes"))
+        returned = "yours" in value
+        dtype, shape, nbytes = value.get("dtype"), value.get("shape"), value.get("nbytes")
+        offset = value.get("at") if returned else value.get("offset")
         if dtype not in DTYPES:
             raise ValueCrossingError(f"a tensor of unknown dtype {str(dtype)[:40]!r}")
         if not (isinstance(shape, list) and len(shape) <= MAX_DIMENSIONS and
                 all(type(size) is int and size >= 0 for size in shape)):
             raise ValueCrossingError("a tensor whose shape is not a list of sizes")
-        if type(offset) is not int or type(nbytes) is not int:
+        if type(offset) is not int or type(nbytes) is not int or (returned and type(value["yours"]) is not int):
             raise ValueCrossingError("a tensor without its block's offset and size")
         torch = _torch()
         if math.prod(shape) * _element_size(torch, dtype) != nbytes:
             raise ValueCrossingError(f"a tensor of {dtype} {shape} in a block of {nbytes} bytes")
-        if nbytes and (offset < CONTROL_BYTES or offset + nbytes > self.peer.capacity):
+        if returned:
+            if self.own_block is None:
+                raise ValueCrossingError("a tensor sent back where none can be")
+        elif nbytes and (offset < CONTROL_BYTES or offset + nbytes > self.peer.capacity):
             raise ValueCrossingError(f"a tensor block of {nbytes} bytes at {offset}, outside the arena")
 
     def build(self, value):
@@ -177,6 +197,9 @@ class Decoder:
         dtype = getattr(torch, value["dtype"])
         if value["nbytes"] == 0:
             result = torch.empty(value["shape"], dtype=dtype)
+        elif "yours" in value:
+            block = self.own_block(value["yours"], value["at"], value["nbytes"])
+            result = torch.from_numpy(block).view(dtype).view(value["shape"])
         else:
             block = self.peer.view(value["offset"], value["nbytes"], self.release)
             self.viewed.add(value["offset"])
