@@ -519,7 +519,7 @@ std::vector<BadConfig> bad_configs() {
         {"python not an object", R"({"packs": [{"name": "a", "python": "pack"}]})",
          "at /packs/0/python: expected an object, found \"pack\""},
         {"unknown python key", python_pack(R"("pack": "pack", "venv": "x")", "", kHostWithCheckout),
-         "at /packs/0/python/venv: expected one of the keys pack, interpreter, comfyui, arena_bytes, found an unknown key"},
+         "at /packs/0/python/venv: expected one of the keys pack, interpreter, comfyui, comfyui_args, arena_bytes, found an unknown key"},
         {"python without its pack", python_pack(R"("interpreter": "worker.sh")", "", kHostWithCheckout),
          "at /packs/0/python/pack: expected a custom node pack's folder (a directory with __init__.py) (required), found nothing"},
         {"python pack without __init__.py", python_pack(R"("pack": "sub", "interpreter": "worker.sh")", "", kHostWithCheckout),

@@ -1,8 +1,9 @@
 """The ComfyUI host of scripts/bench bridge: over our model of upstream (fake_comfyui), it
 calls tests/packs/bridge_pack's nodes in their worker through the host's proxy nodes, as
 ComfyUI runs a graph's node, and measures in the same run what the figures are compared
-with: a copy of the same payload in this process, and the same payload pickled over a
-Unix socket to another process and back. Writes one JSON object to the file named by its
+with: a copy of the same payload in this process, the same payload pickled over a Unix
+socket to another process and back, and the floor under any call between two Python
+processes (one small frame there and back). Writes one JSON object to the file named by its
 first argument, then asks the supervisor to finish (SIGTERM to its parent)."""
 
 import json
@@ -19,6 +20,7 @@ sys.path.insert(0, os.environ["FAKE_COMFYUI"])
 
 import torch  # noqa: E402
 from comfy_supervisor import comfyui  # noqa: E402
+from comfy_supervisor.channel import Channel  # noqa: E402
 
 CALLS = 5000              # empty node calls, after WARMUP
 WARMUP = 500
@@ -44,6 +46,33 @@ def node_call_rtt_us(nothing):
     for _ in range(WARMUP):
         nothing.run()
     samples = [s * 1e6 for s in timed(nothing.run, CALLS)]
+    return {"p50": percentile(samples, 0.5), "p99": percentile(samples, 0.99)}
+
+
+def python_socket_rtt_us():
+    """The floor under a node call between two Python processes on this machine, measured
+    in the same run: a call-sized JSON frame to another process over a Unix socket and a
+    reply back, with the bridge's own framing (channel.Channel) and nothing else."""
+    ours, theirs = socket.socketpair()
+    child = os.fork()
+    if child == 0:
+        ours.close()
+        peer = Channel(theirs)
+        while message := peer.receive():
+            peer.send({"op": "result", "id": message["id"], "value": {"$": "tuple", "items": []}})
+        os._exit(0)
+    theirs.close()
+    channel = Channel(ours)
+    call = {"op": "call", "id": 1, "node": "Nothing", "kind": "function", "inputs": {}, "epoch": 1, "instance": 1}
+
+    def round_trip():
+        channel.send(call)
+        channel.receive()
+
+    timed(round_trip, WARMUP)
+    samples = [s * 1e6 for s in timed(round_trip, CALLS)]
+    ours.close()
+    os.waitpid(child, 0)
     return {"p50": percentile(samples, 0.5), "p99": percentile(samples, 0.99)}
 
 
@@ -108,6 +137,7 @@ def main():
     image = torch.rand(SIXTEEN_MIB_IMAGE)
     results = {
         "node_call_rtt_us": node_call_rtt_us(classes["Nothing"]()),
+        "python_socket_rtt_us": python_socket_rtt_us(),
         # In, and back out as it came (Echo: no copy back, as for any tensor returned unchanged).
         "tensor_16mib_rtt_ms": tensor_rtt_ms(classes["Echo"](), "value", image),
         # In, and a new 16 MiB IMAGE out (CloneImage: the node's own copy, then the output's).

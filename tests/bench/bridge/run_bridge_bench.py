@@ -45,6 +45,7 @@ def main():
     supervisor, python, as_json = sys.argv[1], sys.argv[2], "--json" in sys.argv[3:]
     figures = run(supervisor, python)
     figures["tensor_vs_memcpy"] = figures["tensor_16mib_rtt_ms"] / figures["memcpy_16mib_ms"]
+    figures["call_vs_python_floor"] = figures["node_call_rtt_us"]["p50"] / figures["python_socket_rtt_us"]["p50"]
     figures["new_output_vs_memcpy"] = figures["tensor_16mib_new_output_rtt_ms"] / figures["memcpy_16mib_ms"]
     figures["pickle_vs_tensor"] = figures["pickle_uds_16mib_ms"] / figures["tensor_16mib_rtt_ms"]
     figures["targets_met"] = {"node_call_rtt_us_p50_under_100": figures["node_call_rtt_us"]["p50"] < 100,
@@ -54,8 +55,11 @@ def main():
         print(json.dumps(figures))
         return
     rtt = figures["node_call_rtt_us"]
+    floor = figures["python_socket_rtt_us"]
     print(f"node call round trip (empty node, host proxy to worker and back): p50 {rtt['p50']:.1f} us, "
           f"p99 {rtt['p99']:.1f} us (target: p50 < 100 us)")
+    print(f"  the floor, a frame between two Python processes and back: p50 {floor['p50']:.1f} us, "
+          f"p99 {floor['p99']:.1f} us (the call costs {rtt['p50'] / floor['p50']:.2f} times it)")
     print(f"16 MiB IMAGE in and out: {figures['tensor_16mib_rtt_ms']:.2f} ms (Echo: out as it came in)")
     print(f"  a copy of it in one process: {figures['memcpy_16mib_ms']:.2f} ms "
           f"(ratio {figures['tensor_vs_memcpy']:.2f}, target <= 3)")
