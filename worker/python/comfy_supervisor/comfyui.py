@@ -239,17 +239,10 @@ class _Host:
                 self.standins.restore()
                 self.refresh(used={id(m) for m in models})
 
-    @contextlib.contextmanager
     def waiting_outside_upstream(self):
         """The prompt thread waits in our code, holding no model of ours in use: the
         command thread may evict at once (a pack's node may be waiting for that room)."""
-        with self.lock:
-            self.waiting += 1
-        try:
-            yield
-        finally:
-            with self.lock:
-                self.waiting -= 1
+        return _WaitingOutsideUpstream(self)
 
     def free_memory(self, original, *args, **kwargs):
         with self.lock:
@@ -386,13 +379,15 @@ class _Host:
                     self.answer(command)
                 self.attempt("refresh", self.refresh)
 
-    @contextlib.contextmanager
     def node_call(self, epoch):
         """One node call in a pack's worker, for prompt `epoch`: busy to the command thread
         while it runs. Busy to the supervisor from the first call of a run of them until
         idle() (the node server calls it once no call came for a moment), so that calls
         back to back cost no messages. After each node its caches are released here, as
         the supervisor's release_node_boundary would have them released."""
+        return _NodeCall(self, epoch)
+
+    def node_call_starts(self, epoch):
         with self.lock:
             self.busy = True
             self.epoch = epoch
@@ -400,19 +395,17 @@ class _Host:
             self.announced = True
         if announce:
             self.link.node_started(epoch)
-        self.node_ok = False
-        try:
-            yield
-            self.node_ok = True
-        finally:
-            with self.lock:
-                self.busy = False
-                deferred, self.deferred = self.deferred, []
-                for command in deferred:
-                    self.answer(command)
-                self.attempt("release_node_boundary", self.release_caches)
-                if deferred:
-                    self.attempt("refresh", self.refresh)
+
+    def node_call_ends(self, ok):
+        self.node_ok = ok
+        with self.lock:
+            self.busy = False
+            deferred, self.deferred = self.deferred, []
+            for command in deferred:
+                self.answer(command)
+            self.attempt("release_node_boundary", self.release_caches)
+            if deferred:
+                self.attempt("refresh", self.refresh)
 
     def idle(self):
         """The run of node calls ended: the supervisor may count this worker idle."""
@@ -424,6 +417,34 @@ class _Host:
     def execute(self, original, executor, *args, **kwargs):
         with self.busy_stretch(succeeded=lambda: bool(getattr(executor, "success", True))):
             return original(executor, *args, **kwargs)
+
+
+class _WaitingOutsideUpstream:
+    """_Host.waiting_outside_upstream(); a class, as it is on every node call's path."""
+
+    def __init__(self, host):
+        self.host = host
+
+    def __enter__(self):
+        with self.host.lock:
+            self.host.waiting += 1
+
+    def __exit__(self, *exc):
+        with self.host.lock:
+            self.host.waiting -= 1
+
+
+class _NodeCall:
+    """_Host.node_call(); a class, as it is on every node call's path."""
+
+    def __init__(self, host, epoch):
+        self.host, self.epoch = host, epoch
+
+    def __enter__(self):
+        self.host.node_call_starts(self.epoch)
+
+    def __exit__(self, kind, value, traceback):
+        self.host.node_call_ends(ok=kind is None)
 
 
 def _integrate(mm, link, with_standins):

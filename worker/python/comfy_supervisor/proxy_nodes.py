@@ -163,6 +163,9 @@ class PackLink:
     # ---- calls ----
 
     def current_session(self, timeout_s):
+        session = self.session
+        if session is not None and not session.closed.is_set() and self.failure is None:
+            return session  # the usual case, without the condition's lock
         with self.changed:
             ready = self.changed.wait_for(lambda: self.failure is not None or
                                           (self.session is not None and not self.session.closed.is_set()),
@@ -185,7 +188,6 @@ class PackLink:
                 return self.await_reply(session, message["id"], what, interruptible=False)
 
     def call(self, node, kind, inputs, instance=None):
-        import comfy.model_management as mm
         with self.call_lock:
             session = self.current_session(CALL_WAIT_S)
             encoder = session.encoder(lambda value: self.handle_ref(value, session))
@@ -206,7 +208,7 @@ class PackLink:
                     # Still reading: a release the worker sent after this reply, of a block
                     # the reply sends back to us, must not be read before we hold the block.
                     return self.outputs(session, node, reply.get("value"))
-            raise self.error_of(mm, node, reply)
+            raise self.error_of(self.bridges.mm, node, reply)
 
     def await_reply(self, session, request_id, what, interruptible=True):
         """The reply to `request_id`, read from the call socket by this thread (holding
@@ -214,10 +216,8 @@ class PackLink:
         An interruptible request takes ComfyUI's interrupts meanwhile (interrupt())."""
         progress = None
         if interruptible:
-            with self.changed:
-                self.active = (session, request_id)
-            import comfy.model_management as mm
-            if mm.processing_interrupted():  # set before the call began
+            self.active = (session, request_id)  # one store: interrupt() reads it from any thread
+            if self.bridges.mm.processing_interrupted():  # set before the call began
                 self.interrupt()
         try:
             while True:
@@ -233,14 +233,12 @@ class PackLink:
                 else:
                     return reply
         finally:
-            with self.changed:
-                self.active = None
+            self.active = None
 
     def interrupt(self):
         """ComfyUI's interrupt, to the node call running now, if any: through the host
         arena's interrupt word, which the worker's interrupt checks read."""
-        with self.changed:
-            active = self.active
+        active = self.active
         if active is not None:
             self.bridges.arena.interrupt(active[1])
 
@@ -326,6 +324,8 @@ class Bridges:
         self.links = {}            # pack name -> PackLink
         self.listed = False        # the supervisor's packs message came
         self.changed = threading.Condition()
+        import comfy.model_management as mm
+        self.mm = mm               # upstream's, for its interrupt flag and its exceptions
 
     @classmethod
     def start(cls, memory):
@@ -340,7 +340,7 @@ class Bridges:
     def hear_interrupts(self):
         """Wraps upstream's interrupt_current_processing (the UI's Cancel, POST /interrupt),
         so a pack's running node hears it as it happens, not at a poll."""
-        import comfy.model_management as mm
+        mm = self.mm
         original = mm.interrupt_current_processing
 
         def interrupt_current_processing(value=True):
