@@ -347,25 +347,9 @@ class Check:
         size = HOST_MODEL_MIB * MiB
         prompt = {"1": {"class_type": "ComfySupervisorCheckModel",
                         "inputs": {"megabytes": HOST_MODEL_MIB, "nonce": os.getpid()}}}
-        status, raw = self.http("POST", "/prompt", {"prompt": prompt, "client_id": "comfyui-check"})
-        if status != 200:
-            self.step(1, title, False, f"POST /prompt answered {status}: {raw.decode(errors='replace')[:300]}")
-            return False
-        prompt_id = json.loads(raw)["prompt_id"]
-
-        def finished():
-            status, raw = self.http("GET", f"/history/{prompt_id}")
-            entry = json.loads(raw).get(prompt_id) if status == 200 else None
-            return entry and entry.get("status", {}).get("completed") is not None and entry
-        entry = self.wait_for(finished, PROMPT_TIMEOUT_S, 0.5)
-        if not entry:
-            self.step(1, title, False, f"prompt {prompt_id} did not finish within {PROMPT_TIMEOUT_S} s")
-            return False
-        run = entry["status"]
-        if run.get("status_str") != "success":
-            errors = [m for m in run.get("messages", []) if m and m[0] == "execution_error"]
-            detail = errors[0][1].get("exception_message", "").strip() if errors else run.get("status_str")
-            self.step(1, title, False, f"prompt {prompt_id} failed: {detail}")
+        prompt_id, entry, failure = self.run_prompt(prompt)
+        if entry is None:
+            self.step(1, title, False, failure)
             return False
         rows = self.wait_for(lambda: [r for r in self.host_rows(self.ledger()) if r["total_bytes"] == size
                                       and r["loaded_bytes"] == size], 10)
@@ -445,7 +429,7 @@ class Check:
         prompt = {"1": {"class_type": "EmptyImage", "inputs": {"width": 64, "height": 32, "batch_size": 1, "color": color}},
                   "2": {"class_type": "InvertImage", "inputs": {"image": ["1", 0]}},
                   "3": {"class_type": "PreviewImage", "inputs": {"images": ["2", 0]}}}
-        entry, failure = self.run_prompt(prompt)
+        _, entry, failure = self.run_prompt(prompt)
         if entry is None:
             self.step(4, title, False, failure)
             return
@@ -466,11 +450,11 @@ class Check:
                                 f"are {sorted(pixels)[:3]} (expected {inverted})")
 
     def run_prompt(self, prompt):
-        """POSTs `prompt` and waits for its end: (its history entry, None) when it succeeded,
-        else (None, why)."""
+        """POSTs `prompt` and waits for its end: (its id, its history entry, None) when it
+        succeeded, else (its id or None, None, why)."""
         status, raw = self.http("POST", "/prompt", {"prompt": prompt, "client_id": "comfyui-check"})
         if status != 200:
-            return None, f"POST /prompt answered {status}: {raw.decode(errors='replace')[:300]}"
+            return None, None, f"POST /prompt answered {status}: {raw.decode(errors='replace')[:300]}"
         prompt_id = json.loads(raw)["prompt_id"]
 
         def finished():
@@ -479,13 +463,13 @@ class Check:
             return entry and entry.get("status", {}).get("completed") is not None and entry
         entry = self.wait_for(finished, PROMPT_TIMEOUT_S, 0.5)
         if not entry:
-            return None, f"prompt {prompt_id} did not finish within {PROMPT_TIMEOUT_S} s"
+            return prompt_id, None, f"prompt {prompt_id} did not finish within {PROMPT_TIMEOUT_S} s"
         run = entry["status"]
         if run.get("status_str") != "success":
             errors = [m for m in run.get("messages", []) if m and m[0] == "execution_error"]
             detail = errors[0][1].get("exception_message", "").strip() if errors else run.get("status_str")
-            return None, f"prompt {prompt_id} failed: {detail}"
-        return entry, None
+            return prompt_id, None, f"prompt {prompt_id} failed: {detail}"
+        return prompt_id, entry, None
 
     def step5(self):
         title = "SIGTERM stops the supervisor; no process and no segment left"

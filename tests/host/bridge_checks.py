@@ -220,7 +220,7 @@ def check_handles():
     expect(isinstance(raises(lambda: node("Echo").run(value=threading.Lock()), TypeError), TypeError),
            "a host object crossed")
     handles = link().stats()["handles"]
-    del model, error  # the error's traceback holds the model too
+    model = error = None  # the error's traceback holds the model too
     gc.collect()
     deadline = time.monotonic() + 5
     while link().stats()["handles"] != handles - 1 and time.monotonic() < deadline:

@@ -28,7 +28,6 @@ import mmap
 import os
 import socket
 import stat
-import sys
 import threading
 
 parser = argparse.ArgumentParser()

@@ -373,10 +373,7 @@ class _Host:
         finally:
             self.link.node_finished(epoch, ok=succeeded())
             with self.lock:
-                self.busy = False
-                deferred, self.deferred = self.deferred, []
-                for command in deferred:
-                    self.answer(command)
+                self.end_busy()
                 self.attempt("refresh", self.refresh)
 
     def node_call(self, epoch):
@@ -399,13 +396,19 @@ class _Host:
     def node_call_ends(self, ok):
         self.node_ok = ok
         with self.lock:
-            self.busy = False
-            deferred, self.deferred = self.deferred, []
-            for command in deferred:
-                self.answer(command)
+            answered = self.end_busy()
             self.attempt("release_node_boundary", self.release_caches)
-            if deferred:
+            if answered:
                 self.attempt("refresh", self.refresh)
+
+    def end_busy(self):
+        """Not busy any more: answers the commands deferred meanwhile; whether there were any.
+        Under the lock."""
+        self.busy = False
+        deferred, self.deferred = self.deferred, []
+        for command in deferred:
+            self.answer(command)
+        return bool(deferred)
 
     def idle(self):
         """The run of node calls ended: the supervisor may count this worker idle."""
