@@ -37,6 +37,7 @@ CALL_KINDS = ("function", "is_changed", "validate_inputs")
 # No call for this long after one ends: the worker tells the supervisor it is idle. Calls
 # closer together (a pack's nodes in a row) stay one busy stretch to the supervisor.
 IDLE_AFTER_S = 0.002
+SPIN_S = 100e-6  # the next call is watched for this long before sleeping (channel.py says why)
 
 
 class HostSession(PeerSession):
@@ -128,7 +129,7 @@ class NodeServer:
         while True:
             session = self.sessions.get()
             while True:  # one host life, until it ends
-                message = session.next_message(IDLE_AFTER_S if self.memory.announced else None)
+                message = session.next_message(IDLE_AFTER_S if self.memory.announced else None, SPIN_S)
                 if message is False:
                     self.memory.idle()
                     continue

@@ -43,6 +43,7 @@ log = logging.getLogger("comfy_supervisor")
 PACK_WAIT_S = float(os.environ.get("COMFY_SV_PACK_WAIT_S", "120"))  # for interfaces at ComfyUI's start
 CALL_WAIT_S = 60.0        # for a (re)starting worker, at a call
 EXIT_NOTICE_WAIT_S = 2.0  # for the supervisor's pack_exited after a call socket closed
+SPIN_S = 100e-6           # a reply is watched for this long before sleeping (channel.py says why)
 _OPTIONAL_INTERFACE = ("RETURN_NAMES", "OUTPUT_IS_LIST", "INPUT_IS_LIST", "DESCRIPTION")
 
 
@@ -221,7 +222,7 @@ class PackLink:
                 self.interrupt()
         try:
             while True:
-                reply = session.next_message(None)
+                reply = session.next_message(None, SPIN_S)
                 if not reply:
                     raise self.died(session, what)
                 if reply.get("op") == "release":

@@ -69,13 +69,14 @@ class PeerSession:
 
     # ---- reading ----
 
-    def next_message(self, timeout_s):
+    def next_message(self, timeout_s, spin_s=0.0):
         """The next message, read by the caller, who holds read_lock: False when none came
-        within `timeout_s` (None: wait for ever), None when the session ended."""
+        within `timeout_s` (None: wait for ever), None when the session ended. `spin_s`:
+        as Channel.receive."""
         if self.closed.is_set():
             return None
         try:
-            message = self.channel.receive(timeout_s)
+            message = self.channel.receive(timeout_s, spin_s)
         except ProtocolError as error:
             self.protocol_error = str(error)
             message = None
