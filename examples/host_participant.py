@@ -107,8 +107,6 @@ class Host:
 
 def call_isolated():
     """Runs a few of tests/packs/bridge_pack's nodes in its worker, as a prompt would."""
-    import ctypes
-
     import comfy.utils
     import torch
     from comfy_supervisor import proxy_nodes
@@ -126,9 +124,8 @@ def call_isolated():
     started = time.perf_counter()
     (inverted,) = nodes["InvertImage"]().run(image=image)
     took_ms = (time.perf_counter() - started) * 1000
-    arena = bridges.links[pack].session.peer.map
-    start = ctypes.addressof(ctypes.c_char.from_buffer(arena))
-    in_place = start <= inverted.data_ptr() < start + len(arena)
+    arena = bridges.links[pack].session.peer  # the worker's arena, as mapped here
+    in_place = arena.base <= inverted.data_ptr() < arena.base + arena.capacity
     say(f"InvertImage ran in pack {pack}'s worker in {took_ms:.1f} ms: a {'x'.join(map(str, image.shape))} IMAGE in "
         f"and out, {'bit-exact' if torch.equal(inverted, 1.0 - image) else 'NOT bit-exact'}, the output "
         f"{'read in place from the worker' + chr(39) + 's arena' if in_place else 'COPIED'}")

@@ -24,7 +24,6 @@ again as "other" (a second pack with the same nodes).
     failed:PACK  PACK is failed: its nodes are not registered and the host said why
 """
 
-import ctypes
 import gc
 import math
 import os
@@ -150,16 +149,15 @@ def check_values():
         expect(same(back, value), f"{str(value)[:60]!r} came back as {str(back)[:60]!r}")
 
 
-def arena_range(session):
-    mapping = session.peer.map
-    start = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
-    return start, start + len(mapping)
+def mapping_range(mapping):
+    """The addresses of an arena as this process maps it (arena._PrivateMapping)."""
+    return mapping.base, mapping.base + mapping.capacity
 
 
 def check_zero_copy():
     image = torch.rand(1, 256, 256, 3)
     (inverted,) = node("InvertImage").run(image=image)
-    start, end = arena_range(link().session)
+    start, end = mapping_range(link().session.peer)
     pointer = inverted.data_ptr()
     expect(start <= pointer and pointer + inverted.numel() * inverted.element_size() <= end,
            f"the output at {pointer:#x} is not in the worker's arena [{start:#x}, {end:#x})")
@@ -168,10 +166,6 @@ def check_zero_copy():
     expect(same(again, image), "a write into a received tensor reached the worker's arena")
 
 
-def own_arena_range():
-    """Where the host reads its own blocks sent back to it (its private mapping of its arena)."""
-    returned = host.bridges.arena.returned
-    return returned.base, returned.base + returned.capacity
 
 
 def lies_in(tensor, bounds):
@@ -181,7 +175,7 @@ def lies_in(tensor, bounds):
 def check_sent_back():
     image = torch.rand(1, 128, 128, 3)
     (back,) = node("Echo").run(value=image)
-    expect(same(back, image) and lies_in(back, own_arena_range()),
+    expect(same(back, image) and lies_in(back, mapping_range(host.bridges.arena.returned)),
            "the host's image returned unchanged is not over the host's own block")
     (inverted,) = node("InvertImage").run(image=image)
     (again,) = node("Echo").run(value=inverted)
@@ -192,7 +186,7 @@ def check_sent_back():
     (added,) = node("AddOneInPlace").run(value=source)
     expect(same(added, torch.ones(4, 1024)) and same(source, torch.zeros(4, 1024)),
            "a tensor the node wrote into did not come back as it wrote it, or its source changed")
-    expect(not lies_in(added, own_arena_range()), "a tensor the node wrote into came back over the host's block")
+    expect(not lies_in(added, mapping_range(host.bridges.arena.returned)), "a tensor the node wrote into came back over the host's block")
     kept = inverted.clone()
     (added_again,) = node("AddOneInPlace").run(value=inverted)
     expect(same(added_again, kept + 1) and same(inverted, kept),

@@ -8,8 +8,9 @@ The host's PackSession and the worker's HostSession add what each side does with
 Who reads the call socket: whoever holds read_lock. The thread that waits for a call's
 reply (the host) or for the next call (the worker) reads it itself: no thread handoff
 on either side of a call, which is most of a call's cost in Python. Between calls the
-host drains what came (drain_available, every command-thread period); while a node runs,
-the worker's reader thread takes the interrupts and releases (node_server.py).
+host drains what came (drain_available, every command-thread period); the worker reads
+the releases that came during a node at its end, and hears interrupts through the host
+arena's interrupt word (node_server.py).
 """
 
 import threading
@@ -89,15 +90,6 @@ class PeerSession:
             self._released(message)
         else:
             self.on_message(message)
-
-    def drain(self):
-        """Dispatches the frames already buffered, so that the reader thread, which waits
-        on the socket, does not leave them waiting. Holding read_lock."""
-        while self.channel.has_frame():
-            message = self.next_message(0)
-            if not message:
-                return
-            self.dispatch(message)
 
     def drain_available(self):
         """Dispatches whatever came, without waiting, unless someone else is reading."""
