@@ -21,8 +21,10 @@ constexpr int kSizeSeals = F_SEAL_SHRINK | F_SEAL_GROW;
     throw SegmentError("region " + label + ": " + what);
 }
 
+constexpr const char* kRegionAdvice = "free memory or raise the memlock and file limits";
+
 [[noreturn]] void fail_errno(const std::string& label, const std::string& call, int err) {
-    fail(label, call + " failed: " + std::strerror(err) + "; free memory or raise the memlock and file limits");
+    fail(label, call + " failed: " + std::strerror(err) + "; " + kRegionAdvice);
 }
 
 std::byte* map(int fd, const std::string& label, std::size_t bytes, Access access) {
@@ -38,22 +40,26 @@ std::byte* map(int fd, const std::string& label, std::size_t bytes, Access acces
 
 }  // namespace
 
-SealedRegion SealedRegion::create(const std::string& label, std::size_t bytes, Access access) {
-    const int fd = ::memfd_create(label.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0) fail_errno(label, "memfd_create", errno);
-    auto abandon = [&](const char* call) {
-        const int err = errno;
-        ::close(fd);
-        fail_errno(label, call, err);
+UniqueFd create_sealed_memfd(const std::string& kind, const std::string& label, std::uint64_t bytes,
+                             bool reserve_pages, const std::string& advice) {
+    const auto fail_at = [&](const std::string& step, int err) {
+        throw SegmentError(kind + " " + label + ": " + step + " failed: " + std::strerror(err) + "; " + advice);
     };
-    if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) abandon("ftruncate");
-    // Reserve the pages now, so a shortage fails here rather than as SIGBUS on first touch.
-    if (const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0) {
-        errno = err;
-        abandon("reserving the region");
+    UniqueFd fd(::memfd_create(label.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!fd) fail_at("memfd_create", errno);
+    if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) fail_at("ftruncate", errno);
+    if (reserve_pages) {
+        if (const int err = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes)); err != 0) {
+            fail_at("reserving the pages", err);
+        }
     }
     // F_SEAL_SEAL as well: nobody may later undo or add seals.
-    if (::fcntl(fd, F_ADD_SEALS, kSizeSeals | F_SEAL_SEAL) != 0) abandon("sealing the region");
+    if (::fcntl(fd.get(), F_ADD_SEALS, kSizeSeals | F_SEAL_SEAL) != 0) fail_at("sealing", errno);
+    return fd;
+}
+
+SealedRegion SealedRegion::create(const std::string& label, std::size_t bytes, Access access) {
+    const int fd = create_sealed_memfd("region", label, bytes, true, kRegionAdvice).release();
     return SealedRegion(fd, map(fd, label, bytes, access), bytes);
 }
 

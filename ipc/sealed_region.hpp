@@ -7,10 +7,21 @@
 // Raw memfd rather than Boost.Interprocess: the anonymous, sealable file is the point, and
 // boost::interprocess has no memfd object.
 
+#include "ipc/unique_fd.hpp"
+
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace comfy::ipc {
+
+// A new memfd of `bytes` named `label`, sealed against shrinking, growing and further
+// seals, close-on-exec: a region's, or a value arena's (ipc/arena.hpp). `reserve_pages`
+// reserves its memory now, so a shortage fails here rather than as SIGBUS on first touch;
+// an arena is left sparse. Throws SegmentError, one line: "`kind` `label`: the step that
+// failed, why; `advice`".
+UniqueFd create_sealed_memfd(const std::string& kind, const std::string& label, std::uint64_t bytes,
+                             bool reserve_pages, const std::string& advice);
 
 enum class Access { read_only, read_write };
 

@@ -1,5 +1,7 @@
 #include "ipc/shm_segment.hpp"
 
+#include "ipc/descriptor_passing.hpp"
+
 #include "ipc/process_identity.hpp"
 
 #include <dirent.h>
@@ -15,6 +17,7 @@
 #include <new>
 #include <cstring>
 #include <utility>
+#include <system_error>
 
 namespace comfy::ipc {
 
@@ -209,9 +212,11 @@ SharedSegment SharedSegment::create(const std::string& name, std::size_t total_b
     ::shm_unlink(init_name.c_str());
     SharedSegment segment(name, fd, base, total_bytes, true);
     // Reopening through /proc gives a new open file description with its own, lesser, mode.
-    const std::string self = "/proc/self/fd/" + std::to_string(fd);
-    segment.read_only_fd_ = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
-    if (segment.read_only_fd_ < 0) fail_errno(name, "reopening read-only", errno, "check that /proc is mounted");
+    try {
+        segment.read_only_fd_ = reopen_read_only(fd).release();
+    } catch (const std::system_error& error) {
+        fail_errno(name, "reopening read-only", error.code().value(), "check that /proc is mounted");
+    }
     return segment;
 }
 
