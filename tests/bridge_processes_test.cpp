@@ -368,12 +368,7 @@ TEST_CASE("a pack in the python form runs the real pack worker on its folder wit
     const bool described = eventually(
         [&] { return supervisor.log().find("pack_worker: example_pack: 2 node classes") != std::string::npos; },
         std::chrono::seconds(20));
-    const bool ready = described && supervisor.wait_for([](const auto& table) {
-        for (const auto& p : table) {
-            if (p.name == "example" && p.state == ParticipantState::ready) return true;
-        }
-        return false;
-    });
+    const bool ready = described && supervisor.wait_for_state("example", ParticipantState::ready);
     CHECK(supervisor.stop() == 0);
     INFO(supervisor.log());
     CHECK(described);

@@ -73,12 +73,7 @@ TEST_CASE("a worker killed mid-work is restarted, its request answered, its memo
     SupervisorProcess supervisor(config, workload);
 
     // Wait until beta is computing with its 4 GiB loaded.
-    REQUIRE(supervisor.wait_for([](const auto& t) {
-        for (const auto& p : t) {
-            if (p.name == "beta" && p.state == ParticipantState::busy) return true;
-        }
-        return false;
-    }));
+    REQUIRE(supervisor.wait_for_state("beta", ParticipantState::busy));
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // inside the "work" node
     const auto before = supervisor.participants();
     const auto victim = *supervisor.participant("beta");

@@ -45,12 +45,7 @@ TEST_CASE("an owner killed during its eviction counts as freed and the load proc
     SupervisorProcess supervisor(config, workload_of({{node("holder", "load"), node("asker", "late_load")}}));
     // Once the asker's node started, the holder's load is done: stop the holder so it
     // cannot answer the eviction, then kill it while the arbiter waits for it.
-    REQUIRE(supervisor.wait_for([](const auto& t) {
-        for (const auto& p : t) {
-            if (p.name == "asker" && p.state == ParticipantState::busy) return true;
-        }
-        return false;
-    }));
+    REQUIRE(supervisor.wait_for_state("asker", ParticipantState::busy));
     const auto holder = *supervisor.participant("holder");
     REQUIRE(::kill(holder.pid, SIGSTOP) == 0);
     REQUIRE(eventually([&] { return supervisor.log().find("asking slot 1 (generation 1) to free") != std::string::npos; },

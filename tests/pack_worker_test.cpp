@@ -33,12 +33,7 @@ json python_pack(const std::string& name, const std::string& pack) {
 
 TEST_CASE("a Python pack joins in a worker of its own and describes its nodes") {
     SupervisorProcess supervisor(memory_config_of(json::array({python_pack("example", "example_pack")})));
-    REQUIRE(supervisor.wait_for([](const auto& table) {
-        for (const auto& p : table) {
-            if (p.name == "example" && p.state == ParticipantState::ready) return true;
-        }
-        return false;
-    }));
+    REQUIRE(supervisor.wait_for_state("example", ParticipantState::ready));
     REQUIRE(eventually([&] { return supervisor.log().find("example_pack: 2 node classes") != std::string::npos; },
                        std::chrono::seconds(10)));
     CHECK_THAT(supervisor.log(), Contains("pack_worker: example_pack: 2 node classes: AddNumbers, Echo"));
@@ -47,12 +42,7 @@ TEST_CASE("a Python pack joins in a worker of its own and describes its nodes") 
 
 TEST_CASE("a pack that fails to import is marked failed with its error in one line, and not restarted") {
     SupervisorProcess supervisor(memory_config_of(json::array({python_pack("broken", "broken_pack")})));
-    REQUIRE(supervisor.wait_for([](const auto& table) {
-        for (const auto& p : table) {
-            if (p.name == "broken" && p.state == ParticipantState::failed) return true;
-        }
-        return false;
-    }));
+    REQUIRE(supervisor.wait_for_state("broken", ParticipantState::failed));
     const auto log = supervisor.log();
     INFO(log);
     CHECK(count_of(log, "pack_worker: cannot import broken_pack: ModuleNotFoundError: No module named "

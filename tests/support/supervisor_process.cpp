@@ -123,6 +123,14 @@ bool SupervisorProcess::wait_for(const std::function<bool(const std::vector<Part
     return eventually([&] { return predicate(participants()); }, timeout);
 }
 
+bool SupervisorProcess::wait_for_state(const std::string& pack, ParticipantState state,
+                                       std::chrono::milliseconds timeout) const {
+    return eventually([&] {
+        const auto found = participant(pack);
+        return found && found->state == state;
+    }, timeout);
+}
+
 std::string SupervisorProcess::log() const { return read_file(folder_.path() / "stderr.txt"); }
 std::string SupervisorProcess::output() const { return read_file(folder_.path() / "stdout.txt"); }
 

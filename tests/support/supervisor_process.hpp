@@ -61,6 +61,9 @@ public:
     // Polls until `predicate` holds over the table, up to `timeout`; false on time-out.
     bool wait_for(const std::function<bool(const std::vector<Participant>&)>& predicate,
                   std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
+    // Polls until `pack`'s participant is in `state`, up to `timeout`; false on time-out.
+    bool wait_for_state(const std::string& pack, ParticipantState state,
+                        std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
     // What it wrote to stderr (the log) and stdout so far.
     std::string log() const;
     std::string output() const;
