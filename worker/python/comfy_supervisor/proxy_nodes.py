@@ -119,6 +119,10 @@ class PackLink:
     def started(self, session):
         with self.changed:
             self.session, self.failure = session, None
+            # Only a call that died with the life before may still wait for its exit.
+            if isinstance(session.generation, int):
+                self.exits = {generation: event for generation, event in self.exits.items()
+                              if isinstance(generation, int) and generation >= session.generation - 1}
             self.changed.notify_all()
         if self.interfaces is None:
             threading.Thread(target=self.describe, name=f"describe {self.name}", daemon=True).start()
