@@ -43,10 +43,17 @@ json soak_config(json demo, const std::filesystem::path& examples, const std::st
     demo["limits"]["shutdown_grace_ms"] = 2000;      // the deaf pack is killed after it
     demo["memory"]["answer_timeout_ms"] = kAnswerTimeout.count();
     // The demo's relative paths are relative to its own folder: run there.
+    // The config's own paths are relative to the config file's folder, which is the soak's.
+    const auto from_examples = [&](const json& path) { return (examples / path.get<std::string>()).lexically_normal().string(); };
     demo["comfyui"]["working_directory"] = examples.string();
+    demo["comfyui"]["checkout"] = from_examples(demo["comfyui"]["checkout"]);
     demo["comfyui"]["restart"] = restart_always();
     for (auto& pack : demo["packs"]) {
-        pack["command"] = worker;
+        if (pack.contains("python")) {
+            pack["python"]["pack"] = from_examples(pack["python"]["pack"]);
+        } else {
+            pack["command"] = worker;
+        }
         pack["working_directory"] = examples.string();
         pack["restart"] = restart_always();
     }
