@@ -56,7 +56,7 @@ TEST_CASE("the ComfyUI integration is admitted, reported and evicted through ups
     TempFolder packs("comfyui");
     const json config = config_with(
         fake_comfyui({"load:model:12GiB"}),
-        {reference_pack(packs, "asker", {{"nodes", {{"load", {step_compute(2500), step_load("huge", "14GiB")}}}}}),
+        {reference_pack(packs, "asker", {{"nodes", {{"load", {step_await_free_below("13GiB"), step_load("huge", "14GiB")}}}}}),
          reference_pack(packs, "idle", idle_pack())});
     SupervisorProcess supervisor(config, workload_of({{node("asker", "load")}}));
     CHECK(supervisor.wait() == 0);
@@ -100,7 +100,8 @@ TEST_CASE("an exception from upstream during an eviction is answered as nothing 
     // unloaded; the asker's load then takes a's bytes.
     const json config = config_with(
         fake_comfyui({"load:a:8GiB", "load:b:8GiB", "fail-unload:b"}),
-        json::array({reference_pack(packs, "asker", {{"nodes", {{"load", {step_compute(3000), step_load("huge", "14GiB")}}}}})}));
+        json::array({reference_pack(packs, "asker",
+                                    {{"nodes", {{"load", {step_await_free_below("9GiB"), step_load("huge", "14GiB")}}}}})}));
     SupervisorProcess supervisor(config, workload_of({{node("asker", "load")}}));
     CHECK(supervisor.wait() == 0);
     const auto log = supervisor.log();
@@ -116,7 +117,7 @@ TEST_CASE("unload_all_models on the prompt thread during an eviction leaves one 
     // starts meanwhile and waits for it, then acts on what is left.
     const json config = config_with(
         fake_comfyui({"load:a:12GiB", "slow-unload:a:500", "unload-all-during-eviction:a"}),
-        {reference_pack(packs, "asker", {{"nodes", {{"load", {step_compute(2500), step_load("huge", "14GiB")}}}}}),
+        {reference_pack(packs, "asker", {{"nodes", {{"load", {step_await_free_below("13GiB"), step_load("huge", "14GiB")}}}}}),
          reference_pack(packs, "clock", {{"nodes", {{"wait", {step_compute(6000)}}}}})});
     SupervisorProcess supervisor(config, workload_of({{node("asker", "load"), node("clock", "wait")}}));
     CHECK(supervisor.wait() == 0);

@@ -45,10 +45,10 @@ bool host_holds(const SupervisorProcess& supervisor, std::uint32_t generation) {
 
 TEST_CASE("a worker's load that needs the host's model evicted: the host frees its bytes and the grant follows") {
     TempFolder packs("host");
-    // The worker waits long enough for the host (a Python start-up) to hold its model.
+    // The worker waits until the host (a Python start-up) holds its model.
     const json config = config_with_host(
         host_section({"--hold", "big=12GiB"}),
-        {reference_pack(packs, "asker", {{"nodes", {{"load", {step_compute(2500), step_load("huge", "14GiB")}}}}}),
+        {reference_pack(packs, "asker", {{"nodes", {{"load", {step_await_free_below("13GiB"), step_load("huge", "14GiB")}}}}}),
          reference_pack(packs, "idle", idle_pack())});
     SupervisorProcess supervisor(config, workload_of({{node("asker", "load")}}));
     CHECK(supervisor.wait() == 0);
@@ -68,11 +68,11 @@ TEST_CASE("a worker's load that needs the host's model evicted: the host frees i
 TEST_CASE("the host's load that needs a worker's model evicted succeeds") {
     TempFolder packs("host");
     // The host loads once the holder's 12 GiB are on the device; the clock keeps the
-    // workload (and the supervisor) running meanwhile.
+    // workload (and the supervisor) running until the host's 14 GiB are.
     const json config = config_with_host(
         host_section({"--later", "huge=14GiB", "--when-free-below", "13GiB"}),
         {reference_pack(packs, "holder", {{"nodes", {{"load", {step_load("big", "12GiB")}}}}}),
-         reference_pack(packs, "clock", {{"nodes", {{"wait", {step_compute(3000)}}}}})});
+         reference_pack(packs, "clock", {{"nodes", {{"wait", {step_await_free_below("11GiB")}}}}})});
     SupervisorProcess supervisor(config, workload_of({{node("holder", "load"), node("clock", "wait")}}));
     CHECK(supervisor.wait() == 0);
     const auto log = supervisor.log();

@@ -39,6 +39,13 @@ struct Reader {
         return object.at(key);
     }
 
+    std::uint32_t milliseconds(const json& value, const std::string& path) const {
+        if (!value.is_number_unsigned() || value.get<std::uint64_t>() > 3'600'000) {
+            fail(path, "milliseconds from 0 to 3600000", value);
+        }
+        return value.get<std::uint32_t>();
+    }
+
     Step step(const json& value, const std::string& path) const {
         if (!value.is_object()) fail(path, "a step object", value);
         const std::string op = text(field(value, "op", path), path + "/op");
@@ -60,18 +67,18 @@ struct Reader {
             s.model = text(field(value, "model", path), path + "/model");
         } else if (op == "compute") {
             s.kind = StepKind::compute;
-            const json& ms = field(value, "ms", path);
-            if (!ms.is_number_unsigned() || ms.get<std::uint64_t>() > 3'600'000) {
-                fail(path + "/ms", "milliseconds from 0 to 3600000", ms);
-            }
-            s.ms = ms.get<std::uint32_t>();
+            s.ms = milliseconds(field(value, "ms", path), path + "/ms");
             if (value.contains("cast_buffer")) s.cast_buffer = bytes(value.at("cast_buffer"), path + "/cast_buffer");
             if (value.contains("patch_pins")) s.patch_pins = bytes(value.at("patch_pins"), path + "/patch_pins");
         } else if (op == "pin" || op == "unpin") {
             s.kind = op == "pin" ? StepKind::pin : StepKind::unpin;
             s.bytes = bytes(field(value, "bytes", path), path + "/bytes");
+        } else if (op == "await_free_below") {
+            s.kind = StepKind::await_free_below;
+            s.bytes = bytes(field(value, "bytes", path), path + "/bytes");
+            s.ms = milliseconds(field(value, "ms", path), path + "/ms");
         } else {
-            fail(path + "/op", "load_model, compute, pin, unpin or drop_model", json(op));
+            fail(path + "/op", "load_model, compute, pin, unpin, drop_model or await_free_below", json(op));
         }
         return s;
     }

@@ -1,7 +1,7 @@
 #pragma once
 // A node pack as the reference worker runs it: named nodes, each a list of steps that
 // act on the device the way real nodes do (load a model, compute, pin host memory,
-// drop a model). A compute step may leave a cast buffer and patch pins behind, held
+// drop a model), or wait for the rest of the machine (a test's ordering, never a timer). A compute step may leave a cast buffer and patch pins behind, held
 // until a release frees them (worker/node_leftovers.hpp).
 
 #include <cstdint>
@@ -12,13 +12,13 @@
 
 namespace comfy::worker {
 
-enum class StepKind { load_model, compute, pin, unpin, drop_model };
+enum class StepKind { load_model, compute, pin, unpin, drop_model, await_free_below };
 
 struct Step {
     StepKind kind;
     std::string model;        // load_model, drop_model
-    std::uint64_t bytes = 0;  // load_model, pin, unpin
-    std::uint32_t ms = 0;     // compute
+    std::uint64_t bytes = 0;  // load_model, pin, unpin, await_free_below
+    std::uint32_t ms = 0;     // compute; await_free_below: how long at most
     std::uint64_t cast_buffer = 0;  // compute: device memory its cast buffer grows to
     std::uint64_t patch_pins = 0;   // compute: host memory pinned for weight patches
 };

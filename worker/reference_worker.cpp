@@ -85,6 +85,20 @@ bool ReferenceWorker::run_step(const Step& step) {
             if (!hold_leftovers(step)) return false;
             std::this_thread::sleep_for(std::chrono::milliseconds(step.ms));
             return true;
+        case StepKind::await_free_below: {
+            // Another participant's load this node must come after: polled, as the
+            // device's free bytes change without telling anyone.
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(step.ms);
+            while (device.free_bytes() >= step.bytes) {
+                if (std::chrono::steady_clock::now() >= deadline) {
+                    std::fprintf(stderr, "comfy-worker: the device still had %llu bytes free after %u ms\n",
+                                 static_cast<unsigned long long>(device.free_bytes()), step.ms);
+                    return false;
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+            return true;
+        }
         case StepKind::pin: {
             // Pinning only speeds transfers up: a pin cut short by the host budget, or
             // refused by the device, is counted and the node goes on without it.

@@ -165,6 +165,9 @@ nlohmann::json step_load(const std::string& model, const std::string& bytes) {
     return {{"op", "load_model"}, {"model", model}, {"bytes", bytes}};
 }
 nlohmann::json step_compute(int ms) { return {{"op", "compute"}, {"ms", ms}}; }
+nlohmann::json step_await_free_below(const std::string& bytes) {
+    return {{"op", "await_free_below"}, {"bytes", bytes}, {"ms", 60000}};
+}
 
 nlohmann::json node(const std::string& pack, const std::string& name) { return {{"pack", pack}, {"node", name}}; }
 

@@ -95,6 +95,8 @@ inline constexpr double kGiBf = 1073741824.0;
 // Steps of a reference worker's node: load `bytes` ("12GiB") as `model`; compute for `ms`.
 nlohmann::json step_load(const std::string& model, const std::string& bytes);
 nlohmann::json step_compute(int ms);
+// Waits (up to a minute) until another participant's load leaves less than `bytes` free.
+nlohmann::json step_await_free_below(const std::string& bytes);
 // A node of a prompt, and a workload of `prompts` (run one at a time unless `parallel`).
 nlohmann::json node(const std::string& pack, const std::string& name);
 nlohmann::json workload_of(const nlohmann::json& prompts, bool parallel = false);
