@@ -1,11 +1,28 @@
 #pragma once
-// The supervisor's log: one line per event on stderr, prefixed with the program name and
-// the time since start, so an operator can follow a run and grep it.
+// The supervisor's log on stderr, one line per event, for a terminal, a file or the
+// systemd journal:
+//
+//   2026-11-30T21:40:01.234Z info  comfy-supervisor [  12.345] sdxl: ready (pid 1289, generation 1)
+//   2026-11-30T21:40:01.240Z info  host: Starting server
+//
+// wall-clock time (UTC), a level, then the supervisor's own lines with the seconds since it
+// started, or a child's output line under its pack's name (supervisor/child_output.hpp).
+// When stderr is the journal (systemd's JOURNAL_STREAM names it), each line starts with
+// the journal's priority prefix instead of the time, which the journal keeps itself.
 
 #include <string>
+#include <string_view>
 
 namespace comfy::supervisor {
 
-void log_line(const std::string& text);
+enum class LogLevel { error, warning, info };
+
+void log_line(LogLevel level, const std::string& text);
+inline void log_line(const std::string& text) { log_line(LogLevel::info, text); }
+inline void log_warning(const std::string& text) { log_line(LogLevel::warning, text); }
+inline void log_error(const std::string& text) { log_line(LogLevel::error, text); }
+
+// One line a child (`pack`'s worker, or the ComfyUI host) wrote to its stdout or stderr.
+void log_child_line(std::string_view pack, std::string_view line);
 
 }  // namespace comfy::supervisor

@@ -210,7 +210,7 @@ void Supervisor::start_worker(WorkerProcess& worker) {
                                                   ParticipantRegionMap::compute(ring_slots).total_bytes,
                                                   ipc::Access::read_only);
     } catch (const std::exception& e) {
-        log_line(worker.pack.name + ": cannot start: " + e.what());
+        happened(LogLevel::error, worker, "failed", std::string("cannot start: ") + e.what());
         schedule_restart(worker);
         return;
     }
@@ -255,7 +255,7 @@ void Supervisor::start_worker(WorkerProcess& worker) {
                                                                                attach.descriptors()}));
     } catch (const std::exception& e) {
         bridge_.close_life(worker);
-        log_line(worker.pack.name + ": cannot start: " + e.what());
+        happened(LogLevel::error, worker, "failed", std::string("cannot start: ") + e.what());
         worker.last_exit_status = -1;
         worker.last_exit_signal = 0;
         schedule_restart(worker);
@@ -264,8 +264,10 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     ++worker.starts;
     publish(worker);
     notify(WorkerEvent::spawned, worker);
-    log_line(worker.pack.name + ": spawned pid " + std::to_string(worker.process.pid) + " (generation " +
-             std::to_string(worker.generation) + ")");
+    happened(LogLevel::info, worker, "spawned",
+             "spawned pid " + std::to_string(worker.process.pid) + " (generation " + std::to_string(worker.generation) +
+                 ")",
+             {{"pid", worker.process.pid}, {"generation", worker.generation}});
     bridge_.spawned(worker);
     watch_exit(worker);
     worker.handshake_timer.expires_after(config_.limits.handshake_timeout);
@@ -298,12 +300,19 @@ void Supervisor::on_exit(WorkerProcess& worker) {
     worker.last_exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     worker.last_exit_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 
-    const char* who = worker.kind == ParticipantKind::host ? ": pid " : ": worker pid ";
+    const char* who = worker.kind == ParticipantKind::host ? "pid " : "worker pid ";
     std::string how = describe_exit(worker.last_exit_status, worker.last_exit_signal);
     if (exec_error != 0) how += ": cannot execute " + worker.pack.command + ": " + std::strerror(exec_error);
     if (!worker.kill_reason.empty()) how += " (" + worker.kill_reason + ")";
-    log_line(worker.pack.name + who + std::to_string(pid) + " (generation " + std::to_string(worker.generation) +
-             ") " + how);
+    // A death the supervisor did not ask for, or asked for because the worker misbehaved.
+    const bool expected = shutting_down_ || (worker.last_exit_signal == 0 && worker.last_exit_status == 0);
+    happened(expected ? LogLevel::info : LogLevel::warning, worker, "exited",
+             who + std::to_string(pid) + " (generation " + std::to_string(worker.generation) + ") " + how,
+             {{"pid", pid},
+              {"generation", worker.generation},
+              {"status", worker.last_exit_status},
+              {"signal", worker.last_exit_signal},
+              {"reason", worker.kill_reason}});
     notify(WorkerEvent::exited, worker);
     bridge_.exited(worker, how);
 
@@ -313,6 +322,7 @@ void Supervisor::on_exit(WorkerProcess& worker) {
     // bytes, and a grant its death allows must not reach an asker that still sees them.
     set_state(worker, ParticipantState::dead);
     releases_.forget(worker.slot);
+    admission_waits_.forget(worker.slot);
     census_.forget(worker.slot);
     publish_census_reports();
     worker.to_worker.reset();
@@ -343,14 +353,15 @@ void Supervisor::schedule_restart(WorkerProcess& worker) {
                        : "more than " + std::to_string(worker.pack.restart.max_restarts) + " restarts within " +
                              std::to_string(worker.pack.restart.window.count()) +
                              " ms; not restarting until an operator asks";
-        log_line(worker.pack.name + ": failed: " + why);
+        happened(LogLevel::error, worker, "failed", "failed: " + why, {{"reason", why}});
         bridge_.failed(worker, why);
         fail_requests(worker, FailureReason::worker_failed, true);
         check_all_started();
         return;
     }
     set_state(worker, ParticipantState::dead);
-    log_line(worker.pack.name + ": restarting in " + std::to_string(decision.delay.count()) + " ms");
+    happened(LogLevel::info, worker, "restarting", "restarting in " + std::to_string(decision.delay.count()) + " ms",
+             {{"delay_ms", decision.delay.count()}});
     worker.restart_timer.expires_after(decision.delay);
     worker.restart_timer.async_wait([this, &worker](const boost::system::error_code& ec) {
         if (!ec && !shutting_down_) start_worker(worker);
@@ -360,7 +371,9 @@ void Supervisor::schedule_restart(WorkerProcess& worker) {
 void Supervisor::terminate(WorkerProcess& worker, const std::string& reason) {
     if (!worker.alive() || !worker.kill_reason.empty()) return;
     worker.kill_reason = reason;
-    log_line(worker.pack.name + ": stopping pid " + std::to_string(worker.process.pid) + ": " + reason);
+    happened(shutting_down_ ? LogLevel::info : LogLevel::warning, worker, "stopping",
+             "stopping pid " + std::to_string(worker.process.pid) + ": " + reason,
+             {{"pid", worker.process.pid}, {"reason", reason}});
     set_state(worker, ParticipantState::draining);
     ::killpg(worker.process.pid, SIGTERM);
     ::killpg(worker.process.pid, SIGCONT);  // a stopped process must run to see SIGTERM
@@ -501,6 +514,7 @@ void Supervisor::handle_memory_report(WorkerProcess& worker, const Message& mess
             }
             if (!may_ask(worker, message.type())) break;
             ++memory_totals_.admissions;
+            admission_waits_.asked(worker.slot, message.header.correlation, request.bytes, Clock::now());
             note_fit_by_release(worker, request);
             arbitrate(arbiter::event::Admission{who, message.header.correlation, request, std::move(keep)});
             break;
@@ -508,6 +522,14 @@ void Supervisor::handle_memory_report(WorkerProcess& worker, const Message& mess
         case MessageType::unload_receipt: {
             const auto& receipt = std::get<UnloadReceipt>(message.payload);
             memory_totals_.bytes_evicted += receipt.bytes_freed;
+            journal_.record("eviction", worker.pack.name,
+                            "freed " + format_byte_size(receipt.bytes_freed) + " of model " +
+                                std::to_string(receipt.model_id) + " for an admission (asked " +
+                                format_byte_size(receipt.bytes_requested) + ")",
+                            {{"model_id", receipt.model_id},
+                             {"bytes_requested", receipt.bytes_requested},
+                             {"bytes_freed", receipt.bytes_freed},
+                             {"deferred", receipt.deferred != 0}});
             arbitrate(arbiter::event::Unloaded{who, receipt});
             break;
         }
@@ -537,9 +559,10 @@ void Supervisor::handle_memory_report(WorkerProcess& worker, const Message& mess
 void Supervisor::on_release_receipt(WorkerProcess& worker, const ReleaseReceipt& receipt) {
     const auto kind = releases_.record(worker.slot, receipt);
     if (kind && receipt.bytes_freed > 0) {
-        log_about(worker, "releases",
-                  worker.pack.name + ": " + std::string(to_string(*kind)) + " release freed " +
-                      format_byte_size(receipt.bytes_freed));
+        const std::string line = std::string(to_string(*kind)) + " release freed " + format_byte_size(receipt.bytes_freed);
+        journal_.record("release", worker.pack.name, line,
+                        {{"release", to_string(*kind)}, {"bytes_freed", receipt.bytes_freed}});
+        log_about(worker, "releases", worker.pack.name + ": " + line);
     }
     arbitrate(arbiter::event::Released{{worker.slot, worker.generation}, receipt});
 }
@@ -636,14 +659,39 @@ void Supervisor::carry_out(const arbiter::Action& action, const std::optional<No
                 } else if constexpr (std::is_same_v<A, arbiter::action::Grant>) {
                     ++memory_totals_.granted;
                     if (a.grant.shortfall > 0) ++memory_totals_.admitted_short;
+                    record_answer(*target, a.correlation, "granted", a.grant.device_free, a.grant.shortfall);
                     deliver(*target, encode(a.grant, target->generation, a.correlation));
                 } else {
                     ++memory_totals_.refused;
+                    record_answer(*target, a.correlation, "refused", a.refusal.device_free, 0);
                     deliver(*target, encode(a.refusal, target->generation, a.correlation));
                 }
             }
         },
         action);
+}
+
+void Supervisor::record_answer(const WorkerProcess& asker, std::uint64_t correlation, const char* answer,
+                               Bytes device_free, Bytes shortfall) {
+    const auto waited = admission_waits_.answered(asker.slot, correlation, Clock::now());
+    if (!waited) return;
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.3f", waited->waited_seconds);
+    journal_.record("admission", asker.pack.name,
+                    std::string(answer) + " " + format_byte_size(waited->asked) + " after " + seconds + " s (" +
+                        format_byte_size(device_free) + " free" +
+                        (shortfall > 0 ? ", " + format_byte_size(shortfall) + " short" : std::string()) + ")",
+                    {{"answer", answer},
+                     {"bytes", waited->asked},
+                     {"waited_seconds", waited->waited_seconds},
+                     {"device_free", device_free},
+                     {"shortfall", shortfall}});
+}
+
+void Supervisor::happened(LogLevel level, const WorkerProcess& worker, const char* kind, const std::string& text,
+                          nlohmann::json figures) {
+    log_line(level, worker.pack.name + ": " + text);
+    journal_.record(kind, worker.pack.name, text, std::move(figures));
 }
 
 void Supervisor::log_about(const WorkerProcess& worker, const std::string& topic, std::string line) {
@@ -705,8 +753,10 @@ void Supervisor::accept_hello(WorkerProcess& worker, const Message& message) {
                                     view_.device_total_bytes()},
                            worker.generation));
     arbitrate(arbiter::event::Joined{{worker.slot, worker.generation}});
-    log_line(worker.pack.name + ": ready (pid " + std::to_string(worker.process.pid) + ", generation " +
-             std::to_string(worker.generation) + ")");
+    happened(LogLevel::info, worker, "ready",
+             "ready (pid " + std::to_string(worker.process.pid) + ", generation " + std::to_string(worker.generation) +
+                 ")",
+             {{"pid", worker.process.pid}, {"generation", worker.generation}});
     notify(WorkerEvent::ready, worker);
     dispatch_queued(worker);
     check_all_started();
@@ -882,7 +932,7 @@ void Supervisor::begin_shutdown(const std::string& why) {
         if (ec) return;
         for (auto& worker : workers_) {
             if (!worker->alive()) continue;
-            log_line(worker->pack.name + ": still running after the grace period; killing it");
+            log_warning(worker->pack.name + ": still running after the grace period; killing it");
             ::killpg(worker->process.pid, SIGKILL);
         }
     });
@@ -1031,6 +1081,7 @@ void Supervisor::sweep_idle_workers() {
 
 void Supervisor::release_everything(FullReleaseReason reason) {
     log_line("operator asked for a full release: every idle worker releases everything");
+    journal_.record("operator", "", "full release of every worker");
     for (auto& worker : workers_) {
         // Idle and busy workers both get it: a busy one reads the ring only between nodes,
         // so it finds the message at its next boundary.
@@ -1043,7 +1094,7 @@ void Supervisor::release_everything(FullReleaseReason reason) {
 void Supervisor::retry_failed_packs() {
     for (auto& worker : workers_) {
         if (worker->state != ParticipantState::failed) continue;
-        log_line(worker->pack.name + ": operator asked to retry the failed pack; starting it");
+        happened(LogLevel::info, *worker, "operator", "operator asked to retry the failed pack; starting it");
         worker->restarts.reset();
         start_worker(*worker);
     }

@@ -5,12 +5,15 @@
 
 #include "ipc/eventfd.hpp"
 #include "shared/segment_layout.hpp"
+#include "supervisor/admission_waits.hpp"
 #include "supervisor/arbiter/arbiter.hpp"
 #include "supervisor/arbiter/trace.hpp"
 #include "supervisor/bridge_broker.hpp"
 #include "supervisor/census_reader.hpp"
 #include "supervisor/config.hpp"
+#include "supervisor/event_journal.hpp"
 #include "supervisor/host_memory.hpp"
+#include "supervisor/log.hpp"
 #include "supervisor/log_limiter.hpp"
 #include "supervisor/ops_http.hpp"
 #include "supervisor/release_totals.hpp"
@@ -100,7 +103,19 @@ public:
     };
     std::vector<CensusRow> census_rows() const;
 
+    // What happened, for comfyctl events and the dashboard.
+    EventJournal& journal() noexcept { return journal_; }
+    // How long admissions waited for their answers.
+    const AdmissionWaits::Histogram& admission_waits() const noexcept { return admission_waits_.histogram(); }
+
 private:
+    // Journals an admission's answer with what it asked and how long it waited.
+    void record_answer(const WorkerProcess& asker, std::uint64_t correlation, const char* answer, Bytes device_free,
+                       Bytes shortfall);
+    // Logs `text` (after the pack's name) and records it in the journal as `kind`.
+    void happened(LogLevel level, const WorkerProcess& worker, const char* kind, const std::string& text,
+                  nlohmann::json figures = nlohmann::json::object());
+
     void start_worker(WorkerProcess& worker);
     void watch_exit(WorkerProcess& worker);
     void on_exit(WorkerProcess& worker);
@@ -214,6 +229,8 @@ private:
     std::optional<OpsHttpServer> http_;
     std::uint32_t ledger_quota_;  // rows one participant may hold in the ledger
     LogLimiter log_limiter_;
+    EventJournal journal_;
+    AdmissionWaits admission_waits_;
     Totals memory_totals_;
     ReleaseTotals releases_;
     std::chrono::steady_clock::time_point started_at_ = std::chrono::steady_clock::now();

@@ -13,7 +13,8 @@ using namespace comfy;
 using namespace comfy::soak;
 
 TEST_CASE("the soak reads the log lines it acts on and checks, and only those") {
-    const auto line = parse_log_line("comfy-supervisor [  12.635] video: worker pid 9584 (generation 3) killed by SIGKILL");
+    const auto line = parse_log_line(
+        "2026-11-30T21:40:01.234Z warn  comfy-supervisor [  12.635] video: worker pid 9584 (generation 3) killed by SIGKILL");
     REQUIRE(line);
     CHECK(line->seconds == Approx(12.635));
     const auto death = parse_death(line->text);
@@ -30,7 +31,9 @@ TEST_CASE("the soak reads the log lines it acts on and checks, and only those") 
     CHECK(parse_death("sdxl: worker pid 5 (generation 2) exited with status 2"));
     CHECK_FALSE(parse_death("video: spawned pid 9606 (generation 2)"));
     CHECK_FALSE(parse_death("hostile-census-garbage: stopping pid 5: its census is unreadable"));
-    CHECK_FALSE(parse_log_line("comfy-worker: out of device memory for a cast buffer of 2.0 GiB (1.5 GiB free)"));
+    CHECK_FALSE(parse_log_line(
+        "2026-11-30T21:40:01.240Z info  video: comfy-worker: out of device memory for a cast buffer of 2.0 GiB"));
+    CHECK_FALSE(parse_log_line("2026-11-30T21:40:01.240Z info  host: comfy-supervisor [  12.635] a child's echo"));
 
     const auto ask = parse_eviction_ask("memory: slot 2 needs 18 GiB with 14 GiB free and 64 MiB being freed: asking "
                                         "slot 1 (generation 4) to detach model 3 (160 MiB loaded)");

@@ -8,6 +8,8 @@ namespace comfy::soak {
 namespace {
 
 constexpr std::string_view kPrefix = "comfy-supervisor [";
+// Where the tag starts at the latest: after "2026-11-30T21:40:01.234Z error ".
+constexpr std::size_t kTagAtMost = 31;
 
 bool starts_with(const std::string& text, std::string_view prefix) { return text.rfind(prefix, 0) == 0; }
 
@@ -31,11 +33,14 @@ std::optional<std::uint64_t> number_after(const std::string& text, std::string_v
 }  // namespace
 
 std::optional<LogLine> parse_log_line(const std::string& raw) {
-    if (!starts_with(raw, kPrefix)) return std::nullopt;
-    const auto close = raw.find("] ", kPrefix.size());
+    // After the time and the level, which a child's line has too.
+    const auto tag = raw.find(kPrefix);
+    if (tag == std::string::npos || tag > kTagAtMost) return std::nullopt;
+    const auto open = tag + kPrefix.size();
+    const auto close = raw.find("] ", open);
     if (close == std::string::npos) return std::nullopt;
     char* end = nullptr;
-    const std::string seconds = raw.substr(kPrefix.size(), close - kPrefix.size());
+    const std::string seconds = raw.substr(open, close - open);
     const double value = std::strtod(seconds.c_str(), &end);
     if (end == seconds.c_str()) return std::nullopt;
     return LogLine{value, raw.substr(close + 2)};

@@ -1,7 +1,7 @@
 #pragma once
 // Reads the lines of the supervisor's log that the soak acts on or checks. The log is
-// "comfy-supervisor [SECONDS] TEXT" per line, SECONDS since the supervisor started; the
-// workers' own stderr lines are mixed in and are not the supervisor's.
+// "TIME LEVEL comfy-supervisor [SECONDS] TEXT" per line, SECONDS since the supervisor
+// started; the workers' own output lines ("TIME LEVEL PACK: LINE") are not the supervisor's.
 
 #include <sys/types.h>
 

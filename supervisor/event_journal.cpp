@@ -1,0 +1,59 @@
+#include "supervisor/event_journal.hpp"
+
+#include <algorithm>
+#include <ctime>
+
+namespace comfy::supervisor {
+
+namespace {
+
+std::string iso8601_utc(std::chrono::system_clock::time_point at) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at.time_since_epoch()).count();
+    const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
+    std::tm utc{};
+    ::gmtime_r(&seconds, &utc);
+    char text[40];
+    const std::size_t n = std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
+    std::snprintf(text + n, sizeof text - n, ".%03dZ", static_cast<int>(ms % 1000));
+    return text;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const JournalEvent& event) {
+    return {{"seq", event.seq},   {"time", iso8601_utc(event.at)}, {"kind", event.kind},
+            {"pack", event.pack}, {"text", event.text},            {"figures", event.figures}};
+}
+
+const JournalEvent& EventJournal::record(std::string kind, std::string pack, std::string text,
+                                         nlohmann::json figures) {
+    if (events_.size() == capacity_) events_.pop_front();
+    events_.push_back(JournalEvent{next_seq_++, std::chrono::system_clock::now(), std::move(kind), std::move(pack),
+                                   std::move(text), std::move(figures)});
+    // A copy: a listener may unlisten (itself or another) while it is told.
+    const auto listeners = listeners_;
+    for (const auto& [id, listener] : listeners) listener(events_.back());
+    return events_.back();
+}
+
+std::vector<JournalEvent> EventJournal::since(std::uint64_t seq, std::size_t limit) const {
+    // Numbers are consecutive in the deque: the first one after `seq` is found by arithmetic.
+    auto first = events_.begin();
+    if (!events_.empty() && seq >= events_.front().seq) {
+        first += static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(seq - events_.front().seq + 1, events_.size()));
+    }
+    const auto available = static_cast<std::size_t>(events_.end() - first);
+    if (available > limit) first = events_.end() - static_cast<std::ptrdiff_t>(limit);
+    return {first, events_.end()};
+}
+
+std::uint64_t EventJournal::listen(Listener listener) {
+    listeners_.emplace_back(next_listener_, std::move(listener));
+    return next_listener_++;
+}
+
+void EventJournal::unlisten(std::uint64_t id) {
+    std::erase_if(listeners_, [id](const auto& entry) { return entry.first == id; });
+}
+
+}  // namespace comfy::supervisor
