@@ -70,6 +70,11 @@ int child_main(void* plan_pointer) {
     const int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd < 0 || ::dup2(null_fd, STDIN_FILENO) < 0) child_fail(plan.report_fd);
     const SpawnRequest& request = *plan.request;
+    if (request.output_fd >= 0) {
+        if (::dup2(request.output_fd, STDOUT_FILENO) < 0 || ::dup2(request.output_fd, STDERR_FILENO) < 0) {
+            child_fail(plan.report_fd);
+        }
+    }
     // Close everything above stderr but the inherited descriptors (sorted before the
     // clone) and the report pipe, which closes itself at exec.
     unsigned next = STDERR_FILENO + 1;

@@ -24,6 +24,8 @@ struct SpawnRequest {
     // Stay open across exec, at the same numbers; every other descriptor above stderr is
     // closed in the child, whether or not the supervisor marked it close-on-exec.
     std::vector<int> inherited_fds;
+    // Becomes the child's stdout and stderr; -1 leaves it the supervisor's.
+    int output_fd = -1;
 };
 
 struct SpawnedProcess {

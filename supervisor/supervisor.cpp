@@ -192,6 +192,9 @@ int Supervisor::run() {
     wait_for_messages();
     check_heartbeats();
     io_.run();
+    for (auto& worker : workers_) {
+        if (worker->output) worker->output->drain_now();
+    }
     for (const auto& line : log_limiter_.flush()) log_line(line);
     log_line("all workers stopped; segment removed");
     return 0;
@@ -249,10 +252,11 @@ void Supervisor::start_worker(WorkerProcess& worker) {
             attach.arena_fd = bridge->arena.get();
             attach.arena_bytes = bridge->arena_bytes;
         }
-        worker.process = spawn_process(with_sandbox(worker.pack, SpawnRequest{worker.pack.command, worker.pack.args,
-                                                                               child_environment(worker.pack, attach),
-                                                                               worker.pack.working_directory,
-                                                                               attach.descriptors()}));
+        worker.output = ChildOutput::open(io_, worker.pack.name);
+        worker.process = spawn_process(with_sandbox(
+            worker.pack, SpawnRequest{worker.pack.command, worker.pack.args, child_environment(worker.pack, attach),
+                                      worker.pack.working_directory, attach.descriptors(), worker.output->write_end()}));
+        worker.output->start();
     } catch (const std::exception& e) {
         bridge_.close_life(worker);
         happened(LogLevel::error, worker, "failed", std::string("cannot start: ") + e.what());

@@ -6,6 +6,7 @@
 #include "ipc/sealed_region.hpp"
 #include "shared/message_codec.hpp"
 #include "shared/participant_region.hpp"
+#include "supervisor/child_output.hpp"
 #include "supervisor/config.hpp"
 #include "supervisor/keep_list.hpp"
 #include "supervisor/outbox.hpp"
@@ -48,6 +49,7 @@ struct WorkerProcess {
     worker::Token token{};
     SpawnedProcess process;
     boost::asio::posix::stream_descriptor pidfd;
+    std::shared_ptr<ChildOutput> output;  // this life's stdout and stderr; reads on until its end of file
     boost::asio::steady_timer restart_timer;
     boost::asio::steady_timer handshake_timer;
     boost::asio::steady_timer kill_timer;

@@ -179,7 +179,10 @@ nlohmann::json workload_of(const nlohmann::json& prompts, bool parallel) {
 
 nlohmann::json memory_config_of(const nlohmann::json& packs, const nlohmann::json& memory, const nlohmann::json& host) {
     nlohmann::json config = {{"device", {{"kind", "simulated"}, {"total_bytes", "24GiB"}}},
-                             {"limits", {{"heartbeat_timeout_ms", 20000}, {"shutdown_grace_ms", 1000}}},
+                             // A Python participant's start (torch's import) on a loaded 2-core machine
+                             // can pass the default 10 s before its Hello.
+                             {"limits", {{"heartbeat_timeout_ms", 20000}, {"handshake_timeout_ms", 60000},
+                                         {"shutdown_grace_ms", 1000}}},
                              {"packs", packs}};
     if (!memory.empty()) config["memory"] = memory;
     if (!host.empty()) config["host"] = host;

@@ -1,0 +1,50 @@
+#pragma once
+// A child's stdout and stderr, read through one pipe and logged line by line under its
+// pack's name ("host: Starting server"), so an operator and the journal can tell ComfyUI's
+// lines from a worker's and from the supervisor's own. A child cannot forge a supervisor
+// line: each of its lines is prefixed, and control characters are shown as '?'.
+//
+// One per life. It reads on the supervisor's loop until the pipe's end of file, which
+// comes once the life's process group is gone, and keeps itself alive until then.
+
+#include "ipc/unique_fd.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+
+#include <array>
+#include <memory>
+#include <string>
+
+namespace comfy::supervisor {
+
+class ChildOutput : public std::enable_shared_from_this<ChildOutput> {
+public:
+    // Longer lines are logged in pieces of this many bytes.
+    static constexpr std::size_t kLineBytes = 8192;
+
+    // Throws std::system_error when no pipe can be made.
+    static std::shared_ptr<ChildOutput> open(boost::asio::io_context& io, std::string pack);
+
+    // The child's stdout and stderr, close-on-exec here (the spawner dups it).
+    int write_end() const noexcept { return write_end_.get(); }
+    // Once the child is spawned: closes our copy of the write end and starts reading.
+    void start();
+    // Logs what the pipe holds now without waiting, and a partial last line: at shutdown,
+    // once the loop has stopped.
+    void drain_now();
+
+private:
+    ChildOutput(boost::asio::io_context& io, std::string pack, int read_end, int write_end);
+    void read();
+    void take(const char* data, std::size_t size);
+    void flush_partial();
+
+    std::string pack_;
+    boost::asio::posix::stream_descriptor pipe_;
+    ipc::UniqueFd write_end_;
+    std::array<char, 16384> buffer_{};
+    std::string partial_;  // a line not ended yet
+};
+
+}  // namespace comfy::supervisor
