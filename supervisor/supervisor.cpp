@@ -148,13 +148,9 @@ Supervisor::Supervisor(Config config, const std::string& instance)
       heartbeat_timer_(io_),
       shutdown_timer_(io_),
       bridge_(workers_, [this](WorkerProcess& worker, const std::string& reason) { terminate(worker, reason); }),
-      arbiter_(arbiter::ArbiterConfig{config_.memory.reserve_bytes, config_.memory.no_fit,
-                                      static_cast<std::uint64_t>(config_.memory.wait_timeout.count()),
-                                      static_cast<std::uint64_t>(config_.memory.answer_timeout.count()),
-                                      VramState::normal_vram, config_.memory.smart_memory},
-               config_.limits.capacities.ledger_entries),
-      ledger_quota_(ledger_quota_of(config_)),
-      log_limiter_(kLogLinesPerWindow, kLogWindow) {
+      log_limiter_(kLogLinesPerWindow, kLogWindow),
+      memory_(config_, *this, census_, writes_, journal_),
+      releases_(config_.host, *this, census_, memory_, journal_) {
     // The table is indexed by slot from first_slot_: the host's slot 0 is in it only when
     // configured, so without a host nothing changes.
     first_slot_ = config_.comfyui ? kHostSlot : kFirstPackSlot;
@@ -325,15 +321,14 @@ void Supervisor::on_exit(WorkerProcess& worker) {
     // says it is dead first: the simulated device's free figure counts live participants'
     // bytes, and a grant its death allows must not reach an asker that still sees them.
     set_state(worker, ParticipantState::dead);
-    releases_.forget(worker.slot);
-    admission_waits_.forget(worker.slot);
+    memory_.forget(worker.slot);
     census_.forget(worker.slot);
     publish_census_reports();
     worker.to_worker.reset();
     worker.from_worker.reset();
     worker.region_view = ParticipantRegionView();
     worker.region = ipc::SealedRegion();
-    arbitrate(arbiter::event::Left{{worker.slot, worker.generation}});
+    memory_.arbitrate(arbiter::event::Left{{worker.slot, worker.generation}});
     fail_requests(worker, FailureReason::worker_died, false);
     if (shutting_down_) {
         set_state(worker, ParticipantState::dead);
@@ -477,220 +472,14 @@ void Supervisor::handle_message(WorkerProcess& worker, const MessageSlot& slot) 
         case MessageType::hello:
             terminate(worker, "sent a second Hello");
             break;
-        default: handle_memory_report(worker, message); break;
-    }
-}
-
-void Supervisor::handle_memory_report(WorkerProcess& worker, const Message& message) {
-    const arbiter::Participant who{worker.slot, worker.generation};
-    switch (message.type()) {
-        case MessageType::model_registered: {
-            const auto& report = std::get<ModelRegistered>(message.payload);
-            if (!arbiter_.ledger().within_quota(who.slot, who.generation, report.model_id, ledger_quota_)) {
-                log_about(worker, "ledger reports",
-                          worker.pack.name + ": model " + std::to_string(report.model_id) +
-                              " is not tracked: the pack has " + std::to_string(ledger_quota_) +
-                              " models in the ledger, its quota (memory.ledger_quota); raise it, or "
-                              "limits.ledger_entries, if the pack really holds more");
-                break;
-            }
-            arbitrate(arbiter::event::Registered{who, report});
-            break;
-        }
-        case MessageType::residency_receipt:
-            arbitrate(arbiter::event::Residency{who, std::get<ResidencyReceipt>(message.payload)});
-            break;
-        case MessageType::model_dropped:
-            arbitrate(arbiter::event::Dropped{who, std::get<ModelDropped>(message.payload).model_id});
-            break;
-        case MessageType::admission_keep: {
-            const auto error = worker.keeping.add(message.header.correlation, std::get<AdmissionKeep>(message.payload));
-            if (!error.empty()) terminate(worker, error);
-            break;
-        }
-        case MessageType::admission_request: {
-            const auto& request = std::get<AdmissionRequest>(message.payload);
-            std::string error;
-            auto keep = worker.keeping.take(message.header.correlation, request.keep_loaded_count, error);
-            if (!error.empty()) {
-                terminate(worker, error);
-                break;
-            }
-            if (!may_ask(worker, message.type())) break;
-            ++memory_totals_.admissions;
-            admission_waits_.asked(worker.slot, message.header.correlation, request.bytes, Clock::now());
-            note_fit_by_release(worker, request);
-            arbitrate(arbiter::event::Admission{who, message.header.correlation, request, std::move(keep)});
-            break;
-        }
-        case MessageType::unload_receipt: {
-            const auto& receipt = std::get<UnloadReceipt>(message.payload);
-            memory_totals_.bytes_evicted += receipt.bytes_freed;
-            journal_.record("eviction", worker.pack.name,
-                            "freed " + format_byte_size(receipt.bytes_freed) + " of model " +
-                                std::to_string(receipt.model_id) + " for an admission (asked " +
-                                format_byte_size(receipt.bytes_requested) + ")",
-                            {{"model_id", receipt.model_id},
-                             {"bytes_requested", receipt.bytes_requested},
-                             {"bytes_freed", receipt.bytes_freed},
-                             {"deferred", receipt.deferred != 0}});
-            arbitrate(arbiter::event::Unloaded{who, receipt});
-            break;
-        }
-        case MessageType::release_receipt: on_release_receipt(worker, std::get<ReleaseReceipt>(message.payload)); break;
         case MessageType::pin_request:
-            if (may_ask(worker, message.type())) answer_pin_request(worker, message);
+            if (memory_.may_ask(worker, message.type())) releases_.answer_pin_request(worker, message);
             break;
-        case MessageType::standin_unload:
-            // Stand-ins live in the ComfyUI host's list alone: a worker asking to unload
-            // another pack's model is not one of ours.
-            if (worker.kind != ParticipantKind::host) {
-                terminate(worker, "sent a standin_unload, which only the ComfyUI host sends");
-                break;
-            }
-            if (!may_ask(worker, message.type())) break;
-            arbitrate(arbiter::event::StandIn{who, message.header.correlation,
-                                              std::get<StandInUnload>(message.payload)});
-            break;
-        default:
-            // A supervisor-to-participant type sent back to us: a confused or hostile worker.
-            terminate(worker, std::string("sent a ") + std::string(to_string(message.type())) +
-                                  ", which only the supervisor sends");
-            break;
-    }
-}
-
-void Supervisor::on_release_receipt(WorkerProcess& worker, const ReleaseReceipt& receipt) {
-    const auto kind = releases_.record(worker.slot, receipt);
-    if (kind && receipt.bytes_freed > 0) {
-        const std::string line = std::string(to_string(*kind)) + " release freed " + format_byte_size(receipt.bytes_freed);
-        journal_.record("release", worker.pack.name, line,
-                        {{"release", to_string(*kind)}, {"bytes_freed", receipt.bytes_freed}});
-        log_about(worker, "releases", worker.pack.name + ": " + line);
-    }
-    arbitrate(arbiter::event::Released{{worker.slot, worker.generation}, receipt});
-}
-
-void Supervisor::note_fit_by_release(const WorkerProcess& worker, const AdmissionRequest& request) {
-    const Bytes freed = releases_.take_boundary_freed(worker.slot);
-    if (freed == 0) return;
-    const Bytes free = arbiter::free_reported_to(census_.snapshot(now_ms()), worker.slot);
-    const double target =
-        admission_target(request.bytes, request.largest_tensor, request.streams, arbiter_.config().base_reserve);
-    if (const auto line = fit_by_boundary_release(worker.pack.name, request.bytes, target, free, freed)) {
-        log_about(worker, "admissions", *line);
+        default: memory_.handle(worker, message); break;
     }
 }
 
 // ---- memory arbitration ----
-
-std::uint64_t Supervisor::now_ms() const {
-    return static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_at_).count());
-}
-
-void Supervisor::arbitrate(const arbiter::Event& event) {
-    // A reference into the reader: nothing below refreshes it before the arbiter is done.
-    const auto& snap = census_.snapshot(now_ms());
-    // Every allocation is followed by a report, and every tick arbitrates: the peak is
-    // sampled here from the reading the arbiter uses anyway.
-    memory_totals_.peak_device_used =
-        std::max(memory_totals_.peak_device_used, snap.device_total - std::min(snap.device_free, snap.device_total));
-    const auto actions = arbiter_.handle(event, snap);
-    if (recorder_) recorder_->record(event, snap, actions);
-    const auto source = note_source(event);
-    for (const auto& action : actions) carry_out(action, source);
-    publish_ledger();
-    if (arbitration_observer_) arbitration_observer_(event, actions);
-}
-
-void Supervisor::record_to(const std::string& path) {
-    recorder_.emplace(path, arbiter_.config(), config_.limits.capacities.ledger_entries);
-}
-
-WorkerProcess* Supervisor::worker_in(std::uint32_t slot, std::uint32_t generation) {
-    if (slot < first_slot_ || slot - first_slot_ >= workers_.size()) return nullptr;
-    WorkerProcess& worker = *workers_[slot - first_slot_];
-    return worker.generation == generation && worker.alive() ? &worker : nullptr;
-}
-
-std::optional<Supervisor::NoteSource> Supervisor::note_source(const arbiter::Event& event) {
-    // A participant can send these again and again. Joins and deaths come once a life and
-    // ticks with the clock; node boundaries decide nothing worth a note: logged whole.
-    return std::visit(
-        [](const auto& e) -> std::optional<NoteSource> {
-            using E = std::decay_t<decltype(e)>;
-            if constexpr (std::is_same_v<E, arbiter::event::Registered> || std::is_same_v<E, arbiter::event::Residency> ||
-                          std::is_same_v<E, arbiter::event::Dropped>) {
-                return NoteSource{e.who, "ledger reports"};
-            } else if constexpr (std::is_same_v<E, arbiter::event::Admission>) {
-                return NoteSource{e.who, "admissions"};
-            } else if constexpr (std::is_same_v<E, arbiter::event::Unloaded>) {
-                return NoteSource{e.who, "eviction answers"};
-            } else if constexpr (std::is_same_v<E, arbiter::event::Released>) {
-                return NoteSource{e.who, "releases"};
-            } else if constexpr (std::is_same_v<E, arbiter::event::StandIn>) {
-                return NoteSource{e.who, "stand-in unloads"};
-            } else {
-                return std::nullopt;
-            }
-        },
-        event);
-}
-
-void Supervisor::carry_out(const arbiter::Action& action, const std::optional<NoteSource>& source) {
-    std::visit(
-        [&](const auto& a) {
-            using A = std::decay_t<decltype(a)>;
-            if constexpr (std::is_same_v<A, arbiter::action::Note>) {
-                const WorkerProcess* about = source ? worker_in(source->who.slot, source->who.generation) : nullptr;
-                if (about != nullptr) {
-                    log_about(*about, source->topic, "memory: " + a.text);
-                } else {
-                    log_line("memory: " + a.text);
-                }
-            } else {
-                WorkerProcess* target = worker_in(a.to.slot, a.to.generation);
-                if (target == nullptr) return;  // gone since: the arbiter hears of it through Left
-                if constexpr (std::is_same_v<A, arbiter::action::SendPartialUnload> ||
-                              std::is_same_v<A, arbiter::action::SendDetach>) {
-                    ++memory_totals_.evictions_asked;
-                    deliver(*target, encode(a.command, target->generation));
-                } else if constexpr (std::is_same_v<A, arbiter::action::SendPartialRelease>) {
-                    deliver(*target, encode(a.command, target->generation));
-                } else if constexpr (std::is_same_v<A, arbiter::action::AnswerStandIn>) {
-                    deliver(*target, encode(a.result, target->generation, a.correlation));
-                } else if constexpr (std::is_same_v<A, arbiter::action::Grant>) {
-                    ++memory_totals_.granted;
-                    if (a.grant.shortfall > 0) ++memory_totals_.admitted_short;
-                    record_answer(*target, a.correlation, "granted", a.grant.device_free, a.grant.shortfall);
-                    deliver(*target, encode(a.grant, target->generation, a.correlation));
-                } else {
-                    ++memory_totals_.refused;
-                    record_answer(*target, a.correlation, "refused", a.refusal.device_free, 0);
-                    deliver(*target, encode(a.refusal, target->generation, a.correlation));
-                }
-            }
-        },
-        action);
-}
-
-void Supervisor::record_answer(const WorkerProcess& asker, std::uint64_t correlation, const char* answer,
-                               Bytes device_free, Bytes shortfall) {
-    const auto waited = admission_waits_.answered(asker.slot, correlation, Clock::now());
-    if (!waited) return;
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%.3f", waited->waited_seconds);
-    journal_.record("admission", asker.pack.name,
-                    std::string(answer) + " " + format_byte_size(waited->asked) + " after " + seconds + " s (" +
-                        format_byte_size(device_free) + " free" +
-                        (shortfall > 0 ? ", " + format_byte_size(shortfall) + " short" : std::string()) + ")",
-                    {{"answer", answer},
-                     {"bytes", waited->asked},
-                     {"waited_seconds", waited->waited_seconds},
-                     {"device_free", device_free},
-                     {"shortfall", shortfall}});
-}
 
 void Supervisor::happened(LogLevel level, const WorkerProcess& worker, const char* kind, const std::string& text,
                           nlohmann::json figures) {
@@ -698,27 +487,14 @@ void Supervisor::happened(LogLevel level, const WorkerProcess& worker, const cha
     journal_.record(kind, worker.pack.name, text, std::move(figures));
 }
 
+WorkerProcess* Supervisor::live(std::uint32_t slot, std::uint32_t generation) {
+    if (slot < first_slot_ || slot - first_slot_ >= workers_.size()) return nullptr;
+    WorkerProcess& worker = *workers_[slot - first_slot_];
+    return worker.generation == generation && worker.alive() ? &worker : nullptr;
+}
+
 void Supervisor::log_about(const WorkerProcess& worker, const std::string& topic, std::string line) {
     for (const auto& out : log_limiter_.pass(worker.pack.name, topic, std::move(line), Clock::now())) log_line(out);
-}
-
-bool Supervisor::may_ask(WorkerProcess& worker, MessageType sent) {
-    // Admissions not answered yet, and answers it has not taken from its ring: a well-behaved
-    // participant waits for each answer before it asks again.
-    const std::size_t outstanding = arbiter_.unanswered(worker.slot) + worker.outbox.answers();
-    if (outstanding < config_.limits.outstanding_requests) return true;
-    terminate(worker, "sent " + std::string(to_string(sent)) + " with " + std::to_string(outstanding) +
-                          " requests outstanding, past limits.outstanding_requests (" +
-                          std::to_string(config_.limits.outstanding_requests) +
-                          "); a participant waits for its answers before it asks again");
-    return false;
-}
-
-void Supervisor::publish_ledger() {
-    for (const auto index : arbiter_.ledger().take_changed()) {
-        const auto& entry = arbiter_.ledger().at(index);
-        writes_.ledger(static_cast<std::uint32_t>(index), entry ? to_record(*entry) : LedgerRecord{});
-    }
 }
 
 void Supervisor::accept_hello(WorkerProcess& worker, const Message& message) {
@@ -756,7 +532,7 @@ void Supervisor::accept_hello(WorkerProcess& worker, const Message& message) {
     deliver(worker, encode(HelloAck{worker.slot, worker.generation, config_.memory.reserve_bytes,
                                     view_.device_total_bytes()},
                            worker.generation));
-    arbitrate(arbiter::event::Joined{{worker.slot, worker.generation}});
+    memory_.arbitrate(arbiter::event::Joined{{worker.slot, worker.generation}});
     happened(LogLevel::info, worker, "ready",
              "ready (pid " + std::to_string(worker.process.pid) + ", generation " + std::to_string(worker.generation) +
                  ")",
@@ -807,7 +583,7 @@ void Supervisor::submit(const std::string& pack, const std::string& node, std::u
         pending.reply(failure(reason, worker, pending.message.header.correlation));
         return;
     }
-    start_epoch(epoch);
+    releases_.start_epoch(epoch);
     worker.queued.push_back(std::move(pending));
     dispatch_queued(worker);
 }
@@ -845,10 +621,9 @@ void Supervisor::check_heartbeats() {
         }
         flush(worker);
     }
-    arbitrate(arbiter::event::Tick{});
+    memory_.arbitrate(arbiter::event::Tick{});
     for (const auto& line : log_limiter_.ended(now)) log_line(line);
-    sweep_idle_workers();
-    relieve_host_pressure();
+    releases_.tick();
     // A tenth of the time-out, so a hang is seen within 10% of it; at most 250 ms, so the
     // census reports comfyctl reads are never older than that, whatever the time-out.
     heartbeat_timer_.expires_after(std::clamp(config_.limits.heartbeat_timeout / 10, Milliseconds(10), Milliseconds(250)));
@@ -952,10 +727,12 @@ void Supervisor::finish_if_done() {
 }
 
 Supervisor::Totals Supervisor::totals() const {
-    Totals totals = memory_totals_;
-    totals.released = releases_.counts();
-    totals.withdrawn = arbiter_.withdrawn();
-    totals.unanswered = arbiter_.unanswered();
+    Totals totals;
+    static_cast<MemoryTotals&>(totals) = memory_.totals();
+    totals.pin_release_rounds = releases_.pin_release_rounds();
+    totals.released = memory_.released();
+    totals.withdrawn = memory_.arbiter().withdrawn();
+    totals.unanswered = memory_.arbiter().unanswered();
     for (const auto& worker : workers_) {
         totals.workers_started += worker->starts;
         totals.workers_restarted += worker->starts > 0 ? worker->starts - 1 : 0;
@@ -977,122 +754,14 @@ std::vector<Supervisor::CensusRow> Supervisor::census_rows() const {
 
 void Supervisor::on_node_started(WorkerProcess& worker, const NodeStarted& node) {
     set_state(worker, ParticipantState::busy);
-    arbitrate(arbiter::event::Busy{{worker.slot, worker.generation}, true});
-    start_epoch(node.prompt_epoch);  // the host's own prompts are seen here first
-}
-
-void Supervisor::start_epoch(std::uint64_t epoch) {
-    if (epoch <= prompt_epoch_) return;
-    // A new prompt: every worker drops the cast buffers of the earlier ones. Sent before
-    // the prompt's first node, so that node's worker frees them before it runs (a busy
-    // worker finds the message at its next boundary).
-    prompt_epoch_ = epoch;
-    for (auto& other : workers_) {
-        if (other->up()) {
-            deliver(*other, encode(CastEpochBoundary{prompt_epoch_}, other->generation));
-        }
-    }
+    memory_.arbitrate(arbiter::event::Busy{{worker.slot, worker.generation}, true});
+    releases_.start_epoch(node.prompt_epoch);  // the host's own prompts are seen here first
 }
 
 void Supervisor::on_node_finished(WorkerProcess& worker, const NodeFinished& node) {
     if (worker.state == ParticipantState::busy) set_state(worker, ParticipantState::ready);
-    worker.idle_since = Clock::now();
-    worker.idle_released = false;
-    arbitrate(arbiter::event::Busy{{worker.slot, worker.generation}, false});
-    // The release answers the node's end: one that piles up unread counts as outstanding.
-    if ((worker.capabilities & kCapNodeBoundaryRelease) && may_ask(worker, MessageType::node_finished)) {
-        deliver(worker, encode(ReleaseNodeBoundary{node.prompt_epoch, node.node_index, 0}, worker.generation));
-    }
-}
-
-void Supervisor::answer_pin_request(WorkerProcess& worker, const Message& message) {
-    const Bytes asked = std::get<PinRequest>(message.payload).bytes;
-    const auto holdings = host_holdings();
-    const Bytes available = host_available(holdings);
-    const Bytes granted = pin_grant(asked, available, config_.host.low_water_bytes);
-    if (granted < asked) {
-        log_about(worker, "pin cuts",
-                  worker.pack.name + ": pin of " + format_byte_size(asked) + " cut to " + format_byte_size(granted) +
-                      ": host has " + format_byte_size(available) + " available, keeping " +
-                      format_byte_size(config_.host.low_water_bytes) + " free");
-        // Make room for the next try, as upstream's ensure_pin_budget frees pins first.
-        relieve_host_pressure(asked - granted, holdings, available);
-    }
-    const Bytes left = available > granted ? available - granted : 0;
-    deliver(worker, encode(PinGrant{granted, std::min(left, kMaxBytes)}, worker.generation, message.header.correlation));
-}
-
-std::vector<HostHolding> Supervisor::host_holdings() {
-    census_.refresh();
-    std::vector<HostHolding> holdings;
-    for (const auto& [slot, census] : census_.believable()) {
-        holdings.push_back({slot, census.generation, census.pinned_bytes, census.resident_set_bytes});
-    }
-    return holdings;
-}
-
-Bytes Supervisor::host_available(const std::vector<HostHolding>& holdings) const {
-    // A configured budget stands for a memory limit that the participants' pins and
-    // resident sets count against; otherwise the machine's own reading already has them.
-    if (config_.host.budget_bytes > 0) return budget_left(config_.host.budget_bytes, holdings);
-    const auto reading = read_host_memory();
-    return reading ? reading->available : 0;
-}
-
-bool Supervisor::pin_release_recent(Clock::time_point now) const {
-    return last_pin_release_ != Clock::time_point{} && now - last_pin_release_ < config_.host.pin_release_interval;
-}
-
-void Supervisor::relieve_host_pressure() {
-    // The interval first: host memory is read only when a round could go out.
-    if (pin_release_recent(Clock::now())) return;
-    const auto holdings = host_holdings();
-    const Bytes available = host_available(holdings);
-    if (available >= config_.host.low_water_bytes) return;
-    relieve_host_pressure(config_.host.low_water_bytes - available, holdings, available);
-}
-
-void Supervisor::relieve_host_pressure(Bytes deficit, const std::vector<HostHolding>& holdings, Bytes available) {
-    const auto now = Clock::now();
-    if (pin_release_recent(now)) return;
-    const auto plan = plan_pin_releases(holdings, deficit);
-    if (plan.empty()) return;
-    last_pin_release_ = now;
-    ++memory_totals_.pin_release_rounds;
-    log_line("host memory: " + format_byte_size(available) + " available (low water " +
-             format_byte_size(config_.host.low_water_bytes) + "); asking " + std::to_string(plan.size()) +
-             " worker(s) to release " + format_byte_size(deficit) + " of pins in proportion");
-    for (const auto& release : plan) {
-        if (WorkerProcess* worker = worker_in(release.holder.slot, release.holder.generation)) {
-            deliver(*worker, encode(ReleasePins{release.bytes}, worker->generation));
-        }
-    }
-}
-
-void Supervisor::sweep_idle_workers() {
-    if (config_.host.idle_release.count() == 0) return;
-    const auto now = Clock::now();
-    for (auto& worker : workers_) {
-        if (worker->state != ParticipantState::ready || worker->idle_released) continue;
-        if (now - worker->idle_since < config_.host.idle_release) continue;
-        worker->idle_released = true;
-        log_line(worker->pack.name + ": idle for " + std::to_string(config_.host.idle_release.count()) +
-                 " ms; asking it to release everything");
-        deliver(*worker, encode(FullRelease{static_cast<std::uint32_t>(FullReleaseReason::idle_sweep), 0},
-                                worker->generation));
-    }
-}
-
-void Supervisor::release_everything(FullReleaseReason reason) {
-    log_line("operator asked for a full release: every idle worker releases everything");
-    journal_.record("operator", "", "full release of every worker");
-    for (auto& worker : workers_) {
-        // Idle and busy workers both get it: a busy one reads the ring only between nodes,
-        // so it finds the message at its next boundary.
-        if (worker->up()) {
-            deliver(*worker, encode(FullRelease{static_cast<std::uint32_t>(reason), 0}, worker->generation));
-        }
-    }
+    memory_.arbitrate(arbiter::event::Busy{{worker.slot, worker.generation}, false});
+    releases_.node_finished(worker, node);
 }
 
 void Supervisor::retry_failed_packs() {
@@ -1107,7 +776,7 @@ void Supervisor::retry_failed_packs() {
 void Supervisor::watch_signals() {
     operator_signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
         if (ec || shutting_down_) return;
-        if (signal == SIGUSR1) release_everything(FullReleaseReason::operator_request);
+        if (signal == SIGUSR1) releases_.release_everything(FullReleaseReason::operator_request);
         if (signal == SIGHUP) retry_failed_packs();
         watch_signals();
     });
@@ -1119,7 +788,7 @@ void Supervisor::start_http() {
     if (!config_.http.enabled) return;
     http_.emplace(io_, config_.http.address, config_.http.port,
                   OpsHandlers{[this] { return census_json(); }, [this] { return metrics_text(); },
-                              [this] { release_everything(FullReleaseReason::free_endpoint); }});
+                              [this] { releases_.release_everything(FullReleaseReason::free_endpoint); }});
     http_->start();
     log_line("http: listening on " + config_.http.address + ":" + std::to_string(http_->port()) +
              " (GET /census, GET /metrics, POST /free)");
@@ -1139,10 +808,10 @@ std::string Supervisor::census_json() const {
 std::string Supervisor::metrics_text() {
     MetricsInput in;
     in.totals = totals();
-    const auto& snap = census_.snapshot(now_ms());
+    const auto& snap = census_.snapshot(memory_.now_ms());
     in.device_total = snap.device_total;
     in.device_free = snap.device_free;
-    in.ledger_models = arbiter_.ledger().size();
+    in.ledger_models = memory_.arbiter().ledger().size();
     for (const auto& w : workers_) in.workers.push_back({w->pack.name, w->up(), w->restarts.restarts()});
     in.census = census_rows();
     return supervisor::metrics_text(in);

@@ -5,9 +5,6 @@
 
 #include "ipc/eventfd.hpp"
 #include "shared/segment_layout.hpp"
-#include "supervisor/admission_waits.hpp"
-#include "supervisor/arbiter/arbiter.hpp"
-#include "supervisor/arbiter/trace.hpp"
 #include "supervisor/bridge_broker.hpp"
 #include "supervisor/census_reader.hpp"
 #include "supervisor/config.hpp"
@@ -16,8 +13,10 @@
 #include "supervisor/log.hpp"
 #include "supervisor/log_limiter.hpp"
 #include "supervisor/ops_http.hpp"
-#include "supervisor/release_totals.hpp"
+#include "supervisor/memory_broker.hpp"
+#include "supervisor/release_scheduler.hpp"
 #include "supervisor/segment_writer.hpp"
+#include "supervisor/worker_access.hpp"
 #include "supervisor/worker_process.hpp"
 #include "worker/device.hpp"
 
@@ -37,7 +36,7 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-class Supervisor {
+class Supervisor : private WorkerAccess {
 public:
     // Opens the device and creates the segment (removing a stale one of the same
     // instance). Throws DeviceUnavailable when a CUDA device is configured, unusable, and
@@ -63,7 +62,7 @@ public:
 
     // Writes every event the arbiter sees, with its snapshot and decisions, to `path`
     // (JSON lines, docs/TRACE.md), for `comfy-supervisor replay`. Throws on an unwritable file.
-    void record_to(const std::string& path);
+    void record_to(const std::string& path) { memory_.record_to(path); }
 
     // Called once every worker reached ready for the first time (or failed).
     void on_all_started(std::function<void()> callback) { all_started_ = std::move(callback); }
@@ -73,19 +72,11 @@ public:
     using Observer = std::function<void(WorkerEvent, const WorkerProcess&)>;
     void observe(Observer observer) { observer_ = std::move(observer); }
     // Every event the arbiter handles, with what it decided (scripts/bench arbitration).
-    using ArbitrationObserver = std::function<void(const arbiter::Event&, const std::vector<arbiter::Action>&)>;
-    void observe_arbitration(ArbitrationObserver observer) { arbitration_observer_ = std::move(observer); }
+    void observe_arbitration(MemoryBroker::Observer observer) { memory_.observe(std::move(observer)); }
 
-    struct Totals {
+    struct Totals : MemoryTotals {
         std::uint32_t workers_started = 0;
         std::uint32_t workers_restarted = 0;
-        std::uint64_t peak_device_used = 0;
-        std::uint32_t admissions = 0;
-        std::uint32_t evictions_asked = 0;     // partial unloads and detaches sent to owners
-        std::uint64_t bytes_evicted = 0;       // measured, from the owners' receipts
-        std::uint32_t granted = 0;             // shortfall or not
-        std::uint32_t admitted_short = 0;      // granted with a shortfall (policy admit)
-        std::uint32_t refused = 0;
         std::uint64_t withdrawn = 0;           // dropped unanswered: the asker left first
         std::uint64_t unanswered = 0;          // still being worked or waiting
         std::uint32_t pin_release_rounds = 0;
@@ -106,12 +97,16 @@ public:
     // What happened, for comfyctl events and the dashboard.
     EventJournal& journal() noexcept { return journal_; }
     // How long admissions waited for their answers.
-    const AdmissionWaits::Histogram& admission_waits() const noexcept { return admission_waits_.histogram(); }
+    const AdmissionWaits::Histogram& admission_waits() const noexcept { return memory_.admission_waits(); }
 
 private:
-    // Journals an admission's answer with what it asked and how long it waited.
-    void record_answer(const WorkerProcess& asker, std::uint64_t correlation, const char* answer, Bytes device_free,
-                       Bytes shortfall);
+    // WorkerAccess, for the memory broker and the release paths.
+    const std::vector<std::unique_ptr<WorkerProcess>>& workers() override { return workers_; }
+    WorkerProcess* live(std::uint32_t slot, std::uint32_t generation) override;
+    void deliver(WorkerProcess& worker, const MessageSlot& message) override;
+    void terminate(WorkerProcess& worker, const std::string& reason) override;
+    void log_about(const WorkerProcess& worker, const std::string& topic, std::string line) override;
+
     // Logs `text` (after the pack's name) and records it in the journal as `kind`.
     void happened(LogLevel level, const WorkerProcess& worker, const char* kind, const std::string& text,
                   nlohmann::json figures = nlohmann::json::object());
@@ -119,7 +114,6 @@ private:
     void start_worker(WorkerProcess& worker);
     void watch_exit(WorkerProcess& worker);
     void on_exit(WorkerProcess& worker);
-    void terminate(WorkerProcess& worker, const std::string& reason);
     void schedule_restart(WorkerProcess& worker);
     void fail_requests(WorkerProcess& worker, FailureReason reason, bool include_queued);
 
@@ -127,54 +121,13 @@ private:
     void drain_rings();
     void handle_message(WorkerProcess& worker, const MessageSlot& slot);
     void accept_hello(WorkerProcess& worker, const Message& message);
-    void deliver(WorkerProcess& worker, const MessageSlot& message);
     void flush(WorkerProcess& worker);
     void dispatch_queued(WorkerProcess& worker);
-
-    // Memory arbitration: feeds the arbiter an event with a fresh snapshot, carries out
-    // what it decides, and publishes the ledger's changes to the segment.
-    void arbitrate(const arbiter::Event& event);
-    // Milliseconds since the supervisor started: the arbiter's clock.
-    std::uint64_t now_ms() const;
-    // Who an event's notes are about, when it is a participant's message: its notes are
-    // logged through the limiter under `topic`.
-    struct NoteSource {
-        arbiter::Participant who;
-        const char* topic;
-    };
-    static std::optional<NoteSource> note_source(const arbiter::Event& event);
-    void carry_out(const arbiter::Action& action, const std::optional<NoteSource>& source);
-    // Logs a line `worker` can make the supervisor write again and again: at most a few per
-    // topic and window, then one line that says how many more were left out.
-    void log_about(const WorkerProcess& worker, const std::string& topic, std::string line);
-    // Whether `worker`, which just sent a message of type `sent`, may have one more request
-    // waiting on us; if not, it is stopped.
-    bool may_ask(WorkerProcess& worker, MessageType sent);
-    void publish_ledger();
-    WorkerProcess* worker_in(std::uint32_t slot, std::uint32_t generation);
-    void handle_memory_report(WorkerProcess& worker, const Message& message);
-    void on_release_receipt(WorkerProcess& worker, const ReleaseReceipt& receipt);
-    // Logs a load that fits only because its worker's boundary releases ran before it.
-    void note_fit_by_release(const WorkerProcess& worker, const AdmissionRequest& request);
-
-    // Release paths beyond eviction: epoch and node boundaries, the idle sweep, the
-    // operator's full release, and host RAM pressure (release_pins in proportion).
+    // A node's start and end: the worker's state, the arbiter's busy flag, and the
+    // release paths' boundaries.
     void on_node_started(WorkerProcess& worker, const NodeStarted& node);
     void on_node_finished(WorkerProcess& worker, const NodeFinished& node);
-    // Sends cast_epoch_boundary to every worker when `epoch` is a new prompt.
-    void start_epoch(std::uint64_t epoch);
-    void answer_pin_request(WorkerProcess& worker, const Message& message);
-    void sweep_idle_workers();
-    // Asks pin holders to release, in proportion, how far available host memory is below
-    // low water; at most one round per interval.
-    void relieve_host_pressure();
-    // The same for `deficit`, with the holdings and available figure the caller just read.
-    void relieve_host_pressure(Bytes deficit, const std::vector<HostHolding>& holdings, Bytes available);
-    // Whether a round of release_pins went out less than an interval before `now`.
-    bool pin_release_recent(std::chrono::steady_clock::time_point now) const;
-    std::vector<HostHolding> host_holdings();
-    Bytes host_available(const std::vector<HostHolding>& holdings) const;
-    void release_everything(FullReleaseReason reason);
+
     void retry_failed_packs();
     void watch_signals();
 
@@ -221,21 +174,13 @@ private:
     std::uint32_t first_slot_ = 0;
     std::function<void()> all_started_;
     Observer observer_;
-    ArbitrationObserver arbitration_observer_;
     bool shutting_down_ = false;
     std::uint64_t next_correlation_ = 1;
-    arbiter::Arbiter arbiter_;
-    std::optional<arbiter::TraceRecorder> recorder_;
     std::optional<OpsHttpServer> http_;
-    std::uint32_t ledger_quota_;  // rows one participant may hold in the ledger
     LogLimiter log_limiter_;
     EventJournal journal_;
-    AdmissionWaits admission_waits_;
-    Totals memory_totals_;
-    ReleaseTotals releases_;
-    std::chrono::steady_clock::time_point started_at_ = std::chrono::steady_clock::now();
-    std::uint64_t prompt_epoch_ = 0;
-    std::chrono::steady_clock::time_point last_pin_release_{};
+    MemoryBroker memory_;         // every memory message, the arbiter and the ledger
+    ReleaseScheduler releases_;   // boundaries, sweeps, the operator's release, host RAM
 };
 
 }  // namespace comfy::supervisor

@@ -1,0 +1,36 @@
+#pragma once
+// What the supervisor's parts (memory arbitration, the release paths, the operator's
+// actions) need of the participant table it keeps: the participants, a live life found by
+// slot and generation, a message delivered to one, a misbehaving one stopped, and a line
+// about one through the log limiter. The Supervisor implements it; each part gets it at
+// construction and never owns a participant.
+
+#include "shared/message_codec.hpp"
+#include "supervisor/worker_process.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace comfy::supervisor {
+
+class WorkerAccess {
+public:
+    // Every participant, the ComfyUI host first when there is one, in slot order.
+    virtual const std::vector<std::unique_ptr<WorkerProcess>>& workers() = 0;
+    // The participant in `slot` if its live life is `generation`; null otherwise.
+    virtual WorkerProcess* live(std::uint32_t slot, std::uint32_t generation) = 0;
+    // Queues `message` on the worker's command ring (pushed now, or at its next turn).
+    virtual void deliver(WorkerProcess& worker, const MessageSlot& message) = 0;
+    // Stops a worker that broke the protocol; it is restarted as after a crash.
+    virtual void terminate(WorkerProcess& worker, const std::string& reason) = 0;
+    // Logs a line `worker` can make the supervisor write again and again: at most a few
+    // per topic and window, then one line that says how many more were left out.
+    virtual void log_about(const WorkerProcess& worker, const std::string& topic, std::string line) = 0;
+
+protected:
+    ~WorkerAccess() = default;
+};
+
+}  // namespace comfy::supervisor
