@@ -1,27 +1,13 @@
 #include "supervisor/event_journal.hpp"
 
+#include "supervisor/wall_clock.hpp"
+
 #include <algorithm>
-#include <ctime>
 
 namespace comfy::supervisor {
 
-namespace {
-
-std::string iso8601_utc(std::chrono::system_clock::time_point at) {
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at.time_since_epoch()).count();
-    const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
-    std::tm utc{};
-    ::gmtime_r(&seconds, &utc);
-    char text[40];
-    const std::size_t n = std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
-    std::snprintf(text + n, sizeof text - n, ".%03dZ", static_cast<int>(ms % 1000));
-    return text;
-}
-
-}  // namespace
-
 nlohmann::json to_json(const JournalEvent& event) {
-    return {{"seq", event.seq},   {"time", iso8601_utc(event.at)}, {"kind", event.kind},
+    return {{"seq", event.seq},   {"time", utc_timestamp(event.at)}, {"kind", event.kind},
             {"pack", event.pack}, {"text", event.text},            {"figures", event.figures}};
 }
 

@@ -1,31 +1,18 @@
 #include "supervisor/log.hpp"
 
+#include "supervisor/wall_clock.hpp"
+
 #include <sys/stat.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 
 namespace comfy::supervisor {
 
 namespace {
 
 const auto kStart = std::chrono::steady_clock::now();
-
-// Whether stderr is the stream systemd connected to the journal: JOURNAL_STREAM holds its
-// "device:inode", which an inherited variable with a redirected stderr no longer matches.
-bool stderr_is_journal() {
-    const char* stream = std::getenv("JOURNAL_STREAM");
-    struct stat st {};
-    if (stream == nullptr || ::fstat(2, &st) != 0) return false;
-    unsigned long long device = 0;
-    unsigned long long inode = 0;
-    if (std::sscanf(stream, "%llu:%llu", &device, &inode) != 2) return false;
-    return device == st.st_dev && inode == st.st_ino;
-}
-
-const bool kToJournal = stderr_is_journal();
+const bool kToJournal = is_journal_stream(std::getenv("JOURNAL_STREAM"), 2);
 
 // The journal's priorities (sd-daemon(3)): err, warning, info.
 int syslog_priority(LogLevel level) {
@@ -46,35 +33,42 @@ const char* level_word(LogLevel level) {
     return "info ";
 }
 
-// "2026-11-30T21:40:01.234Z": UTC, so that lines from machines in other zones sort together.
-void format_now(char (&text)[32]) {
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
-    const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
-    std::tm utc{};
-    ::gmtime_r(&seconds, &utc);
-    const std::size_t n = std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
-    std::snprintf(text + n, sizeof text - n, ".%03dZ", static_cast<int>(ms % 1000));
-}
-
 // One fprintf per line: stdio locks the stream for it, so a line is never cut by another
 // thread's.
 void write_line(LogLevel level, std::string_view source, std::string_view text) {
-    const int source_length = static_cast<int>(source.size());
-    const int text_length = static_cast<int>(text.size());
-    if (kToJournal) {
-        std::fprintf(stderr, "<%d>%.*s%.*s\n", syslog_priority(level), source_length, source.data(), text_length,
-                     text.data());
-        return;
-    }
-    char now[32];
-    format_now(now);
-    std::fprintf(stderr, "%s %s %.*s%.*s\n", now, level_word(level), source_length, source.data(), text_length,
-                 text.data());
+    const auto line = format_log_line(level, source, text, kToJournal, std::chrono::system_clock::now());
+    std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 }  // namespace
+
+std::string format_log_line(LogLevel level, std::string_view source, std::string_view text, bool to_journal,
+                            std::chrono::system_clock::time_point now) {
+    std::string line;
+    line.reserve(40 + source.size() + text.size());
+    if (to_journal) {
+        line += '<';
+        line += std::to_string(syslog_priority(level));
+        line += '>';
+    } else {
+        line += utc_timestamp(now);
+        line += ' ';
+        line += level_word(level);
+        line += ' ';
+    }
+    line += source;
+    line += text;
+    return line;
+}
+
+bool is_journal_stream(const char* journal_stream, int fd) {
+    struct stat st {};
+    if (journal_stream == nullptr || ::fstat(fd, &st) != 0) return false;
+    unsigned long long device = 0;
+    unsigned long long inode = 0;
+    if (std::sscanf(journal_stream, "%llu:%llu", &device, &inode) != 2) return false;
+    return device == st.st_dev && inode == st.st_ino;
+}
 
 void log_line(LogLevel level, const std::string& text) {
     const auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - kStart).count();

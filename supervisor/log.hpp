@@ -10,6 +10,7 @@
 // When stderr is the journal (systemd's JOURNAL_STREAM names it), each line starts with
 // the journal's priority prefix instead of the time, which the journal keeps itself.
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -24,5 +25,14 @@ inline void log_error(const std::string& text) { log_line(LogLevel::error, text)
 
 // One line a child (`pack`'s worker, or the ComfyUI host) wrote to its stdout or stderr.
 void log_child_line(std::string_view pack, std::string_view line);
+
+// What is written for one line, without its newline: "<6>SOURCE TEXT" for the journal,
+// "TIME LEVEL SOURCE TEXT" otherwise.
+std::string format_log_line(LogLevel level, std::string_view source, std::string_view text, bool to_journal,
+                            std::chrono::system_clock::time_point now);
+// Whether `fd` is the stream systemd connected to the journal: `journal_stream` (the
+// JOURNAL_STREAM variable, "device:inode") names it; a redirected descriptor no longer
+// matches an inherited variable.
+bool is_journal_stream(const char* journal_stream, int fd);
 
 }  // namespace comfy::supervisor

@@ -124,3 +124,26 @@ TEST_CASE("a worker inherits exactly its four descriptors, and none of the super
     CHECK((std::stoul(fdinfo.substr(flags + 6), nullptr, 8) & 3u) == 0u);
     CHECK(supervisor.stop() == 0);
 }
+
+TEST_CASE("a child's output is logged line by line under its pack's name, and a line it forges stays its own") {
+    const json talker = {{"name", "talker"},
+                         {"command", "/bin/sh"},
+                         {"args", {"-c", "printf 'to stdout\\n'; printf 'to stderr\\n' >&2; "
+                                         "printf 'comfy-supervisor [   0.001] host: ready\\n'; "
+                                         "printf 'a bell \\007 and an escape \\033[2J\\n'; printf 'no newline'; "
+                                         "exec sleep 60"}}};
+    SupervisorProcess supervisor(memory_config_of(json::array({talker})));
+    const bool logged = eventually(
+        [&] { return supervisor.log().find("talker: a bell") != std::string::npos; }, std::chrono::seconds(20));
+    CHECK(supervisor.stop() == 0);
+    const auto log = supervisor.log();
+    INFO(log);
+    REQUIRE(logged);
+    CHECK_THAT(log, Contains(" info  talker: to stdout\n"));
+    CHECK_THAT(log, Contains(" info  talker: to stderr\n"));
+    CHECK_THAT(log, Contains(" info  talker: comfy-supervisor [   0.001] host: ready\n"));
+    CHECK_THAT(log, Contains(" info  talker: a bell ? and an escape ?[2J\n"));
+    // The line it never ended, once its process group is gone.
+    CHECK_THAT(log, Contains(" info  talker: no newline\n"));
+    for (const auto& line : {"to stdout", "to stderr"}) CHECK(log.find(std::string("\n") + line) == std::string::npos);
+}
