@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 namespace comfy::supervisor {
 
@@ -34,7 +35,8 @@ std::uint32_t WorkloadRunner::prompts_total() const noexcept {
     return static_cast<std::uint32_t>(workload_.prompts.size()) * workload_.repeat;
 }
 
-void WorkloadRunner::start() {
+void WorkloadRunner::start(std::function<void()> finished) {
+    finished_ = std::move(finished);
     supervisor_.on_all_started([this] {
         log_line("every worker is up; running " + std::to_string(prompts_total()) + " prompt(s)" +
                  (workload_.parallel ? ", each round's prompts at once" : ""));
@@ -109,7 +111,11 @@ void WorkloadRunner::finish(std::uint32_t prompt, bool failed) {
     // would only fail at once, and from inside this call, one frame deeper per prompt.
     if (next_prompt_ == prompts_total() || supervisor_.shutting_down()) {
         final_census_ = supervisor_.census_rows();
-        supervisor_.begin_shutdown("workload finished");
+        if (finished_ && !supervisor_.shutting_down()) {
+            std::exchange(finished_, nullptr)();
+        } else {
+            supervisor_.begin_shutdown("workload finished");
+        }
         return;
     }
     start_next();

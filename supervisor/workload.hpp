@@ -6,6 +6,7 @@
 #include "supervisor/supervisor.hpp"
 #include "supervisor/workload_file.hpp"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -15,8 +16,10 @@ namespace comfy::supervisor {
 class WorkloadRunner {
 public:
     WorkloadRunner(Supervisor& supervisor, Workload workload);
-    // Starts once every worker is up; shuts the supervisor down when the last prompt ends.
-    void start();
+    // Starts once every worker is up. When the last prompt ends it calls `finished` if one
+    // is given (the supervisor keeps running: `run --keep-running`), else shuts the
+    // supervisor down.
+    void start(std::function<void()> finished = nullptr);
 
     struct Outcome {
         std::uint32_t prompts_run = 0;
@@ -51,6 +54,7 @@ private:
     std::vector<Supervisor::CensusRow> final_census_;
     std::map<std::uint32_t, Run> running_;  // by prompt
     std::uint32_t next_prompt_ = 0;
+    std::function<void()> finished_;
 };
 
 }  // namespace comfy::supervisor
