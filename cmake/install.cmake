@@ -34,6 +34,7 @@ install(FILES ${CMAKE_BINARY_DIR}/install/comfy_supervisorConfig.cmake
 
 # pkg-config: the prefix found from the .pc file's own folder, so the tree can move.
 file(RELATIVE_PATH comfy_pc_to_prefix ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
+string(REGEX REPLACE "/$" "" comfy_pc_to_prefix "${comfy_pc_to_prefix}")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/comfy_participant.pc.in ${CMAKE_BINARY_DIR}/install/comfy_participant.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/install/comfy_participant.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
