@@ -5,6 +5,7 @@
 #include "shared/json_errors.hpp"
 #include "shared/message_payloads.hpp"
 #include "shared/records.hpp"
+#include "supervisor/install_layout.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -69,9 +70,6 @@ constexpr std::size_t kSupervisorEnvCount = 13;
 // figure is a typo (it is sparse, so the size costs nothing until written).
 constexpr Range kArenaBytes{std::uint64_t{1} << 20, std::uint64_t{1} << 40};
 
-// Where the Python package comfy_supervisor is (worker/python in this source tree), put
-// first on a Python pack's PYTHONPATH so that its interpreter finds pack_worker.
-constexpr const char* kPythonPackageDir = COMFY_SV_PYTHON_DIR;
 constexpr const char* kPythonPathVariable = "PYTHONPATH";
 constexpr const char* kPackFolderRule = "a custom node pack's folder (a directory with __init__.py)";
 
@@ -644,8 +642,10 @@ private:
                  "which it joins after its own)",
                  describe_json_value(*found));
         }
+        // The folder of comfy_supervisor, so that the pack's interpreter finds pack_worker.
+        const std::string ours = python_package_dir();
         std::string& path = pack.env[kPythonPathVariable];
-        path = path.empty() ? std::string(kPythonPackageDir) : std::string(kPythonPackageDir) + ":" + path;
+        path = path.empty() ? ours : ours + ":" + path;
     }
 
     // A command line that execve refuses (E2BIG) would be accepted here and then fail at

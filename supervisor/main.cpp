@@ -7,6 +7,7 @@
 #include "supervisor/arbiter/trace.hpp"
 #include "supervisor/sandbox_check.hpp"
 #include "supervisor/summary.hpp"
+#include "supervisor/systemd_notify.hpp"
 
 #include <sys/prctl.h>
 
@@ -89,6 +90,7 @@ int main(int argc, char* argv[]) {
     }
     try {
         Supervisor supervisor(std::move(*config), options.instance);
+        SystemdNotify systemd(supervisor);
         if (options.record) {
             // Before anything is spawned, so a trace file that cannot be written is a bad
             // argument like a bad config: status 2, and nothing left running.

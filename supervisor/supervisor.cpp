@@ -5,6 +5,7 @@
 #include "supervisor/ctl/report_json.hpp"
 #include "supervisor/ctl/segment_report.hpp"
 #include "worker/device_factory.hpp"
+#include "supervisor/install_layout.hpp"
 #include "supervisor/log.hpp"
 #include "supervisor/metrics_text.hpp"
 #include "supervisor/sandbox.hpp"
@@ -18,7 +19,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 
 namespace comfy::supervisor {
 
@@ -56,16 +56,6 @@ std::string describe_exit(int status, int signal) {
     return "exited with status " + std::to_string(status);
 }
 
-// The C ABI participant library of this build (build/lib beside build/bin), so that a
-// Python participant loads the one that speaks this supervisor's layout. Empty if absent.
-std::string participant_library() {
-    std::error_code error;
-    const auto exe = std::filesystem::read_symlink("/proc/self/exe", error);
-    if (error) return {};
-    const auto library = exe.parent_path().parent_path() / "lib" / "libcomfy_participant.so";
-    return std::filesystem::exists(library, error) ? library.string() : std::string{};
-}
-
 std::map<std::string, std::string> child_environment(const PackConfig& pack,
                                                      const worker::WorkerEnvironment& attach) {
     std::map<std::string, std::string> env;
@@ -74,6 +64,8 @@ std::map<std::string, std::string> child_environment(const PackConfig& pack,
     }
     for (const auto& [key, value] : pack.env) env[key] = value;
     for (const auto& [key, value] : attach.to_variables()) env[key] = value;
+    // The library of this build or install, so that a Python participant loads the one that
+    // speaks this supervisor's layout.
     static const std::string library = participant_library();
     if (!library.empty()) env[worker::kEnvLibrary] = library;
     return env;
@@ -678,11 +670,12 @@ void Supervisor::publish(const WorkerProcess& worker) {
 // ---- start-up and shutdown ----
 
 void Supervisor::check_all_started() {
-    if (!all_started_) return;
+    if (all_started_.empty()) return;
     const bool all = std::all_of(workers_.begin(), workers_.end(), [](const auto& w) {
         return w->up() || w->state == ParticipantState::failed;
     });
-    if (all) std::exchange(all_started_, nullptr)();
+    if (!all) return;
+    for (const auto& callback : std::exchange(all_started_, {})) callback();
 }
 
 void Supervisor::begin_shutdown(const std::string& why) {
@@ -690,6 +683,7 @@ void Supervisor::begin_shutdown(const std::string& why) {
     shutting_down_ = true;
     log_line("shutting down (" + why + "): asking every worker to finish within " +
              std::to_string(config_.limits.shutdown_grace.count()) + " ms");
+    for (const auto& callback : shutdown_begun_) callback();
     signals_.cancel();
     operator_signals_.cancel();
     if (http_) http_->stop();

@@ -64,8 +64,11 @@ public:
     // (JSON lines, docs/TRACE.md), for `comfy-supervisor replay`. Throws on an unwritable file.
     void record_to(const std::string& path) { memory_.record_to(path); }
 
-    // Called once every worker reached ready for the first time (or failed).
-    void on_all_started(std::function<void()> callback) { all_started_ = std::move(callback); }
+    // Called once every worker reached ready for the first time (or failed); each callback
+    // once, in the order given.
+    void on_all_started(std::function<void()> callback) { all_started_.push_back(std::move(callback)); }
+    // Called when shutdown begins, before any worker is asked to finish.
+    void on_shutdown(std::function<void()> callback) { shutdown_begun_.push_back(std::move(callback)); }
 
     // Lifecycle moments, as the loop sees them; for measurement (scripts/bench lifecycle).
     enum class WorkerEvent { spawned, ready, exited };
@@ -172,7 +175,8 @@ private:
     std::vector<std::unique_ptr<WorkerProcess>> workers_;  // workers_[i] runs in slot first_slot_ + i
     BridgeBroker bridge_;  // node calls between the host and the Python packs: descriptors only
     std::uint32_t first_slot_ = 0;
-    std::function<void()> all_started_;
+    std::vector<std::function<void()>> all_started_;
+    std::vector<std::function<void()>> shutdown_begun_;
     Observer observer_;
     bool shutting_down_ = false;
     std::uint64_t next_correlation_ = 1;

@@ -144,16 +144,23 @@ def resident_set_bytes():
 
 
 def find_library():
-    """The library's path: $COMFY_SV_LIBRARY (the supervisor sets it to the one built beside
-    it), else next to this package, else the repository's build/lib."""
+    """The library's path: $COMFY_SV_LIBRARY (the supervisor sets it to the one of its own
+    build or install), else next to this package, else where `cmake --install` put it
+    (recorded in the installed package's _installed.py), else the repository's build/lib."""
     here = pathlib.Path(__file__).resolve().parent
-    candidates = [os.environ.get("COMFY_SV_LIBRARY"), here / LIBRARY_NAME, here.parents[2] / "build" / "lib" / LIBRARY_NAME]
+    candidates = [os.environ.get("COMFY_SV_LIBRARY"), here / LIBRARY_NAME]
+    try:
+        from . import _installed
+        candidates.append(here / _installed.LIBRARY)
+    except ImportError:  # a source tree, or a pip install: no cmake --install wrote it
+        pass
+    candidates.append(here.parents[2] / "build" / "lib" / LIBRARY_NAME)
     for candidate in candidates:
         if candidate and pathlib.Path(candidate).is_file():
             return str(candidate)
     looked = ", ".join(str(c) for c in candidates if c)
-    raise ParticipantError(f"cannot find {LIBRARY_NAME} (looked at {looked}); build the project "
-                           "(cmake --build build) or set COMFY_SV_LIBRARY to its path")
+    raise ParticipantError(f"cannot find {LIBRARY_NAME} (looked at {looked}); build or install the project "
+                           "(cmake --build build, cmake --install build) or set COMFY_SV_LIBRARY to its path")
 
 
 _u32, _u64, _int, _p = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int, ctypes.c_void_p

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# `pip install` of worker/python into a fresh venv, nothing downloaded (the venv sees
+# Debian's setuptools and wheel: --system-site-packages, --no-build-isolation, --no-index):
+# the venv's python must import comfy_supervisor from the venv, at the project's version.
+# A copy of worker/python is installed, as setuptools writes build/ and egg-info/ where
+# it builds.
+#
+#   pip_venv.sh PYTHON SOURCE_DIR PROJECT_VERSION
+set -euo pipefail
+python=$1
+source=$2
+version=$3
+scratch=$(mktemp -d /tmp/comfy-install-pip-XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+
+cp -r "$source/worker/python" "$scratch/src"
+find "$scratch/src" -name __pycache__ -prune -exec rm -rf {} +
+"$python" -m venv --system-site-packages "$scratch/venv"
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+unset PYTHONPATH
+"$scratch/venv/bin/pip" install --quiet --no-build-isolation --no-index "$scratch/src"
+found=$(cd "$scratch" && "$scratch/venv/bin/python" -c \
+    'import comfy_supervisor, importlib.metadata as m; print(comfy_supervisor.__version__, m.version("comfy-supervisor"), comfy_supervisor.__file__)')
+read -r module_version dist_version file <<<"$found"
+case "$file" in
+    "$scratch/venv/"*) ;;
+    *) echo "pip_venv: comfy_supervisor was imported from $file, not from the venv" >&2; exit 1 ;;
+esac
+if [ "$module_version" != "$version" ] || [ "$dist_version" != "$version" ]; then
+    echo "pip_venv: the installed package says $module_version (distribution $dist_version); CMake's version is $version" >&2
+    exit 1
+fi
+echo "pip_venv: comfy_supervisor $module_version installed by pip into a venv and imported from it"
