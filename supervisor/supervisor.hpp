@@ -11,6 +11,7 @@
 #include "supervisor/bridge_broker.hpp"
 #include "supervisor/census_reader.hpp"
 #include "supervisor/config.hpp"
+#include "supervisor/control_server.hpp"
 #include "supervisor/event_journal.hpp"
 #include "supervisor/host_memory.hpp"
 #include "supervisor/log.hpp"
@@ -108,6 +109,17 @@ public:
     // How long admissions waited for their answers.
     const AdmissionWaits::Histogram& admission_waits() const noexcept { return admission_waits_.histogram(); }
 
+    // Operator actions on one pack, named as in the config ("host" for ComfyUI), from the
+    // control socket (supervisor_actions.cpp). Each answers at once, in one line.
+    // restart: stops the worker and starts it again at once, not counted as a crash.
+    ActionAnswer restart_pack(const std::string& name);
+    // stop: stops it and keeps it in state stopped; its requests fail at once.
+    ActionAnswer stop_pack(const std::string& name);
+    // start: starts a stopped or failed pack, its restarts forgotten.
+    ActionAnswer start_pack(const std::string& name);
+    // release: a full release, or with `pins` a release_pins of that many bytes.
+    ActionAnswer release_pack(const std::string& name, std::optional<Bytes> pins);
+
 private:
     // Journals an admission's answer with what it asked and how long it waited.
     void record_answer(const WorkerProcess& asker, std::uint64_t correlation, const char* answer, Bytes device_free,
@@ -176,6 +188,15 @@ private:
     Bytes host_available(const std::vector<HostHolding>& holdings) const;
     void release_everything(FullReleaseReason reason);
     void retry_failed_packs();
+
+    // The control socket (supervisor_actions.cpp): started with the workers, stopped at shutdown.
+    void start_control();
+    WorkerProcess* pack_named(const std::string& name);
+    ActionAnswer unknown_pack(const std::string& name) const;
+    // Called when a life ended that an operator stopped or restarted: keeps it stopped or
+    // starts it again at once; false when no operator asked.
+    bool after_operator_exit(WorkerProcess& worker);
+    void settle_stopped(WorkerProcess& worker);
     void watch_signals();
 
     // The operator's HTTP endpoints: what they answer.
@@ -236,6 +257,7 @@ private:
     std::chrono::steady_clock::time_point started_at_ = std::chrono::steady_clock::now();
     std::uint64_t prompt_epoch_ = 0;
     std::chrono::steady_clock::time_point last_pin_release_{};
+    std::optional<ControlServer> control_;  // last: destroyed before the journal it reads
 };
 
 }  // namespace comfy::supervisor
