@@ -45,6 +45,7 @@ po::variables_map parse(const std::vector<std::string>& args, const po::options_
     } catch (const po::invalid_command_line_syntax& error) {
         switch (error.kind()) {
             case po::invalid_command_line_syntax::missing_parameter:
+            case po::invalid_command_line_syntax::empty_adjacent_parameter:  // --instance=
                 throw UsageError(needs_value(options, error.get_option_name()));
             case po::invalid_command_line_syntax::extra_parameter:
                 throw UsageError(error.get_option_name() + " takes no value");
