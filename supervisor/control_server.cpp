@@ -245,7 +245,7 @@ void ControlServer::take(int fd) {
 ActionAnswer ControlServer::act(const ctl::ControlRequest& request) const {
     switch (request.op) {
         case ctl::Op::free: return handlers_.free_all();
-        case ctl::Op::retry: return handlers_.retry_failed();
+        case ctl::Op::retry: return request.pack.empty() ? handlers_.retry_failed() : handlers_.start(request.pack);
         case ctl::Op::restart: return handlers_.restart(request.pack);
         case ctl::Op::stop: return handlers_.stop(request.pack);
         case ctl::Op::start: return handlers_.start(request.pack);

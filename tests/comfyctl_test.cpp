@@ -557,6 +557,8 @@ TEST_CASE("the command line: the supervisor's actions take a NAME, release takes
     CHECK(parse_options({"top"}).command == ctl::Command::top);
     CHECK(parse_options({"free"}).command == ctl::Command::free);
     CHECK(parse_options({"retry"}).command == ctl::Command::retry);
+    CHECK(parse_options({"retry", "broken"}).pack == "broken");  // as the log's failed lines say
+    CHECK_THROWS_WITH(parse_options({"retry", "a", "b"}), Contains("unexpected argument 'b'"));
     CHECK_THROWS_WITH(parse_options({"stop"}), Contains("stop needs a pack NAME; see comfyctl stop --help"));
     CHECK_THROWS_WITH(parse_options({"stop", "a", "b"}), Contains("unexpected argument 'b'"));
     CHECK_THROWS_WITH(parse_options({"free", "sdxl"}), Contains("unexpected argument 'sdxl'"));

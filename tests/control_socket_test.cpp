@@ -175,6 +175,7 @@ TEST_CASE("release, free, retry and events go through the control socket") {
                Contains("asked beta to release 1.0 MiB of pinned memory"));
     CHECK_THAT(comfyctl(supervisor.instance(), "free").out, Contains("asked every running participant"));
     CHECK_THAT(comfyctl(supervisor.instance(), "retry").out, Contains("no pack is failed"));
+    CHECK_THAT(comfyctl(supervisor.instance(), "retry beta").err, Contains("beta is not stopped or failed"));
     CHECK(comfyctl(supervisor.instance(), "stop beta").status == 0);
     REQUIRE(supervisor.wait_for_state("beta", ParticipantState::stopped));
     const auto released = comfyctl(supervisor.instance(), "release beta");

@@ -39,6 +39,7 @@ bool names_a_pack(Op op) { return op == Op::restart || op == Op::stop || op == O
 std::set<std::string> fields_of(Op op) {
     if (op == Op::release) return {"op", "pack", "pins"};
     if (op == Op::events) return {"op", "since", "follow"};
+    if (op == Op::retry) return {"op", "pack"};
     if (names_a_pack(op)) return {"op", "pack"};
     return {"op"};
 }
@@ -48,7 +49,7 @@ std::string check_fields(const Json& request, ControlRequest& out) {
     for (const auto& [key, value] : request.items()) {
         if (!allowed.count(key)) return "'" + std::string(op_name(out.op)) + "' takes no field '" + key + "'";
     }
-    if (names_a_pack(out.op)) {
+    if (names_a_pack(out.op) || (out.op == Op::retry && request.contains("pack"))) {
         const auto pack = request.find("pack");
         if (pack == request.end() || !pack->is_string()) return "'pack' must be a string";
         out.pack = pack->get<std::string>();
@@ -91,7 +92,7 @@ std::optional<ControlError> error_named(std::string_view name) noexcept {
 
 std::string request_line(const ControlRequest& request) {
     Json out = {{"op", op_name(request.op)}};
-    if (names_a_pack(request.op)) out["pack"] = request.pack;
+    if (names_a_pack(request.op) || (request.op == Op::retry && !request.pack.empty())) out["pack"] = request.pack;
     if (request.pins) out["pins"] = *request.pins;
     if (request.op == Op::events) {
         out["since"] = request.since;

@@ -4,7 +4,7 @@
 // ...} or {"ok": false, "error": KIND, "message": ...}. `events` answers {"ok": true,
 // "last_seq": N} and then one line per event, and ends the connection unless it follows.
 //
-//   {"op": "free"} | {"op": "retry"}
+//   {"op": "free"} | {"op": "retry"[, "pack": NAME]}
 //   {"op": "restart" | "stop" | "start", "pack": NAME}
 //   {"op": "release", "pack": NAME[, "pins": BYTES]}
 //   {"op": "events"[, "since": SEQ][, "follow": true]}
@@ -31,7 +31,7 @@ enum class Op { free, retry, restart, stop, start, release, events, info };
 
 struct ControlRequest {
     Op op = Op::free;
-    std::string pack;                   // restart, stop, start, release
+    std::string pack;                   // restart, stop, start, release; retry's when not empty
     std::optional<std::uint64_t> pins;  // release: release_pins of this many bytes instead of a full release
     std::uint64_t since = 0;            // events: those numbered after this
     bool follow = false;                // events: then new ones as they happen

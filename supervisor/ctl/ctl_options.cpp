@@ -16,7 +16,7 @@ namespace {
 namespace po = cli::po;
 
 // What a command takes beyond --instance, --help and --version.
-enum Takes : unsigned { kNothing = 0, kJson = 1, kFollow = 2, kPins = 4, kName = 8 };
+enum Takes : unsigned { kNothing = 0, kJson = 1, kFollow = 2, kPins = 4, kName = 8, kOptionalName = 16 };
 
 struct CommandSpec {
     Command command;
@@ -48,9 +48,10 @@ constexpr std::array<CommandSpec, 11> kCommands{{
     {Command::free, "free", kNothing, "every worker releases all it holds",
      "Asks every worker to release all it holds (models, pins, cast buffers); a busy one\n"
      "does so when its node ends. The same as the supervisor's SIGUSR1.\n"},
-    {Command::retry, "retry", kNothing, "restart the packs marked failed",
+    {Command::retry, "retry", kOptionalName, "restart the packs marked failed (or one)",
      "Restarts the packs marked failed after too many restarts (or that cannot run as\n"
-     "configured), their restart counts forgotten. The same as the supervisor's SIGHUP.\n"},
+     "configured), their restart counts forgotten; the same as the supervisor's SIGHUP.\n"
+     "With NAME, that pack alone (as comfyctl start NAME).\n"},
     {Command::restart, "restart", kName, "stop a pack's worker, start it again at once",
      "Stops the pack's worker (SIGTERM, SIGKILL after the grace period) and starts it\n"
      "again at once; not counted as a crash. Requests it was running fail as at a death\n"
@@ -140,7 +141,8 @@ Options parse_words(const std::vector<std::string>& args) {
         if (const auto option = option_not_taken(values, spec->takes)) {
             throw UsageError(*option + " does not apply to '" + spec->name + "'");
         }
-        const std::size_t wanted = (spec->takes & kName) ? 2 : 1;
+        const bool optional_name = (spec->takes & kOptionalName) && words.size() == 2;
+        const std::size_t wanted = (spec->takes & kName) || optional_name ? 2 : 1;
         if (words.size() < wanted) throw UsageError(std::string(spec->name) + " needs a pack NAME");
         if (words.size() > wanted) {
             throw spec_named(words[wanted]) ? UsageError("one command at a time, got '" + words[wanted] + "' after another")
@@ -175,6 +177,7 @@ std::string help_text(const Options& options) {
     if (options.command_given) {
         const auto& spec = spec_of(options.command);
         out << "usage: comfyctl [--instance NAME] " << spec.name << ((spec.takes & kName) ? " NAME" : "")
+            << ((spec.takes & kOptionalName) ? " [NAME]" : "")
             << ((spec.takes & kJson) ? " [--json]" : "") << ((spec.takes & kFollow) ? " [--follow]" : "")
             << ((spec.takes & kPins) ? " [--pins BYTES]" : "") << "\n\n"
             << spec.about << options_for(spec.takes) << "\n"
@@ -187,7 +190,8 @@ std::string help_text(const Options& options) {
            "socket, which only its own user can reach (docs/SECURITY.md).\n\n"
            "commands:\n";
     for (const auto& spec : kCommands) {
-        std::string name = std::string(spec.name) + ((spec.takes & kName) ? " NAME" : "");
+        std::string name = std::string(spec.name) + ((spec.takes & kName) ? " NAME" : "") +
+                           ((spec.takes & kOptionalName) ? " [NAME]" : "");
         name.resize(std::max<std::size_t>(name.size() + 1, 15), ' ');
         out << "  " << name << spec.summary << "\n";
     }

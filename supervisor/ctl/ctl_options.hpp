@@ -31,7 +31,7 @@ struct Options {
     Command command = Command::workers;
     bool json = false;
     bool follow = false;                // events: keep printing new events until interrupted
-    std::string pack;                   // restart, stop, start, release: the pack's name
+    std::string pack;                   // restart, stop, start, release, retry (optional): the pack's name
     std::optional<std::uint64_t> pins;  // release --pins: bytes of pinned memory
     bool help = false;                  // print help_text(*this) and stop; nothing else was checked
     bool version = false;               // print the version and stop
