@@ -359,3 +359,15 @@ TEST_CASE("comfyctl top shows every participant with a bar in a terminal, and q 
                      std::chrono::seconds(5)));
     CHECK(supervisor.stop() == 0);
 }
+
+TEST_CASE("the operator's signals still work beside the socket: SIGUSR1 frees, SIGHUP retries") {
+    TempFolder folder("control");
+    SupervisorProcess supervisor(two_packs(folder));
+    REQUIRE(both_ready(supervisor));
+    supervisor.kill(SIGUSR1);
+    CHECK(eventually([&] { return supervisor.log().find("operator asked for a full release") != std::string::npos; },
+                     std::chrono::seconds(5)));
+    supervisor.kill(SIGHUP);  // nothing is failed: nothing happens, and the supervisor stays
+    CHECK_THAT(comfyctl(supervisor.instance(), "events").out, Contains("full release of every worker"));
+    CHECK(supervisor.stop() == 0);
+}

@@ -31,9 +31,9 @@ constexpr std::array<CommandSpec, 11> kCommands{{
      "One row per participant: slot, name, kind, pid, generation, state, restarts, last\n"
      "exit, age. Read from the segment; works while the supervisor is stopped (SIGSTOP).\n"},
     {Command::census, "census", kJson, "what each participant holds, and the device's use",
-     "What each participant holds (device, pinned memory and its ceiling, evictions, the\n"
-     "allocator, cast buffers, RSS, last node, heartbeat) and the device's use; read from\n"
-     "the segment.\n"},
+     "What each participant holds (device, pinned memory, evictions, the allocator, cast\n"
+     "buffers, RSS, last node, heartbeat) and the device's use; read from the segment.\n"
+     "--json adds the pin ceiling and errors, the active parts, churn and the prompt epoch.\n"},
     {Command::ledger, "ledger", kJson, "every model on a device: owner, size, how much is loaded",
      "Every model held on a device: owner, size, how much is loaded, references, most\n"
      "recently loaded first; read from the segment.\n"},
