@@ -27,7 +27,8 @@ ControlClient::ControlClient(const std::string& instance) : path_(control_socket
         fd_ = -1;
         const bool absent = error == ENOENT || error == ECONNREFUSED;
         throw ControlUnreachable("cannot reach the supervisor at " + path_ + ": " + std::strerror(error) +
-                                 (absent ? "; is it running with this --instance?"
+                                 (absent ? "; is it running with this --instance? (the socket's folder follows "
+                                           "RUNTIME_DIRECTORY or XDG_RUNTIME_DIR as the supervisor's: docs/SECURITY.md)"
                                          : error == EACCES ? "; run comfyctl as the supervisor's user" : ""));
     }
 }
