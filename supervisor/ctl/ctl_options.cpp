@@ -141,7 +141,7 @@ Options parse_words(const std::vector<std::string>& args) {
         if (const auto option = option_not_taken(values, spec->takes)) {
             throw UsageError(*option + " does not apply to '" + spec->name + "'");
         }
-        const bool optional_name = (spec->takes & kOptionalName) && words.size() == 2;
+        const bool optional_name = (spec->takes & kOptionalName) && words.size() >= 2;
         const std::size_t wanted = (spec->takes & kName) || optional_name ? 2 : 1;
         if (words.size() < wanted) throw UsageError(std::string(spec->name) + " needs a pack NAME");
         if (words.size() > wanted) {
