@@ -37,8 +37,9 @@ inline constexpr std::uint32_t kRefusalReasonCount = 3;
 enum class WorkStatus : std::uint32_t { ok = 0, failed };
 inline constexpr std::uint32_t kWorkStatusCount = 2;
 
-enum class FailureReason : std::uint32_t { worker_died = 0, worker_failed, shutting_down, no_such_pack };
-inline constexpr std::uint32_t kFailureReasonCount = 4;
+// worker_stopped: an operator stopped the pack (comfyctl stop); it fails at once until started.
+enum class FailureReason : std::uint32_t { worker_died = 0, worker_failed, shutting_down, no_such_pack, worker_stopped };
+inline constexpr std::uint32_t kFailureReasonCount = 5;
 
 // Model ids are unique within their owner and stay below 2^48, so that a model can be
 // named across the machine (in AdmissionRequest::keep_loaded) with its owner's slot on top.

@@ -10,8 +10,10 @@ namespace comfy {
 
 inline constexpr std::size_t kPackNameBytes = 32;
 
-enum class ParticipantState : std::uint8_t { empty = 0, spawning, ready, busy, draining, dead, failed };
-inline constexpr std::uint8_t kParticipantStateCount = 7;
+// stopped: by an operator (comfyctl stop), until one starts it again; added last, so the
+// numbers of the others, and the layout, are unchanged.
+enum class ParticipantState : std::uint8_t { empty = 0, spawning, ready, busy, draining, dead, failed, stopped };
+inline constexpr std::uint8_t kParticipantStateCount = 8;
 
 enum class ParticipantKind : std::uint8_t { worker = 0, host };
 

@@ -1,82 +1,42 @@
 // comfy-supervisor: runs one worker per node pack under one event loop and keeps the
 // machine's shared-memory segment.
 //
-//   comfy-supervisor run --config FILE [--instance NAME] [--workload FILE] [--record FILE]
+//   comfy-supervisor run --config FILE [--instance NAME] [--workload FILE [--keep-running]] [--record FILE]
 //   comfy-supervisor replay TRACE.jsonl
+// Exit statuses: supervisor/supervisor_options.cpp (each command's --help).
 
 #include "supervisor/arbiter/trace.hpp"
 #include "supervisor/sandbox_check.hpp"
 #include "supervisor/summary.hpp"
+#include "supervisor/supervisor_options.hpp"
 #include "supervisor/systemd_notify.hpp"
 
 #include <sys/prctl.h>
 
 #include <cstdio>
-#include <cstring>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 
-namespace {
-
-constexpr const char* kUsage =
-    "usage: comfy-supervisor run --config FILE [--instance NAME] [--workload FILE] [--record FILE]"
-    " | comfy-supervisor replay TRACE.jsonl";
-
-struct Options {
-    std::string config;
-    std::string instance = "default";
-    std::optional<std::string> workload;
-    std::optional<std::string> record;
-};
-
-[[noreturn]] void usage_error(const std::string& what) {
-    std::fprintf(stderr, "comfy-supervisor: %s; %s\n", what.c_str(), kUsage);
-    std::exit(2);
-}
-
-Options parse_arguments(int argc, char* argv[]) {
-    if (argc >= 2 && std::strcmp(argv[1], "--help") == 0) {
-        std::puts(kUsage);
-        std::exit(0);
-    }
-    if (argc < 2 || std::strcmp(argv[1], "run") != 0) usage_error("expected the command 'run' or 'replay'");
-    Options options;
-    for (int i = 2; i < argc; ++i) {
-        const std::string flag = argv[i];
-        if (i + 1 >= argc) usage_error(flag + " needs a value");
-        const std::string value = argv[++i];
-        if (flag == "--config") {
-            options.config = value;
-        } else if (flag == "--instance") {
-            options.instance = value;
-        } else if (flag == "--workload") {
-            options.workload = value;
-        } else if (flag == "--record") {
-            options.record = value;
-        } else {
-            usage_error("unknown option '" + flag + "'");
-        }
-    }
-    if (options.config.empty()) usage_error("--config is required");
-    return options;
-}
-
-}  // namespace
-
 int main(int argc, char* argv[]) {
     using namespace comfy::supervisor;
-    if (argc >= 2 && std::strcmp(argv[1], "replay") == 0) {
-        if (argc != 3) usage_error("replay takes one trace file");
-        return comfy::arbiter::run_replay_command(argv[2]);
+    CommandLine line;
+    try {
+        line = parse_command_line(std::vector<std::string>(argv + 1, argv + argc));
+    } catch (const comfy::cli::UsageError& error) {
+        std::fprintf(stderr, "comfy-supervisor: %s\n", error.what());
+        return 2;
     }
+    if (line.action == CommandLine::Action::print) return std::fputs(line.text.c_str(), stdout) < 0 ? 1 : 0;
+    if (line.action == CommandLine::Action::replay) return comfy::arbiter::run_replay_command(line.trace);
     // Not dumpable: another process of our user (a pack's worker among them) can then
     // neither ptrace the supervisor nor open its /proc/PID/mem, environ or fd/, which
     // become root's, so it cannot read the workers' tokens from our memory or take our
     // descriptors. Workers are unaffected: exec of a program that changes no credentials
     // makes a process dumpable again. The price is that the supervisor leaves no core dump.
     ::prctl(PR_SET_DUMPABLE, 0);
-    const Options options = parse_arguments(argc, argv);
+    const RunOptions& options = line.run;
     std::optional<Config> config;
     std::optional<Workload> workload;
     try {
@@ -102,13 +62,23 @@ int main(int argc, char* argv[]) {
             }
         }
         std::optional<WorkloadRunner> runner;
+        bool summarized = false;
         if (workload) {
             runner.emplace(supervisor, std::move(*workload));
-            runner->start();
+            std::function<void()> finished;
+            if (options.keep_running) {
+                finished = [&] {
+                    print_summary(supervisor, *runner);
+                    std::fflush(stdout);
+                    summarized = true;
+                    log_line("workload finished; still running until SIGTERM or SIGINT (--keep-running)");
+                };
+            }
+            runner->start(std::move(finished));
         }
         const int code = supervisor.run();
         if (!runner) return code;
-        print_summary(supervisor, *runner);
+        if (!summarized) print_summary(supervisor, *runner);
         return runner->outcome().prompts_failed == 0 ? code : 1;
     } catch (const DeviceUnavailable& e) {
         std::fprintf(stderr, "comfy-supervisor: %s\n", e.what());

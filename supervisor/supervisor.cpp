@@ -172,6 +172,7 @@ int Supervisor::run() {
         if (!ec) begin_shutdown(std::string("received SIG") + sigabbrev_np(signal));
     });
     watch_signals();
+    start_control();
     const bool with_host = !workers_.empty() && workers_.front()->kind == ParticipantKind::host;
     log_line("segment " + segment_.name() + " created; starting " + (with_host ? "the ComfyUI host and " : "") +
              std::to_string(workers_.size() - (with_host ? 1 : 0)) + " worker(s)");
@@ -297,7 +298,8 @@ void Supervisor::on_exit(WorkerProcess& worker) {
     if (exec_error != 0) how += ": cannot execute " + worker.pack.command + ": " + std::strerror(exec_error);
     if (!worker.kill_reason.empty()) how += " (" + worker.kill_reason + ")";
     // A death the supervisor did not ask for, or asked for because the worker misbehaved.
-    const bool expected = shutting_down_ || (worker.last_exit_signal == 0 && worker.last_exit_status == 0);
+    const bool expected = shutting_down_ || worker.operator_intent != OperatorIntent::none ||
+                          (worker.last_exit_signal == 0 && worker.last_exit_status == 0);
     happened(expected ? LogLevel::info : LogLevel::warning, worker, "exited",
              who + std::to_string(pid) + " (generation " + std::to_string(worker.generation) + ") " + how,
              {{"pid", pid},
@@ -328,6 +330,7 @@ void Supervisor::on_exit(WorkerProcess& worker) {
         finish_if_done();
         return;
     }
+    if (after_operator_exit(worker)) return;
     schedule_restart(worker);
 }
 
@@ -362,7 +365,8 @@ void Supervisor::schedule_restart(WorkerProcess& worker) {
 void Supervisor::terminate(WorkerProcess& worker, const std::string& reason) {
     if (!worker.alive() || !worker.kill_reason.empty()) return;
     worker.kill_reason = reason;
-    happened(shutting_down_ ? LogLevel::info : LogLevel::warning, worker, "stopping",
+    const bool asked = shutting_down_ || worker.operator_intent != OperatorIntent::none;
+    happened(asked ? LogLevel::info : LogLevel::warning, worker, "stopping",
              "stopping pid " + std::to_string(worker.process.pid) + ": " + reason,
              {{"pid", worker.process.pid}, {"reason", reason}});
     set_state(worker, ParticipantState::draining);
@@ -570,8 +574,10 @@ void Supervisor::submit(const std::string& pack, const std::string& node, std::u
         return;
     }
     WorkerProcess& worker = **found;
-    if (shutting_down_ || worker.state == ParticipantState::failed) {
-        const auto reason = shutting_down_ ? FailureReason::shutting_down : FailureReason::worker_failed;
+    if (shutting_down_ || worker.state == ParticipantState::failed || worker.state == ParticipantState::stopped) {
+        const auto reason = shutting_down_                                 ? FailureReason::shutting_down
+                            : worker.state == ParticipantState::stopped ? FailureReason::worker_stopped
+                                                                         : FailureReason::worker_failed;
         pending.reply(failure(reason, worker, pending.message.header.correlation));
         return;
     }
@@ -672,7 +678,7 @@ void Supervisor::publish(const WorkerProcess& worker) {
 void Supervisor::check_all_started() {
     if (all_started_.empty()) return;
     const bool all = std::all_of(workers_.begin(), workers_.end(), [](const auto& w) {
-        return w->up() || w->state == ParticipantState::failed;
+        return w->up() || w->state == ParticipantState::failed || w->state == ParticipantState::stopped;
     });
     if (!all) return;
     for (const auto& callback : std::exchange(all_started_, {})) callback();
@@ -687,6 +693,7 @@ void Supervisor::begin_shutdown(const std::string& why) {
     signals_.cancel();
     operator_signals_.cancel();
     if (http_) http_->stop();
+    if (control_) control_->stop();
     heartbeat_timer_.cancel();
     for (auto& worker : workers_) {
         worker->restart_timer.cancel();

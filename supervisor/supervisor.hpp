@@ -8,6 +8,7 @@
 #include "supervisor/bridge_broker.hpp"
 #include "supervisor/census_reader.hpp"
 #include "supervisor/config.hpp"
+#include "supervisor/control_server.hpp"
 #include "supervisor/event_journal.hpp"
 #include "supervisor/host_memory.hpp"
 #include "supervisor/log.hpp"
@@ -102,6 +103,17 @@ public:
     // How long admissions waited for their answers.
     const AdmissionWaits::Histogram& admission_waits() const noexcept { return memory_.admission_waits(); }
 
+    // Operator actions on one pack, named as in the config ("host" for ComfyUI), from the
+    // control socket (supervisor_actions.cpp). Each answers at once, in one line.
+    // restart: stops the worker and starts it again at once, not counted as a crash.
+    ActionAnswer restart_pack(const std::string& name);
+    // stop: stops it and keeps it in state stopped; its requests fail at once.
+    ActionAnswer stop_pack(const std::string& name);
+    // start: starts a stopped or failed pack, its restarts forgotten.
+    ActionAnswer start_pack(const std::string& name);
+    // release: a full release, or with `pins` a release_pins of that many bytes.
+    ActionAnswer release_pack(const std::string& name, std::optional<Bytes> pins);
+
 private:
     // WorkerAccess, for the memory broker and the release paths.
     const std::vector<std::unique_ptr<WorkerProcess>>& workers() override { return workers_; }
@@ -132,6 +144,15 @@ private:
     void on_node_finished(WorkerProcess& worker, const NodeFinished& node);
 
     void retry_failed_packs();
+
+    // The control socket (supervisor_actions.cpp): started with the workers, stopped at shutdown.
+    void start_control();
+    WorkerProcess* pack_named(const std::string& name);
+    ActionAnswer unknown_pack(const std::string& name) const;
+    // Called when a life ended that an operator stopped or restarted: keeps it stopped or
+    // starts it again at once; false when no operator asked.
+    bool after_operator_exit(WorkerProcess& worker);
+    void settle_stopped(WorkerProcess& worker);
     void watch_signals();
 
     // The operator's HTTP endpoints: what they answer.
@@ -185,6 +206,7 @@ private:
     EventJournal journal_;
     MemoryBroker memory_;         // every memory message, the arbiter and the ledger
     ReleaseScheduler releases_;   // boundaries, sweeps, the operator's release, host RAM
+    std::optional<ControlServer> control_;  // last: destroyed before the journal it reads
 };
 
 }  // namespace comfy::supervisor

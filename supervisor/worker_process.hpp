@@ -33,6 +33,10 @@ struct PendingRequest {
     ReplyHandler reply;
 };
 
+// What an operator asked for a participant's life that is ending (supervisor_actions.cpp):
+// nothing, to keep it stopped, or to start it again at once.
+enum class OperatorIntent { none, stop, restart };
+
 struct WorkerProcess {
     // `keep_limit`: the most models one admission may keep (the ledger's capacity).
     WorkerProcess(const PackConfig& config, std::uint32_t slot_index, ParticipantKind participant_kind,
@@ -64,6 +68,7 @@ struct WorkerProcess {
     std::uint64_t last_heartbeat = 0;
     std::chrono::steady_clock::time_point heartbeat_seen_at{};
     std::string kill_reason;  // why the supervisor is ending this worker, if it is
+    OperatorIntent operator_intent = OperatorIntent::none;  // for when this life has exited
     std::int32_t last_exit_status = -1;
     std::int32_t last_exit_signal = 0;
     std::uint64_t started_at_ms = 0;

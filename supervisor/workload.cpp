@@ -22,6 +22,7 @@ std::string why_not_run(const RequestFailed& failed) {
         case FailureReason::worker_failed: return "its pack is failed after too many restarts (comfyctl retry)";
         case FailureReason::shutting_down: return "the supervisor is shutting down";
         case FailureReason::no_such_pack: return "no such pack";
+        case FailureReason::worker_stopped: return "its pack is stopped by an operator (comfyctl start)";
     }
     return "reason " + std::to_string(failed.reason);
 }

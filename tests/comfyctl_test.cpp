@@ -6,11 +6,14 @@
 
 #include "shared/message_payloads.hpp"
 #include "shared/segment_layout.hpp"
+#include "supervisor/ctl/control_protocol.hpp"
 #include "supervisor/ctl/ctl_options.hpp"
+#include "supervisor/ctl/events_text.hpp"
 #include "supervisor/ctl/report_format.hpp"
 #include "supervisor/ctl/report_json.hpp"
 #include "supervisor/ctl/report_text.hpp"
 #include "supervisor/ctl/segment_report.hpp"
+#include "supervisor/ctl/top_view.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/test_instance.hpp"
 
@@ -329,7 +332,8 @@ TEST_CASE("names, states and kinds out of range are shown, not trusted") {
     CHECK(valid);
     CHECK(ctl::state_name(0) == "empty");
     CHECK(ctl::state_name(6) == "failed");
-    CHECK(ctl::state_name(7) == "invalid(7)");
+    CHECK(ctl::state_name(7) == "stopped");
+    CHECK(ctl::state_name(8) == "invalid(8)");
     CHECK(ctl::state_name(255) == "invalid(255)");
     CHECK(ctl::kind_name(1) == "host");
     CHECK(ctl::kind_name(2) == "invalid(2)");
@@ -493,7 +497,7 @@ TEST_CASE("the tables show sizes, ages, exits and statuses for people") {
 
     const auto census = ctl::census_text(report);
     CHECK_THAT(census, Contains("total 24 GiB, used 2.0 GiB, free 22 GiB"));
-    CHECK_THAT(census, Contains("1.5 GiB / 8.0 GiB"));
+    CHECK_THAT(census, Contains("1.5 GiB"));
     CHECK_THAT(census, Contains("stale"));
     CHECK(line_count(census) == 1 + 1 + 1 + 4);  // title, device, header, rows
 
@@ -530,6 +534,41 @@ TEST_CASE("the command line: a command, an instance, --json, anywhere") {
     CHECK(parse_options({"--help"}).help);
     CHECK(parse_options({"--json", "-h"}).help);
     CHECK_THROWS_AS(parse_options({"bogus", "-h"}), ctl::UsageError);  // read in order: the bad command first
+    CHECK(parse_options({"--version"}).version);
+    const auto stop_help = parse_options({"stop", "--help"});
+    CHECK(stop_help.help);
+    CHECK_THAT(ctl::help_text(stop_help), Contains("usage: comfyctl [--instance NAME] stop NAME"));
+    CHECK_THAT(ctl::help_text(stop_help), Contains("exit status"));
+}
+
+TEST_CASE("the command line: the supervisor's actions take a NAME, release takes --pins, events --follow") {
+    using ctl::parse_options;
+    const auto stop = parse_options({"stop", "sdxl", "--instance=gpu"});
+    CHECK(stop.command == ctl::Command::stop);
+    CHECK(stop.pack == "sdxl");
+    CHECK(stop.instance == "gpu");
+    CHECK(parse_options({"restart", "host"}).command == ctl::Command::restart);
+    CHECK(parse_options({"start", "video"}).pack == "video");
+    CHECK_FALSE(parse_options({"release", "video"}).pins);
+    CHECK(parse_options({"release", "video", "--pins", "512MiB"}).pins == 512 * kMiB);
+    CHECK(parse_options({"release", "--pins=4096", "video"}).pins == 4096);
+    CHECK(parse_options({"events", "--follow"}).follow);
+    CHECK(parse_options({"events", "-f", "--json"}).json);
+    CHECK(parse_options({"top"}).command == ctl::Command::top);
+    CHECK(parse_options({"free"}).command == ctl::Command::free);
+    CHECK(parse_options({"retry"}).command == ctl::Command::retry);
+    CHECK(parse_options({"retry", "broken"}).pack == "broken");  // as the log's failed lines say
+    CHECK_THROWS_WITH(parse_options({"retry", "a", "b"}), Contains("unexpected argument 'b'"));
+    CHECK_THROWS_WITH(parse_options({"stop"}), Contains("stop needs a pack NAME; see comfyctl stop --help"));
+    CHECK_THROWS_WITH(parse_options({"stop", "a", "b"}), Contains("unexpected argument 'b'"));
+    CHECK_THROWS_WITH(parse_options({"free", "sdxl"}), Contains("unexpected argument 'sdxl'"));
+    CHECK_THROWS_WITH(parse_options({"workers", "--pins", "1"}), Contains("--pins does not apply to 'workers'"));
+    CHECK_THROWS_WITH(parse_options({"stop", "a", "--follow"}), Contains("--follow does not apply to 'stop'"));
+    CHECK_THROWS_WITH(parse_options({"top", "--json"}), Contains("--json does not apply to 'top'"));
+    CHECK_THROWS_WITH(parse_options({"release", "a", "--pins", "0"}), Contains("--pins expects a size"));
+    CHECK_THROWS_WITH(parse_options({"release", "a", "--pins", "12GB"}), Contains("found '12GB'"));
+    CHECK_THROWS_WITH(parse_options({"release", "a", "--pins"}), Contains("--pins needs a BYTES"));
+    CHECK_THROWS_WITH(parse_options({"events", "--instance", "a", "--instance", "b"}), Contains("more than once"));
 }
 
 TEST_CASE("a bad command line is refused with the problem named") {
@@ -538,10 +577,103 @@ TEST_CASE("a bad command line is refused with the problem named") {
     CHECK_THROWS_WITH(parse_options({"models"}), Contains("unknown command 'models'"));
     CHECK_THROWS_WITH(parse_options({"workers", "--verbose"}), Contains("unknown option '--verbose'"));
     CHECK_THROWS_WITH(parse_options({"workers", "--instance"}), Contains("--instance needs a NAME"));
+    CHECK_THROWS_WITH(parse_options({"workers", "--verbose"}), Contains("; see comfyctl --help"));
+    CHECK_THROWS_WITH(parse_options({"workers", "--follow"}), Contains("; see comfyctl workers --help"));
     CHECK_THROWS_WITH(parse_options({"--instance", "--json", "workers"}), Contains("--instance needs a NAME"));
     CHECK_THROWS_WITH(parse_options({"--instance=", "workers"}), Contains("--instance needs a NAME"));
     CHECK_THROWS_WITH(parse_options({"workers", "census"}), Contains("one command at a time"));
     CHECK_THROWS_WITH(parse_options({"--instance", "a/b", "workers"}), Contains("only letters, digits"));
+}
+
+TEST_CASE("every table fits 100 columns for five participants") {
+    auto segment = create_segment(test::test_instance("ctl"), kCaps, 24 * kGiB);
+    const auto view = view_of(segment);
+    const std::uint64_t now = ctl::wall_clock_ms();
+    const char* names[] = {"host", "sdxl", "video", "upscale", "bridge"};
+    for (std::uint32_t slot = 0; slot < 5; ++slot) {
+        auto record = participant(names[slot], 4'000'000 + static_cast<std::int32_t>(slot), 12, ParticipantState::stopped,
+                                  slot == 0 ? ParticipantKind::host : ParticipantKind::worker);
+        record.restarts = 123;
+        record.last_exit_signal = SIGTERM;
+        record.started_at_ms = now - 50'000'000;
+        put(view.participant(slot).record, record);
+        CensusRecord c = census(12, 15 * kGiB + slot * 100 * kMiB);
+        c.pinned_bytes = 9 * kGiB + 512 * kMiB;
+        c.bytes_evicted = 999 * kGiB;
+        c.allocator_reserved = 23 * kGiB;
+        c.cast_buffer_bytes = 2 * kGiB;
+        c.resident_set_bytes = 242 * kMiB;
+        c.last_node = 12345;
+        report_census(view, slot, c, 99'999, slot == 4 ? CensusStatus::unreadable : CensusStatus::ok);
+    }
+    const auto report = ctl::read_report("demo", segment);
+    auto widest = [](const std::string& text) {
+        std::size_t widest_line = 0;
+        std::size_t start = 0;
+        for (std::size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
+            widest_line = std::max(widest_line, end - start);
+        }
+        return widest_line;
+    };
+    CHECK(widest(ctl::workers_text(report, now)) <= 100);
+    CHECK(widest(ctl::census_text(report)) <= 100);
+    CHECK(widest(ctl::ledger_text(report)) <= 100);
+    const auto top = ctl::top_frame(report, {512 * kMiB, "12:34:56", 100});
+    CHECK(widest(top) <= 100);
+    CHECK(widest(ctl::top_frame(report, {std::nullopt, "12:34:56", 240})) <= 240);
+    for (const char* name : names) CHECK_THAT(top, Contains(name));
+    CHECK_THAT(top, Contains("reserve 512 MiB"));
+    CHECK_THAT(top, Contains("[######"));
+    CHECK_THAT(ctl::top_frame(report, {std::nullopt, "", 100}), Contains("reserve ?"));
+    const nlohmann::json event = {{"seq", 7}, {"time", "2026-11-30T21:34:03.123Z"}, {"kind", "restarting"},
+                                  {"pack", "upscale"}, {"text", std::string(150, 'x') + " and the rest of a long line"},
+                                  {"figures", nlohmann::json::object()}};
+    const auto line = ctl::event_text(event);
+    CHECK(widest(line) <= 100);
+    CHECK_THAT(line, Contains("21:34:03.123  restarting  upscale"));
+    CHECK_THAT(line, Contains("the rest of a long line"));
+    CHECK_THAT(ctl::event_text({{"kind", 3}}), Contains("?"));  // fields of the wrong type are not trusted
+}
+
+TEST_CASE("control requests are validated: known ops, their fields, bounded sizes") {
+    using ctl::parse_request;
+    const auto stop = parse_request(R"({"op": "stop", "pack": "sdxl"})");
+    REQUIRE(std::holds_alternative<ctl::ControlRequest>(stop));
+    CHECK(std::get<ctl::ControlRequest>(stop).op == ctl::Op::stop);
+    CHECK(std::get<ctl::ControlRequest>(stop).pack == "sdxl");
+    ctl::ControlRequest release;
+    release.op = ctl::Op::release;
+    release.pack = "video";
+    release.pins = 4096;
+    const auto round_trip = parse_request(ctl::request_line(release).substr(0, ctl::request_line(release).size() - 1));
+    REQUIRE(std::holds_alternative<ctl::ControlRequest>(round_trip));
+    CHECK(std::get<ctl::ControlRequest>(round_trip).pins == 4096u);
+    const auto events = parse_request(R"({"op": "events", "since": 5, "follow": true})");
+    REQUIRE(std::holds_alternative<ctl::ControlRequest>(events));
+    CHECK(std::get<ctl::ControlRequest>(events).since == 5u);
+    CHECK(std::get<ctl::ControlRequest>(events).follow);
+    auto refused = [](std::string_view line) {
+        const auto parsed = parse_request(line);
+        return std::holds_alternative<std::string>(parsed) ? std::get<std::string>(parsed) : std::string();
+    };
+    CHECK_THAT(refused(R"({"op": "reboot"})"), Contains("unknown op 'reboot'"));
+    CHECK_THAT(refused("not json"), Contains("one JSON object"));
+    CHECK_THAT(refused("[1, 2]"), Contains("one JSON object"));
+    CHECK_THAT(refused(R"({"pack": "a"})"), Contains("needs an 'op'"));
+    CHECK_THAT(refused(R"({"op": "stop"})"), Contains("'pack' must be a string"));
+    CHECK_THAT(refused(R"({"op": "stop", "pack": ""})"), Contains("1 to 31 characters"));
+    CHECK_THAT(refused(R"({"op": "stop", "pack": ")" + std::string(32, 'a') + R"("})"), Contains("1 to 31 characters"));
+    CHECK_THAT(refused(R"({"op": "free", "pack": "a"})"), Contains("'free' takes no field 'pack'"));
+    CHECK_THAT(refused(R"({"op": "release", "pack": "a", "pins": -1})"), Contains("'pins' must be"));
+    CHECK_THAT(refused(R"({"op": "release", "pack": "a", "pins": 0})"), Contains("'pins' must be"));
+    CHECK_THAT(refused(R"({"op": "events", "follow": 1})"), Contains("'follow' must be true or false"));
+    CHECK_THAT(refused(R"({"op": "events", "since": "x"})"), Contains("'since' must be"));
+    CHECK_THAT(refused(std::string(ctl::kMaxRequestBytes, ' ')), Contains("at most 4096 bytes"));
+    CHECK(ctl::error_named("unknown_pack") == ctl::ControlError::unknown_pack);
+    CHECK_FALSE(ctl::error_named("nonsense"));
+    const auto answer = nlohmann::json::parse(ctl::error_line(ctl::ControlError::refused, "no\xff"));
+    CHECK(answer["ok"] == false);
+    CHECK(answer["error"] == "refused");
 }
 
 TEST_CASE("comfyctl prints the workers and census of a live segment as JSON and tables") {
@@ -606,12 +738,24 @@ TEST_CASE("comfyctl refuses a bad command line with status 2 and the usage") {
         CHECK(run.status == 2);
         CHECK(run.out.empty());
         CHECK(line_count(run.err) == 1);
-        CHECK_THAT(run.err, Contains("usage: comfyctl [--instance NAME] workers|census|ledger|free|retry [--json]"));
+        CHECK_THAT(run.err, Contains("; see comfyctl"));
     }
     const auto help = run_comfyctl({"--help"});
     CHECK(help.status == 0);
     CHECK_THAT(help.out, Contains("usage: comfyctl"));
+    CHECK_THAT(help.out, Contains("exit status"));
     CHECK(help.err.empty());
+    for (const auto& command : {"workers", "census", "ledger", "top", "events", "free", "retry", "restart", "stop",
+                                "start", "release"}) {
+        INFO(command);
+        const auto own = run_comfyctl({command, "-h"});
+        CHECK(own.status == 0);
+        CHECK_THAT(own.out, Contains(std::string("comfyctl [--instance NAME] ") + command));
+        CHECK_THAT(own.out, Contains("exit status"));
+        const auto version = run_comfyctl({command, "--version"});
+        CHECK(version.status == 0);
+        CHECK(version.out == std::string("comfyctl ") + COMFY_PROJECT_VERSION + "\n");
+    }
 }
 
 TEST_CASE("comfyctl shows a torn record as busy and still finishes") {

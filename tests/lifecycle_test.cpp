@@ -126,6 +126,23 @@ TEST_CASE("SIGTERM during a long workload fails the prompt in flight alone, star
     CHECK_THAT(output, Contains(" (1 failed, ") && Contains(" not started: shut down first)"));
 }
 
+TEST_CASE("with --keep-running the summary comes when the workload ends and the workers run on until SIGTERM") {
+    TempFolder packs("packs");
+    const json workload = {{"prompts", {{node("beta", "noop")}}}};
+    SupervisorProcess supervisor(three_pack_config(packs), workload, {}, {"--keep-running"});
+    REQUIRE(eventually([&] { return supervisor.log().find("workload finished; still running") != std::string::npos; },
+                       std::chrono::seconds(20)));
+    INFO(supervisor.log());
+    CHECK_THAT(supervisor.output(), Contains("prompts run        1 of 1 (0 failed)"));
+    // Still serving: every worker stays ready, and nothing shuts down until asked.
+    CHECK(supervisor.wait_for_state("beta", ParticipantState::ready));
+    CHECK_THAT(supervisor.log(), !Contains("shutting down"));
+    CHECK(supervisor.stop() == 0);
+    // The summary is printed once.
+    const auto output = supervisor.output();
+    CHECK(output.find("summary") == output.rfind("summary"));
+}
+
 TEST_CASE("when the supervisor is killed its workers die within a second and the next start is clean") {
     TempFolder packs("packs");
     const json config = three_pack_config(packs);

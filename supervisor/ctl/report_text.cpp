@@ -63,10 +63,6 @@ std::string slot_text(std::uint32_t slot) { return std::to_string(slot); }
 
 std::string name_text(const std::string& name) { return name.empty() ? "-" : name; }
 
-std::string pair_text(std::uint64_t first, std::uint64_t second) {
-    return format_byte_size(first) + " / " + format_byte_size(second);
-}
-
 }  // namespace
 
 std::string workers_text(const SegmentReport& report, std::uint64_t now_ms) {
@@ -97,9 +93,10 @@ std::string census_text(const SegmentReport& report) {
                format_byte_size(device.used_bytes) + "\n";
     }
     if (report.census.empty()) return out + "no participants\n";
-    Table table({"SLOT", "NAME", "GEN", "STATUS", "PINNED / CEILING", "PIN ERR", "DEVICE", "EVICTED / ACTIVE", "CHURN",
-                 "RESERVED / ACTIVE", "CAST", "RSS", "NODE", "EPOCH", "HEARTBEAT"},
-                {true, false, true, false, true, true, true, true, true, true, true, true, true, true, true});
+    // Fits 100 columns for a handful of packs: the pin ceiling and errors, the active parts
+    // of evictions and of the allocator, churn and the prompt epoch are in --json.
+    Table table({"SLOT", "NAME", "GEN", "STATUS", "DEVICE", "PINNED", "EVICTED", "ALLOC", "CAST", "RSS", "NODE", "BEAT"},
+                {true, false, true, false, true, true, true, true, true, true, true, true});
     for (const auto& row : report.census) {
         const bool known = figures_known(row.status);
         const bool participant_known = !row.participant_busy;
@@ -107,11 +104,10 @@ std::string census_text(const SegmentReport& report) {
         auto value = [&](std::string text) { return known ? text : std::string("-"); };
         table.add({slot_text(row.slot), participant_known ? name_text(row.name) : "-",
                    participant_known ? std::to_string(row.generation) : "-", status_name(row.status),
-                   value(pair_text(c.pinned_bytes, c.pinned_ceiling)), value(std::to_string(c.pin_errors)),
-                   value(format_byte_size(c.device_used_bytes)), value(pair_text(c.bytes_evicted, c.bytes_evicted_active)),
-                   value(std::to_string(c.churn)), value(pair_text(c.allocator_reserved, c.allocator_active)),
+                   value(format_byte_size(c.device_used_bytes)), value(format_byte_size(c.pinned_bytes)),
+                   value(format_byte_size(c.bytes_evicted)), value(format_byte_size(c.allocator_reserved)),
                    value(format_byte_size(c.cast_buffer_bytes)), value(format_byte_size(c.resident_set_bytes)),
-                   value(std::to_string(c.last_node)), value(std::to_string(c.prompt_epoch)),
+                   value(std::to_string(c.last_node)),
                    row.status == RecordStatus::busy ? std::string("-") : std::to_string(row.heartbeat)});
     }
     return out + table.render();

@@ -15,7 +15,7 @@ namespace comfy::ctl {
 namespace {
 
 constexpr std::array<const char*, kParticipantStateCount> kStateNames = {"empty", "spawning", "ready", "busy",
-                                                                          "draining", "dead", "failed"};
+                                                                          "draining", "dead", "failed", "stopped"};
 
 // A seqlock read retried in a few bounded rounds with short pauses, so a writer that was
 // preempted mid-write gets a moment to finish; a writer that died mid-write costs a few

@@ -16,13 +16,10 @@ int main(int argc, char* argv[]) {
     try {
         options = parse_soak_options(std::vector<std::string>(argv + 1, argv + argc));
     } catch (const UsageError& error) {
-        std::fprintf(stderr, "comfy-soak: %s; %s\n", error.what(), soak_usage());
+        std::fprintf(stderr, "comfy-soak: %s; %s; see comfy-soak --help\n", error.what(), soak_usage());
         return 2;
     }
-    if (options.help) {
-        std::puts(soak_usage());
-        return 0;
-    }
+    if (options.print) return std::fputs(options.print->c_str(), stdout) < 0 ? 1 : 0;
     struct sigaction stop {};
     stop.sa_handler = [](int) { request_stop(); };
     ::sigaction(SIGINT, &stop, nullptr);

@@ -1,9 +1,10 @@
 #pragma once
 // The soak's command line: comfy-soak [--seconds N] [--seed S] [--json] [--keep-logs]
 
+#include "shared/command_line.hpp"
+
 #include <cstdint>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -14,13 +15,10 @@ struct SoakOptions {
     std::optional<std::uint64_t> seed;  // drawn at random when not given, and printed first
     bool json = false;                  // the report as one JSON object on stdout
     bool keep_logs = false;             // keep the supervisors' logs even when nothing broke
-    bool help = false;
+    std::optional<std::string> print;   // --help or --version: this text instead of a run
 };
 
-class UsageError : public std::runtime_error {
-public:
-    using std::runtime_error::runtime_error;
-};
+using cli::UsageError;
 
 const char* soak_usage() noexcept;
 

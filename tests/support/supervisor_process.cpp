@@ -1,5 +1,7 @@
 #include "tests/support/supervisor_process.hpp"
 
+#include "supervisor/ctl/control_path.hpp"
+
 #include "ipc/shm_segment.hpp"
 #include "shared/segment_layout.hpp"
 #include "tests/support/sanitizer_reports.hpp"
@@ -74,6 +76,10 @@ SupervisorProcess::~SupervisorProcess() {
         if (reaped == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     ipc::remove_stale_segment(ipc::segment_name(instance_));
+    // A supervisor killed with SIGKILL leaves its control socket's file (the next one of
+    // the instance would replace it); nothing of a test stays behind.
+    std::error_code ignored;
+    std::filesystem::remove(ctl::control_socket_path(instance_), ignored);
 }
 
 std::vector<Participant> SupervisorProcess::participants() const {

@@ -42,6 +42,7 @@ log = logging.getLogger("comfy_supervisor")
 
 PACK_WAIT_S = float(os.environ.get("COMFY_SV_PACK_WAIT_S", "120"))  # for interfaces at ComfyUI's start
 CALL_WAIT_S = 60.0        # for a (re)starting worker, at a call
+STOPPED_REASON = "stopped by an operator"  # how the supervisor's pack_failed begins for comfyctl stop
 EXIT_NOTICE_WAIT_S = 2.0  # for the supervisor's pack_exited after a call socket closed
 SPIN_S = 100e-6           # a reply is watched for this long before sleeping (channel.py says why)
 _OPTIONAL_INTERFACE = ("RETURN_NAMES", "OUTPUT_IS_LIST", "INPUT_IS_LIST", "DESCRIPTION")
@@ -152,8 +153,15 @@ class PackLink:
         with self.changed:
             self.failure = str(reason)
             self.changed.notify_all()
-        log.error("comfy-supervisor: pack %s is failed (%s): its nodes cannot run; fix it, then "
-                  "comfyctl retry %s", self.name, self.failure, self.name)
+        log.error("comfy-supervisor: %s: its nodes cannot run", self.unavailable())
+
+    def unavailable(self):
+        """Why its nodes cannot run, and what brings them back."""
+        # The supervisor's reason for a pack an operator stopped says how to start it;
+        # retry restarts failed packs only.
+        if self.failure.startswith(STOPPED_REASON):
+            return f"pack {self.name} is {self.failure}"
+        return f"pack {self.name} is failed ({self.failure}): fix it, then comfyctl retry {self.name}"
 
     def session_closed(self, session):
         with self.changed:
@@ -176,8 +184,7 @@ class PackLink:
                                           (self.session is not None and not self.session.closed.is_set()),
                                           timeout=timeout_s)
             if self.failure is not None:
-                raise PackUnavailable(f"pack {self.name} is failed ({self.failure}): fix it, then "
-                                      f"comfyctl retry {self.name}")
+                raise PackUnavailable(self.unavailable())
             if not ready:
                 raise PackUnavailable(f"pack {self.name}'s worker did not start within {timeout_s:.0f} s: "
                                       "see the supervisor's log")

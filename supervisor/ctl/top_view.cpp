@@ -1,0 +1,86 @@
+#include "supervisor/ctl/top_view.hpp"
+
+#include "shared/byte_size.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace comfy::ctl {
+
+namespace {
+
+constexpr std::size_t kMinWidth = 60;
+constexpr std::size_t kMinBar = 10;
+
+std::string right(std::string text, std::size_t width) {
+    return text.size() >= width ? text : std::string(width - text.size(), ' ') + text;
+}
+
+std::string left(std::string text, std::size_t width) {
+    if (text.size() > width) text.resize(width);
+    return text + std::string(width - text.size(), ' ');
+}
+
+// A bar of `part` against `whole`, `width` characters between brackets.
+std::string bar(std::uint64_t part, std::uint64_t whole, std::size_t width) {
+    const double share = whole == 0 ? 0.0 : std::min(1.0, static_cast<double>(part) / static_cast<double>(whole));
+    auto filled = static_cast<std::size_t>(share * static_cast<double>(width) + 0.5);
+    if (part > 0 && filled == 0) filled = 1;  // something on the device shows
+    return "[" + std::string(filled, '#') + std::string(width - filled, '.') + "]";
+}
+
+std::string fit(std::string line, std::size_t width) {
+    if (line.size() > width) line.resize(width);
+    return line + "\n";
+}
+
+}  // namespace
+
+std::string top_frame(const SegmentReport& report, const TopContext& context) {
+    const std::size_t width = std::max(context.width, kMinWidth);
+    const auto& device = report.device;
+    // A real device's size is not in the segment: the bars then measure against the sum.
+    const std::uint64_t whole = device.total_bytes != 0 ? device.total_bytes : device.used_bytes;
+    std::string out;
+    std::string heading = "comfyctl top: instance " + report.instance + ", supervisor pid " +
+                          std::to_string(report.supervisor_pid);
+    if (heading.size() + context.clock.size() + 2 <= width) {
+        heading += std::string(width - heading.size() - context.clock.size(), ' ') + context.clock;
+    }
+    out += fit(heading, width);
+    std::string memory = device.total_bytes != 0 ? "device " + format_byte_size(device.total_bytes) + ", used " +
+                                                       format_byte_size(device.used_bytes) + ", free " +
+                                                       format_byte_size(device.free_bytes.value_or(0))
+                                                 : "device real (its size is not in the segment), used " +
+                                                       format_byte_size(device.used_bytes);
+    memory += ", reserve " + (context.reserve_bytes ? format_byte_size(*context.reserve_bytes) : std::string("?"));
+    out += fit(memory, width) + "\n";
+
+    std::size_t name_width = 4;
+    for (const auto& row : report.census) name_width = std::max(name_width, std::min<std::size_t>(row.name.size(), 16));
+    // SLOT NAME STATE DEVICE PINNED CAST NODE, two spaces apart, then the bar.
+    const std::size_t fixed = 4 + 2 + name_width + 2 + 8 + 2 + 9 + 2 + 9 + 2 + 9 + 2 + 5 + 2;
+    const std::size_t bar_width = width > fixed + kMinBar + 2 ? width - fixed - 2 : kMinBar;
+    out += fit(right("SLOT", 4) + "  " + left("NAME", name_width) + "  " + left("STATE", 8) + "  " +
+                   right("DEVICE", 9) + "  " + right("PINNED", 9) + "  " + right("CAST", 9) + "  " + right("NODE", 5) +
+                   "  DEVICE USE",
+               width);
+    if (report.census.empty()) out += "no participants\n";
+    for (std::size_t i = 0; i < report.census.size(); ++i) {
+        const auto& row = report.census[i];
+        const std::string state = i < report.workers.size() && !report.workers[i].busy ? report.workers[i].state : "-";
+        const bool known = figures_known(row.status);
+        const CensusRecord& c = row.census;
+        auto figure = [&](std::uint64_t bytes) { return known ? format_byte_size(bytes) : std::string("-"); };
+        out += fit(right(std::to_string(row.slot), 4) + "  " + left(row.participant_busy ? "-" : row.name, name_width) +
+                       "  " + left(state, 8) + "  " + right(figure(c.device_used_bytes), 9) + "  " +
+                       right(figure(c.pinned_bytes), 9) + "  " + right(figure(c.cast_buffer_bytes), 9) + "  " +
+                       right(known ? std::to_string(c.last_node) : "-", 5) + "  " +
+                       bar(known ? c.device_used_bytes : 0, whole, bar_width),
+                   width);
+    }
+    out += "\nq quits\n";
+    return out;
+}
+
+}  // namespace comfy::ctl

@@ -1,0 +1,24 @@
+#pragma once
+// comfyctl top's screen, as text: a heading with the device's total, use, free memory and
+// the reserve, then one row per participant (state, device, pinned and cast-buffer bytes,
+// last node) ending in a bar of its device use against the device's total. Pure: the
+// terminal handling is top_command.cpp's.
+
+#include "supervisor/ctl/segment_report.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace comfy::ctl {
+
+struct TopContext {
+    std::optional<std::uint64_t> reserve_bytes;  // from the supervisor, when it answered
+    std::string clock;                           // the time of day shown in the heading
+    std::size_t width = 100;                     // the terminal's columns
+};
+
+// The screen's lines, each ending in a newline, none wider than context.width (at least 60).
+std::string top_frame(const SegmentReport& report, const TopContext& context);
+
+}  // namespace comfy::ctl
