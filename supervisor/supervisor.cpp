@@ -6,6 +6,7 @@
 #include "supervisor/ctl/segment_report.hpp"
 #include "worker/device_factory.hpp"
 #include "supervisor/log.hpp"
+#include "supervisor/memory_history.hpp"
 #include "supervisor/metrics_text.hpp"
 #include "supervisor/sandbox.hpp"
 
@@ -524,7 +525,7 @@ void Supervisor::handle_memory_report(WorkerProcess& worker, const Message& mess
             memory_totals_.bytes_evicted += receipt.bytes_freed;
             journal_.record("eviction", worker.pack.name,
                             "freed " + format_byte_size(receipt.bytes_freed) + " of model " +
-                                std::to_string(receipt.model_id) + " for an admission (asked " +
+                                std::to_string(receipt.model_id) + " (asked " +
                                 format_byte_size(receipt.bytes_requested) + ")",
                             {{"model_id", receipt.model_id},
                              {"bytes_requested", receipt.bytes_requested},
@@ -914,6 +915,7 @@ void Supervisor::begin_shutdown(const std::string& why) {
     signals_.cancel();
     operator_signals_.cancel();
     if (http_) http_->stop();
+    if (history_) history_->stop();
     heartbeat_timer_.cancel();
     for (auto& worker : workers_) {
         worker->restart_timer.cancel();
@@ -1113,18 +1115,42 @@ void Supervisor::watch_signals() {
 
 void Supervisor::start_http() {
     if (!config_.http.enabled) return;
+    history_ = std::make_unique<HistorySampler>(io_, [this] {
+        const auto& snap = census_.snapshot(now_ms());
+        return memory_sample(cuda_ ? static_cast<std::uint32_t>(config_.device.cuda_index) : 0, snap.device_total, snap.device_free,
+                             config_.memory.reserve_bytes, census_rows());
+    });
+    history_->start();
     http_.emplace(io_, config_.http.address, config_.http.port,
                   OpsHandlers{[this] { return census_json(); }, [this] { return metrics_text(); },
-                              [this] { release_everything(FullReleaseReason::free_endpoint); }});
+                              [this] { return history_->json(); },
+                              [this](std::uint64_t since, std::size_t limit) { return events_json(journal_, since, limit); },
+                              [this](const FreeRequest& request) { answer_free(request); }});
     http_->start();
     log_line("http: listening on " + config_.http.address + ":" + std::to_string(http_->port()) +
-             " (GET /census, GET /metrics, POST /free)");
+             " (GET / for the dashboard, GET /census, /metrics, /history, /events; POST /free)");
+}
+
+void Supervisor::answer_free(const FreeRequest& request) {
+    if (request.unload_models) {
+        const auto models = ledger_models(arbiter_.ledger());
+        log_line("operator asked to unload every model (POST /free): detaching " + std::to_string(models.size()) +
+                 " model(s)");
+        journal_.record("operator", "", "unload every model (" + std::to_string(models.size()) + ")");
+        for (const auto& model : models) {
+            if (WorkerProcess* owner = worker_in(model.owner_slot, model.owner_generation)) {
+                deliver(*owner, encode(Detach{model.model_id}, owner->generation));
+            }
+        }
+    }
+    if (request.free_memory) release_everything(FullReleaseReason::free_endpoint);
 }
 
 std::string Supervisor::census_json() const {
     // The same report comfyctl prints, read the same validated way from our own segment.
     const auto report = ctl::read_report(instance_, segment_);
-    auto out = ctl::workers_json(report);
+    nlohmann::ordered_json out = {{"version", kCensusJsonVersion}};
+    out.update(ctl::workers_json(report));
     auto census = ctl::census_json(report);
     out["census"] = std::move(census["census"]);
     out["device"] = std::move(census["device"]);
@@ -1138,9 +1164,19 @@ std::string Supervisor::metrics_text() {
     const auto& snap = census_.snapshot(now_ms());
     in.device_total = snap.device_total;
     in.device_free = snap.device_free;
+    in.device_reserve = config_.memory.reserve_bytes;
     in.ledger_models = arbiter_.ledger().size();
-    for (const auto& w : workers_) in.workers.push_back({w->pack.name, w->up(), w->restarts.restarts()});
+    for (const auto& w : workers_) in.participants.push_back({w->pack.name, w->state, w->restarts.restarts()});
     in.census = census_rows();
+    const auto holdings = host_holdings();
+    in.host = {config_.host.budget_bytes, config_.host.low_water_bytes, std::nullopt, 0};
+    for (const auto& holding : holdings) in.host.pinned += holding.pinned;
+    if (config_.host.budget_bytes > 0) {
+        in.host.available = host_available(holdings);
+    } else if (const auto reading = read_host_memory()) {
+        in.host.available = reading->available;
+    }
+    in.admission_waits = admission_waits();
     return supervisor::metrics_text(in);
 }
 

@@ -31,6 +31,8 @@
 
 namespace comfy::supervisor {
 
+class HistorySampler;
+
 // The configured device cannot be used and the config says to stop (exit status 2).
 class DeviceUnavailable : public std::runtime_error {
 public:
@@ -180,6 +182,8 @@ private:
 
     // The operator's HTTP endpoints: what they answer.
     void start_http();
+    // POST /free: detaches every model in the ledger, and with free_memory releases everything.
+    void answer_free(const FreeRequest& request);
     std::string census_json() const;
     std::string metrics_text();
 
@@ -227,6 +231,7 @@ private:
     arbiter::Arbiter arbiter_;
     std::optional<arbiter::TraceRecorder> recorder_;
     std::optional<OpsHttpServer> http_;
+    std::unique_ptr<HistorySampler> history_;  // GET /history; sampled while HTTP is on
     std::uint32_t ledger_quota_;  // rows one participant may hold in the ledger
     LogLimiter log_limiter_;
     EventJournal journal_;
