@@ -68,17 +68,20 @@ TEST_CASE("the dashboard shows every participant and a memory chart in headless 
     const std::string base = "http://127.0.0.1:" + std::to_string(*port);
 
     std::vector<std::string> names{"host"};
-    for (const auto& pack : read_json(kExamples / "demo.json")["packs"]) names.push_back(pack["name"]);
+    const json demo = read_json(kExamples / "demo.json");
+    for (const auto& pack : demo["packs"]) names.push_back(pack["name"]);
     // Everyone up, and a history of at least three samples, before the page loads.
-    REQUIRE(eventually(
+    const bool up = eventually(
         [&] {
             const auto census = http_request(*port, "GET", "/census");
             if (census.status != 200) return false;
-            std::size_t up = 0;
-            for (const auto& w : json::parse(census.body)["workers"]) up += w["state"] == "ready" || w["state"] == "busy";
-            return up == names.size();
+            std::size_t running = 0;
+            const auto report = json::parse(census.body);
+            for (const auto& w : report["workers"]) running += w["state"] == "ready" || w["state"] == "busy";
+            return running == names.size();
         },
-        std::chrono::seconds(120)));
+        std::chrono::seconds(120));
+    if (!up) FAIL("not every participant came up in 120 s; the supervisor's log:\n" << supervisor.log());
     REQUIRE(eventually(
         [&] {
             const auto history = http_request(*port, "GET", "/history");
