@@ -1,6 +1,7 @@
 #include "supervisor/memory_broker.hpp"
 
 #include "shared/byte_size.hpp"
+#include "supervisor/free_request.hpp"
 #include "supervisor/log.hpp"
 
 #include <algorithm>
@@ -72,7 +73,7 @@ void MemoryBroker::handle(WorkerProcess& worker, const Message& message) {
             totals_.bytes_evicted += receipt.bytes_freed;
             journal_.record("eviction", worker.pack.name,
                             "freed " + format_byte_size(receipt.bytes_freed) + " of model " +
-                                std::to_string(receipt.model_id) + " for an admission (asked " +
+                                std::to_string(receipt.model_id) + " (asked " +
                                 format_byte_size(receipt.bytes_requested) + ")",
                             {{"model_id", receipt.model_id},
                              {"bytes_requested", receipt.bytes_requested},
@@ -120,6 +121,18 @@ void MemoryBroker::note_fit_by_release(const WorkerProcess& worker, const Admiss
         admission_target(request.bytes, request.largest_tensor, request.streams, arbiter_.config().base_reserve);
     if (const auto line = fit_by_boundary_release(worker.pack.name, request.bytes, target, free, freed)) {
         workers_.log_about(worker, "admissions", *line);
+    }
+}
+
+void MemoryBroker::detach_every_model(const std::string& why) {
+    const auto models = ledger_models(arbiter_.ledger());
+    log_line("operator asked to unload every model (" + why + "): detaching " + std::to_string(models.size()) +
+             " model(s)");
+    journal_.record("operator", "", "unload every model (" + std::to_string(models.size()) + ")");
+    for (const auto& model : models) {
+        if (WorkerProcess* owner = workers_.live(model.owner_slot, model.owner_generation)) {
+            workers_.deliver(*owner, encode(Detach{model.model_id}, owner->generation));
+        }
     }
 }
 

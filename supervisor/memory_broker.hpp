@@ -48,6 +48,9 @@ public:
     // Whether `worker`, which just sent a message of type `sent`, may have one more
     // request waiting on us; if not, it is stopped.
     bool may_ask(WorkerProcess& worker, MessageType sent);
+    // Asks the owner of every model in the ledger to detach it, as ComfyUI's
+    // unload_all_models does (`why` names who asked, for the log and the journal).
+    void detach_every_model(const std::string& why);
     // A life in `slot` ended: what it asked and what it freed no longer count as pending.
     void forget(std::uint32_t slot);
 

@@ -1,8 +1,26 @@
 #include "supervisor/metrics_text.hpp"
 
+#include "comfy/version.hpp"
+#include "supervisor/ctl/segment_report.hpp"
 #include "supervisor/release_totals.hpp"
 
+#include <charconv>
+
 namespace comfy::supervisor {
+
+namespace {
+
+// The shortest decimal that reads back as `v` ("0.005", "2.5", "30"), as Prometheus
+// writes bucket bounds.
+std::string decimal(double v) {
+    char text[32];
+    const auto end = std::to_chars(text, text + sizeof text, v).ptr;
+    return std::string(text, end);
+}
+
+bool up(ParticipantState state) { return state == ParticipantState::ready || state == ParticipantState::busy; }
+
+}  // namespace
 
 std::string metrics_text(const MetricsInput& in) {
     const auto& totals = in.totals;
@@ -16,8 +34,14 @@ std::string metrics_text(const MetricsInput& in) {
         metric(name, type, help);
         value(name, v);
     };
+    const auto pack = [](const std::string& name, const std::string& family) { return family + "{pack=\"" + name + "\"}"; };
+
+    metric("comfy_build_info", "gauge", "Always 1; the version label says which comfy-supervisor runs.");
+    value(std::string("comfy_build_info{version=\"") + kVersion + "\"}", 1);
     single("comfy_device_total_bytes", "gauge", "Device memory in all.", in.device_total);
     single("comfy_device_free_bytes", "gauge", "Device memory free, machine-wide.", in.device_free);
+    single("comfy_device_reserve_bytes", "gauge", "Device memory kept free by every admission (memory.reserve_bytes).",
+           in.device_reserve);
     single("comfy_ledger_models", "gauge", "Models held on a device by any participant.", in.ledger_models);
     single("comfy_admissions_total", "counter", "Admission requests handled.", totals.admissions);
     single("comfy_evictions_total", "counter", "Partial unloads and detaches asked of owners.", totals.evictions_asked);
@@ -28,14 +52,50 @@ std::string metrics_text(const MetricsInput& in) {
            total_freed(totals.released));
     single("comfy_pin_release_rounds_total", "counter", "Rounds of release_pins sent under host memory pressure.",
            totals.pin_release_rounds);
+
+    const auto& waits = in.admission_waits;
+    metric("comfy_admission_wait_seconds", "histogram",
+           "Time from an admission request reaching the supervisor to its grant or refusal.");
+    for (std::size_t i = 0; i < AdmissionWaits::kBuckets.size(); ++i) {
+        value("comfy_admission_wait_seconds_bucket{le=\"" + decimal(AdmissionWaits::kBuckets[i]) + "\"}",
+              waits.cumulative[i]);
+    }
+    value("comfy_admission_wait_seconds_bucket{le=\"+Inf\"}", waits.count);
+    out += "comfy_admission_wait_seconds_sum " + decimal(waits.sum_seconds) + "\n";
+    value("comfy_admission_wait_seconds_count", waits.count);
+
+    metric("comfy_participant_state", "gauge",
+           "1 for the participant's current state, 0 for the others (dead: exited, its restart pending; failed: no "
+           "more restarts until an operator retries).");
+    for (const auto& p : in.participants) {
+        for (std::uint8_t s = 0; s < kParticipantStateCount; ++s) {
+            value("comfy_participant_state{pack=\"" + p.pack + "\",state=\"" + ctl::state_name(s) + "\"}",
+                  static_cast<std::uint8_t>(p.state) == s ? 1 : 0);
+        }
+    }
     metric("comfy_worker_up", "gauge", "1 when the pack's worker is ready or busy.");
-    for (const auto& w : in.workers) value("comfy_worker_up{pack=\"" + w.pack + "\"}", w.up ? 1 : 0);
+    for (const auto& p : in.participants) value(pack(p.pack, "comfy_worker_up"), up(p.state) ? 1 : 0);
     metric("comfy_worker_restarts_total", "counter", "Restarts of the pack's worker.");
-    for (const auto& w : in.workers) value("comfy_worker_restarts_total{pack=\"" + w.pack + "\"}", w.restarts);
+    for (const auto& p : in.participants) value(pack(p.pack, "comfy_worker_restarts_total"), p.restarts);
     metric("comfy_worker_device_bytes", "gauge", "Device memory the pack's worker holds, from its census.");
-    for (const auto& row : in.census) value("comfy_worker_device_bytes{pack=\"" + row.pack + "\"}", row.census.device_used_bytes);
+    for (const auto& row : in.census) value(pack(row.pack, "comfy_worker_device_bytes"), row.census.device_used_bytes);
     metric("comfy_worker_pinned_bytes", "gauge", "Host memory the pack's worker has pinned, from its census.");
-    for (const auto& row : in.census) value("comfy_worker_pinned_bytes{pack=\"" + row.pack + "\"}", row.census.pinned_bytes);
+    for (const auto& row : in.census) value(pack(row.pack, "comfy_worker_pinned_bytes"), row.census.pinned_bytes);
+    metric("comfy_worker_pinned_ceiling_bytes", "gauge",
+           "The most host memory the pack's worker may pin (its MAX_PINNED_MEMORY); 0 when it has none.");
+    for (const auto& row : in.census) value(pack(row.pack, "comfy_worker_pinned_ceiling_bytes"), row.census.pinned_ceiling);
+
+    single("comfy_host_budget_bytes", "gauge", "Host RAM budget (host.budget_bytes); 0 when the machine's own figure is used.",
+           in.host.budget);
+    single("comfy_host_low_water_bytes", "gauge", "Host RAM kept available: pins are granted only above it.",
+           in.host.low_water);
+    single("comfy_host_pinned_bytes", "gauge", "Host memory pinned by every participant together, from their censuses.",
+           in.host.pinned);
+    if (in.host.available) {
+        single("comfy_host_available_bytes", "gauge",
+               "Host RAM available for pins: the budget left, else the cgroup's headroom or MemAvailable.",
+               *in.host.available);
+    }
     return out;
 }
 

@@ -1,30 +1,45 @@
 #pragma once
 // GET /metrics: the supervisor's figures in Prometheus's text exposition format. The
 // Supervisor gathers them; this file only writes them, each family's samples after its
-// own HELP and TYPE lines, as the format requires.
+// own HELP and TYPE lines, as the format requires. docs/METRICS.md describes every one.
 
+#include "supervisor/admission_waits.hpp"
 #include "supervisor/supervisor.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace comfy::supervisor {
 
-struct WorkerMetrics {
+struct ParticipantMetrics {
     std::string pack;
-    bool up;  // ready or busy
+    ParticipantState state;
     std::uint32_t restarts;
+};
+
+struct HostMetrics {
+    Bytes budget = 0;     // host.budget_bytes; 0 when the machine is read instead
+    Bytes low_water = 0;  // host.low_water_bytes
+    std::optional<Bytes> available;  // nothing when host memory could not be read
+    Bytes pinned = 0;     // every participant's pins, from the censuses
 };
 
 struct MetricsInput {
     Supervisor::Totals totals;
     Bytes device_total = 0;
     Bytes device_free = 0;
+    Bytes device_reserve = 0;
     std::size_t ledger_models = 0;
-    std::vector<WorkerMetrics> workers;
+    std::vector<ParticipantMetrics> participants;
     std::vector<Supervisor::CensusRow> census;
+    HostMetrics host;
+    AdmissionWaits::Histogram admission_waits;
 };
 
 std::string metrics_text(const MetricsInput& in);
+
+// The version in comfy_build_info: the CMake project's.
+const char* build_version();
 
 }  // namespace comfy::supervisor

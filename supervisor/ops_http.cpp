@@ -1,9 +1,11 @@
 #include "supervisor/ops_http.hpp"
 
+#include "supervisor/log.hpp"
+
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
-#include <memory>
+#include <sys/socket.h>
 
 namespace comfy::supervisor {
 
@@ -13,10 +15,16 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = boost::asio::ip::tcp;
 
-// One connection: read a request, answer it, close.
+// One connection: read a request, answer it, close. Counted open while it lives.
 class Session : public std::enable_shared_from_this<Session> {
 public:
-    Session(tcp::socket socket, const OpsHandlers& handlers) : stream_(std::move(socket)), handlers_(handlers) {}
+    Session(tcp::socket socket, std::shared_ptr<OpsHttpServer::Shared> shared)
+        : stream_(std::move(socket)), shared_(std::move(shared)) {
+        ++shared_->open;
+    }
+    ~Session() { --shared_->open; }
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
 
     void run() {
         // A client that sends nothing in time does not hold a connection open.
@@ -28,28 +36,14 @@ public:
 
 private:
     void answer() {
-        const auto target = std::string(request_.target());
-        const auto method = request_.method();
-        if (target == "/census" && method == http::verb::get) {
-            respond(http::status::ok, "application/json", handlers_.census_json());
-        } else if (target == "/metrics" && method == http::verb::get) {
-            respond(http::status::ok, "text/plain; version=0.0.4", handlers_.metrics_text());
-        } else if ((target == "/free" || target == "/api/free") && method == http::verb::post) {
-            handlers_.free_everything();
-            respond(http::status::accepted, "application/json",
-                    "{\"status\": \"every worker was asked to release what it holds\"}\n");
-        } else {
-            respond(http::status::not_found, "application/json",
-                    "{\"error\": \"no such endpoint; try GET /census, GET /metrics or POST /free\"}\n");
-        }
-    }
-
-    void respond(http::status status, const char* type, std::string body) {
-        response_.result(status);
+        auto answer = route(shared_->handlers, std::string_view(request_.method_string()),
+                            std::string_view(request_.target()), request_.body());
+        response_.result(answer.status);
         response_.version(request_.version());
-        response_.set(http::field::content_type, type);
+        response_.set(http::field::content_type, answer.content_type);
+        response_.set(http::field::cache_control, "no-store");
         response_.keep_alive(false);
-        response_.body() = std::move(body);
+        response_.body() = std::move(answer.body);
         response_.prepare_payload();
         http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code, std::size_t) {
             beast::error_code ignored;
@@ -58,17 +52,39 @@ private:
     }
 
     beast::tcp_stream stream_;
-    const OpsHandlers& handlers_;
+    std::shared_ptr<OpsHttpServer::Shared> shared_;
     beast::flat_buffer buffer_;
     http::request<http::string_body> request_;
     http::response<http::string_body> response_;
 };
 
+// Past the cap: one small answer, sent without waiting (it fits a fresh socket's buffer),
+// and the connection closed.
+void turn_away(tcp::socket socket) {
+    static const std::string kBusy = [] {
+        const std::string body = "{\"error\": \"too many open connections (" +
+                                 std::to_string(OpsHttpServer::kMaxConnections) +
+                                 "); try again when some have closed\"}\n";
+        return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+               "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    }();
+    [[maybe_unused]] const auto sent = ::send(socket.native_handle(), kBusy.data(), kBusy.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    boost::system::error_code ignored;
+    socket.shutdown(tcp::socket::shutdown_send, ignored);
+    // The request read and dropped: a socket closed with unread data resets the
+    // connection, which can discard the answer before the client reads it.
+    char drained[4096];
+    while (::recv(socket.native_handle(), drained, sizeof drained, MSG_DONTWAIT) > 0) {
+    }
+}
+
 }  // namespace
 
 OpsHttpServer::OpsHttpServer(boost::asio::io_context& io, const std::string& address, unsigned short port,
                              OpsHandlers handlers)
-    : acceptor_(io, tcp::endpoint(boost::asio::ip::make_address(address), port)), handlers_(std::move(handlers)) {}
+    : acceptor_(io, tcp::endpoint(boost::asio::ip::make_address(address), port)),
+      retry_(io),
+      shared_(std::make_shared<Shared>(Shared{std::move(handlers), 0})) {}
 
 unsigned short OpsHttpServer::port() const { return acceptor_.local_endpoint().port(); }
 
@@ -77,13 +93,43 @@ void OpsHttpServer::start() { accept(); }
 void OpsHttpServer::stop() {
     boost::system::error_code ignored;
     acceptor_.close(ignored);
+    retry_.cancel();
 }
 
 void OpsHttpServer::accept() {
     acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
-        if (ec) return;  // closed at shutdown
-        std::make_shared<Session>(std::move(socket), handlers_)->run();
+        if (ec == boost::asio::error::operation_aborted || !acceptor_.is_open()) return;  // closed at shutdown
+        if (ec) {
+            accept_failed(ec);
+            return;
+        }
+        accepted(std::move(socket));
         accept();
+    });
+}
+
+void OpsHttpServer::accepted(tcp::socket socket) {
+    if (shared_->open >= kMaxConnections) {
+        turn_away(std::move(socket));
+        return;
+    }
+    std::make_shared<Session>(std::move(socket), shared_)->run();
+}
+
+void OpsHttpServer::accept_failed(const boost::system::error_code& ec) {
+    // Out of descriptors, most likely: the connection waits in the listen queue until one
+    // is free, so try again after a pause rather than at once (the failure would repeat in
+    // a busy loop) or never (the endpoints would be gone until a restart).
+    for (const auto& line : log_limiter_.pass(
+             "http", "accept errors",
+             "http: cannot accept a connection (" + ec.message() + "); trying again every " +
+                 std::to_string(kAcceptRetry.count()) + " ms (raise the open-file limit, LimitNOFILE, if this repeats)",
+             LogLimiter::Clock::now())) {
+        log_warning(line);
+    }
+    retry_.expires_after(kAcceptRetry);
+    retry_.async_wait([this](const boost::system::error_code& waited) {
+        if (!waited && acceptor_.is_open()) accept();
     });
 }
 

@@ -7,6 +7,7 @@
 #include "worker/device_factory.hpp"
 #include "supervisor/install_layout.hpp"
 #include "supervisor/log.hpp"
+#include "supervisor/memory_history.hpp"
 #include "supervisor/metrics_text.hpp"
 #include "supervisor/sandbox.hpp"
 
@@ -694,6 +695,7 @@ void Supervisor::begin_shutdown(const std::string& why) {
     operator_signals_.cancel();
     if (http_) http_->stop();
     if (control_) control_->stop();
+    if (history_) history_->stop();
     heartbeat_timer_.cancel();
     for (auto& worker : workers_) {
         worker->restart_timer.cancel();
@@ -787,18 +789,32 @@ void Supervisor::watch_signals() {
 
 void Supervisor::start_http() {
     if (!config_.http.enabled) return;
+    history_ = std::make_unique<HistorySampler>(io_, [this] {
+        const auto& snap = census_.snapshot(now_ms());
+        return memory_sample(cuda_ ? static_cast<std::uint32_t>(config_.device.cuda_index) : 0, snap.device_total, snap.device_free,
+                             config_.memory.reserve_bytes, census_rows());
+    });
+    history_->start();
     http_.emplace(io_, config_.http.address, config_.http.port,
                   OpsHandlers{[this] { return census_json(); }, [this] { return metrics_text(); },
-                              [this] { releases_.release_everything(FullReleaseReason::free_endpoint); }});
+                              [this] { return history_->json(); },
+                              [this](std::uint64_t since, std::size_t limit) { return events_json(journal_, since, limit); },
+                              [this](const FreeRequest& request) { answer_free(request); }});
     http_->start();
     log_line("http: listening on " + config_.http.address + ":" + std::to_string(http_->port()) +
-             " (GET /census, GET /metrics, POST /free)");
+             " (GET / for the dashboard, GET /census, /metrics, /history, /events; POST /free)");
+}
+
+void Supervisor::answer_free(const FreeRequest& request) {
+    if (request.unload_models) memory_.detach_every_model("POST /free");
+    if (request.free_memory) releases_.release_everything(FullReleaseReason::free_endpoint);
 }
 
 std::string Supervisor::census_json() const {
     // The same report comfyctl prints, read the same validated way from our own segment.
     const auto report = ctl::read_report(instance_, segment_);
-    auto out = ctl::workers_json(report);
+    nlohmann::ordered_json out = {{"version", kCensusJsonVersion}};
+    out.update(ctl::workers_json(report));
     auto census = ctl::census_json(report);
     out["census"] = std::move(census["census"]);
     out["device"] = std::move(census["device"]);
@@ -812,9 +828,19 @@ std::string Supervisor::metrics_text() {
     const auto& snap = census_.snapshot(memory_.now_ms());
     in.device_total = snap.device_total;
     in.device_free = snap.device_free;
+    in.device_reserve = config_.memory.reserve_bytes;
     in.ledger_models = memory_.arbiter().ledger().size();
-    for (const auto& w : workers_) in.workers.push_back({w->pack.name, w->up(), w->restarts.restarts()});
+    for (const auto& w : workers_) in.participants.push_back({w->pack.name, w->state, w->restarts.restarts()});
     in.census = census_rows();
+    const auto holdings = host_holdings();
+    in.host = {config_.host.budget_bytes, config_.host.low_water_bytes, std::nullopt, 0};
+    for (const auto& holding : holdings) in.host.pinned += holding.pinned;
+    if (config_.host.budget_bytes > 0) {
+        in.host.available = host_available(holdings);
+    } else if (const auto reading = read_host_memory()) {
+        in.host.available = reading->available;
+    }
+    in.admission_waits = admission_waits();
     return supervisor::metrics_text(in);
 }
 

@@ -31,6 +31,8 @@
 
 namespace comfy::supervisor {
 
+class HistorySampler;
+
 // The configured device cannot be used and the config says to stop (exit status 2).
 class DeviceUnavailable : public std::runtime_error {
 public:
@@ -157,6 +159,8 @@ private:
 
     // The operator's HTTP endpoints: what they answer.
     void start_http();
+    // POST /free: detaches every model in the ledger, and with free_memory releases everything.
+    void answer_free(const FreeRequest& request);
     std::string census_json() const;
     std::string metrics_text();
 
@@ -202,6 +206,7 @@ private:
     bool shutting_down_ = false;
     std::uint64_t next_correlation_ = 1;
     std::optional<OpsHttpServer> http_;
+    std::unique_ptr<HistorySampler> history_;  // GET /history; sampled while HTTP is on
     LogLimiter log_limiter_;
     EventJournal journal_;
     MemoryBroker memory_;         // every memory message, the arbiter and the ledger

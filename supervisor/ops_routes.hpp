@@ -1,0 +1,45 @@
+#pragma once
+// What each of the operator's HTTP endpoints answers, apart from the connection that
+// carries it (supervisor/ops_http.hpp), so the answers are tested without a socket:
+//   GET  /                 the dashboard: one self-contained HTML page
+//   GET  /census           workers, census, ledger and device, as JSON (what comfyctl shows)
+//   GET  /metrics          the same figures in Prometheus text format, for fleets
+//   GET  /history          device and participant memory over the last minutes, as JSON
+//   GET  /events?since=N   the event journal after event N, as JSON (&limit=M: the newest M)
+//   POST /free             ComfyUI's /free: {"unload_models": bool, "free_memory": bool}
+
+#include "supervisor/event_journal.hpp"
+#include "supervisor/free_request.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace comfy::supervisor {
+
+// The "version" of GET /census: raised when a field is renamed, removed or changes its
+// meaning; a new field does not raise it (docs/METRICS.md).
+inline constexpr int kCensusJsonVersion = 1;
+
+struct OpsHandlers {
+    std::function<std::string()> census_json;
+    std::function<std::string()> metrics_text;
+    std::function<std::string()> history_json;
+    std::function<std::string(std::uint64_t since, std::size_t limit)> events_json;
+    std::function<void(const FreeRequest&)> free;
+};
+
+struct OpsResponse {
+    unsigned status = 200;
+    std::string content_type;
+    std::string body;
+};
+
+// GET /events: {"last_seq": the newest event's number, "events": [to_json(event)...]}.
+std::string events_json(const EventJournal& journal, std::uint64_t since, std::size_t limit);
+
+// `method` and `target` as the request line has them ("GET", "/events?since=3").
+OpsResponse route(const OpsHandlers& handlers, std::string_view method, std::string_view target, std::string_view body);
+
+}  // namespace comfy::supervisor

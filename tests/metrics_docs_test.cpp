@@ -1,0 +1,112 @@
+// The metrics of a live supervisor: valid for Prometheus (promtool check metrics), every
+// one described in docs/METRICS.md, and every one the Grafana dashboard queries real.
+#include <catch2/catch.hpp>
+
+#include "tests/support/http_client.hpp"
+#include "tests/support/supervisor_process.hpp"
+
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <sstream>
+
+using namespace comfy::test;
+using nlohmann::json;
+
+namespace {
+
+const std::filesystem::path kSource = COMFY_SOURCE_DIR;
+
+// Every metric family a live supervisor with a pack and the ComfyUI-less default config
+// emits, by its "# TYPE" line, and the exposition itself.
+struct Scrape {
+    std::string text;
+    std::set<std::string> families;
+};
+
+Scrape scrape_live_supervisor() {
+    TempFolder packs("metrics");
+    const json config = {{"http", {{"listen", "127.0.0.1:0"}}},
+                         {"host", {{"budget_bytes", "64GiB"}}},
+                         {"packs", {reference_pack(packs, "solo", idle_pack())}}};
+    SupervisorProcess supervisor(config);
+    REQUIRE(supervisor.wait_for_state("solo", comfy::ParticipantState::ready, std::chrono::seconds(30)));
+    const auto port = http_port(supervisor);
+    REQUIRE(port);
+    Scrape scrape;
+    const auto answer = http_request(*port, "GET", "/metrics");
+    REQUIRE(answer.status == 200);
+    scrape.text = answer.body;
+    CHECK(supervisor.stop() == 0);
+    std::istringstream lines(scrape.text);
+    for (std::string line; std::getline(lines, line);) {
+        std::smatch found;
+        if (std::regex_match(line, found, std::regex("# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) [a-z]+"))) {
+            scrape.families.insert(found[1].str());
+        }
+    }
+    REQUIRE(scrape.families.size() > 10);
+    return scrape;
+}
+
+// Names written as code (`name`) in docs/METRICS.md.
+std::string metrics_page() {
+    const auto page = read_file(kSource / "docs/METRICS.md");
+    REQUIRE(!page.empty());
+    return page;
+}
+
+bool documented(const std::string& page, const std::string& name) { return page.find("`" + name + "`") != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("a live supervisor's metrics pass promtool check metrics") {
+    const std::string promtool = "/usr/bin/promtool";
+    if (!std::filesystem::exists(promtool)) FAIL(promtool + " is missing: install Debian's prometheus (scripts/setup)");
+    const auto scrape = scrape_live_supervisor();
+    TempFolder folder("promtool");
+    const auto file = folder.write("metrics.txt", scrape.text);
+    const auto check = run_and_capture(promtool + " check metrics < " + file.string() + " 2>&1");
+    INFO(check.output);
+    CHECK(check.status == 0);
+    CHECK(check.output.empty());
+}
+
+TEST_CASE("every metric the supervisor emits is described in docs/METRICS.md") {
+    const auto scrape = scrape_live_supervisor();
+    const auto page = metrics_page();
+    for (const auto& family : scrape.families) {
+        INFO(family);
+        CHECK(documented(page, family));
+    }
+    CHECK(scrape.families.count("comfy_build_info") == 1);
+    CHECK(scrape.families.count("comfy_host_available_bytes") == 1);
+    CHECK(scrape.families.count("comfy_admission_wait_seconds") == 1);
+}
+
+TEST_CASE("the Grafana dashboard is valid JSON and queries only metrics docs/METRICS.md describes") {
+    const auto text = read_file(kSource / "deploy/grafana/comfy-supervisor.json");
+    REQUIRE(!text.empty());
+    const auto dashboard = json::parse(text);
+    CHECK(dashboard["title"] == "comfy-supervisor");
+    const auto page = metrics_page();
+    std::set<std::string> queried;
+    const std::regex metric_name("comfy_[a-z_]+");
+    for (const auto& panel : dashboard["panels"]) {
+        for (const auto& target : panel["targets"]) {
+            const auto expr = target["expr"].get<std::string>();
+            for (std::sregex_iterator it(expr.begin(), expr.end(), metric_name), end; it != end; ++it) {
+                queried.insert(it->str());
+            }
+        }
+    }
+    REQUIRE(queried.size() > 10);
+    for (auto name : queried) {
+        INFO(name);
+        // A histogram is documented by its family's name.
+        for (const std::string suffix : {"_bucket", "_sum", "_count"}) {
+            if (name.ends_with(suffix) && !documented(page, name)) name.resize(name.size() - suffix.size());
+        }
+        CHECK(documented(page, name));
+    }
+}

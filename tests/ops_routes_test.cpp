@@ -1,0 +1,153 @@
+// What the HTTP endpoints answer, without a socket: POST /free's body as ComfyUI reads it,
+// /events' query, the history's bound and the metrics' histogram.
+#include <catch2/catch.hpp>
+
+#include "supervisor/memory_history.hpp"
+#include "supervisor/metrics_text.hpp"
+#include "supervisor/ops_routes.hpp"
+
+#include <nlohmann/json.hpp>
+
+using namespace comfy;
+using namespace comfy::supervisor;
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+
+namespace {
+
+struct Calls {
+    std::vector<FreeRequest> frees;
+    std::vector<std::pair<std::uint64_t, std::size_t>> events;
+};
+
+OpsHandlers handlers_into(Calls& calls) {
+    return {[] { return std::string("census"); }, [] { return std::string("metrics"); },
+            [] { return std::string("history"); },
+            [&calls](std::uint64_t since, std::size_t limit) {
+                calls.events.emplace_back(since, limit);
+                return std::string("events");
+            },
+            [&calls](const FreeRequest& request) { calls.frees.push_back(request); }};
+}
+
+}  // namespace
+
+TEST_CASE("POST /free reads unload_models and free_memory as ComfyUI does") {
+    const auto read = [](const std::string& body) { return std::get<FreeRequest>(parse_free_request(body)); };
+    CHECK(read("").nothing());
+    CHECK(read(" \r\n").nothing());
+    CHECK(read("{}").nothing());
+    CHECK(read(R"({"unload_models": false, "free_memory": false})").nothing());
+    CHECK(read(R"({"other": [1, 2]})").nothing());
+    const auto unload = read(R"({"unload_models": true})");
+    CHECK((unload.unload_models && !unload.free_memory));
+    // free_memory alone unloads the models too, and an explicit false does not stop it.
+    const auto both = read(R"({"unload_models": false, "free_memory": true})");
+    CHECK((both.unload_models && both.free_memory));
+}
+
+TEST_CASE("POST /free refuses a body that is not an object of booleans, in one line") {
+    for (const auto& [body, error] : std::vector<std::pair<std::string, std::string>>{
+             {"{", "the body is not JSON"},
+             {"null", "the body is JSON but not an object"},
+             {R"({"unload_models": 1})", "unload_models must be true or false, found 1"},
+             {R"({"free_memory": null})", "free_memory must be true or false, found null"}}) {
+        INFO(body);
+        const auto refused = parse_free_request(body);
+        REQUIRE(std::holds_alternative<std::string>(refused));
+        CHECK_THAT(std::get<std::string>(refused), StartsWith(error));
+        CHECK(std::get<std::string>(refused).find('\n') == std::string::npos);
+    }
+}
+
+TEST_CASE("the routes answer each endpoint and hand /free only a well-formed body") {
+    Calls calls;
+    const auto handlers = handlers_into(calls);
+    CHECK(route(handlers, "GET", "/census", "").body == "census");
+    CHECK(route(handlers, "GET", "/metrics", "").content_type.starts_with("text/plain; version=0.0.4"));
+    CHECK(route(handlers, "GET", "/history", "").body == "history");
+    const auto page = route(handlers, "GET", "/", "");
+    CHECK(page.content_type.starts_with("text/html"));
+    CHECK_THAT(page.body, StartsWith("<!DOCTYPE html>"));
+    // Self-contained: nothing is fetched from another origin (the one address in it is
+    // SVG's namespace, a name, never fetched).
+    std::string page_text = page.body;
+    for (std::size_t at; (at = page_text.find("http://www.w3.org/2000/svg")) != std::string::npos;) page_text.erase(at, 26);
+    for (const auto* outside : {"http://", "https://", "<link", "src=", "url(", "@import"}) {
+        INFO(outside);
+        CHECK(page_text.find(outside) == std::string::npos);
+    }
+
+    CHECK(route(handlers, "POST", "/free", R"({"free_memory": true})").status == 200);
+    CHECK(route(handlers, "POST", "/free", R"({"free_memory": "yes"})").status == 400);
+    CHECK(route(handlers, "POST", "/api/free", "{}").status == 200);
+    REQUIRE(calls.frees.size() == 2);
+    CHECK(calls.frees[0].free_memory);
+    CHECK(calls.frees[1].nothing());
+    CHECK(route(handlers, "GET", "/free", "").status == 404);
+}
+
+TEST_CASE("GET /events takes since and limit as whole numbers") {
+    Calls calls;
+    const auto handlers = handlers_into(calls);
+    CHECK(route(handlers, "GET", "/events", "").status == 200);
+    CHECK(route(handlers, "GET", "/events?since=12&limit=5", "").status == 200);
+    CHECK(route(handlers, "GET", "/events?limit=3", "").status == 200);
+    REQUIRE(calls.events.size() == 3);
+    CHECK(calls.events[0] == std::pair<std::uint64_t, std::size_t>{0, SIZE_MAX});
+    CHECK(calls.events[1] == std::pair<std::uint64_t, std::size_t>{12, 5});
+    CHECK(calls.events[2] == std::pair<std::uint64_t, std::size_t>{0, 3});
+    for (const auto* target : {"/events?since=-1", "/events?since=", "/events?since=1x", "/events?limit=many"}) {
+        INFO(target);
+        const auto answer = route(handlers, "GET", target, "");
+        CHECK(answer.status == 400);
+        CHECK_THAT(answer.body, Contains("must be a whole number"));
+    }
+    CHECK(calls.events.size() == 3);
+}
+
+TEST_CASE("GET /events serves the journal after the number given") {
+    EventJournal journal(3);
+    for (int i = 0; i < 5; ++i) journal.record("ready", "p", "event " + std::to_string(i));
+    const auto answer = nlohmann::json::parse(events_json(journal, 3, SIZE_MAX));
+    CHECK(answer["last_seq"] == 5);
+    REQUIRE(answer["events"].size() == 2);
+    CHECK(answer["events"][0]["seq"] == 4);
+    CHECK(answer["events"][1]["text"] == "event 4");
+}
+
+TEST_CASE("the memory history keeps its last samples only") {
+    MemoryHistory history(3);
+    for (Bytes free = 1; free <= 5; ++free) history.add({{}, 0, 10, free, 2, {{"p", 10 - free, 1}}});
+    REQUIRE(history.samples().size() == 3);
+    CHECK(history.samples().front().device_free == 3);
+    const auto json = history.to_json(std::chrono::milliseconds(2000));
+    CHECK(json["version"] == 1);
+    CHECK(json["interval_ms"] == 2000);
+    CHECK(json["capacity"] == 3);
+    REQUIRE(json["samples"].size() == 3);
+    CHECK(json["samples"][2]["devices"][0]["free_bytes"] == 5);
+    CHECK(json["samples"][2]["participants"][0] == nlohmann::json{{"name", "p"}, {"device_bytes", 5}, {"pinned_bytes", 1}});
+}
+
+TEST_CASE("the metrics write the admission waits as a cumulative histogram in seconds") {
+    MetricsInput in;
+    in.admission_waits.cumulative = {1, 2, 2, 3, 3, 3, 3, 3, 4, 4};
+    in.admission_waits.count = 5;
+    in.admission_waits.sum_seconds = 42.5;
+    in.participants = {{"video", ParticipantState::dead, 2}};
+    const auto text = metrics_text(in);
+    CHECK_THAT(text, Contains("# TYPE comfy_admission_wait_seconds histogram\n"));
+    CHECK_THAT(text, Contains("comfy_admission_wait_seconds_bucket{le=\"0.001\"} 1\n"));
+    CHECK_THAT(text, Contains("comfy_admission_wait_seconds_bucket{le=\"2.5\"} 3\n"));
+    CHECK_THAT(text, Contains("comfy_admission_wait_seconds_bucket{le=\"30\"} 4\n"));
+    CHECK_THAT(text, Contains("comfy_admission_wait_seconds_bucket{le=\"+Inf\"} 5\n"));
+    CHECK_THAT(text, Contains("comfy_admission_wait_seconds_sum 42.5\n"));
+    CHECK_THAT(text, Contains("comfy_admission_wait_seconds_count 5\n"));
+    // A restart pending is told from a failure.
+    CHECK_THAT(text, Contains("comfy_participant_state{pack=\"video\",state=\"dead\"} 1\n"));
+    CHECK_THAT(text, Contains("comfy_participant_state{pack=\"video\",state=\"failed\"} 0\n"));
+    CHECK_THAT(text, Contains("comfy_worker_up{pack=\"video\"} 0\n"));
+    // Without a reading, no available figure rather than a false 0.
+    CHECK(text.find("comfy_host_available_bytes") == std::string::npos);
+}
