@@ -22,6 +22,15 @@ std::optional<HostMemoryReading> read_host_memory();
 Bytes pin_grant(Bytes asked, Bytes available, Bytes low_water);
 
 // What one live participant holds in host RAM, from its census.
+// Host RAM as an operator sees it (the metrics): the configured budget and low water,
+// every participant's pins from the censuses, and what is available.
+struct HostFigures {
+    Bytes budget = 0;     // host.budget_bytes; 0 when the machine is read instead
+    Bytes low_water = 0;  // host.low_water_bytes
+    std::optional<Bytes> available;  // nothing when host memory could not be read
+    Bytes pinned = 0;
+};
+
 struct HostHolding {
     std::uint32_t slot;
     std::uint32_t generation;

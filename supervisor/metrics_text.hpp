@@ -4,6 +4,7 @@
 // own HELP and TYPE lines, as the format requires. docs/METRICS.md describes every one.
 
 #include "supervisor/admission_waits.hpp"
+#include "supervisor/host_memory.hpp"
 #include "supervisor/supervisor.hpp"
 
 #include <optional>
@@ -18,13 +19,6 @@ struct ParticipantMetrics {
     std::uint32_t restarts;
 };
 
-struct HostMetrics {
-    Bytes budget = 0;     // host.budget_bytes; 0 when the machine is read instead
-    Bytes low_water = 0;  // host.low_water_bytes
-    std::optional<Bytes> available;  // nothing when host memory could not be read
-    Bytes pinned = 0;     // every participant's pins, from the censuses
-};
-
 struct MetricsInput {
     Supervisor::Totals totals;
     Bytes device_total = 0;
@@ -33,13 +27,10 @@ struct MetricsInput {
     std::size_t ledger_models = 0;
     std::vector<ParticipantMetrics> participants;
     std::vector<Supervisor::CensusRow> census;
-    HostMetrics host;
+    HostFigures host;
     AdmissionWaits::Histogram admission_waits;
 };
 
 std::string metrics_text(const MetricsInput& in);
-
-// The version in comfy_build_info: the CMake project's.
-const char* build_version();
 
 }  // namespace comfy::supervisor

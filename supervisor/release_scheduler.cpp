@@ -33,6 +33,18 @@ void ReleaseScheduler::node_finished(WorkerProcess& worker, const NodeFinished& 
     }
 }
 
+HostFigures ReleaseScheduler::host_figures() {
+    const auto holdings = host_holdings();
+    HostFigures figures{host_.budget_bytes, host_.low_water_bytes, std::nullopt, 0};
+    for (const auto& holding : holdings) figures.pinned += holding.pinned;
+    if (host_.budget_bytes > 0) {
+        figures.available = host_available(holdings);
+    } else if (const auto reading = read_host_memory()) {
+        figures.available = reading->available;
+    }
+    return figures;
+}
+
 void ReleaseScheduler::tick() {
     sweep_idle_workers();
     relieve_host_pressure();

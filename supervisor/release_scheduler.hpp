@@ -37,6 +37,7 @@ public:
     void release_everything(FullReleaseReason reason);
 
     std::uint32_t pin_release_rounds() const noexcept { return pin_release_rounds_; }
+    HostFigures host_figures();
 
 private:
     using Clock = std::chrono::steady_clock;

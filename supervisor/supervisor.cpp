@@ -790,9 +790,9 @@ void Supervisor::watch_signals() {
 void Supervisor::start_http() {
     if (!config_.http.enabled) return;
     history_ = std::make_unique<HistorySampler>(io_, [this] {
-        const auto& snap = census_.snapshot(now_ms());
-        return memory_sample(cuda_ ? static_cast<std::uint32_t>(config_.device.cuda_index) : 0, snap.device_total, snap.device_free,
-                             config_.memory.reserve_bytes, census_rows());
+        const auto& snap = census_.snapshot(memory_.now_ms());
+        return memory_sample(cuda_ ? static_cast<std::uint32_t>(config_.device.cuda_index) : 0, snap.device_total,
+                             snap.device_free, config_.memory.reserve_bytes, census_rows());
     });
     history_->start();
     http_.emplace(io_, config_.http.address, config_.http.port,
@@ -832,14 +832,7 @@ std::string Supervisor::metrics_text() {
     in.ledger_models = memory_.arbiter().ledger().size();
     for (const auto& w : workers_) in.participants.push_back({w->pack.name, w->state, w->restarts.restarts()});
     in.census = census_rows();
-    const auto holdings = host_holdings();
-    in.host = {config_.host.budget_bytes, config_.host.low_water_bytes, std::nullopt, 0};
-    for (const auto& holding : holdings) in.host.pinned += holding.pinned;
-    if (config_.host.budget_bytes > 0) {
-        in.host.available = host_available(holdings);
-    } else if (const auto reading = read_host_memory()) {
-        in.host.available = reading->available;
-    }
+    in.host = releases_.host_figures();
     in.admission_waits = admission_waits();
     return supervisor::metrics_text(in);
 }
