@@ -70,15 +70,16 @@ json soak_config(json demo, const std::filesystem::path& examples, const std::st
 
 SoakSetup write_soak_setup(const std::filesystem::path& folder) {
     const std::filesystem::path examples = COMFY_EXAMPLES_DIR;
-    const json config = soak_config(read_json(examples / "demo.json"), examples, COMFY_WORKER_PATH,
-                                    MISBEHAVING_WORKER_PATH);
+    // Named: a range-for below over a member of a temporary would outlive the temporary.
+    const json demo = read_json(examples / "demo.json");
+    const json config = soak_config(demo, examples, COMFY_WORKER_PATH, MISBEHAVING_WORKER_PATH);
     json workload = read_json(examples / "workload.json");
     workload["repeat"] = kRepeat;
     SoakSetup setup{folder / "config.json", folder / "workload.json", {}, {}};
     write_json(setup.config, config);
     write_json(setup.workload, workload);
     setup.demo_participants.push_back("host");
-    for (const auto& pack : read_json(examples / "demo.json")["packs"]) {
+    for (const auto& pack : demo["packs"]) {
         setup.demo_participants.push_back(pack["name"].get<std::string>());
     }
     setup.participants.push_back("host");
