@@ -4,19 +4,20 @@
 # pkg-config comfy_participant. Each build must run, and the tree is moved after install
 # first: both must find it where it is now.
 #
-#   consumer.sh BUILD_DIR SOURCE_DIR
+#   consumer.sh CMAKE BUILD_DIR SOURCE_DIR
 set -euo pipefail
-build=$1
-source=$2
+cmake=$1
+build=$2
+source=$3
 scratch=$(mktemp -d /tmp/comfy-install-consumer-XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 
-cmake --install "$build" --prefix "$scratch/installed" >/dev/null
+"$cmake" --install "$build" --prefix "$scratch/installed" >/dev/null
 mv "$scratch/installed" "$scratch/prefix"
 prefix="$scratch/prefix"
 
-cmake -S "$source/tests/install/consumer" -B "$scratch/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
-cmake --build "$scratch/cmake-build" >/dev/null
+"$cmake" -S "$source/tests/install/consumer" -B "$scratch/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+"$cmake" --build "$scratch/cmake-build" >/dev/null
 "$scratch/cmake-build/consumer"
 
 libdir=$(dirname "$(find "$prefix" -name comfy_participant.pc)")

@@ -5,7 +5,7 @@ scripts/demo does. Passes when the run exits 0 with all 16 prompts done, the Pyt
 and the ComfyUI stand-in used the installed Python package and library (read from their
 environments while they run), and no process or /dev/shm segment is left.
 
-    installed_demo.py BUILD_DIR
+    installed_demo.py CMAKE BUILD_DIR
 """
 
 import json
@@ -85,12 +85,12 @@ def run_demo(prefix, instance, log):
 
 
 def main():
-    build = sys.argv[1]
+    cmake, build = sys.argv[1:3]
     instance = f"install-{os.getpid()}"
     scratch = tempfile.mkdtemp(prefix="comfy-install-demo-")
     try:
         installed = os.path.join(scratch, "installed")
-        subprocess.run(["cmake", "--install", build, "--prefix", installed], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([cmake, "--install", build, "--prefix", installed], check=True, stdout=subprocess.DEVNULL)
         prefix = os.path.join(scratch, "moved")
         os.rename(installed, prefix)
         log_path = os.path.join(scratch, "supervisor.log")

@@ -4,15 +4,16 @@
 # word (it warns on stderr and still exits 0 for a bad setting, so any output fails). Runs
 # with or without systemd as PID 1: verify only loads the unit files.
 #
-#   verify_unit.sh BUILD_DIR
+#   verify_unit.sh CMAKE BUILD_DIR
 set -euo pipefail
-build=$1
+cmake=$1
+build=$2
 command -v systemd-analyze >/dev/null ||
     { echo "verify_unit: systemd-analyze is missing; install Debian's systemd (scripts/setup does)" >&2; exit 1; }
 scratch=$(mktemp -d /tmp/comfy-install-unit-XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 
-cmake --install "$build" --prefix "$scratch" >/dev/null
+"$cmake" --install "$build" --prefix "$scratch" >/dev/null
 unit="$scratch/lib/systemd/system/comfy-supervisor@.service"
 expected="ExecStart=$scratch/bin/comfy-supervisor run --config /etc/comfy-supervisor/%i.json --instance %i"
 if ! grep -qxF "$expected" "$unit"; then

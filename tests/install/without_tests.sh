@@ -3,15 +3,16 @@
 # makes any find_package(Catch2) fail) and leaves every test and benchmark target out,
 # while what is installed stays in.
 #
-#   without_tests.sh SOURCE_DIR
+#   without_tests.sh CMAKE SOURCE_DIR
 set -euo pipefail
-source=$1
+cmake=$1
+source=$2
 scratch=$(mktemp -d /tmp/comfy-install-notests-XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 
-cmake -S "$source" -B "$scratch" -DBUILD_TESTING=OFF -DCMAKE_DISABLE_FIND_PACKAGE_Catch2=ON >"$scratch/configure.log" 2>&1 ||
+"$cmake" -S "$source" -B "$scratch" -DBUILD_TESTING=OFF -DCMAKE_DISABLE_FIND_PACKAGE_Catch2=ON >"$scratch/configure.log" 2>&1 ||
     { cat "$scratch/configure.log" >&2; echo "without_tests: configuring with BUILD_TESTING=OFF failed" >&2; exit 1; }
-targets=$(cmake --build "$scratch" --target help)
+targets=$("$cmake" --build "$scratch" --target help)
 for wanted in comfy-supervisor comfy-worker comfyctl comfy_participant install; do
     grep -qx "\.\.\. $wanted" <<<"$targets" || { echo "without_tests: no target $wanted" >&2; exit 1; }
 done
