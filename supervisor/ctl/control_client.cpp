@@ -12,7 +12,7 @@
 
 namespace comfy::ctl {
 
-ControlClient::ControlClient(const std::string& instance) : path_(control_socket_path(instance).string()) {
+ControlClient::ControlClient(const std::string& instance) : path_(control_socket_to_reach(instance).string()) {
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
     if (path_.size() >= sizeof address.sun_path) {
@@ -28,7 +28,8 @@ ControlClient::ControlClient(const std::string& instance) : path_(control_socket
         const bool absent = error == ENOENT || error == ECONNREFUSED;
         throw ControlUnreachable("cannot reach the supervisor at " + path_ + ": " + std::strerror(error) +
                                  (absent ? "; is it running with this --instance? (the socket's folder follows "
-                                           "RUNTIME_DIRECTORY or XDG_RUNTIME_DIR as the supervisor's: docs/SECURITY.md)"
+                                           "RUNTIME_DIRECTORY or XDG_RUNTIME_DIR as the supervisor's, or is the service's "
+                                           "/run/comfy-supervisor/INSTANCE: docs/SECURITY.md)"
                                          : error == EACCES ? "; run comfyctl as the supervisor's user" : ""));
     }
 }

@@ -32,4 +32,12 @@ std::filesystem::path control_socket_path(const std::string& instance) {
     return control_directory() / (instance + ".sock");
 }
 
+std::filesystem::path control_socket_to_reach(const std::string& instance) {
+    std::error_code ignored;
+    const auto own = control_socket_path(instance);
+    if (std::filesystem::exists(own, ignored)) return own;
+    const auto service = std::filesystem::path("/run/comfy-supervisor") / instance / (instance + ".sock");
+    return std::filesystem::exists(service, ignored) ? service : own;
+}
+
 }  // namespace comfy::ctl

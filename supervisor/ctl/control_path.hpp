@@ -15,4 +15,9 @@ std::filesystem::path control_directory();
 // control_directory()/INSTANCE.sock.
 std::filesystem::path control_socket_path(const std::string& instance);
 
+// Where comfyctl finds it: control_socket_path(instance) when that exists, else the
+// systemd unit's (deploy/systemd: RuntimeDirectory=comfy-supervisor/INSTANCE) when that
+// does, as an operator's shell has no RUNTIME_DIRECTORY; control_socket_path otherwise.
+std::filesystem::path control_socket_to_reach(const std::string& instance);
+
 }  // namespace comfy::ctl
