@@ -65,20 +65,24 @@ constexpr const char* kReplayExits =
     "  1   a decision differed (each difference is printed)\n"
     "  2   bad command line, or the trace cannot be read or is malformed\n";
 
+// The text --help or --version asks a command for, when either was given.
+std::optional<std::string> asked_text(const po::variables_map& values, const char* usage, const char* about,
+                                      const po::options_description& options, const char* exits) {
+    if (values.count("help")) return help_of(usage, about, options, exits);
+    if (values.count("version")) return cli::version_line(kProgram) + "\n";
+    return std::nullopt;
+}
+
 CommandLine parse_run(const std::vector<std::string>& args) {
     const auto options = run_options();
     const auto values = cli::parse(args, options);
     CommandLine line;
-    if (values.count("help")) {
-        line.text = help_of(kRunUsage,
-                            "Starts the workers of the config's packs (and ComfyUI, when the config has a\n"
-                            "\"comfyui\" section), and runs until SIGTERM or SIGINT, or until the workload ran.\n"
-                            "comfyctl reads its segment and uses its control socket.\n",
-                            options, kRunExits);
-        return line;
-    }
-    if (values.count("version")) {
-        line.text = cli::version_line(kProgram) + "\n";
+    if (const auto text = asked_text(values, kRunUsage,
+                                     "Starts the workers of the config's packs (and ComfyUI, when the config has a\n"
+                                     "\"comfyui\" section), and runs until SIGTERM or SIGINT, or until the workload "
+                                     "ran.\ncomfyctl reads its segment and uses its control socket.\n",
+                                     options, kRunExits)) {
+        line.text = *text;
         return line;
     }
     line.action = CommandLine::Action::run;
@@ -99,16 +103,12 @@ CommandLine parse_replay(const std::vector<std::string>& args) {
     all.add(options).add_options()("trace", po::value<std::vector<std::string>>());
     const auto values = cli::parse(args, all, "trace");
     CommandLine line;
-    if (values.count("help")) {
-        line.text = help_of(kReplayUsage,
-                            "Feeds a trace written by `run --record` to the arbiter of this build and compares\n"
-                            "each decision with the recorded one (docs/TRACE.md). A file whose name starts\n"
-                            "with a dash goes after `--`.\n",
-                            options, kReplayExits);
-        return line;
-    }
-    if (values.count("version")) {
-        line.text = cli::version_line(kProgram) + "\n";
+    if (const auto text = asked_text(values, kReplayUsage,
+                                     "Feeds a trace written by `run --record` to the arbiter of this build and "
+                                     "compares\neach decision with the recorded one (docs/TRACE.md). A file whose "
+                                     "name starts\nwith a dash goes after `--`.\n",
+                                     options, kReplayExits)) {
+        line.text = *text;
         return line;
     }
     const auto traces = values.count("trace") ? values["trace"].as<std::vector<std::string>>() : std::vector<std::string>{};
