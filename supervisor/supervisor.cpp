@@ -7,8 +7,6 @@
 #include "worker/device_factory.hpp"
 #include "supervisor/install_layout.hpp"
 #include "supervisor/log.hpp"
-#include "supervisor/memory_history.hpp"
-#include "supervisor/metrics_text.hpp"
 #include "supervisor/sandbox.hpp"
 
 #include <boost/asio/post.hpp>
@@ -143,7 +141,9 @@ Supervisor::Supervisor(Config config, const std::string& instance)
       bridge_(workers_, [this](WorkerProcess& worker, const std::string& reason) { terminate(worker, reason); }),
       log_limiter_(kLogLinesPerWindow, kLogWindow),
       memory_(config_, *this, census_, writes_, journal_),
-      releases_(config_.host, *this, census_, memory_, journal_) {
+      releases_(config_.host, *this, census_, memory_, journal_),
+      ops_(io_, OpsEndpoints::Sources{*this, config_, instance_, segment_, census_, memory_, releases_, journal_,
+                                      *this}) {
     // The table is indexed by slot from first_slot_: the host's slot 0 is in it only when
     // configured, so without a host nothing changes.
     first_slot_ = config_.comfyui ? kHostSlot : kFirstPackSlot;
@@ -177,7 +177,7 @@ int Supervisor::run() {
     const bool with_host = !workers_.empty() && workers_.front()->kind == ParticipantKind::host;
     log_line("segment " + segment_.name() + " created; starting " + (with_host ? "the ComfyUI host and " : "") +
              std::to_string(workers_.size() - (with_host ? 1 : 0)) + " worker(s)");
-    start_http();
+    ops_.start();
     for (auto& worker : workers_) start_worker(*worker);
     wait_for_messages();
     check_heartbeats();
@@ -693,9 +693,8 @@ void Supervisor::begin_shutdown(const std::string& why) {
     for (const auto& callback : shutdown_begun_) callback();
     signals_.cancel();
     operator_signals_.cancel();
-    if (http_) http_->stop();
+    ops_.stop();
     if (control_) control_->stop();
-    if (history_) history_->stop();
     heartbeat_timer_.cancel();
     for (auto& worker : workers_) {
         worker->restart_timer.cancel();
@@ -783,58 +782,6 @@ void Supervisor::watch_signals() {
         if (signal == SIGHUP) retry_failed_packs();
         watch_signals();
     });
-}
-
-// ---- the operator's HTTP endpoints ----
-
-void Supervisor::start_http() {
-    if (!config_.http.enabled) return;
-    history_ = std::make_unique<HistorySampler>(io_, [this] {
-        const auto& snap = census_.snapshot(memory_.now_ms());
-        return memory_sample(cuda_ ? static_cast<std::uint32_t>(config_.device.cuda_index) : 0, snap.device_total,
-                             snap.device_free, config_.memory.reserve_bytes, census_rows());
-    });
-    history_->start();
-    http_.emplace(io_, config_.http.address, config_.http.port,
-                  OpsHandlers{[this] { return census_json(); }, [this] { return metrics_text(); },
-                              [this] { return history_->json(); },
-                              [this](std::uint64_t since, std::size_t limit) { return events_json(journal_, since, limit); },
-                              [this](const FreeRequest& request) { answer_free(request); }});
-    http_->start();
-    log_line("http: listening on " + config_.http.address + ":" + std::to_string(http_->port()) +
-             " (GET / for the dashboard, GET /census, /metrics, /history, /events; POST /free)");
-}
-
-void Supervisor::answer_free(const FreeRequest& request) {
-    if (request.unload_models) memory_.detach_every_model("POST /free");
-    if (request.free_memory) releases_.release_everything(FullReleaseReason::free_endpoint);
-}
-
-std::string Supervisor::census_json() const {
-    // The same report comfyctl prints, read the same validated way from our own segment.
-    const auto report = ctl::read_report(instance_, segment_);
-    nlohmann::ordered_json out = {{"version", kCensusJsonVersion}};
-    out.update(ctl::workers_json(report));
-    auto census = ctl::census_json(report);
-    out["census"] = std::move(census["census"]);
-    out["device"] = std::move(census["device"]);
-    out["ledger"] = ctl::ledger_json(report)["ledger"];
-    return out.dump(2) + "\n";
-}
-
-std::string Supervisor::metrics_text() {
-    MetricsInput in;
-    in.totals = totals();
-    const auto& snap = census_.snapshot(memory_.now_ms());
-    in.device_total = snap.device_total;
-    in.device_free = snap.device_free;
-    in.device_reserve = config_.memory.reserve_bytes;
-    in.ledger_models = memory_.arbiter().ledger().size();
-    for (const auto& w : workers_) in.participants.push_back({w->pack.name, w->state, w->restarts.restarts()});
-    in.census = census_rows();
-    in.host = releases_.host_figures();
-    in.admission_waits = admission_waits();
-    return supervisor::metrics_text(in);
 }
 
 }  // namespace comfy::supervisor

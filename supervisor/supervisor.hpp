@@ -13,7 +13,7 @@
 #include "supervisor/host_memory.hpp"
 #include "supervisor/log.hpp"
 #include "supervisor/log_limiter.hpp"
-#include "supervisor/ops_http.hpp"
+#include "supervisor/ops_endpoints.hpp"
 #include "supervisor/memory_broker.hpp"
 #include "supervisor/release_scheduler.hpp"
 #include "supervisor/segment_writer.hpp"
@@ -31,7 +31,6 @@
 
 namespace comfy::supervisor {
 
-class HistorySampler;
 
 // The configured device cannot be used and the config says to stop (exit status 2).
 class DeviceUnavailable : public std::runtime_error {
@@ -157,13 +156,6 @@ private:
     void settle_stopped(WorkerProcess& worker);
     void watch_signals();
 
-    // The operator's HTTP endpoints: what they answer.
-    void start_http();
-    // POST /free: detaches every model in the ledger, and with free_memory releases everything.
-    void answer_free(const FreeRequest& request);
-    std::string census_json() const;
-    std::string metrics_text();
-
     void check_heartbeats();
     // Republishes, for comfyctl, the censuses that changed since the last call.
     void publish_census_reports();
@@ -205,12 +197,11 @@ private:
     Observer observer_;
     bool shutting_down_ = false;
     std::uint64_t next_correlation_ = 1;
-    std::optional<OpsHttpServer> http_;
-    std::unique_ptr<HistorySampler> history_;  // GET /history; sampled while HTTP is on
     LogLimiter log_limiter_;
     EventJournal journal_;
     MemoryBroker memory_;         // every memory message, the arbiter and the ledger
     ReleaseScheduler releases_;   // boundaries, sweeps, the operator's release, host RAM
+    OpsEndpoints ops_;            // the HTTP endpoints, the dashboard and the history
     std::optional<ControlServer> control_;  // last: destroyed before the journal it reads
 };
 
