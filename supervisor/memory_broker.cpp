@@ -230,10 +230,15 @@ void MemoryBroker::record_answer(const WorkerProcess& asker, std::uint64_t corre
                                Bytes device_free, Bytes shortfall) {
     const auto waited = admission_waits_.answered(asker.slot, correlation, Clock::now());
     if (!waited) return;
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%.3f", waited->waited_seconds);
+    // Milliseconds below a second: most grants come from free memory in microseconds.
+    char wait[32];
+    if (waited->waited_seconds < 1) {
+        std::snprintf(wait, sizeof wait, "%.2f ms", waited->waited_seconds * 1000);
+    } else {
+        std::snprintf(wait, sizeof wait, "%.2f s", waited->waited_seconds);
+    }
     journal_.record("admission", asker.pack.name,
-                    std::string(answer) + " " + format_byte_size(waited->asked) + " after " + seconds + " s (" +
+                    std::string(answer) + " " + format_byte_size(waited->asked) + " after " + wait + " (" +
                         format_byte_size(device_free) + " free" +
                         (shortfall > 0 ? ", " + format_byte_size(shortfall) + " short" : std::string()) + ")",
                     {{"answer", answer},
