@@ -83,7 +83,7 @@ ActionAnswer Supervisor::unknown_pack(const std::string& name) const {
         known += (known.empty() ? "" : ", ") + worker->pack.name;
         packs.push_back(worker->pack.name);
     }
-    return {ctl::ControlError::unknown_pack, "no pack named '" + name + "'; the packs are " + known, {{"packs", packs}}};
+    return {ctl::ControlError::unknown_pack, "no pack named '" + ctl::printable(name, kPackNameBytes) + "'; the packs are " + known, {{"packs", packs}}};
 }
 
 ActionAnswer Supervisor::stop_pack(const std::string& name) {

@@ -657,6 +657,9 @@ TEST_CASE("control requests are validated: known ops, their fields, bounded size
         return std::holds_alternative<std::string>(parsed) ? std::get<std::string>(parsed) : std::string();
     };
     CHECK_THAT(refused(R"({"op": "reboot"})"), Contains("unknown op 'reboot'"));
+    // What a client sent is shown on one line (found by fuzzing: a newline in the op).
+    CHECK(refused(R"({"op": "re\nboot\u007f"})") == "unknown op 're?boot?'");
+    CHECK(refused(R"({"op": "free", "a\nb": 1})") == "'free' takes no field 'a?b'");
     CHECK_THAT(refused("not json"), Contains("one JSON object"));
     CHECK_THAT(refused("[1, 2]"), Contains("one JSON object"));
     CHECK_THAT(refused(R"({"pack": "a"})"), Contains("needs an 'op'"));

@@ -47,7 +47,7 @@ std::set<std::string> fields_of(Op op) {
 std::string check_fields(const Json& request, ControlRequest& out) {
     const auto allowed = fields_of(out.op);
     for (const auto& [key, value] : request.items()) {
-        if (!allowed.count(key)) return "'" + std::string(op_name(out.op)) + "' takes no field '" + key + "'";
+        if (!allowed.count(key)) return "'" + std::string(op_name(out.op)) + "' takes no field '" + printable(key) + "'";
     }
     if (names_a_pack(out.op) || (out.op == Op::retry && request.contains("pack"))) {
         const auto pack = request.find("pack");
@@ -101,6 +101,14 @@ std::string request_line(const ControlRequest& request) {
     return out.dump() + "\n";
 }
 
+std::string printable(std::string_view text, std::size_t limit) {
+    std::string shown(text.substr(0, limit));
+    for (char& c : shown) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    }
+    return shown;
+}
+
 std::variant<ControlRequest, std::string> parse_request(std::string_view line) {
     if (line.size() >= kMaxRequestBytes) return "a request has at most " + std::to_string(kMaxRequestBytes) + " bytes";
     const Json request = Json::parse(line, nullptr, false);
@@ -116,7 +124,7 @@ std::variant<ControlRequest, std::string> parse_request(std::string_view line) {
             known = true;
         }
     }
-    if (!known) return "unknown op '" + name.substr(0, 40) + "'";
+    if (!known) return "unknown op '" + printable(name) + "'";
     if (auto problem = check_fields(request, out); !problem.empty()) return problem;
     return out;
 }

@@ -44,6 +44,9 @@ std::optional<ControlError> error_named(std::string_view name) noexcept;
 
 // The request as one line, its newline included.
 std::string request_line(const ControlRequest& request);
+// `text` as a line may show what a client sent: at most `limit` bytes, control characters
+// as '?', so that no request can make an answer or a log line of more than one line.
+std::string printable(std::string_view text, std::size_t limit = 40);
 // One request line (its newline removed): the request, or why it is refused.
 std::variant<ControlRequest, std::string> parse_request(std::string_view line);
 
