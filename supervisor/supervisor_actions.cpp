@@ -6,6 +6,7 @@
 #include "comfy/version.hpp"
 #include "shared/byte_size.hpp"
 #include "supervisor/ctl/control_path.hpp"
+#include "supervisor/ctl/segment_report.hpp"
 
 #include <unistd.h>
 
@@ -21,19 +22,8 @@ ActionAnswer refused(std::string message) {
     return {ctl::ControlError::refused, std::move(message), nlohmann::json::object()};
 }
 
-std::string state_text(ParticipantState state) {
-    switch (state) {
-        case ParticipantState::empty: return "empty";
-        case ParticipantState::spawning: return "spawning";
-        case ParticipantState::ready: return "ready";
-        case ParticipantState::busy: return "busy";
-        case ParticipantState::draining: return "draining";
-        case ParticipantState::dead: return "dead";
-        case ParticipantState::failed: return "failed";
-        case ParticipantState::stopped: return "stopped";
-    }
-    return "unknown";
-}
+// As comfyctl and the metrics name it.
+std::string state_text(ParticipantState state) { return ctl::state_name(static_cast<std::uint8_t>(state)); }
 
 }  // namespace
 
