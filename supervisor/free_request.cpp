@@ -27,13 +27,4 @@ std::variant<FreeRequest, std::string> parse_free_request(std::string_view body)
     return request;
 }
 
-std::vector<LedgerModel> ledger_models(const arbiter::Ledger& ledger) {
-    std::vector<LedgerModel> models;
-    models.reserve(ledger.size());
-    for (std::size_t row = 0; row < ledger.capacity(); ++row) {
-        if (const auto& entry = ledger.at(row)) models.push_back({entry->owner_slot, entry->owner_generation, entry->model_id});
-    }
-    return models;
-}
-
 }  // namespace comfy::supervisor

@@ -4,12 +4,9 @@
 // defaults to `free_memory`'s value, so free_memory alone unloads the models too.
 // Unknown keys are ignored, as upstream ignores them.
 
-#include "supervisor/arbiter/ledger.hpp"
-
 #include <string>
 #include <string_view>
 #include <variant>
-#include <vector>
 
 namespace comfy::supervisor {
 
@@ -23,14 +20,5 @@ struct FreeRequest {
 // The request, or one line saying why the body is refused (not JSON, not an object, a
 // value that is not a boolean). An empty body is `{}`.
 std::variant<FreeRequest, std::string> parse_free_request(std::string_view body);
-
-// Every model in the ledger, as unload_all_models walks current_loaded_models: each is
-// detached by its owner (a busy owner at its next boundary).
-struct LedgerModel {
-    std::uint32_t owner_slot;
-    std::uint32_t owner_generation;
-    std::uint64_t model_id;
-};
-std::vector<LedgerModel> ledger_models(const arbiter::Ledger& ledger);
 
 }  // namespace comfy::supervisor

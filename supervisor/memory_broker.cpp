@@ -1,7 +1,6 @@
 #include "supervisor/memory_broker.hpp"
 
 #include "shared/byte_size.hpp"
-#include "supervisor/free_request.hpp"
 #include "supervisor/log.hpp"
 
 #include <algorithm>
@@ -125,13 +124,17 @@ void MemoryBroker::note_fit_by_release(const WorkerProcess& worker, const Admiss
 }
 
 void MemoryBroker::detach_every_model(const std::string& why) {
-    const auto models = ledger_models(arbiter_.ledger());
-    log_line("operator asked to unload every model (" + why + "): detaching " + std::to_string(models.size()) +
+    const auto& ledger = arbiter_.ledger();
+    log_line("operator asked to unload every model (" + why + "): detaching " + std::to_string(ledger.size()) +
              " model(s)");
-    journal_.record("operator", "", "unload every model (" + std::to_string(models.size()) + ")");
-    for (const auto& model : models) {
-        if (WorkerProcess* owner = workers_.live(model.owner_slot, model.owner_generation)) {
-            workers_.deliver(*owner, encode(Detach{model.model_id}, owner->generation));
+    journal_.record("operator", "", "unload every model (" + std::to_string(ledger.size()) + ")");
+    // As unload_all_models walks current_loaded_models: each owner detaches its own (a busy
+    // one at its next boundary). Delivering changes no row: the receipts come later.
+    for (std::size_t row = 0; row < ledger.capacity(); ++row) {
+        const auto& entry = ledger.at(row);
+        if (!entry) continue;
+        if (WorkerProcess* owner = workers_.live(entry->owner_slot, entry->owner_generation)) {
+            workers_.deliver(*owner, encode(Detach{entry->model_id}, owner->generation));
         }
     }
 }
