@@ -114,10 +114,14 @@ TEST_CASE("an exception from upstream during an eviction is answered as nothing 
 TEST_CASE("unload_all_models on the prompt thread during an eviction leaves one consistent result") {
     TempFolder packs("comfyui");
     // The eviction of a runs on the command thread for half a second; unload_all_models
-    // starts meanwhile and waits for it, then acts on what is left.
+    // starts meanwhile and waits for it, then acts on what is left. The asker loads once a
+    // is on the device, and a second later, so that the host's next step (making a's
+    // unloads slow, at once) came first: ask sooner and the eviction is over before the
+    // host waits for it.
     const json config = config_with(
         fake_comfyui({"load:a:12GiB", "slow-unload:a:500", "unload-all-during-eviction:a"}),
-        {reference_pack(packs, "asker", {{"nodes", {{"load", {step_await_free_below("13GiB"), step_load("huge", "14GiB")}}}}}),
+        {reference_pack(packs, "asker",
+                        {{"nodes", {{"load", {step_await_free_below("13GiB"), step_compute(1000), step_load("huge", "14GiB")}}}}}),
          reference_pack(packs, "clock", {{"nodes", {{"wait", {step_compute(6000)}}}}})});
     SupervisorProcess supervisor(config, workload_of({{node("asker", "load"), node("clock", "wait")}}));
     CHECK(supervisor.wait() == 0);
