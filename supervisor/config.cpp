@@ -575,7 +575,7 @@ private:
     // The "python" form: the pack's interpreter runs comfy_supervisor.pack_worker on the
     // pack's folder, with the ComfyUI checkout's comfy package on its path.
     void read_python(const Node& node, PackConfig& pack) const {
-        expect_object(node, {"pack", "interpreter", "comfyui", "comfyui_args", "arena_bytes"});
+        expect_object(node, {"pack", "interpreter", "comfyui", "comfyui_args", "arena_bytes", "cuda_ipc"});
         PythonPack python;
         python.pack = read_pack_folder(required(node, "pack", kPackFolderRule));
         if (const auto interpreter = member(node, "interpreter")) {
@@ -597,17 +597,25 @@ private:
             fail(node.at, "a ComfyUI checkout: set /comfyui/checkout or " + path_text(node.at / "comfyui"), kFoundNothing);
         }
         if (const auto arena = member(node, "arena_bytes")) pack.arena_bytes = read_size(*arena, kArenaBytes);
+        if (const auto flags = member(node, "comfyui_args")) python.comfyui_args = read_args(*flags);
+        if (const auto ipc = member(node, "cuda_ipc")) python.cuda_ipc = read_flag(*ipc);
         pack.command = python.interpreter;
-        pack.args = {"-m", "comfy_supervisor.pack_worker", "--pack", python.pack, "--comfyui", python.comfyui};
-        // ComfyUI's own flags (--cpu, --lowvram...), for the worker's comfy package to parse
-        // as main.py has it parse them.
-        if (const auto flags = member(node, "comfyui_args")) {
-            python.comfyui_args = read_args(*flags);
-            pack.args.push_back("--");
-            pack.args.insert(pack.args.end(), python.comfyui_args.begin(), python.comfyui_args.end());
-        }
         pack.bridges = true;
         pack.python = std::move(python);
+    }
+
+    // A Python pack's command line, once its sandbox is known.
+    static std::vector<std::string> pack_worker_args(const PythonPack& python, bool sandboxed) {
+        std::vector<std::string> args{"-m", "comfy_supervisor.pack_worker", "--pack", python.pack, "--comfyui",
+                                      python.comfyui};
+        if (!python.cuda_ipc.value_or(!sandboxed)) args.push_back("--no-cuda-ipc");
+        // ComfyUI's own flags (--cpu, --lowvram...), for the worker's comfy package to parse
+        // as main.py has it parse them.
+        if (!python.comfyui_args.empty()) {
+            args.push_back("--");
+            args.insert(args.end(), python.comfyui_args.begin(), python.comfyui_args.end());
+        }
+        return args;
     }
 
     std::string read_pack_folder(const Node& node) const {
@@ -628,6 +636,7 @@ private:
         if (const auto folder = member(node, "working_directory")) process.working_directory = read_directory(*folder);
         if (const auto restart = member(node, "restart")) process.restart = read_restart(*restart);
         if (const auto sandbox = member(node, "sandbox")) process.sandbox = read_sandbox(*sandbox, process.working_directory);
+        if (process.python) process.args = pack_worker_args(*process.python, process.sandbox.has_value());
         check_exec_size(node, process);
     }
 

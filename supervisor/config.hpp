@@ -100,6 +100,10 @@ struct PythonPack {
     std::string interpreter;  // absolute; default: the first python3 on the supervisor's PATH at load time
     std::string comfyui;      // the ComfyUI checkout whose comfy package it imports, absolute
     std::vector<std::string> comfyui_args;  // ComfyUI's own flags for that comfy package (--cpu, ...)
+    // CUDA tensors to and from the host by CUDA IPC, where both sides can. Unset: yes,
+    // unless the pack is sandboxed (a peer that maps our memory can read and write the
+    // whole allocation around a tensor).
+    std::optional<bool> cuda_ipc;
 };
 
 struct PackConfig {

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -310,6 +311,30 @@ TEST_CASE("a pack in the python form runs pack_worker in its interpreter, the su
     CHECK_FALSE(c.bridges);
 }
 
+TEST_CASE("a Python pack's CUDA tensors go by IPC unless it is sandboxed or says no") {
+    const ConfigFolder folder;
+    const Config config = load_config(folder.config(R"({
+        "comfyui": {"command": "worker.sh", "checkout": "."},
+        "packs": [
+            {"name": "plain", "python": {"pack": "pack", "interpreter": "worker.sh"}},
+            {"name": "declines", "python": {"pack": "pack", "interpreter": "worker.sh", "cuda_ipc": false,
+                                            "comfyui_args": ["--cpu"]}},
+            {"name": "sandboxed", "python": {"pack": "pack", "interpreter": "worker.sh"}, "sandbox": {}},
+            {"name": "trusted", "python": {"pack": "pack", "interpreter": "worker.sh", "cuda_ipc": true}, "sandbox": {}}
+        ]
+    })"));
+    const auto declines = [](const PackConfig& pack) {
+        return std::find(pack.args.begin(), pack.args.end(), "--no-cuda-ipc") != pack.args.end();
+    };
+    CHECK_FALSE(declines(config.packs.at(0)));
+    CHECK(declines(config.packs.at(1)));
+    // The flag is the pack worker's own, before ComfyUI's.
+    CHECK(config.packs.at(1).args.at(6) == "--no-cuda-ipc");
+    CHECK(config.packs.at(1).args.at(7) == "--");
+    CHECK(declines(config.packs.at(2)));
+    CHECK_FALSE(declines(config.packs.at(3)));
+}
+
 namespace {
 
 // Sets PATH for one test, and puts it back.
@@ -519,7 +544,8 @@ std::vector<BadConfig> bad_configs() {
         {"python not an object", R"({"packs": [{"name": "a", "python": "pack"}]})",
          "at /packs/0/python: expected an object, found \"pack\""},
         {"unknown python key", python_pack(R"("pack": "pack", "venv": "x")", "", kHostWithCheckout),
-         "at /packs/0/python/venv: expected one of the keys pack, interpreter, comfyui, comfyui_args, arena_bytes, found an unknown key"},
+         "at /packs/0/python/venv: expected one of the keys pack, interpreter, comfyui, comfyui_args, arena_bytes, cuda_ipc, "
+         "found an unknown key"},
         {"python without its pack", python_pack(R"("interpreter": "worker.sh")", "", kHostWithCheckout),
          "at /packs/0/python/pack: expected a custom node pack's folder (a directory with __init__.py) (required), found nothing"},
         {"python pack without __init__.py", python_pack(R"("pack": "sub", "interpreter": "worker.sh")", "", kHostWithCheckout),

@@ -313,10 +313,12 @@ def check_parallel():
 
 
 def check_malformed():
-    from comfy_supervisor import arena, values
+    from comfy_supervisor import arena, cuda_ipc, values
     session = link().session
     capacity, page = session.peer.capacity, arena.PAGE
     good = {"$": "tensor", "dtype": "float32", "shape": [4], "offset": page, "nbytes": 16}
+    ipc = {"handle": "00" * 64, "device": "f" * 32, "at": 0, "lend": 7}
+    good_cuda = {"$": "tensor", "dtype": "float32", "shape": [4], "nbytes": 16, "device": "cuda", "cuda_ipc": ipc}
     deep = []
     for _ in range(100):
         deep = [deep]
@@ -330,21 +332,47 @@ def check_malformed():
         "nesting past the limit": deep,
         "a dict item that is not a pair": {"$": "dict", "items": [[1, 2, 3]]},
         "a good block beside a bad tag": [good, {"$": "eval"}],
+        "a CUDA lend that is not a number": dict(good_cuda, cuda_ipc=dict(ipc, lend="7")),
+        "a CUDA handle of the wrong size": dict(good_cuda, cuda_ipc=dict(ipc, handle="00")),
+        "a CUDA tensor on a device not used here": good_cuda,
+        "a CUDA lend beside a bad tag": [good_cuda, {"$": "eval"}],
+        "a CUDA tensor sent back that was never lent": dict(good, offset=None, yours_cuda=3, at=0),
     }
     for what, value in cases.items():
-        released = []
-        decoder = values.Decoder(session.peer, released.append, lambda handle: None)
+        released, cuda_released = [], []
+        exchange = cuda_ipc.CudaExchange(send=lambda message: None, release=cuda_released.append,
+                                         await_answer=lambda: None, copy_received=True)
+        decoder = values.Decoder(session.peer, released.append, lambda handle: None, cuda=exchange)
         error = raises(lambda: decoder.decode(value), values.ValueCrossingError)
         expect("\n" not in str(error), f"{what}: a message of more than one line")
         if what == "a good block beside a bad tag":
             expect(released == [page], f"{what}: released {released}, not the good block")
+        if what in ("a CUDA tensor on a device not used here", "a CUDA lend beside a bad tag"):
+            expect(cuda_released == [7], f"{what}: released CUDA lends {cuda_released}, not the one sent")
+    # A decoder without CUDA IPC refuses a lend.
+    raises(lambda: values.Decoder(session.peer, released.append, lambda handle: None).decode(good_cuda),
+           values.ValueCrossingError)
+
+
+def check_cuda_handshake():
+    """Each side probed the other's CUDA device as the session opened; where torch has no
+    CUDA (this machine), the probes are empty and every CUDA tensor would be staged."""
+    session = link().session
+    node("PlainValues").run(count=1, scale=1.0, text="", flag=False)
+    session.await_cuda_answer()
+    expect(session.cuda.answered.is_set(), "the worker never answered the host's CUDA probe")
+    expect(session.cuda.accepted <= set(session.cuda.devices), f"accepted {session.cuda.accepted}")
+    if not torch.cuda.is_available():
+        expect(not session.cuda.devices and not session.cuda.accepted, "CUDA IPC without CUDA")
+    say(f"CUDA devices probed here: {sorted(session.cuda.devices) or 'none'}; the worker accepts: "
+        f"{sorted(session.cuda.accepted) or 'none'}")
 
 
 CHECKS = {"interfaces": check_interfaces, "values": check_values, "zero-copy": check_zero_copy,
           "sent-back": check_sent_back,
           "handles": check_handles, "progress": check_progress, "interrupt": check_interrupt, "error": check_error,
           "oom": check_oom, "arena-idle": check_arena_idle, "death": check_death, "kept-output": check_kept_output,
-          "parallel": check_parallel, "malformed": check_malformed}
+          "parallel": check_parallel, "malformed": check_malformed, "cuda-handshake": check_cuda_handshake}
 
 
 def check_failed(pack):

@@ -44,7 +44,7 @@ class HostSession(PeerSession):
     """One host life, as this worker sees it."""
 
     def __init__(self, server, sock, arena_fd, generation):
-        super().__init__(sock, arena_fd, server.arena, generation, f"host {generation}")
+        super().__init__(sock, arena_fd, server.arena, generation, f"host {generation}", copy_cuda_received=False)
         self.server = server
         self.handles = {}     # id -> an object this life made, which the host holds a handle of
         self.instances = {}   # the host's node instance id -> the pack's node object
@@ -56,8 +56,8 @@ class HostSession(PeerSession):
             self.channel.send({"op": "described", "id": message.get("id"), "nodes": self.server.interfaces})
         elif op == "stats":
             self.channel.send({"op": "stats", "id": message.get("id"), "arena_used": self.server.arena.used,
-                               "lent_blocks": len(self.lent), "handles": len(self.handles),
-                               "instances": len(self.instances)})
+                               "lent_blocks": len(self.lent), "cuda_lent": len(self.cuda.lent),
+                               "handles": len(self.handles), "instances": len(self.instances)})
         elif op == "call":
             self.server.run(self, message)
         else:

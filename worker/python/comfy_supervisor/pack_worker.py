@@ -28,6 +28,7 @@ import signal
 import sys
 import threading
 
+from . import cuda_ipc
 from .arena import OwnArena
 from .channel import control_socket
 from .node_server import NodeServer
@@ -105,12 +106,16 @@ def main():
     parser.add_argument("--pack", required=True, help="the custom node pack's folder")
     parser.add_argument("--comfyui", help="the ComfyUI checkout whose comfy package the pack imports")
     parser.add_argument("--describe", action="store_true", help="print the node interfaces as JSON and exit")
+    parser.add_argument("--no-cuda-ipc", action="store_true",
+                        help="stage CUDA tensors to and from the host through host memory, never by CUDA IPC")
     arguments = sys.argv[1:]
     comfyui_args = []
     if "--" in arguments:
         split = arguments.index("--")
         arguments, comfyui_args = arguments[:split], arguments[split + 1:]
     options = parser.parse_args(arguments)
+    if options.no_cuda_ipc:
+        cuda_ipc.decline()
     if options.comfyui:
         sys.path.insert(0, os.path.abspath(options.comfyui))
         take_comfyui_args(comfyui_args)

@@ -35,7 +35,7 @@ import weakref
 
 from .arena import OwnArena
 from .channel import control_socket, receive_control
-from .session import PeerSession
+from .session import SESSION_OPS, PeerSession
 from .values import ValueCrossingError
 
 log = logging.getLogger("comfy_supervisor")
@@ -87,7 +87,10 @@ class PackSession(PeerSession):
     """One life of a pack's worker, as the host sees it."""
 
     def __init__(self, link, sock, arena_fd, generation, own_arena):
-        super().__init__(sock, arena_fd, own_arena, generation, f"pack {link.name} {generation}")
+        # The host copies a worker's CUDA tensors (cuda_ipc.py): ComfyUI caches outputs
+        # beyond the worker's life.
+        super().__init__(sock, arena_fd, own_arena, generation, f"pack {link.name} {generation}",
+                         copy_cuda_received=True)
         self.link = link
 
     def on_message(self, message):
@@ -236,7 +239,7 @@ class PackLink:
                 reply = session.next_message(None, SPIN_S)
                 if not reply:
                     raise self.died(session, what)
-                if reply.get("op") == "release":
+                if reply.get("op") in SESSION_OPS:
                     session.dispatch(reply)
                 elif reply.get("id") != request_id:
                     continue  # a reply to a request given up on

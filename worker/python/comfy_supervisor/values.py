@@ -7,12 +7,15 @@ A value crosses as JSON, never pickled and never evaluated:
 - tuples, and dicts with other keys or a "$" key, as tagged objects {"$": "tuple", ...};
 - a torch tensor of any dtype in DTYPES, any shape, contiguous or not, as
   {"$": "tensor", "dtype", "shape", "offset", "nbytes"}: its bytes written once into the
-  sender's arena (arena.py), the receiver's tensor built over the same bytes. A CUDA
-  tensor is staged through the arena and comes out on the receiver's CUDA device when it
-  has one ("device": "cuda"). A tensor that lies, unchanged, in a block the receiver lent
-  us (a node returning its input, or a part of it; the host passing a pack's output back
-  to the same pack) goes back as {"yours": block, "at": offset in it} instead: no copy,
-  and the receiver's tensor is over its own block again;
+  sender's arena (arena.py), the receiver's tensor built over the same bytes. A tensor
+  that lies, unchanged, in a block the receiver lent us (a node returning its input, or a
+  part of it; the host passing a pack's output back to the same pack) goes back as
+  {"yours": block, "at": offset in it} instead: no copy, and the receiver's tensor is over
+  its own block again;
+- a CUDA tensor ("device": "cuda") by CUDA IPC where both sides can (cuda_ipc.py):
+  {"cuda_ipc": {"handle", "device", "at", "lend"}}, or {"yours_cuda": lend, "at"} for one
+  that lies in a tensor the receiver lent us; else staged through the arena as above, and
+  it comes out on the receiver's CUDA device when it has one;
 - anything else stays where it was made and crosses as a handle {"$": "handle", "id",
   "type"}, which the sender's side makes and only its maker resolves.
 
@@ -42,14 +45,18 @@ def is_plain_key(key):
 class Encoder:
     """Encodes one message's values. `arena`: the sender's OwnArena; `handle_of(value)`:
     the handle dict for a value that stays (or raises ValueCrossingError); `peer`: the
-    receiver's arena as we map it (PeerArena), for tensors that go back as they came. The
-    blocks it wrote are in `lent`, for the caller to account or free."""
+    receiver's arena as we map it (PeerArena), for tensors that go back as they came;
+    `cuda`: the session's CudaExchange, where CUDA tensors may go by IPC. The blocks it
+    wrote are in `lent`, and the CUDA tensors it lent in `cuda_lent`, for the caller to
+    account or take back."""
 
-    def __init__(self, arena, handle_of, peer=None):
+    def __init__(self, arena, handle_of, peer=None, cuda=None):
         self.arena = arena
         self.handle_of = handle_of
         self.peer = peer
+        self.cuda = cuda
         self.lent = []
+        self.cuda_lent = []
 
     def encode(self, value):
         if value is None or isinstance(value, (bool, str)):
@@ -86,6 +93,12 @@ class Encoder:
             encoded["device"] = "cuda"
         if nbytes == 0:
             return encoded
+        if source.device.type == "cuda" and self.cuda is not None:
+            shared = self.cuda.share(source.contiguous(), self.cuda_lent)
+            if shared is not None:
+                del encoded["offset"]
+                encoded.update(shared)
+                return encoded
         if self.peer is not None and source.device.type == "cpu" and source.is_contiguous():
             theirs = self.peer.block_holding(source.data_ptr(), nbytes)
             if theirs is not None:
@@ -105,25 +118,30 @@ class Decoder:
     called once when the receiver's tensor over that block is collected;
     `resolve(handle_dict)`: the value a handle stands for here; `own_block(block, at,
     nbytes)`: a view of our own block lent to the sender, which it sent back (or raises
-    ValueCrossingError)."""
+    ValueCrossingError); `cuda`: the session's CudaExchange, for CUDA tensors by IPC."""
 
-    def __init__(self, peer, release, resolve, own_block=None):
+    def __init__(self, peer, release, resolve, own_block=None, cuda=None):
         self.peer = peer
         self.release = release
         self.resolve = resolve
         self.own_block = own_block
+        self.cuda = cuda
 
     def decode(self, value):
-        """The value; on a malformed one, every block it named that no tensor was built
-        over yet is released at once, and ValueCrossingError is raised."""
+        """The value; on a malformed one, every block and CUDA lend it named that no
+        tensor was built over yet is released at once, and ValueCrossingError is raised."""
         blocks, self.viewed = [], set()
         try:
             self.collect_blocks(value, blocks, 0)
             return self.build(value)
         except (ValueCrossingError, TypeError, ValueError, KeyError, RuntimeError, RecursionError) as error:
-            for offset in blocks:
-                if type(offset) is int and offset not in self.viewed:
-                    self.release(offset)
+            for kind, name in blocks:
+                if (kind, name) in self.viewed:
+                    continue
+                if kind == "block":
+                    self.release(name)
+                else:
+                    self.cuda.release(name)
             if isinstance(error, ValueCrossingError):
                 raise
             raise ValueCrossingError(f"a malformed value: {type(error).__name__}: {error}") from None
@@ -141,9 +159,11 @@ class Decoder:
                 for item in value.values():
                     self.collect_blocks(item, blocks, depth + 1)
             elif tag == "tensor":
-                self.check_tensor(value)
-                if "yours" not in value:
-                    blocks.append(value["offset"])
+                form = self.check_tensor(value)
+                if form == "cuda_ipc":
+                    blocks.append(("cuda", value["cuda_ipc"]["lend"]))
+                elif form == "arena":
+                    blocks.append(("block", value["offset"]))
             elif tag in ("tuple", "dict"):
                 if not isinstance(value.get("items"), list):
                     raise ValueCrossingError(f"a {tag} without its items")
@@ -157,24 +177,31 @@ class Decoder:
             raise ValueCrossingError(f"a {type(value).__name__}, which JSON does not make")
 
     def check_tensor(self, value):
-        returned = "yours" in value
+        """Which form the tensor came in: "arena", "yours", "cuda_ipc" or "yours_cuda"."""
+        form = next((form for form in ("yours", "cuda_ipc", "yours_cuda") if form in value), "arena")
+        returned = form in ("yours", "yours_cuda")
         dtype, shape, nbytes = value.get("dtype"), value.get("shape"), value.get("nbytes")
         offset = value.get("at") if returned else value.get("offset")
+        if form == "cuda_ipc":
+            if self.cuda is None:
+                raise ValueCrossingError("a CUDA tensor sent by IPC where none can be")
+            self.cuda.check(value["cuda_ipc"])
+            offset = value["cuda_ipc"]["at"]
         if dtype not in DTYPES:
             raise ValueCrossingError(f"a tensor of unknown dtype {str(dtype)[:40]!r}")
         if not (isinstance(shape, list) and len(shape) <= MAX_DIMENSIONS and
                 all(type(size) is int and size >= 0 for size in shape)):
             raise ValueCrossingError("a tensor whose shape is not a list of sizes")
-        if type(offset) is not int or type(nbytes) is not int or (returned and type(value["yours"]) is not int):
+        if type(offset) is not int or type(nbytes) is not int or (returned and type(value[form]) is not int):
             raise ValueCrossingError("a tensor without its block's offset and size")
         torch = _torch()
         if math.prod(shape) * _element_size(torch, dtype) != nbytes:
             raise ValueCrossingError(f"a tensor of {dtype} {shape} in a block of {nbytes} bytes")
-        if returned:
-            if self.own_block is None:
-                raise ValueCrossingError("a tensor sent back where none can be")
-        elif nbytes and (offset < CONTROL_BYTES or offset + nbytes > self.peer.capacity):
+        if (form == "yours" and self.own_block is None) or (form == "yours_cuda" and self.cuda is None):
+            raise ValueCrossingError("a tensor sent back where none can be")
+        if form == "arena" and nbytes and (offset < CONTROL_BYTES or offset + nbytes > self.peer.capacity):
             raise ValueCrossingError(f"a tensor block of {nbytes} bytes at {offset}, outside the arena")
+        return form
 
     def build(self, value):
         if isinstance(value, list):
@@ -200,9 +227,14 @@ class Decoder:
         elif "yours" in value:
             block = self.own_block(value["yours"], value["at"], value["nbytes"])
             result = torch.from_numpy(block).view(dtype).view(value["shape"])
+        elif "cuda_ipc" in value:
+            self.viewed.add(("cuda", value["cuda_ipc"]["lend"]))
+            return self.cuda.receive(value["cuda_ipc"], value["nbytes"]).view(dtype).view(value["shape"])
+        elif "yours_cuda" in value:
+            return self.cuda.own(value["yours_cuda"], value["at"], value["nbytes"]).view(dtype).view(value["shape"])
         else:
             block = self.peer.view(value["offset"], value["nbytes"], self.release)
-            self.viewed.add(value["offset"])
+            self.viewed.add(("block", value["offset"]))
             result = torch.from_numpy(block).view(dtype).view(value["shape"])
         if value.get("device") == "cuda" and torch.cuda.is_available():
             result = result.to(torch.device("cuda", torch.cuda.current_device()))
