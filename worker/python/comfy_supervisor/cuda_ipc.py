@@ -36,6 +36,13 @@ from .values import ValueCrossingError
 
 log = logging.getLogger("comfy_supervisor")
 _declined = False  # this process stages every CUDA tensor (a pack worker's --no-cuda-ipc)
+_warned = set()    # why CUDA tensors were staged, each said once: a reason holds for every tensor
+
+
+def _staged(why):
+    if why not in _warned:
+        _warned.add(why)
+        log.warning("comfy-supervisor: CUDA tensors are staged through host memory: %s", why)
 
 
 def decline():
@@ -57,7 +64,7 @@ def usable_devices():
     try:
         uuids = driver().device_uuids()
     except CudaError as error:
-        log.warning("comfy-supervisor: CUDA tensors are staged through host memory: %s", error)
+        _staged(str(error))
         return {}
     return {uuids[index]: index} if index < len(uuids) else {}
 
@@ -103,7 +110,7 @@ class CudaExchange:
                 probe = torch.empty(1, dtype=torch.uint8, device=torch.device("cuda", index))
                 handle, _ = driver().export(index, probe.data_ptr())
             except (CudaError, RuntimeError) as error:
-                log.warning("comfy-supervisor: CUDA tensors are staged through host memory: %s", error)
+                _staged(f"our device cannot be probed: {error}")
                 continue
             self.probes.append(probe)
             probes[uuid] = handle.hex()
@@ -121,7 +128,7 @@ class CudaExchange:
                 pointer, _ = driver().open(index, bytes.fromhex(handle))
                 driver().close(index, pointer)
             except (CudaError, ValueError) as error:
-                log.warning("comfy-supervisor: the peer's CUDA tensors are staged through host memory: %s", error)
+                _staged(f"the peer's probe does not open here: {error}")
                 continue
             accepted.append(uuid)
         self.send({"op": "cuda_accepts", "devices": accepted})
@@ -155,7 +162,7 @@ class CudaExchange:
         try:
             handle, at = driver().export(tensor.device.index, pointer)
         except CudaError as error:  # memory the driver cannot export (a virtual-memory pool, say)
-            log.warning("comfy-supervisor: a CUDA tensor is staged through host memory: %s", error)
+            _staged(f"the driver cannot export a tensor's memory: {error}")
             return None
         lend = next(self.lend_ids)
         with self.lock:
