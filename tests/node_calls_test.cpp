@@ -56,6 +56,12 @@ TEST_CASE("an isolated node reports progress, ends at ComfyUI's interrupt, and r
     run_checks({"progress", "interrupt", "error", "oom"}, json::array({python_pack("bridge", "bridge_pack")}));
 }
 
+TEST_CASE("a pack's messages to the browser go through the host's PromptServer, and its routes are said unserved") {
+    const auto log = run_checks({"browser"}, json::array({python_pack("bridge", "bridge_pack")}));
+    CHECK_THAT(log, Contains("bridge_pack added 1 HTTP routes to its PromptServer: a worker serves no HTTP"));
+    CHECK(count_of(log, "bridge.binary messages to the browser are not JSON and stay in the worker") == 1);
+}
+
 TEST_CASE("a worker that dies mid-node fails the node naming the signal, frees its blocks, and the next call works") {
     const auto log = run_checks({"death", "kept-output", "arena-idle"}, json::array({python_pack("bridge", "bridge_pack")}));
     CHECK_THAT(log, Contains("bridge: worker pid"));

@@ -354,6 +354,19 @@ def check_malformed():
            values.ValueCrossingError)
 
 
+def check_browser():
+    """A pack's message to the browser reaches this ComfyUI's PromptServer, addressed to
+    the client and node the prompt runs for; one that is not JSON stays in the worker."""
+    import server
+    prompt_server = server.PromptServer.instance
+    prompt_server.client_id, prompt_server.last_node_id = "browser-1", "7"
+    prompt_server.sent.clear()
+    (text,) = node("NotifyBrowser").run(text="hello")
+    expect(text == "hello", f"NotifyBrowser returned {text!r}")
+    expect(prompt_server.sent == [("bridge.notify", {"text": "hello", "node": "7"}, "browser-1")],
+           f"the browser was sent {prompt_server.sent}")
+
+
 def check_cuda_handshake():
     """Each side probed the other's CUDA device as the session opened; where torch has no
     CUDA (this machine), the probes are empty and every CUDA tensor would be staged."""
@@ -372,7 +385,8 @@ CHECKS = {"interfaces": check_interfaces, "values": check_values, "zero-copy": c
           "sent-back": check_sent_back,
           "handles": check_handles, "progress": check_progress, "interrupt": check_interrupt, "error": check_error,
           "oom": check_oom, "arena-idle": check_arena_idle, "death": check_death, "kept-output": check_kept_output,
-          "parallel": check_parallel, "malformed": check_malformed, "cuda-handshake": check_cuda_handshake}
+          "parallel": check_parallel, "malformed": check_malformed, "cuda-handshake": check_cuda_handshake,
+          "browser": check_browser}
 
 
 def check_failed(pack):
@@ -382,6 +396,8 @@ def check_failed(pack):
 
 def main():
     global host
+    import server
+    server.PromptServer()  # ComfyUI's main makes it before it loads custom nodes
     host = comfyui.install()
     mapping, names = host.bridges.proxy_nodes()
     classes["all"], classes["names"] = mapping, names

@@ -1,6 +1,8 @@
 """A custom node pack for the node-call bridge's tests and benchmark (docs/PACKS.md): torch
 tensors in and out, ComfyUI's LATENT dict, plain values, an object that stays in the
-worker as a handle, progress and interrupts, errors, out-of-memory, and a death mid-node."""
+worker as a handle, progress and interrupts, errors, out-of-memory, a death mid-node, and
+messages to the browser through upstream's PromptServer, which it uses at import as real
+packs do (an HTTP route)."""
 
 import os
 import signal
@@ -9,8 +11,14 @@ import time
 import comfy.model_management
 import comfy.utils
 import torch
+from server import PromptServer
 
 CATEGORY = "comfy-supervisor tests"
+
+
+@PromptServer.instance.routes.get("/bridge_pack/hello")
+async def hello(request):
+    """A route, as packs add them at import: the worker's PromptServer keeps it, unserved."""
 
 
 class Node:
@@ -176,6 +184,22 @@ class ExitMidNode(Node):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+class NotifyBrowser(Node):
+    """Sends the browser a message through upstream's PromptServer, addressed as packs
+    address them, and a binary one, which stays in the worker."""
+    RETURN_TYPES = ("STRING",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"text": ("STRING", {"default": "hello"})}}
+
+    def run(self, text):
+        server = PromptServer.instance
+        server.send_sync("bridge.notify", {"text": text, "node": server.last_node_id}, server.client_id)
+        server.send_sync("bridge.binary", b"\x89PNG not JSON", server.client_id)
+        return (text,)
+
+
 class Nothing(Node):
     """No inputs and no outputs: a node call's own cost (scripts/bench bridge)."""
     RETURN_TYPES = ()
@@ -190,5 +214,5 @@ class Nothing(Node):
 
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (InvertImage, EmptyLatent, Echo, CloneImage, AddOneInPlace,
                                                       PlainValues, LoadTinyModel, ApplyTinyModel, SlowProgress, Raise,
-                                                      RaiseOutOfMemory, ExitMidNode, Nothing)}
+                                                      RaiseOutOfMemory, ExitMidNode, NotifyBrowser, Nothing)}
 NODE_DISPLAY_NAME_MAPPINGS = {"InvertImage": "Invert image (isolated)"}

@@ -29,6 +29,7 @@ import sys
 import threading
 import traceback
 
+from . import comfyui_startup
 from .channel import receive_control
 from .session import PeerSession
 from .values import ValueCrossingError
@@ -95,11 +96,13 @@ class NodeServer:
         self.control = control
         self.memory = memory            # comfyui._Host of this worker
         self.sessions = queue.SimpleQueue()  # host lives, as the supervisor hands them over
+        self.session = None             # the host life served now
         self.current = None             # (session, call id) running now
         import comfy.model_management as mm
         import comfy.utils
         self.mm = mm
         comfy.utils.set_progress_bar_global_hook(self.progress)
+        comfyui_startup.forward_to_host = self.to_browser
         self.hear_interrupts()
 
     def hear_interrupts(self):
@@ -127,7 +130,7 @@ class NodeServer:
     def serve_forever(self):
         threading.Thread(target=self.take_host_lives, name="bridge control", daemon=True).start()
         while True:
-            session = self.sessions.get()
+            session = self.session = self.sessions.get()
             while True:  # one host life, until it ends
                 message = session.next_message(IDLE_AFTER_S if self.memory.announced else None, SPIN_S)
                 if message is False:
@@ -153,9 +156,18 @@ class NodeServer:
             session, call_id = current
             session.channel.send({"op": "progress", "id": call_id, "value": value, "total": total})
 
+    def to_browser(self, event, data, sid):
+        """A pack's message to the browser (its PromptServer.send_sync), for the host's
+        PromptServer to send: during a call, in order with its progress and result."""
+        current = self.current
+        session = current[0] if current is not None else self.session
+        if session is not None:
+            session.channel.send({"op": "ui", "event": event, "data": data, "sid": sid})
+
     def run(self, session, message):
         call_id = message.get("id")
         self.mm.interrupt_current_processing(False)  # an interrupt of an earlier call is spent
+        comfyui_startup.set_call_context(message.get("client_id"), message.get("node_id"))
         self.current = (session, call_id)
         epoch = message.get("epoch") if type(message.get("epoch")) is int else 0
         try:

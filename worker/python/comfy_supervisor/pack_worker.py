@@ -28,7 +28,7 @@ import signal
 import sys
 import threading
 
-from . import cuda_ipc
+from . import comfyui_startup, cuda_ipc
 from .arena import OwnArena
 from .channel import control_socket
 from .node_server import NodeServer
@@ -130,6 +130,8 @@ def main():
         except sv.ParticipantError as error:
             say(f"cannot join the supervisor: {error}")
             sys.exit(1)
+    if options.comfyui:
+        comfyui_startup.prepare(os.path.abspath(options.comfyui), os.path.abspath(options.pack))
     try:
         name, module = import_pack(options.pack)
         nodes = describe(module)
@@ -142,6 +144,9 @@ def main():
         print(json.dumps(nodes, indent=2, sort_keys=True))
         return
     say(f"{name}: {len(nodes)} node classes: {', '.join(sorted(nodes))}")
+    if comfyui_startup.routes_added():
+        say(f"{name} added {comfyui_startup.routes_added()} HTTP routes to its PromptServer: a worker serves no "
+            "HTTP, so ComfyUI does not answer them")
     # The command thread answers the supervisor's Shutdown with SIGTERM, as in ComfyUI's
     # host; a worker has nothing to save, so it ends as a finished worker does.
     signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))

@@ -29,6 +29,7 @@ import itertools
 import keyword
 import logging
 import os
+import sys
 import threading
 import time
 import weakref
@@ -42,6 +43,7 @@ log = logging.getLogger("comfy_supervisor")
 
 PACK_WAIT_S = float(os.environ.get("COMFY_SV_PACK_WAIT_S", "120"))  # for interfaces at ComfyUI's start
 CALL_WAIT_S = 60.0        # for a (re)starting worker, at a call
+MAX_EVENT_NAME = 200  # a browser message's event name from a worker, at most
 STOPPED_REASON = "stopped by an operator"  # how the supervisor's pack_failed begins for comfyctl stop
 EXIT_NOTICE_WAIT_S = 2.0  # for the supervisor's pack_exited after a call socket closed
 SPIN_S = 100e-6           # a reply is watched for this long before sleeping (channel.py says why)
@@ -94,8 +96,11 @@ class PackSession(PeerSession):
         self.link = link
 
     def on_message(self, message):
-        """A reply that came after its caller stopped waiting (its worker answering a
-        request the host gave up on): nothing waits for it."""
+        """A pack's message to the browser, sent while no call waited; or a reply that
+        came after its caller stopped waiting (its worker answering a request the host
+        gave up on): nothing waits for it."""
+        if message.get("op") == "ui":
+            to_browser(message)
 
     def on_close(self):
         self.link.session_closed(self)
@@ -212,7 +217,7 @@ class PackLink:
                 session.take_back(encoder)
                 raise
             message = {"op": "call", "id": next(self.request_ids), "node": node, "kind": kind, "inputs": encoded,
-                       "epoch": self.bridges.epoch()}
+                       "epoch": self.bridges.epoch(), **prompt_context()}
             if instance is not None:
                 message["instance"] = instance
             session.lend(encoder)
@@ -241,6 +246,8 @@ class PackLink:
                     raise self.died(session, what)
                 if reply.get("op") in SESSION_OPS:
                     session.dispatch(reply)
+                elif reply.get("op") == "ui":
+                    to_browser(reply)
                 elif reply.get("id") != request_id:
                     continue  # a reply to a request given up on
                 elif reply.get("op") == "progress":
@@ -327,6 +334,30 @@ class PackLink:
     def stats(self):
         """The worker's figures (its arena's bytes in use, what the host holds of it)."""
         return self.request({"op": "stats"}, "its figures")
+
+
+def _prompt_server():
+    """Upstream's PromptServer of this ComfyUI, where it has one."""
+    return getattr(getattr(sys.modules.get("server"), "PromptServer", None), "instance", None)
+
+
+def prompt_context():
+    """Which browser and node the prompt runs for now (upstream's PromptServer knows), so
+    that a pack's messages to the browser go where they would in one process."""
+    server = _prompt_server()
+    if server is None:
+        return {}
+    return {"client_id": getattr(server, "client_id", None), "node_id": getattr(server, "last_node_id", None)}
+
+
+def to_browser(message):
+    """A pack's message to the browser ("ui": its PromptServer.send_sync in the worker),
+    sent by this ComfyUI's PromptServer, as the pack would in one process."""
+    server, event, sid = _prompt_server(), message.get("event"), message.get("sid")
+    if server is None or not isinstance(event, str) or len(event) > MAX_EVENT_NAME or \
+            not (sid is None or isinstance(sid, str)):
+        return
+    server.send_sync(event, message.get("data"), sid)
 
 
 class Bridges:

@@ -1,0 +1,12 @@
+"""Our model of upstream's comfy/cli_args.py, for the flags a pack's worker reads at
+start-up: the model paths configs and the output, input and user directories."""
+
+import argparse
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--cpu", action="store_true")
+parser.add_argument("--extra-model-paths-config", type=str, default=None, action="append", nargs="+")
+parser.add_argument("--output-directory", type=str, default=None)
+parser.add_argument("--input-directory", type=str, default=None)
+parser.add_argument("--user-directory", type=str, default=None)
+args, _ = parser.parse_known_args()  # sys.argv, as upstream parses it
