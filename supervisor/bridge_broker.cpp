@@ -54,7 +54,8 @@ void BridgeBroker::spawned(WorkerProcess& worker) {
         std::vector<bridge::PackState> packs;
         for (const auto& pack : workers_) {
             if (is_python_pack(*pack)) {
-                packs.push_back({pack->pack.name, ctl::state_name(static_cast<std::uint8_t>(pack->state))});
+                packs.push_back({pack->pack.name, ctl::state_name(static_cast<std::uint8_t>(pack->state)),
+                                 pack->pack.python->pack});
             }
         }
         send(worker, bridge::packs(packs));

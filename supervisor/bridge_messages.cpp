@@ -18,7 +18,9 @@ std::string text(const json& message) {
 
 std::string packs(const std::vector<PackState>& packs) {
     json list = json::array();
-    for (const auto& pack : packs) list.push_back({{"name", pack.name}, {"state", pack.state}});
+    for (const auto& pack : packs) {
+        list.push_back({{"name", pack.name}, {"state", pack.state}, {"folder", pack.folder}});
+    }
     return text({{"event", "packs"}, {"packs", std::move(list)}});
 }
 

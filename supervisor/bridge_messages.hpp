@@ -12,7 +12,8 @@ namespace comfy::supervisor::bridge {
 
 struct PackState {
     std::string name;
-    std::string state;  // as comfyctl names it: spawning, ready, busy, draining, dead, failed
+    std::string state;   // as comfyctl names it: spawning, ready, busy, draining, dead, failed
+    std::string folder;  // the config's python.pack: the host serves the pack's web directory from it
 };
 
 // To the host, first after its spawn: every Python pack in config order.

@@ -137,6 +137,7 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
     const auto exit78 = folder.write("exit78", "#!/bin/sh\nexit 78\n");
     std::filesystem::permissions(exit78, static_cast<std::filesystem::perms>(0755));
     const std::string alpha_pack = pack_folder(folder, "alpha_pack");
+    const std::string broken_pack = pack_folder(folder, "broken_pack");
 
     json config = memory_config_of(json::array(
         {{{"name", "alpha"},
@@ -145,7 +146,7 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
           {"env", {{"PYTHONPATH", "/extra"}, {"PYTHONDONTWRITEBYTECODE", "1"}}},
           {"restart", {{"initial_backoff_ms", 50}}}},
          {{"name", "broken"},
-          {"python", {{"pack", pack_folder(folder, "broken_pack")}, {"interpreter", exit78.string()},
+          {"python", {{"pack", broken_pack}, {"interpreter", exit78.string()},
                       {"comfyui", (folder.path() / "other-checkout").string()}}}},
          {{"name", "plain"},
           {"command", PYTHON3_PATH},
@@ -224,9 +225,10 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
         // started first, so neither pack has started yet).
         const auto events = events_of(host);
         REQUIRE_FALSE(events.empty());
-        CHECK(events[0]["event"] == json({{"event", "packs"},
-                                          {"packs", json::array({{{"name", "alpha"}, {"state", "empty"}},
-                                                                 {{"name", "broken"}, {"state", "empty"}}})}}));
+        CHECK(events[0]["event"] ==
+              json({{"event", "packs"},
+                    {"packs", json::array({{{"name", "alpha"}, {"state", "empty"}, {"folder", alpha_pack}},
+                                           {{"name", "broken"}, {"state", "empty"}, {"folder", broken_pack}}})}}));
         CHECK(events[0]["fds"] == json::array());
 
         for (const int generation : {1, 2}) {
@@ -261,9 +263,10 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
         const auto second = life_of(host, "2");
         const auto events = events_of(second);
         REQUIRE(events.size() >= 2);
-        CHECK(events[0]["event"] == json({{"event", "packs"},
-                                          {"packs", json::array({{{"name", "alpha"}, {"state", "ready"}},
-                                                                 {{"name", "broken"}, {"state", "failed"}}})}}));
+        CHECK(events[0]["event"] ==
+              json({{"event", "packs"},
+                    {"packs", json::array({{{"name", "alpha"}, {"state", "ready"}, {"folder", alpha_pack}},
+                                           {{"name", "broken"}, {"state", "failed"}, {"folder", broken_pack}}})}}));
         CHECK(events[1]["event"] == json({{"event", "pack_started"}, {"pack", "alpha"}, {"generation", 2}}));
         REQUIRE(events[1]["fds"].size() == 2);
         check_peer_arena(events[1]["fds"][1], 16 * kMiB);

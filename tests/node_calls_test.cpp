@@ -56,8 +56,8 @@ TEST_CASE("an isolated node reports progress, ends at ComfyUI's interrupt, and r
     run_checks({"progress", "interrupt", "error", "oom"}, json::array({python_pack("bridge", "bridge_pack")}));
 }
 
-TEST_CASE("a pack's messages to the browser go through the host's PromptServer, and its routes are said unserved") {
-    const auto log = run_checks({"browser"}, json::array({python_pack("bridge", "bridge_pack")}));
+TEST_CASE("a pack's messages to the browser and its front-end files are the host's to serve, its routes are said unserved") {
+    const auto log = run_checks({"browser", "front-end"}, json::array({python_pack("bridge", "bridge_pack")}));
     CHECK_THAT(log, Contains("bridge_pack added 1 HTTP routes to its PromptServer: a worker serves no HTTP"));
     CHECK(count_of(log, "bridge.binary messages to the browser are not JSON and stay in the worker") == 1);
 }

@@ -46,7 +46,12 @@ one PASS or FAIL line with what was seen:
 4. A prompt EmptyImage -> InvertImage -> PreviewImage runs, InvertImage being the bridge
    pack's node registered by the custom node as a proxy and run in the pack's worker: the
    preview's pixels must be the inverse of the empty image's colour.
-5. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
+5. The bridge pack's front end and its messages reach the browser through ComfyUI: GET
+   /extensions lists the pack's web/bridge.js, which ComfyUI serves from the pack's folder
+   though it never imported the pack; and a prompt with the pack's NotifyBrowser node,
+   queued by a client listening on ComfyUI's websocket, brings that client the message
+   the node sent through upstream's PromptServer in the worker, naming the node.
+6. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
    when its one failed prompt is the clock's, which the shutdown cuts short), and no
    participant process and no /dev/shm segment may be left.
 
@@ -472,6 +477,55 @@ class Check:
         return prompt_id, entry, None
 
     def step5(self):
+        title = "a pack's front end and its messages reach the browser through ComfyUI"
+        status, raw = self.http("GET", "/extensions")
+        listed = json.loads(raw) if status == 200 else []
+        script = "/extensions/bridge_pack/bridge.js"
+        served = self.http("GET", script) if script in listed else (None, b"")
+        if served[0] != 200 or b"bridge_pack" not in served[1]:
+            self.step(5, title, False, f"GET /extensions answered {status} with {listed[:5]}; {script} "
+                                       f"{'answered ' + str(served[0]) if served[0] else 'is not listed'}")
+            return
+        prompt = {"1": {"class_type": "NotifyBrowser", "inputs": {"text": "from the worker"}}}
+        messages, failure = self.prompt_seen_by_browser(prompt, "comfyui-check-browser")
+        notes = [m["data"] for m in messages if m.get("type") == "bridge.notify"]
+        ok = failure is None and notes == [{"text": "from the worker", "node": "1"}]
+        self.step(5, title, ok, f"{script} served ({len(served[1])} bytes); the browser got "
+                                f"{notes if notes else 'no bridge.notify message'}"
+                                f"{'; ' + failure if failure else ''}")
+
+    def prompt_seen_by_browser(self, prompt, client_id):
+        """Queues `prompt` as a browser would, listening on ComfyUI's websocket: the JSON
+        messages it got until the prompt ended, and None, or why it did not end."""
+        import asyncio
+        import aiohttp
+
+        async def listen():
+            messages = []
+            async with aiohttp.ClientSession() as http:
+                async with http.ws_connect(f"http://127.0.0.1:{self.port}/ws?clientId={client_id}") as ws:
+                    async with http.post(f"http://127.0.0.1:{self.port}/prompt",
+                                         json={"prompt": prompt, "client_id": client_id}) as response:
+                        if response.status != 200:
+                            return messages, f"POST /prompt answered {response.status}"
+                        prompt_id = (await response.json())["prompt_id"]
+                    async for frame in ws:
+                        if frame.type != aiohttp.WSMsgType.TEXT:
+                            continue
+                        message = json.loads(frame.data)
+                        messages.append(message)
+                        data = message.get("data") or {}
+                        if data.get("prompt_id") == prompt_id and message.get("type") in (
+                                "execution_success", "execution_error", "execution_interrupted"):
+                            return messages, None if message["type"] == "execution_success" else message["type"]
+            return messages, "the websocket closed"
+
+        try:
+            return asyncio.run(asyncio.wait_for(listen(), PROMPT_TIMEOUT_S))
+        except (asyncio.TimeoutError, aiohttp.ClientError, OSError) as error:
+            return [], f"{type(error).__name__}: {error}"
+
+    def step6(self):
         title = "SIGTERM stops the supervisor; no process and no segment left"
         self.workers()  # the last pids
         status = self.stop()
@@ -490,7 +544,7 @@ class Check:
         shutdown = self.log_lines("segment removed") or self.log_lines("stopped")
         if shutdown:
             seen += f" (log: {shutdown[-1].split('] ', 1)[-1]})"
-        self.step(5, title, bool(clean) and not left and not segment_left, seen)
+        self.step(6, title, bool(clean) and not left and not segment_left, seen)
 
     # ---- stopping and cleaning ----
 
@@ -548,9 +602,9 @@ class Check:
             why = ("the supervisor exited with status " + str(self.supervisor.returncode)) if not self.supervisor_alive() \
                 else f"ComfyUI did not join and serve within {STARTUP_TIMEOUT_S} s"
             for number, title in ((1, "ComfyUI's prompt"), (2, "the worker's load"), (3, "POST /free"),
-                                  (4, "a node in its pack's worker")):
+                                  (4, "a node in its pack's worker"), (5, "a pack's front end and messages")):
                 self.step(number, title, False, f"not run: {why}")
-            self.step5()
+            self.step6()
             return
         host = [w for w in self.workers() if w.get("slot") == 0][0]
         self.say(f"ComfyUI is the host participant (pid {host['pid']}, generation {host['generation']}), "
@@ -560,6 +614,7 @@ class Check:
         self.step3(worker_loaded)
         self.step4()
         self.step5()
+        self.step6()
 
     def summary(self):
         passed = sum(self.results)

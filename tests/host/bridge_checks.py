@@ -367,6 +367,20 @@ def check_browser():
            f"the browser was sent {prompt_server.sent}")
 
 
+def check_front_end():
+    """ComfyUI serves the pack's WEB_DIRECTORY from the folder the config names; a
+    WEB_DIRECTORY that leaves that folder is not served."""
+    import nodes
+    served = nodes.EXTENSION_WEB_DIRS.get("bridge_pack")
+    expect(served is not None and os.path.isfile(os.path.join(served, "bridge.js")),
+           f"the bridge pack's front end is served from {served}")
+    stray = proxy_nodes.PackLink("stray", host.bridges)
+    stray.folder = link().folder
+    for outside in ("..", "../../..", "/etc", "__init__.py"):
+        stray.web_directory = outside
+        expect(stray.web_files() is None, f"a WEB_DIRECTORY of {outside!r} would be served")
+
+
 def check_cuda_handshake():
     """Each side probed the other's CUDA device as the session opened; where torch has no
     CUDA (this machine), the probes are empty and every CUDA tensor would be staged."""
@@ -386,7 +400,7 @@ CHECKS = {"interfaces": check_interfaces, "values": check_values, "zero-copy": c
           "handles": check_handles, "progress": check_progress, "interrupt": check_interrupt, "error": check_error,
           "oom": check_oom, "arena-idle": check_arena_idle, "death": check_death, "kept-output": check_kept_output,
           "parallel": check_parallel, "malformed": check_malformed, "cuda-handshake": check_cuda_handshake,
-          "browser": check_browser}
+          "browser": check_browser, "front-end": check_front_end}
 
 
 def check_failed(pack):
@@ -396,6 +410,7 @@ def check_failed(pack):
 
 def main():
     global host
+    import nodes  # noqa: F401 (ComfyUI has its nodes module before it loads custom nodes)
     import server
     server.PromptServer()  # ComfyUI's main makes it before it loads custom nodes
     host = comfyui.install()

@@ -188,6 +188,7 @@ class NotifyBrowser(Node):
     """Sends the browser a message through upstream's PromptServer, addressed as packs
     address them, and a binary one, which stays in the worker."""
     RETURN_TYPES = ("STRING",)
+    OUTPUT_NODE = True
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -216,3 +217,4 @@ NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (InvertImage, EmptyLatent, E
                                                       PlainValues, LoadTinyModel, ApplyTinyModel, SlowProgress, Raise,
                                                       RaiseOutOfMemory, ExitMidNode, NotifyBrowser, Nothing)}
 NODE_DISPLAY_NAME_MAPPINGS = {"InvertImage": "Invert image (isolated)"}
+WEB_DIRECTORY = "./web"

@@ -54,7 +54,8 @@ class HostSession(PeerSession):
     def on_message(self, message):
         op = message.get("op")
         if op == "describe":
-            self.channel.send({"op": "described", "id": message.get("id"), "nodes": self.server.interfaces})
+            self.channel.send({"op": "described", "id": message.get("id"), "nodes": self.server.interfaces,
+                               "web_directory": self.server.web_directory})
         elif op == "stats":
             self.channel.send({"op": "stats", "id": message.get("id"), "arena_used": self.server.arena.used,
                                "lent_blocks": len(self.lent), "cuda_lent": len(self.cuda.lent),
@@ -88,10 +89,11 @@ class HostSession(PeerSession):
 
 
 class NodeServer:
-    def __init__(self, pack_name, classes, interfaces, arena, control, memory):
+    def __init__(self, pack_name, classes, interfaces, arena, control, memory, web_directory=None):
         self.pack_name = pack_name
         self.classes = classes          # NODE_CLASS_MAPPINGS
         self.interfaces = interfaces    # pack_worker.describe()
+        self.web_directory = web_directory  # the pack's WEB_DIRECTORY, relative to its folder
         self.arena = arena
         self.control = control
         self.memory = memory            # comfyui._Host of this worker

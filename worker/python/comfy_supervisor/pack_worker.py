@@ -156,7 +156,9 @@ def main():
     if arena is None or control is None:
         # Started by a `command` entry: no bridge to the host, memory integration only.
         threading.Event().wait()  # the command thread ends the process at the supervisor's Shutdown
-    NodeServer(name, module.NODE_CLASS_MAPPINGS, nodes, arena, control, memory).serve_forever()
+    web_directory = getattr(module, "WEB_DIRECTORY", None)
+    NodeServer(name, module.NODE_CLASS_MAPPINGS, nodes, arena, control, memory,
+               web_directory if isinstance(web_directory, str) else None).serve_forever()
 
 
 if __name__ == "__main__":

@@ -113,6 +113,8 @@ class PackLink:
         self.name = name
         self.bridges = bridges
         self.interfaces = None     # node name -> interface, from the first life's describe
+        self.folder = None         # the pack's folder, as the supervisor's config names it
+        self.web_directory = None  # its WEB_DIRECTORY (relative to the folder), from the describe
         self.session = None
         self.failure = None        # why the supervisor marked the pack failed
         self.exits = {}            # generation -> the supervisor's pack_exited
@@ -147,7 +149,23 @@ class PackLink:
             return
         with self.changed:
             self.interfaces = nodes
+            self.web_directory = reply.get("web_directory")
             self.changed.notify_all()
+
+    def web_files(self):
+        """The folder of the pack's front-end files, for ComfyUI to serve as it serves a
+        local pack's WEB_DIRECTORY; None when it has none. The folder is the config's, and
+        the worker's WEB_DIRECTORY may only name a directory inside it: the host opens no
+        path a worker chose."""
+        if not isinstance(self.folder, str) or not isinstance(self.web_directory, str):
+            return None
+        pack = os.path.realpath(self.folder)
+        web = os.path.realpath(os.path.join(pack, self.web_directory[:4096]))
+        if not web.startswith(pack + os.sep) or not os.path.isdir(web):
+            log.warning("comfy-supervisor: pack %s's WEB_DIRECTORY %r is not a folder inside %s: its front-end "
+                        "files are not served", self.name, self.web_directory[:200], pack)
+            return None
+        return web
 
     def exited(self, event):
         session = self.session
@@ -417,7 +435,7 @@ class Bridges:
             kind, name = event["event"], event.get("pack")
             if kind == "packs":
                 for pack in event.get("packs") or ():
-                    self.link(str(pack.get("name")))
+                    self.link(str(pack.get("name"))).folder = pack.get("folder")
                 with self.changed:
                     self.listed = True
                     self.changed.notify_all()
@@ -465,6 +483,7 @@ class Bridges:
         """NODE_CLASS_MAPPINGS and NODE_DISPLAY_NAME_MAPPINGS of every isolated pack's nodes."""
         classes, names = {}, {}
         for link in self.wait_for_packs(timeout_s):
+            self.serve_front_end(link)
             for node, interface in link.interfaces.items():
                 try:
                     classes[node] = proxy_class(link, node, interface)
@@ -475,6 +494,15 @@ class Bridges:
                 names[node] = str(interface.get("display_name", node))
         log.info("comfy-supervisor: %d nodes of %d isolated packs registered", len(classes), len(self.links))
         return classes, names
+
+    @staticmethod
+    def serve_front_end(link):
+        """The pack's front-end files (its WEB_DIRECTORY), served by this ComfyUI under the
+        pack folder's name, as upstream serves a pack it imported itself (its nodes module's
+        EXTENSION_WEB_DIRS, read when the server adds its routes, after custom nodes load)."""
+        web, nodes = link.web_files(), sys.modules.get("nodes")
+        if web is not None and isinstance(getattr(nodes, "EXTENSION_WEB_DIRS", None), dict):
+            nodes.EXTENSION_WEB_DIRS[os.path.basename(os.path.realpath(link.folder))] = web
 
 
 def _as_tuples(value):
