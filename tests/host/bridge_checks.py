@@ -25,6 +25,7 @@ again as "other" (a second pack with the same nodes).
 """
 
 import gc
+import importlib
 import math
 import os
 import sys
@@ -410,7 +411,7 @@ def check_failed(pack):
 
 def main():
     global host
-    import nodes  # noqa: F401 (ComfyUI has its nodes module before it loads custom nodes)
+    importlib.import_module("nodes")  # ComfyUI has its nodes module before it loads custom nodes
     import server
     server.PromptServer()  # ComfyUI's main makes it before it loads custom nodes
     host = comfyui.install()
