@@ -73,3 +73,24 @@ TEST_CASE("the pack worker describes each node class's interface as the host's p
     CHECK(echo.at("IS_CHANGED") == true);
     CHECK(echo.at("INPUT_TYPES").at("optional").at("mode") == json::array({json::array({"plain", "loud"})}));
 }
+
+TEST_CASE("the pack worker sets up what ComfyUI's main.py has before it imports a pack") {
+    // startup_pack fails to import, naming what is missing, unless its prestartup script
+    // ran first, utils is the checkout's package (our model of upstream's nodes.py puts
+    // comfy/ first on the path, as upstream's does), PromptServer.instance has its routes,
+    // and the model folders and output directory follow ComfyUI's flags.
+    const TempFolder folder("startup");
+    const auto models = (folder.path() / "models").string();
+    const auto output = (folder.path() / "output").string();
+    const auto extra = folder.write("extra_model_paths.txt", "checkpoints: " + models + "\n");
+    std::string command = "env " + sanitizer_python_environment() + "PYTHONPATH=" + PARTICIPANT_PYTHONPATH +
+                          " PYTHONDONTWRITEBYTECODE=1 STARTUP_PACK_MODELS='" + models + "' STARTUP_PACK_OUTPUT='" +
+                          output + "' " + PYTHON3_PATH;
+    for (const auto& arg : pack_worker_args("startup_pack", true)) command += " '" + arg + "'";
+    command += " -- --extra-model-paths-config '" + extra.string() + "' --output-directory '" + output + "'";
+    const auto run = run_and_capture(command + " 2>&1");
+    REQUIRE(run.started);
+    INFO(run.output);
+    REQUIRE(run.status == 0);
+    CHECK(json::parse(run.output).contains("Ready"));
+}

@@ -1,7 +1,10 @@
 """Our model of upstream's comfy/cli_args.py, for the flags a pack's worker reads at
-start-up: the model paths configs and the output, input and user directories."""
+start-up: the model paths configs and the output, input and user directories. As
+upstream's, it parses the command line only once comfy.options allows it."""
 
 import argparse
+
+import comfy.options
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--cpu", action="store_true")
@@ -9,4 +12,4 @@ parser.add_argument("--extra-model-paths-config", type=str, default=None, action
 parser.add_argument("--output-directory", type=str, default=None)
 parser.add_argument("--input-directory", type=str, default=None)
 parser.add_argument("--user-directory", type=str, default=None)
-args, _ = parser.parse_known_args()  # sys.argv, as upstream parses it
+args, _ = parser.parse_known_args(None if comfy.options.args_parsing else [])

@@ -1,0 +1,39 @@
+"""A pack that counts, at import, on what ComfyUI's main.py has set up before it imports
+custom nodes; it fails to import, naming what is missing, where the pack worker did not
+set it up (comfy_supervisor.comfyui_startup)."""
+
+import os
+
+import folder_paths
+import utils.extra_config  # the checkout's utils package, not comfy/utils.py
+from server import PromptServer
+
+missing = []
+if os.environ.get("STARTUP_PACK_PRESTARTUP") != "ran":
+    missing.append("its prestartup_script.py did not run first")
+if not hasattr(utils.extra_config, "load_extra_path_config"):
+    missing.append(f"utils is {utils.__file__}, not the checkout's package")
+if PromptServer.instance is None or not hasattr(PromptServer.instance, "routes"):
+    missing.append("PromptServer.instance has no routes")
+if os.environ.get("STARTUP_PACK_MODELS") not in folder_paths.get_folder_paths("checkpoints"):
+    missing.append(f"the checkpoints folders {folder_paths.get_folder_paths('checkpoints')} lack the extra config's")
+if folder_paths.get_output_directory() != os.environ.get("STARTUP_PACK_OUTPUT"):
+    missing.append(f"the output directory is {folder_paths.get_output_directory()}")
+if missing:
+    raise ImportError("ComfyUI's start-up is incomplete: " + "; ".join(missing))
+
+
+class Ready:
+    CATEGORY = "comfy-supervisor tests"
+    FUNCTION = "run"
+    RETURN_TYPES = ()
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def run(self):
+        return ()
+
+
+NODE_CLASS_MAPPINGS = {"Ready": Ready}
