@@ -2,13 +2,16 @@
 # P/bin, libcomfy_participant.so in P/lib with its C header, a CMake package and a
 # pkg-config file; the Python package, the ComfyUI custom node, the examples (the demo
 # runs from them) and the deployment files under P/share/comfy-supervisor; the systemd unit
-# in P/lib/systemd/system; the docs in P/share/doc/comfy_supervisor. Tests and benchmarks
+# in P/lib/systemd/system and its user in P/lib/sysusers.d; the docs in
+# P/share/doc/comfy_supervisor. Tests and benchmarks
 # are never installed.
 include(CMakePackageConfigHelpers)
 include(${CMAKE_CURRENT_LIST_DIR}/rewrite_paths.cmake)
 
 set(COMFY_SYSTEMD_UNITDIR lib/systemd/system CACHE STRING
     "Where the systemd unit goes, relative to the prefix (or absolute)")
+set(COMFY_SYSUSERS_DIR lib/sysusers.d CACHE STRING
+    "Where the systemd-sysusers file of the unit's user goes, relative to the prefix (or absolute)")
 set(comfy_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/comfy_supervisor)
 set(comfy_share_dir ${CMAKE_INSTALL_DATADIR}/comfy-supervisor)
 
@@ -86,6 +89,8 @@ install(CODE "
         /usr/local/bin/comfy-supervisor \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/comfy-supervisor\")
     list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${unit}\")
 ")
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/comfy-supervisor.sysusers DESTINATION ${COMFY_SYSUSERS_DIR}
+        RENAME comfy-supervisor.conf)
 # The Prometheus and Kubernetes files as they are.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/deploy/prometheus ${PROJECT_SOURCE_DIR}/deploy/kubernetes
         DESTINATION ${comfy_share_dir}/deploy)

@@ -84,6 +84,7 @@ OpsHttpServer::OpsHttpServer(boost::asio::io_context& io, const std::string& add
                              OpsHandlers handlers)
     : acceptor_(io, tcp::endpoint(boost::asio::ip::make_address(address), port)),
       retry_(io),
+      summary_(io),
       shared_(std::make_shared<Shared>(Shared{std::move(handlers), 0})) {}
 
 unsigned short OpsHttpServer::port() const { return acceptor_.local_endpoint().port(); }
@@ -94,6 +95,8 @@ void OpsHttpServer::stop() {
     boost::system::error_code ignored;
     acceptor_.close(ignored);
     retry_.cancel();
+    summary_.cancel();
+    for (const auto& line : log_limiter_.flush()) log_warning(line);
 }
 
 void OpsHttpServer::accept() {
@@ -127,9 +130,20 @@ void OpsHttpServer::accept_failed(const boost::system::error_code& ec) {
              LogLimiter::Clock::now())) {
         log_warning(line);
     }
+    summarize_when_window_ends();
     retry_.expires_after(kAcceptRetry);
     retry_.async_wait([this](const boost::system::error_code& waited) {
         if (!waited && acceptor_.is_open()) accept();
+    });
+}
+
+void OpsHttpServer::summarize_when_window_ends() {
+    // Each failure puts the summary off: a storm that goes on has its summary written by
+    // the limiter itself with its next line; one that ends has it written here.
+    summary_.expires_after(kAcceptErrorWindow);
+    summary_.async_wait([this](const boost::system::error_code& waited) {
+        if (waited) return;
+        for (const auto& line : log_limiter_.ended(LogLimiter::Clock::now())) log_warning(line);
     });
 }
 

@@ -5,9 +5,10 @@
 //
 // The server outlives a shortage of descriptors: when accept fails (EMFILE, ENFILE,
 // ENOBUFS...) it logs one line (rate-limited) and tries again after a pause, rather than
-// stop listening for good. At most kMaxConnections connections are open at once; one more
-// is answered 503 at once and closed, so a pile of idle clients cannot take the
-// supervisor's descriptors. A connection that sends no whole request within 10 s is closed.
+// stop listening for good; how many more failed is logged once that line's window ends,
+// whether or not the failures go on. At most kMaxConnections connections are open at
+// once; one more is answered 503 at once and closed, so a pile of idle clients cannot take
+// the supervisor's descriptors. A connection that sends no whole request within 10 s is closed.
 
 #include "supervisor/log_limiter.hpp"
 #include "supervisor/ops_routes.hpp"
@@ -44,11 +45,16 @@ private:
     void accept();
     void accepted(boost::asio::ip::tcp::socket socket);
     void accept_failed(const boost::system::error_code& ec);
+    // Logs the summary of the accept errors left out, once their window has ended.
+    void summarize_when_window_ends();
+
+    static constexpr std::chrono::seconds kAcceptErrorWindow{10};
 
     boost::asio::ip::tcp::acceptor acceptor_;
     boost::asio::steady_timer retry_;
+    boost::asio::steady_timer summary_;
     std::shared_ptr<Shared> shared_;
-    LogLimiter log_limiter_{1, std::chrono::seconds(10)};
+    LogLimiter log_limiter_{1, kAcceptErrorWindow};
 };
 
 }  // namespace comfy::supervisor

@@ -2,7 +2,8 @@
 # The systemd unit as cmake --install writes it: its ExecStart must be the installed
 # comfy-supervisor, and `systemd-analyze verify` must accept an instance of it without a
 # word (it warns on stderr and still exits 0 for a bad setting, so any output fails). Runs
-# with or without systemd as PID 1: verify only loads the unit files.
+# with or without systemd as PID 1: verify only loads the unit files. Then the installed
+# sysusers file must make the unit's user, in the GPU's groups, in a root of its own.
 #
 #   verify_unit.sh CMAKE BUILD_DIR
 set -euo pipefail
@@ -29,4 +30,20 @@ if [ -n "$output" ]; then
     echo "verify_unit: systemd-analyze verify found problems: $output" >&2
     exit 1
 fi
-echo "verify_unit: systemd-analyze verify accepts comfy-supervisor@gpu0.service, ExecStart the installed binary"
+root="$scratch/sysroot"
+mkdir -p "$root/etc"
+output=$(systemd-sysusers --root "$root" "$scratch/lib/sysusers.d/comfy-supervisor.conf" 2>&1) || {
+    echo "verify_unit: systemd-sysusers refused the installed sysusers file: $output" >&2
+    exit 1
+}
+user=$(sed -n 's/^\(comfy-supervisor\):[^:]*:[0-9]*:[0-9]*:[^:]*:\([^:]*\):.*/\1 \2/p' "$root/etc/passwd")
+for group in video render; do
+    grep -q "^$group:.*comfy-supervisor" "$root/etc/group" ||
+        { echo "verify_unit: the sysusers file does not put comfy-supervisor in $group" >&2; exit 1; }
+done
+if [ "$user" != "comfy-supervisor /var/lib/comfy-supervisor" ] || ! grep -qx "StateDirectory=comfy-supervisor" "$unit"; then
+    echo "verify_unit: the sysusers user ($user) and the unit's StateDirectory do not agree" >&2
+    exit 1
+fi
+echo "verify_unit: systemd-analyze verify accepts comfy-supervisor@gpu0.service, ExecStart the installed binary;" \
+    "the sysusers file makes its user, home /var/lib/comfy-supervisor, in video and render"
