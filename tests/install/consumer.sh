@@ -25,4 +25,13 @@ flags=$(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs comfy_participant)
 version=$(PKG_CONFIG_PATH="$libdir" pkg-config --modversion comfy_participant)
 cc -o "$scratch/pkg-config-consumer" "$source/tests/install/consumer/main.c" $flags
 LD_LIBRARY_PATH="$(dirname "$libdir")" "$scratch/pkg-config-consumer"
-echo "consumer: find_package and pkg-config (version $version) both found the installed library"
+
+# What a program linked against it records: the SONAME of this minor version.
+soname=$(objdump -p "$(dirname "$libdir")/libcomfy_participant.so" | awk '$1 == "SONAME" { print $2 }')
+needed=$(objdump -p "$scratch/pkg-config-consumer" | awk '$1 == "NEEDED" && /comfy/ { print $2 }')
+if [ "$soname" != "libcomfy_participant.so.${version%.*}" ] || [ "$needed" != "$soname" ]; then
+    echo "consumer: the library's SONAME is '$soname' and the program needs '$needed'," \
+        "not libcomfy_participant.so.${version%.*}" >&2
+    exit 1
+fi
+echo "consumer: find_package and pkg-config (version $version) both found the installed library, SONAME $soname"
