@@ -7,6 +7,9 @@
 #include "tests/support/sanitizer_reports.hpp"
 #include "tests/support/supervisor_process.hpp"
 
+#include <fstream>
+#include <iterator>
+
 using namespace comfy;
 using namespace comfy::test;
 using Catch::Matchers::Contains;
@@ -19,6 +22,26 @@ std::vector<std::string> pack_worker_args(const std::string& pack, bool describe
                                   "--comfyui", FAKE_COMFYUI};
     if (describe) args.push_back("--describe");
     return args;
+}
+
+struct Described {
+    int status = -1;
+    std::string interfaces;  // its standard output
+    std::string log;         // its standard error
+};
+
+// `pack_worker --describe` on a test pack, with `environment` (VAR='value' ...) and
+// `comfyui_args` (" -- FLAG...") added.
+Described describe(const std::string& pack, const std::string& environment = "", const std::string& comfyui_args = "") {
+    const TempFolder folder("describe");
+    const auto log = folder.path() / "stderr.txt";
+    std::string command = "env " + sanitizer_python_environment() + "PYTHONPATH=" + PARTICIPANT_PYTHONPATH +
+                          " PYTHONDONTWRITEBYTECODE=1 " + environment + PYTHON3_PATH;
+    for (const auto& arg : pack_worker_args(pack, true)) command += " '" + arg + "'";
+    const auto run = run_and_capture(command + comfyui_args + " 2>'" + log.string() + "'");
+    REQUIRE(run.started);
+    std::ifstream errors(log);
+    return {run.status, run.output, std::string(std::istreambuf_iterator<char>(errors), {})};
 }
 
 json python_pack(const std::string& name, const std::string& pack) {
@@ -54,14 +77,10 @@ TEST_CASE("a pack that fails to import is marked failed with its error in one li
 }
 
 TEST_CASE("the pack worker describes each node class's interface as the host's proxy nodes need it") {
-    std::string command = "env " + sanitizer_python_environment() + "PYTHONPATH=" + PARTICIPANT_PYTHONPATH +
-                          " PYTHONDONTWRITEBYTECODE=1 " + PYTHON3_PATH;
-    for (const auto& arg : pack_worker_args("example_pack", true)) command += " '" + arg + "'";
-    const auto run = run_and_capture(command + " 2>&1");
-    REQUIRE(run.started);
-    INFO(run.output);
-    REQUIRE(run.status == 0);
-    const json nodes = json::parse(run.output);
+    const auto described = describe("example_pack");
+    INFO(described.log);
+    REQUIRE(described.status == 0);
+    const json nodes = json::parse(described.interfaces);
     const json& add = nodes.at("AddNumbers");
     CHECK(add.at("display_name") == "Add two numbers");
     CHECK(add.at("RETURN_TYPES") == json::array({"INT"}));
@@ -83,14 +102,12 @@ TEST_CASE("the pack worker sets up what ComfyUI's main.py has before it imports 
     const auto models = (folder.path() / "models").string();
     const auto output = (folder.path() / "output").string();
     const auto extra = folder.write("extra_model_paths.txt", "checkpoints: " + models + "\n");
-    std::string command = "env " + sanitizer_python_environment() + "PYTHONPATH=" + PARTICIPANT_PYTHONPATH +
-                          " PYTHONDONTWRITEBYTECODE=1 STARTUP_PACK_MODELS='" + models + "' STARTUP_PACK_OUTPUT='" +
-                          output + "' " + PYTHON3_PATH;
-    for (const auto& arg : pack_worker_args("startup_pack", true)) command += " '" + arg + "'";
-    command += " -- --extra-model-paths-config '" + extra.string() + "' --output-directory '" + output + "'";
-    const auto run = run_and_capture(command + " 2>&1");
-    REQUIRE(run.started);
-    INFO(run.output);
-    REQUIRE(run.status == 0);
-    CHECK(json::parse(run.output).contains("Ready"));
+    const auto described =
+        describe("startup_pack", "STARTUP_PACK_MODELS='" + models + "' STARTUP_PACK_OUTPUT='" + output + "' ",
+                 " -- --extra-model-paths-config '" + extra.string() + "' --output-directory '" + output + "'");
+    INFO(described.log);
+    REQUIRE(described.status == 0);
+    CHECK(json::parse(described.interfaces).contains("Ready"));
+    // ComfyUI's logging: what the pack logs at INFO is written, as ComfyUI writes it.
+    CHECK_THAT(described.log, Contains("startup_pack: imported with ComfyUI's start-up"));
 }

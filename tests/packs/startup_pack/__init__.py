@@ -2,6 +2,7 @@
 custom nodes; it fails to import, naming what is missing, where the pack worker did not
 set it up (comfy_supervisor.comfyui_startup)."""
 
+import logging
 import os
 
 import folder_paths
@@ -21,6 +22,7 @@ if folder_paths.get_output_directory() != os.environ.get("STARTUP_PACK_OUTPUT"):
     missing.append(f"the output directory is {folder_paths.get_output_directory()}")
 if missing:
     raise ImportError("ComfyUI's start-up is incomplete: " + "; ".join(missing))
+logging.getLogger(__name__).info("startup_pack: imported with ComfyUI's start-up")
 
 
 class Ready:

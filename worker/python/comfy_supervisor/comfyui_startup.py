@@ -5,6 +5,9 @@ pack's worker before the pack is imported: a real pack counts on it at import ti
   nodes.py later puts `comfy/` first on the module path, after which `utils` would be
   comfy/utils.py and `from utils.install_util import ...` in upstream's own server
   module fails.
+- ComfyUI's logging (upstream's app.logger.setup_logger, with --verbose and
+  --log-stdout): what the pack logs at INFO reaches the supervisor's log under the pack's
+  name, as it reaches ComfyUI's output in one process.
 - Model folders as main.py sets them (upstream's utils.extra_config and folder_paths
   calls): the checkout's extra_model_paths.yaml, --extra-model-paths-config, and
   --output-directory, --input-directory, --user-directory from ComfyUI's own flags, so that
@@ -41,6 +44,7 @@ def prepare(checkout, pack_folder):
     parsed already (pack_worker.take_comfyui_args)."""
     if not _step("its utils package", lambda: importlib.import_module("utils.extra_config")):
         return
+    _step("its logging", _set_up_logging)
     _step("its model folders", lambda: _apply_model_folders(checkout))
     _run_prestartup_script(pack_folder)
     _step("its PromptServer", _install_prompt_server)
@@ -54,6 +58,12 @@ def _step(what, run):
         log.warning("comfy-supervisor: ComfyUI's start-up without %s (%s: %s): a pack that uses it fails at import",
                     what, type(error).__name__, str(error).splitlines()[0] if str(error) else "")
         return False
+
+
+def _set_up_logging():
+    import app.logger
+    from comfy.cli_args import args
+    app.logger.setup_logger(log_level=args.verbose, use_stdout=getattr(args, "log_stdout", False))
 
 
 def _apply_model_folders(checkout):

@@ -1,5 +1,5 @@
 """Our model of upstream's comfy/cli_args.py, for the flags a pack's worker reads at
-start-up: the model paths configs and the output, input and user directories. As
+start-up: logging, the model paths configs and the output, input and user directories. As
 upstream's, it parses the command line only once comfy.options allows it."""
 
 import argparse
@@ -8,6 +8,8 @@ import comfy.options
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--cpu", action="store_true")
+parser.add_argument("--verbose", default="INFO", const="DEBUG", nargs="?")
+parser.add_argument("--log-stdout", action="store_true")
 parser.add_argument("--extra-model-paths-config", type=str, default=None, action="append", nargs="+")
 parser.add_argument("--output-directory", type=str, default=None)
 parser.add_argument("--input-directory", type=str, default=None)
