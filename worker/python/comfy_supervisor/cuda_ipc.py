@@ -40,6 +40,7 @@ _warned = set()    # why CUDA tensors were staged, each said once: a reason hold
 
 
 def _staged(why):
+    why = why.splitlines()[0] if why else why  # torch's errors carry its dispatcher's tables after the first line
     if why not in _warned:
         _warned.add(why)
         log.warning("comfy-supervisor: CUDA tensors are staged through host memory: %s", why)
