@@ -54,16 +54,19 @@ std::string run_to_end(SupervisorProcess& supervisor) {
 
 TEST_CASE("the ComfyUI integration is admitted, reported and evicted through upstream's model_unload") {
     TempFolder packs("comfyui");
+    // The asker loads once the host's second model is on the device, and so after the host
+    // checked the ledger of its first: waiting for the first alone let a slow host (under
+    // ThreadSanitizer) be evicted, and shut down, before it had said so.
     const json config = config_with(
-        fake_comfyui({"load:model:12GiB"}),
-        {reference_pack(packs, "asker", {{"nodes", {{"load", {step_await_free_below("13GiB"), step_load("huge", "14GiB")}}}}}),
+        fake_comfyui({"load:model:12GiB", "load:marker:1GiB"}),
+        {reference_pack(packs, "asker", {{"nodes", {{"load", {step_await_free_below("12GiB"), step_load("huge", "14GiB")}}}}}),
          reference_pack(packs, "idle", idle_pack())});
     SupervisorProcess supervisor(config, workload_of({{node("asker", "load")}}));
     CHECK(supervisor.wait() == 0);
     const auto log = supervisor.log();
     INFO(log);
-    // Admitted before loading (the host's admission and the asker's), the model in the ledger.
-    CHECK_THAT(supervisor.output(), Contains("admissions         2 ("));
+    // Admitted before loading (the host's two admissions and the asker's), the model in the ledger.
+    CHECK_THAT(supervisor.output(), Contains("admissions         3 ("));
     CHECK_THAT(log, Contains("fake_comfyui: ledger true after load:model:12GiB"));
     // Evicted through LoadedModel.model_unload, with the bytes it measured.
     CHECK_THAT(log, Contains("asking slot 0 (generation 1) to free"));
