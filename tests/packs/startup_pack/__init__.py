@@ -26,16 +26,17 @@ logging.getLogger(__name__).info("startup_pack: imported with ComfyUI's start-up
 
 
 class Ready:
+    """Where ComfyUI's flags put the outputs, as this worker's folder_paths has it."""
     CATEGORY = "comfy-supervisor tests"
-    FUNCTION = "run"
-    RETURN_TYPES = ()
+    FUNCTION = "output_directory"
+    RETURN_TYPES = ("STRING",)
 
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {}}
 
-    def run(self):
-        return ()
+    def output_directory(self):
+        return (folder_paths.get_output_directory(),)
 
 
 NODE_CLASS_MAPPINGS = {"Ready": Ready}
