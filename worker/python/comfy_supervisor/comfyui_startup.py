@@ -70,8 +70,8 @@ def _apply_model_folders(checkout):
     import folder_paths
     import utils.extra_config
     from comfy.cli_args import args
-    configs = [os.path.join(checkout, "extra_model_paths.yaml")]
-    configs = [path for path in configs if os.path.isfile(path)]
+    checkout_config = os.path.join(checkout, "extra_model_paths.yaml")
+    configs = [checkout_config] if os.path.isfile(checkout_config) else []
     configs += itertools.chain(*(args.extra_model_paths_config or ()))
     for path in configs:
         utils.extra_config.load_extra_path_config(path)
