@@ -135,10 +135,16 @@ def _send_to_host(event, data, sid=None):
     forward_to_host(str(event), data, sid if isinstance(sid, str) else None)
 
 
+def prompt_server():
+    """Upstream's PromptServer instance in this process (ComfyUI's, or the worker's made
+    here), where there is one."""
+    return getattr(getattr(sys.modules.get("server"), "PromptServer", None), "instance", None)
+
+
 def set_call_context(client_id, node_id):
     """Which browser and node the call runs for, as upstream's PromptServer knows them
     while it executes a prompt; packs address their messages with them."""
-    instance = getattr(getattr(sys.modules.get("server"), "PromptServer", None), "instance", None)
+    instance = prompt_server()
     if instance is not None:
         instance.client_id = client_id if isinstance(client_id, str) else None
         instance.last_node_id = node_id if isinstance(node_id, str) else None
@@ -146,5 +152,5 @@ def set_call_context(client_id, node_id):
 
 def routes_added():
     """How many HTTP routes the pack added to the worker's PromptServer (never served)."""
-    instance = getattr(getattr(sys.modules.get("server"), "PromptServer", None), "instance", None)
+    instance = prompt_server()
     return len(instance.routes) if instance is not None else 0

@@ -36,6 +36,7 @@ import weakref
 
 from .arena import OwnArena
 from .channel import control_socket, receive_control
+from .comfyui_startup import prompt_server
 from .session import SESSION_OPS, PeerSession
 from .values import ValueCrossingError
 
@@ -262,10 +263,8 @@ class PackLink:
                 reply = session.next_message(None, SPIN_S)
                 if not reply:
                     raise self.died(session, what)
-                if reply.get("op") in SESSION_OPS:
-                    session.dispatch(reply)
-                elif reply.get("op") == "ui":
-                    to_browser(reply)
+                if reply.get("op") in SESSION_OPS or reply.get("op") == "ui":
+                    session.dispatch(reply)  # a "ui" message goes on to the browser (on_message)
                 elif reply.get("id") != request_id:
                     continue  # a reply to a request given up on
                 elif reply.get("op") == "progress":
@@ -354,15 +353,10 @@ class PackLink:
         return self.request({"op": "stats"}, "its figures")
 
 
-def _prompt_server():
-    """Upstream's PromptServer of this ComfyUI, where it has one."""
-    return getattr(getattr(sys.modules.get("server"), "PromptServer", None), "instance", None)
-
-
 def prompt_context():
     """Which browser and node the prompt runs for now (upstream's PromptServer knows), so
     that a pack's messages to the browser go where they would in one process."""
-    server = _prompt_server()
+    server = prompt_server()
     if server is None:
         return {}
     return {"client_id": getattr(server, "client_id", None), "node_id": getattr(server, "last_node_id", None)}
@@ -371,7 +365,7 @@ def prompt_context():
 def to_browser(message):
     """A pack's message to the browser ("ui": its PromptServer.send_sync in the worker),
     sent by this ComfyUI's PromptServer, as the pack would in one process."""
-    server, event, sid = _prompt_server(), message.get("event"), message.get("sid")
+    server, event, sid = prompt_server(), message.get("event"), message.get("sid")
     if server is None or not isinstance(event, str) or len(event) > MAX_EVENT_NAME or \
             not (sid is None or isinstance(sid, str)):
         return
