@@ -35,6 +35,20 @@ rlim_t limit_leaving(pid_t pid, int room) {
     return static_cast<rlim_t>(limit);
 }
 
+// A supervisor with its HTTP endpoints and one idle pack, once that pack is ready.
+struct ServingSupervisor {
+    TempFolder packs{"http"};
+    SupervisorProcess supervisor{http_config(packs)};
+    unsigned short port = 0;
+
+    ServingSupervisor() {
+        REQUIRE(supervisor.wait_for_state("solo", comfy::ParticipantState::ready, std::chrono::seconds(30)));
+        const auto found = http_port(supervisor);
+        REQUIRE(found);
+        port = *found;
+    }
+};
+
 std::vector<std::unique_ptr<IdleConnection>> open_idle(unsigned short port, int count) {
     std::vector<std::unique_ptr<IdleConnection>> connections;
     for (int i = 0; i < count; ++i) {
@@ -46,13 +60,8 @@ std::vector<std::unique_ptr<IdleConnection>> open_idle(unsigned short port, int 
 
 }  // namespace
 
-TEST_CASE("the HTTP endpoints answer again once descriptors run out and come back") {
-    TempFolder packs("http");
-    SupervisorProcess supervisor(http_config(packs));
-    REQUIRE(supervisor.wait_for_state("solo", comfy::ParticipantState::ready, std::chrono::seconds(30)));
-    const auto port = http_port(supervisor);
-    REQUIRE(port);
-    REQUIRE(http_request(*port, "GET", "/metrics").status == 200);
+TEST_CASE_METHOD(ServingSupervisor, "the HTTP endpoints answer again once descriptors run out and come back") {
+    REQUIRE(http_request(port, "GET", "/metrics").status == 200);
 
     // Room for a few more descriptors than the supervisor holds now, then more idle
     // clients than that: accept fails with EMFILE while they are open.
@@ -60,15 +69,15 @@ TEST_CASE("the HTTP endpoints answer again once descriptors run out and come bac
     REQUIRE(::prlimit(supervisor.pid(), RLIMIT_NOFILE, nullptr, &original) == 0);
     const rlimit low{limit_leaving(supervisor.pid(), 6), original.rlim_max};
     REQUIRE(::prlimit(supervisor.pid(), RLIMIT_NOFILE, &low, nullptr) == 0);
-    auto idle = open_idle(*port, 40);
+    auto idle = open_idle(port, 40);
     CHECK(eventually([&] { return supervisor.log().find("http: cannot accept a connection (Too many open files)") !=
                                   std::string::npos; },
                      std::chrono::seconds(30)));
-    CHECK(http_request(*port, "GET", "/metrics", {}, std::chrono::seconds(2)).status == 0);
+    CHECK(http_request(port, "GET", "/metrics", {}, std::chrono::seconds(2)).status == 0);
 
     // The clients go; the supervisor closes their connections and takes new ones again.
     idle.clear();
-    CHECK(eventually([&] { return http_request(*port, "GET", "/metrics", {}, std::chrono::seconds(5)).status == 200; },
+    CHECK(eventually([&] { return http_request(port, "GET", "/metrics", {}, std::chrono::seconds(5)).status == 200; },
                      std::chrono::seconds(60)));
     // One line for the storm, not one per failed accept, and how many more failed once
     // its window ended, though none failed after it.
@@ -79,20 +88,14 @@ TEST_CASE("the HTTP endpoints answer again once descriptors run out and come bac
     CHECK(supervisor.stop() == 0);
 }
 
-TEST_CASE("past 64 open connections the HTTP endpoints answer 503 at once until some close") {
-    TempFolder packs("http");
-    SupervisorProcess supervisor(http_config(packs));
-    REQUIRE(supervisor.wait_for_state("solo", comfy::ParticipantState::ready, std::chrono::seconds(30)));
-    const auto port = http_port(supervisor);
-    REQUIRE(port);
-
-    auto idle = open_idle(*port, 64);
+TEST_CASE_METHOD(ServingSupervisor, "past 64 open connections the HTTP endpoints answer 503 at once until some close") {
+    auto idle = open_idle(port, 64);
     // Connections are accepted in order: this one comes after the 64 idle ones.
-    const auto turned_away = http_request(*port, "GET", "/metrics");
+    const auto turned_away = http_request(port, "GET", "/metrics");
     CHECK(turned_away.status == 503);
     CHECK_THAT(turned_away.body, Contains("too many open connections (64)"));
 
     idle.clear();
-    CHECK(eventually([&] { return http_request(*port, "GET", "/metrics").status == 200; }, std::chrono::seconds(30)));
+    CHECK(eventually([&] { return http_request(port, "GET", "/metrics").status == 200; }, std::chrono::seconds(30)));
     CHECK(supervisor.stop() == 0);
 }

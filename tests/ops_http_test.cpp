@@ -25,6 +25,20 @@ json keeper_config(const TempFolder& packs) {
 
 json keeper_workload() { return workload_of({{node("keeper", "load"), node("clock", "tick")}}); }
 
+// That supervisor once the keeper's model is in the ledger, and its HTTP port.
+struct KeeperHoldingAModel {
+    TempFolder packs{"free"};
+    SupervisorProcess supervisor{keeper_config(packs), keeper_workload()};
+    unsigned short port = 0;
+
+    KeeperHoldingAModel() {
+        const auto found = http_port(supervisor);
+        REQUIRE(found);
+        port = *found;
+        REQUIRE(eventually([&] { return supervisor.ledger().size() == 1; }, std::chrono::seconds(30)));
+    }
+};
+
 }  // namespace
 
 TEST_CASE("the HTTP endpoints serve metrics, the census, history and events, and refuse the rest") {
@@ -91,14 +105,8 @@ TEST_CASE("the HTTP endpoints serve metrics, the census, history and events, and
     CHECK(supervisor.stop() == 0);
 }
 
-TEST_CASE("POST /free with unload_models detaches every model and answers 200 with an empty body") {
-    TempFolder packs("free");
-    SupervisorProcess supervisor(keeper_config(packs), keeper_workload());
-    const auto port = http_port(supervisor);
-    REQUIRE(port);
-    REQUIRE(eventually([&] { return supervisor.ledger().size() == 1; }, std::chrono::seconds(30)));
-
-    const auto freed = http_request(*port, "POST", "/free", R"({"unload_models": true})");
+TEST_CASE_METHOD(KeeperHoldingAModel, "POST /free with unload_models detaches every model and answers 200 with an empty body") {
+    const auto freed = http_request(port, "POST", "/free", R"({"unload_models": true})");
     CHECK(freed.status == 200);
     CHECK(freed.body.empty());
     CHECK(eventually([&] { return supervisor.ledger().empty(); }, std::chrono::seconds(30)));
@@ -108,16 +116,10 @@ TEST_CASE("POST /free with unload_models detaches every model and answers 200 wi
     supervisor.stop();
 }
 
-TEST_CASE("POST /free with free_memory unloads the models and asks every worker for a full release") {
-    TempFolder packs("free");
-    SupervisorProcess supervisor(keeper_config(packs), keeper_workload());
-    const auto port = http_port(supervisor);
-    REQUIRE(port);
-    REQUIRE(eventually([&] { return supervisor.ledger().size() == 1; }, std::chrono::seconds(30)));
-
+TEST_CASE_METHOD(KeeperHoldingAModel, "POST /free with free_memory unloads the models and asks every worker for a full release") {
     // unload_models false does not keep the models: ComfyUI's main loop reads it only as
     // set, and free_memory alone unloads them.
-    const auto freed = http_request(*port, "POST", "/free", R"({"unload_models": false, "free_memory": true})");
+    const auto freed = http_request(port, "POST", "/free", R"({"unload_models": false, "free_memory": true})");
     CHECK(freed.status == 200);
     CHECK(eventually([&] { return supervisor.ledger().empty(); }, std::chrono::seconds(30)));
     CHECK(eventually([&] { return supervisor.log().find("operator asked for a full release") != std::string::npos; },
@@ -126,16 +128,10 @@ TEST_CASE("POST /free with free_memory unloads the models and asks every worker 
     supervisor.stop();
 }
 
-TEST_CASE("POST /free releases nothing for an empty object or body and refuses a malformed body with 400") {
-    TempFolder packs("free");
-    SupervisorProcess supervisor(keeper_config(packs), keeper_workload());
-    const auto port = http_port(supervisor);
-    REQUIRE(port);
-    REQUIRE(eventually([&] { return supervisor.ledger().size() == 1; }, std::chrono::seconds(30)));
-
+TEST_CASE_METHOD(KeeperHoldingAModel, "POST /free releases nothing for an empty object or body and refuses a malformed body with 400") {
     for (const std::string body : {"", "{}", R"({"unload_models": false, "free_memory": false, "other": 1})"}) {
         INFO("body: " << body);
-        const auto answer = http_request(*port, "POST", "/free", body);
+        const auto answer = http_request(port, "POST", "/free", body);
         CHECK(answer.status == 200);
         CHECK(answer.body.empty());
     }
@@ -147,7 +143,7 @@ TEST_CASE("POST /free releases nothing for an empty object or body and refuses a
     };
     for (const auto& [body, error] : refused) {
         INFO("body: " << body);
-        const auto answer = http_request(*port, "POST", "/free", body);
+        const auto answer = http_request(port, "POST", "/free", body);
         CHECK(answer.status == 400);
         CHECK(count_of(answer.body, "\n") == 1);
         CHECK_THAT(json::parse(answer.body).value("error", ""), Contains(error));
