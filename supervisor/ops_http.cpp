@@ -5,8 +5,6 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
-#include <sys/socket.h>
-
 namespace comfy::supervisor {
 
 namespace {
@@ -14,6 +12,17 @@ namespace {
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = boost::asio::ip::tcp;
+
+// An answer as the connection sends it: never cached, and the connection closed after it.
+http::response<http::string_body> http_response(OpsResponse answer, unsigned version) {
+    http::response<http::string_body> response{static_cast<http::status>(answer.status), version};
+    response.set(http::field::content_type, answer.content_type);
+    response.set(http::field::cache_control, "no-store");
+    response.keep_alive(false);
+    response.body() = std::move(answer.body);
+    response.prepare_payload();
+    return response;
+}
 
 // One connection: read a request, answer it, close. Counted open while it lives.
 class Session : public std::enable_shared_from_this<Session> {
@@ -36,15 +45,9 @@ public:
 
 private:
     void answer() {
-        auto answer = route(shared_->handlers, std::string_view(request_.method_string()),
-                            std::string_view(request_.target()), request_.body());
-        response_.result(answer.status);
-        response_.version(request_.version());
-        response_.set(http::field::content_type, answer.content_type);
-        response_.set(http::field::cache_control, "no-store");
-        response_.keep_alive(false);
-        response_.body() = std::move(answer.body);
-        response_.prepare_payload();
+        response_ = http_response(route(shared_->handlers, std::string_view(request_.method_string()),
+                                        std::string_view(request_.target()), request_.body()),
+                                  request_.version());
         http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code, std::size_t) {
             beast::error_code ignored;
             self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
@@ -58,23 +61,21 @@ private:
     http::response<http::string_body> response_;
 };
 
-// Past the cap: one small answer, sent without waiting (it fits a fresh socket's buffer),
-// and the connection closed.
+// Past the cap: one small answer, written without waiting (non-blocking: it fits a fresh
+// socket's buffer), and the connection closed.
 void turn_away(tcp::socket socket) {
-    static const std::string kBusy = [] {
-        const std::string body = "{\"error\": \"too many open connections (" +
-                                 std::to_string(OpsHttpServer::kMaxConnections) +
-                                 "); try again when some have closed\"}\n";
-        return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
-               "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-    }();
-    [[maybe_unused]] const auto sent = ::send(socket.native_handle(), kBusy.data(), kBusy.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    auto busy = http_response(error_response(503, "too many open connections (" +
+                                                      std::to_string(OpsHttpServer::kMaxConnections) +
+                                                      "); try again when some have closed"),
+                              11);
     boost::system::error_code ignored;
+    socket.non_blocking(true, ignored);
+    http::write(socket, busy, ignored);
     socket.shutdown(tcp::socket::shutdown_send, ignored);
     // The request read and dropped: a socket closed with unread data resets the
     // connection, which can discard the answer before the client reads it.
     char drained[4096];
-    while (::recv(socket.native_handle(), drained, sizeof drained, MSG_DONTWAIT) > 0) {
+    while (socket.read_some(boost::asio::buffer(drained), ignored) > 0) {
     }
 }
 

@@ -15,10 +15,6 @@ namespace {
 constexpr const char* kJson = "application/json";
 constexpr const char* kEndpoints = "GET /, GET /census, GET /metrics, GET /history, GET /events?since=N or POST /free";
 
-OpsResponse error(unsigned status, const std::string& text) {
-    return {status, kJson, nlohmann::json{{"error", text}}.dump() + "\n"};
-}
-
 // The value of `name` in a query string ("since=3&limit=10"); nothing when absent.
 std::optional<std::string_view> query_value(std::string_view query, std::string_view name) {
     while (!query.empty()) {
@@ -48,7 +44,7 @@ OpsResponse events(const OpsHandlers& handlers, std::string_view query) {
         if (!text) continue;
         const auto number = whole_number(*text);
         if (!number) {
-            return error(400, std::string(name) + " must be a whole number, found \"" + std::string(text->substr(0, 40)) +
+            return error_response(400, std::string(name) + " must be a whole number, found \"" + std::string(text->substr(0, 40)) +
                                   "\"; e.g. GET /events?since=0");
         }
         *value = *number;
@@ -58,13 +54,17 @@ OpsResponse events(const OpsHandlers& handlers, std::string_view query) {
 
 OpsResponse free_endpoint(const OpsHandlers& handlers, std::string_view body) {
     const auto request = parse_free_request(body);
-    if (const auto* refused = std::get_if<std::string>(&request)) return error(400, *refused);
+    if (const auto* refused = std::get_if<std::string>(&request)) return error_response(400, *refused);
     handlers.free(std::get<FreeRequest>(request));
     // ComfyUI answers 200 with an empty body.
     return {200, kJson, ""};
 }
 
 }  // namespace
+
+OpsResponse error_response(unsigned status, const std::string& text) {
+    return {status, kJson, nlohmann::json{{"error", text}}.dump() + "\n"};
+}
 
 std::string events_json(const EventJournal& journal, std::uint64_t since, std::size_t limit) {
     nlohmann::json events = nlohmann::json::array();
@@ -83,7 +83,7 @@ OpsResponse route(const OpsHandlers& handlers, std::string_view method, std::str
     if (get && path == "/history") return {200, kJson, handlers.history_json()};
     if (get && path == "/events") return events(handlers, query);
     if (method == "POST" && (path == "/free" || path == "/api/free")) return free_endpoint(handlers, body);
-    return error(404, "no such endpoint: " + std::string(method) + " " + std::string(path.substr(0, 80)) + "; try " + kEndpoints);
+    return error_response(404, "no such endpoint: " + std::string(method) + " " + std::string(path.substr(0, 80)) + "; try " + kEndpoints);
 }
 
 }  // namespace comfy::supervisor

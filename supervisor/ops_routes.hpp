@@ -36,6 +36,9 @@ struct OpsResponse {
     std::string body;
 };
 
+// An error answer: {"error": text} and a newline.
+OpsResponse error_response(unsigned status, const std::string& text);
+
 // GET /events: {"last_seq": the newest event's number, "events": [to_json(event)...]}.
 std::string events_json(const EventJournal& journal, std::uint64_t since, std::size_t limit);
 
