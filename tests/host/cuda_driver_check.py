@@ -15,6 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "worker", "python"))
 
+from check_report import CheckReport  # noqa: E402
 from comfy_supervisor import cuda_driver, cuda_ipc  # noqa: E402
 
 
@@ -27,12 +28,8 @@ def refusal(library):
 
 
 def main(stub):
-    results = []
-
-    def check(ok, line):
-        results.append(ok)
-        print(f"{'PASS' if ok else 'FAIL'} {line}")
-
+    report = CheckReport("cuda-driver")
+    check = report.check
     stub_refusal = refusal(stub)
     check(stub_refusal is not None and stub_refusal.startswith("cuInit failed: ") and "\n" not in stub_refusal,
           f"the stub driver binds every call and refuses at cuInit: {stub_refusal}")
@@ -41,8 +38,7 @@ def main(stub):
           f"no driver is one line: {missing}")
     devices = cuda_ipc.usable_devices()
     check(devices == {}, f"a process whose torch has not initialised CUDA probes no device: {devices}")
-    print(f"cuda-driver: {sum(results)} passed, {len(results) - sum(results)} failed")
-    return 0 if all(results) else 1
+    return report.finish()
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import numpy  # noqa: E402
 import torch  # noqa: E402
+from check_report import CheckReport  # noqa: E402
 from comfy_supervisor import cuda_driver, cuda_ipc, values  # noqa: E402
 
 DEVICE = "ab" * 16
@@ -80,11 +81,8 @@ def main():
     torch.cuda.current_device = lambda: 0
     torch.cuda.synchronize = lambda device=None: None
     torch.as_tensor = over_address
-    results = []
-
-    def check(ok, line):
-        results.append(bool(ok))
-        print(f"{'PASS' if ok else 'FAIL'} {line}")
+    report = CheckReport("cuda-exchange")
+    check = report.check
 
     to_host, to_worker = [], []
     host = cuda_ipc.CudaExchange(lambda m: None, to_worker.append, lambda: None, copy_received=True)
@@ -138,8 +136,7 @@ def main():
         refused = str(error)
     check(refused is not None, f"a tensor sent back from a lend never made is refused: {refused}")
 
-    print(f"cuda-exchange: {sum(results)} passed, {len(results) - sum(results)} failed")
-    return 0 if all(results) else 1
+    return report.finish()
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "worker", "python"))
 
 import torch  # noqa: E402
+from check_report import CheckReport  # noqa: E402
 from comfy_supervisor.arena import OwnArena, PeerArena  # noqa: E402
 from comfy_supervisor.session import PeerSession  # noqa: E402
 from comfy_supervisor.values import Decoder, Encoder  # noqa: E402
@@ -49,15 +50,6 @@ def cases(device):
             "bfloat16 latent": torch.randn(2, 4, 32, 32, device=device).to(torch.bfloat16),
             "strided float32": torch.randn(64, 64, device=device).t(),
             "int64": torch.arange(1000, device=device)}
-
-
-class Results:
-    def __init__(self):
-        self.results = []
-
-    def check(self, ok, line):
-        self.results.append(bool(ok))
-        print(f"{'PASS' if ok else 'FAIL'} {line}", flush=True)
 
 
 def check_staging(results, cuda):
@@ -176,7 +168,7 @@ def main():
     if sys.argv[1:2] == ["--worker"]:
         worker_main(*map(int, sys.argv[2:5]))
         return 0
-    results = Results()
+    results = CheckReport("cuda-values")
     cuda = torch.cuda.is_available()
     print(f"cuda-values: torch {torch.__version__}, " +
           (f"CUDA device 0: {torch.cuda.get_device_name(0)}" if cuda else "no CUDA in this torch: the fallback path"))
@@ -185,9 +177,7 @@ def main():
         check_ipc(results)
     else:
         print("SKIP IPC: no CUDA in this torch, so CUDA tensors are staged as above")
-    passed = sum(results.results)
-    print(f"cuda-values: {passed} passed, {len(results.results) - passed} failed")
-    return 0 if all(results.results) else 1
+    return results.finish()
 
 
 if __name__ == "__main__":
