@@ -73,6 +73,12 @@ class OnDevice:
     def reshape(self, *shape):
         return self.tensor.reshape(*shape)
 
+    def is_contiguous(self):
+        return self.tensor.is_contiguous()
+
+    def contiguous(self):
+        return self if self.tensor.is_contiguous() else OnDevice(self.tensor.contiguous())
+
 
 def main():
     driver = StandInDriver()

@@ -144,13 +144,15 @@ class CudaExchange:
     # ---- sending ----
 
     def share(self, tensor, lent):
-        """How a contiguous CUDA `tensor` goes by IPC: as the peer's own, or lent by
-        handle (its lend id appended to `lent`); None where it must be staged."""
-        pointer, nbytes = tensor.data_ptr(), tensor.numel() * tensor.element_size()
-        with self.lock:
-            for lend, (address, size) in self.mapped.items():
-                if address <= pointer and pointer + nbytes <= address + size:
-                    return {"yours_cuda": lend, "at": pointer - address}
+        """How a CUDA `tensor` goes by IPC: as the peer's own, or lent by handle (made
+        contiguous first; its lend id appended to `lent`); None where it must be staged."""
+        nbytes = tensor.numel() * tensor.element_size()
+        if tensor.is_contiguous():
+            pointer = tensor.data_ptr()
+            with self.lock:
+                for lend, (address, size) in self.mapped.items():
+                    if address <= pointer and pointer + nbytes <= address + size:
+                        return {"yours_cuda": lend, "at": pointer - address}
         if not self.devices:
             return None
         if not self.answered.is_set():
@@ -158,6 +160,8 @@ class CudaExchange:
         uuid = next((uuid for uuid, index in self.devices.items() if index == tensor.device.index), None)
         if uuid not in self.accepted:
             return None
+        tensor = tensor.contiguous()  # only now: a staged tensor is written into the arena as it is
+        pointer = tensor.data_ptr()
         torch = sys.modules["torch"]
         torch.cuda.synchronize(tensor.device)
         try:

@@ -94,7 +94,7 @@ class Encoder:
         if nbytes == 0:
             return encoded
         if source.device.type == "cuda" and self.cuda is not None:
-            shared = self.cuda.share(source.contiguous(), self.cuda_lent)
+            shared = self.cuda.share(source, self.cuda_lent)
             if shared is not None:
                 del encoded["offset"]
                 encoded.update(shared)
