@@ -3,7 +3,7 @@
 #include "ipc/descriptor_passing.hpp"
 #include "supervisor/bridge_messages.hpp"
 #include "supervisor/ctl/segment_report.hpp"
-#include "supervisor/log.hpp"
+#include "supervisor/ops/log/log.hpp"
 
 #include <fcntl.h>
 #include <sys/socket.h>

@@ -1,6 +1,6 @@
 #include "supervisor/child_output.hpp"
 
-#include "supervisor/log.hpp"
+#include "supervisor/ops/log/log.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
 #include "supervisor/control_server.hpp"
 
 #include "supervisor/control_socket_file.hpp"
-#include "supervisor/log.hpp"
+#include "supervisor/ops/log/log.hpp"
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/read_until.hpp>

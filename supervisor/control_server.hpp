@@ -9,7 +9,7 @@
 // close-on-exec. Lives on the supervisor's event loop.
 
 #include "supervisor/ctl/control_protocol.hpp"
-#include "supervisor/event_journal.hpp"
+#include "supervisor/ops/log/event_journal.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>

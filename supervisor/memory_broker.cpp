@@ -1,7 +1,7 @@
 #include "supervisor/memory_broker.hpp"
 
 #include "shared/byte_size.hpp"
-#include "supervisor/log.hpp"
+#include "supervisor/ops/log/log.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -11,7 +11,7 @@
 #include "supervisor/arbiter/trace.hpp"
 #include "supervisor/census_reader.hpp"
 #include "supervisor/config.hpp"
-#include "supervisor/event_journal.hpp"
+#include "supervisor/ops/log/event_journal.hpp"
 #include "supervisor/release_totals.hpp"
 #include "supervisor/segment_writer.hpp"
 #include "supervisor/worker_access.hpp"

@@ -1,6 +1,6 @@
 #include "supervisor/ops_http.hpp"
 
-#include "supervisor/log.hpp"
+#include "supervisor/ops/log/log.hpp"
 
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>

@@ -10,7 +10,7 @@
 // once; one more is answered 503 at once and closed, so a pile of idle clients cannot take
 // the supervisor's descriptors. A connection that sends no whole request within 10 s is closed.
 
-#include "supervisor/log_limiter.hpp"
+#include "supervisor/ops/log/log_limiter.hpp"
 #include "supervisor/ops_routes.hpp"
 
 #include <boost/asio/io_context.hpp>

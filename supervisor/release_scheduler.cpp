@@ -1,7 +1,7 @@
 #include "supervisor/release_scheduler.hpp"
 
 #include "shared/byte_size.hpp"
-#include "supervisor/log.hpp"
+#include "supervisor/ops/log/log.hpp"
 
 namespace comfy::supervisor {
 

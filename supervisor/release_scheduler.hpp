@@ -6,7 +6,7 @@
 
 #include "supervisor/census_reader.hpp"
 #include "supervisor/config.hpp"
-#include "supervisor/event_journal.hpp"
+#include "supervisor/ops/log/event_journal.hpp"
 #include "supervisor/host_memory.hpp"
 #include "supervisor/memory_broker.hpp"
 #include "supervisor/worker_access.hpp"

@@ -6,7 +6,7 @@
 #include "supervisor/ctl/segment_report.hpp"
 #include "worker/device_factory.hpp"
 #include "supervisor/install_layout.hpp"
-#include "supervisor/log.hpp"
+#include "supervisor/ops/log/log.hpp"
 #include "supervisor/sandbox.hpp"
 
 #include <boost/asio/post.hpp>

@@ -1,6 +1,6 @@
 #include "supervisor/systemd_notify.hpp"
 
-#include "supervisor/log.hpp"
+#include "supervisor/ops/log/log.hpp"
 
 #include <systemd/sd-daemon.h>
 

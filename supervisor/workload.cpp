@@ -1,6 +1,6 @@
 #include "supervisor/workload.hpp"
 
-#include "supervisor/log.hpp"
+#include "supervisor/ops/log/log.hpp"
 
 #include <boost/asio/post.hpp>
 

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "supervisor/admission_waits.hpp"
-#include "supervisor/event_journal.hpp"
+#include "supervisor/ops/log/event_journal.hpp"
 
 using namespace comfy::supervisor;
 

@@ -2,7 +2,7 @@
 // journal's priority prefix instead when stderr is the journal.
 #include <catch2/catch.hpp>
 
-#include "supervisor/log.hpp"
+#include "supervisor/ops/log/log.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>

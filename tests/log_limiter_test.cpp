@@ -2,7 +2,7 @@
 // are counted, and the window's end brings one summary line.
 #include <catch2/catch.hpp>
 
-#include "supervisor/log_limiter.hpp"
+#include "supervisor/ops/log/log_limiter.hpp"
 
 using namespace comfy::supervisor;
 using Catch::Matchers::Equals;

@@ -1,6 +1,6 @@
-#include "supervisor/event_journal.hpp"
+#include "supervisor/ops/log/event_journal.hpp"
 
-#include "supervisor/wall_clock.hpp"
+#include "supervisor/ops/log/wall_clock.hpp"
 
 #include <algorithm>
 

@@ -1,6 +1,6 @@
-#include "supervisor/log.hpp"
+#include "supervisor/ops/log/log.hpp"
 
-#include "supervisor/wall_clock.hpp"
+#include "supervisor/ops/log/wall_clock.hpp"
 
 #include <sys/stat.h>
 

@@ -1,4 +1,4 @@
-#include "supervisor/wall_clock.hpp"
+#include "supervisor/ops/log/wall_clock.hpp"
 
 #include <cstdio>
 #include <ctime>

@@ -1,4 +1,4 @@
-#include "supervisor/log_limiter.hpp"
+#include "supervisor/ops/log/log_limiter.hpp"
 
 namespace comfy::supervisor {
 
