@@ -3,12 +3,12 @@
 //
 //   comfy-supervisor run --config FILE [--instance NAME] [--workload FILE [--keep-running]] [--record FILE]
 //   comfy-supervisor replay TRACE.jsonl
-// Exit statuses: supervisor/supervisor_options.cpp (each command's --help).
+// Exit statuses: supervisor/config/supervisor_options.cpp (each command's --help).
 
 #include "supervisor/arbiter/trace.hpp"
 #include "supervisor/sandbox_check.hpp"
 #include "supervisor/summary.hpp"
-#include "supervisor/supervisor_options.hpp"
+#include "supervisor/config/supervisor_options.hpp"
 #include "supervisor/systemd_notify.hpp"
 
 #include <sys/prctl.h>

@@ -10,7 +10,7 @@
 #include "supervisor/arbiter/arbiter.hpp"
 #include "supervisor/arbiter/trace.hpp"
 #include "supervisor/census_reader.hpp"
-#include "supervisor/config.hpp"
+#include "supervisor/config/config.hpp"
 #include "supervisor/ops/log/event_journal.hpp"
 #include "supervisor/release_totals.hpp"
 #include "supervisor/segment_writer.hpp"

@@ -6,7 +6,7 @@
 
 #include "ipc/shm_segment.hpp"
 #include "supervisor/census_reader.hpp"
-#include "supervisor/config.hpp"
+#include "supervisor/config/config.hpp"
 #include "supervisor/ops/log/event_journal.hpp"
 #include "supervisor/free_request.hpp"
 #include "supervisor/memory_broker.hpp"

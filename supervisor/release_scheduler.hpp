@@ -5,7 +5,7 @@
 // asked of the pin holders in proportion when available memory falls below low water.
 
 #include "supervisor/census_reader.hpp"
-#include "supervisor/config.hpp"
+#include "supervisor/config/config.hpp"
 #include "supervisor/ops/log/event_journal.hpp"
 #include "supervisor/host_memory.hpp"
 #include "supervisor/memory_broker.hpp"

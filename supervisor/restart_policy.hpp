@@ -3,7 +3,7 @@
 // the pack is marked failed until an operator asks again (Erlang/OTP's rule, with
 // systemd's doubling delay).
 
-#include "supervisor/config.hpp"
+#include "supervisor/config/config.hpp"
 
 #include <chrono>
 #include <deque>

@@ -2,7 +2,7 @@
 // The optional per-pack sandbox: a worker started inside bubblewrap (bwrap, Debian's
 // package bubblewrap) instead of directly. What it keeps out and why: docs/SECURITY.md.
 
-#include "supervisor/config.hpp"
+#include "supervisor/config/config.hpp"
 #include "supervisor/process_spawner.hpp"
 
 #include <sys/types.h>

@@ -3,7 +3,7 @@
 // config asks for one, so that a missing package or a kernel without user namespaces is
 // one line then rather than a worker failing at every spawn.
 
-#include "supervisor/config.hpp"
+#include "supervisor/config/config.hpp"
 #include "supervisor/sandbox.hpp"
 
 #include <optional>

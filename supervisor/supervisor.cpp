@@ -5,7 +5,7 @@
 #include "supervisor/ctl/report_json.hpp"
 #include "supervisor/ctl/segment_report.hpp"
 #include "worker/device_factory.hpp"
-#include "supervisor/install_layout.hpp"
+#include "supervisor/config/install_layout.hpp"
 #include "supervisor/ops/log/log.hpp"
 #include "supervisor/sandbox.hpp"
 

@@ -7,7 +7,7 @@
 #include "shared/segment_layout.hpp"
 #include "supervisor/bridge_broker.hpp"
 #include "supervisor/census_reader.hpp"
-#include "supervisor/config.hpp"
+#include "supervisor/config/config.hpp"
 #include "supervisor/control_server.hpp"
 #include "supervisor/ops/log/event_journal.hpp"
 #include "supervisor/host_memory.hpp"

@@ -7,7 +7,7 @@
 #include "shared/message_codec.hpp"
 #include "shared/participant_region.hpp"
 #include "supervisor/child_output.hpp"
-#include "supervisor/config.hpp"
+#include "supervisor/config/config.hpp"
 #include "supervisor/keep_list.hpp"
 #include "supervisor/outbox.hpp"
 #include "supervisor/process_spawner.hpp"

@@ -4,7 +4,7 @@
 // pack's worker; a node whose worker died is retried on the restarted worker.
 
 #include "supervisor/supervisor.hpp"
-#include "supervisor/workload_file.hpp"
+#include "supervisor/config/workload_file.hpp"
 
 #include <functional>
 #include <map>

@@ -4,7 +4,7 @@
 // expected and what was found.
 #include <catch2/catch.hpp>
 
-#include "supervisor/config.hpp"
+#include "supervisor/config/config.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -6,7 +6,7 @@
 //   death_detect_ms    from our kill(SIGKILL) to the loop handling the pidfd
 //   restart_ready_ms   from our kill(SIGKILL) to the replacement's accepted Hello
 
-#include "supervisor/config.hpp"
+#include "supervisor/config/config.hpp"
 #include "supervisor/supervisor.hpp"
 
 #include <nlohmann/json.hpp>

@@ -1,7 +1,7 @@
 // libFuzzer target: the config loader on any text. Beyond never crashing, hanging or
 // allocating without bound, a refused config is refused with one line naming the file.
 
-#include "supervisor/config.hpp"
+#include "supervisor/config/config.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
 #include <cstddef>

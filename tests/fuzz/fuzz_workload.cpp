@@ -1,7 +1,7 @@
 // libFuzzer target: the workload loader on any text, against a config of two packs.
 // Beyond never crashing, a refused workload is refused with one line naming the file.
 
-#include "supervisor/workload_file.hpp"
+#include "supervisor/config/workload_file.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
 #include <cstddef>

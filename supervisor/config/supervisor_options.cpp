@@ -1,4 +1,4 @@
-#include "supervisor/supervisor_options.hpp"
+#include "supervisor/config/supervisor_options.hpp"
 
 #include <sstream>
 

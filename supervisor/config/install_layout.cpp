@@ -1,4 +1,4 @@
-#include "supervisor/install_layout.hpp"
+#include "supervisor/config/install_layout.hpp"
 
 #include <filesystem>
 #include <optional>

@@ -1,11 +1,11 @@
-#include "supervisor/config.hpp"
+#include "supervisor/config/config.hpp"
 
 #include "shared/byte_size.hpp"
 #include "shared/input_file.hpp"
 #include "shared/json_errors.hpp"
 #include "shared/message_payloads.hpp"
 #include "shared/records.hpp"
-#include "supervisor/install_layout.hpp"
+#include "supervisor/config/install_layout.hpp"
 
 #include <nlohmann/json.hpp>
 

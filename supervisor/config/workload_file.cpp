@@ -1,4 +1,4 @@
-#include "supervisor/workload_file.hpp"
+#include "supervisor/config/workload_file.hpp"
 
 #include "shared/input_file.hpp"
 #include "shared/json_errors.hpp"

@@ -2,7 +2,7 @@
 // A workload file: prompts to run through the workers, each a list of nodes naming the
 // pack whose worker runs it (docs/CONFIG.md). Read and checked whole before anything runs.
 
-#include "supervisor/config.hpp"
+#include "supervisor/config/config.hpp"
 
 #include <cstdint>
 #include <string>
