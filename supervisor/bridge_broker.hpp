@@ -7,7 +7,7 @@
 
 #include "ipc/arena.hpp"
 #include "ipc/unique_fd.hpp"
-#include "supervisor/worker_process.hpp"
+#include "supervisor/lifecycle/worker_process.hpp"
 
 #include <cstdint>
 #include <functional>

@@ -6,7 +6,7 @@
 // Exit statuses: supervisor/config/supervisor_options.cpp (each command's --help).
 
 #include "supervisor/arbiter/trace.hpp"
-#include "supervisor/sandbox_check.hpp"
+#include "supervisor/lifecycle/sandbox_check.hpp"
 #include "supervisor/summary.hpp"
 #include "supervisor/config/supervisor_options.hpp"
 #include "supervisor/systemd_notify.hpp"

@@ -14,7 +14,7 @@
 #include "supervisor/ops/log/event_journal.hpp"
 #include "supervisor/release_totals.hpp"
 #include "supervisor/segment_writer.hpp"
-#include "supervisor/worker_access.hpp"
+#include "supervisor/lifecycle/worker_access.hpp"
 
 #include <chrono>
 #include <functional>

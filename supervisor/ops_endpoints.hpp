@@ -12,7 +12,7 @@
 #include "supervisor/memory_broker.hpp"
 #include "supervisor/ops_http.hpp"
 #include "supervisor/release_scheduler.hpp"
-#include "supervisor/worker_access.hpp"
+#include "supervisor/lifecycle/worker_access.hpp"
 
 #include <boost/asio/io_context.hpp>
 

@@ -9,7 +9,7 @@
 #include "supervisor/ops/log/event_journal.hpp"
 #include "supervisor/host_memory.hpp"
 #include "supervisor/memory_broker.hpp"
-#include "supervisor/worker_access.hpp"
+#include "supervisor/lifecycle/worker_access.hpp"
 
 #include <chrono>
 #include <cstdint>

@@ -7,7 +7,7 @@
 #include "worker/device_factory.hpp"
 #include "supervisor/config/install_layout.hpp"
 #include "supervisor/ops/log/log.hpp"
-#include "supervisor/sandbox.hpp"
+#include "supervisor/lifecycle/sandbox.hpp"
 
 #include <boost/asio/post.hpp>
 

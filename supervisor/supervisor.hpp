@@ -17,8 +17,8 @@
 #include "supervisor/memory_broker.hpp"
 #include "supervisor/release_scheduler.hpp"
 #include "supervisor/segment_writer.hpp"
-#include "supervisor/worker_access.hpp"
-#include "supervisor/worker_process.hpp"
+#include "supervisor/lifecycle/worker_access.hpp"
+#include "supervisor/lifecycle/worker_process.hpp"
 #include "worker/device.hpp"
 
 #include <boost/asio/io_context.hpp>

@@ -2,7 +2,7 @@
 // in order, bounded, and matched against the count its request names.
 #include <catch2/catch.hpp>
 
-#include "supervisor/keep_list.hpp"
+#include "supervisor/lifecycle/keep_list.hpp"
 
 using namespace comfy;
 using comfy::supervisor::KeepList;

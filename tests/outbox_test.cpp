@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "shared/message_codec.hpp"
-#include "supervisor/outbox.hpp"
+#include "supervisor/lifecycle/outbox.hpp"
 
 using namespace comfy;
 using namespace comfy::supervisor;

@@ -1,7 +1,7 @@
 // The restart decision alone: doubling backoff with a cap, and the intensity limit.
 #include <catch2/catch.hpp>
 
-#include "supervisor/restart_policy.hpp"
+#include "supervisor/lifecycle/restart_policy.hpp"
 
 using namespace comfy::supervisor;
 using namespace std::chrono_literals;

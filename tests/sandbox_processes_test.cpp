@@ -4,9 +4,9 @@
 // processes, and goes when the supervisor is SIGKILLed.
 #include <catch2/catch.hpp>
 
-#include "supervisor/process_spawner.hpp"
-#include "supervisor/sandbox.hpp"
-#include "supervisor/sandbox_check.hpp"
+#include "supervisor/lifecycle/process_spawner.hpp"
+#include "supervisor/lifecycle/sandbox.hpp"
+#include "supervisor/lifecycle/sandbox_check.hpp"
 #include "tests/support/supervisor_process.hpp"
 
 #include <fcntl.h>

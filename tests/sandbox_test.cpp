@@ -2,8 +2,8 @@
 // says in one line when bwrap is missing. No process is started here but bwrap's trial.
 #include <catch2/catch.hpp>
 
-#include "supervisor/sandbox.hpp"
-#include "supervisor/sandbox_check.hpp"
+#include "supervisor/lifecycle/sandbox.hpp"
+#include "supervisor/lifecycle/sandbox_check.hpp"
 #include "tests/support/supervisor_process.hpp"
 
 #include <algorithm>

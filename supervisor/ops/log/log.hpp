@@ -6,7 +6,7 @@
 //   2026-11-30T21:40:01.240Z info  host: Starting server
 //
 // wall-clock time (UTC), a level, then the supervisor's own lines with the seconds since it
-// started, or a child's output line under its pack's name (supervisor/child_output.hpp).
+// started, or a child's output line under its pack's name (supervisor/lifecycle/child_output.hpp).
 // When stderr is the journal (systemd's JOURNAL_STREAM names it), each line starts with
 // the journal's priority prefix instead of the time, which the journal keeps itself.
 

@@ -1,4 +1,4 @@
-#include "supervisor/sandbox.hpp"
+#include "supervisor/lifecycle/sandbox.hpp"
 
 #include <algorithm>
 #include <filesystem>

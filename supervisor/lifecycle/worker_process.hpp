@@ -6,12 +6,12 @@
 #include "ipc/sealed_region.hpp"
 #include "shared/message_codec.hpp"
 #include "shared/participant_region.hpp"
-#include "supervisor/child_output.hpp"
+#include "supervisor/lifecycle/child_output.hpp"
 #include "supervisor/config/config.hpp"
-#include "supervisor/keep_list.hpp"
-#include "supervisor/outbox.hpp"
-#include "supervisor/process_spawner.hpp"
-#include "supervisor/restart_policy.hpp"
+#include "supervisor/lifecycle/keep_list.hpp"
+#include "supervisor/lifecycle/outbox.hpp"
+#include "supervisor/lifecycle/process_spawner.hpp"
+#include "supervisor/lifecycle/restart_policy.hpp"
 #include "worker/worker_environment.hpp"
 
 #include <boost/asio/posix/stream_descriptor.hpp>

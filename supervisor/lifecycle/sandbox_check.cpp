@@ -1,4 +1,4 @@
-#include "supervisor/sandbox_check.hpp"
+#include "supervisor/lifecycle/sandbox_check.hpp"
 
 #include <fcntl.h>
 #include <spawn.h>

@@ -1,4 +1,4 @@
-#include "supervisor/restart_policy.hpp"
+#include "supervisor/lifecycle/restart_policy.hpp"
 
 #include <algorithm>
 

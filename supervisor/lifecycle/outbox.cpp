@@ -1,4 +1,4 @@
-#include "supervisor/outbox.hpp"
+#include "supervisor/lifecycle/outbox.hpp"
 
 #include <algorithm>
 #include <cstdint>

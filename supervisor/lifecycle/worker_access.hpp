@@ -6,7 +6,7 @@
 // construction and never owns a participant.
 
 #include "shared/message_codec.hpp"
-#include "supervisor/worker_process.hpp"
+#include "supervisor/lifecycle/worker_process.hpp"
 
 #include <cstdint>
 #include <memory>

@@ -1,4 +1,4 @@
-#include "supervisor/child_output.hpp"
+#include "supervisor/lifecycle/child_output.hpp"
 
 #include "supervisor/ops/log/log.hpp"
 

@@ -4,7 +4,7 @@
 // one line then rather than a worker failing at every spawn.
 
 #include "supervisor/config/config.hpp"
-#include "supervisor/sandbox.hpp"
+#include "supervisor/lifecycle/sandbox.hpp"
 
 #include <optional>
 #include <string>

@@ -1,4 +1,4 @@
-#include "supervisor/process_spawner.hpp"
+#include "supervisor/lifecycle/process_spawner.hpp"
 
 #include <fcntl.h>
 #include <sched.h>

@@ -3,7 +3,7 @@
 // package bubblewrap) instead of directly. What it keeps out and why: docs/SECURITY.md.
 
 #include "supervisor/config/config.hpp"
-#include "supervisor/process_spawner.hpp"
+#include "supervisor/lifecycle/process_spawner.hpp"
 
 #include <sys/types.h>
 

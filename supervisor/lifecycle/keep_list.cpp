@@ -1,4 +1,4 @@
-#include "supervisor/keep_list.hpp"
+#include "supervisor/lifecycle/keep_list.hpp"
 
 #include <utility>
 
