@@ -2,7 +2,7 @@
 
 #include "comfy/version.hpp"
 #include "supervisor/ctl/segment_report.hpp"
-#include "supervisor/release_totals.hpp"
+#include "supervisor/memory/release_totals.hpp"
 
 #include <charconv>
 

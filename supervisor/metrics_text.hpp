@@ -3,8 +3,8 @@
 // Supervisor gathers them; this file only writes them, each family's samples after its
 // own HELP and TYPE lines, as the format requires. docs/METRICS.md describes every one.
 
-#include "supervisor/admission_waits.hpp"
-#include "supervisor/host_memory.hpp"
+#include "supervisor/memory/admission_waits.hpp"
+#include "supervisor/memory/host_memory.hpp"
 #include "supervisor/supervisor.hpp"
 
 #include <optional>

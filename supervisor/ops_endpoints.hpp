@@ -5,13 +5,13 @@
 // loop; off unless the config names a listen address.
 
 #include "ipc/shm_segment.hpp"
-#include "supervisor/census_reader.hpp"
+#include "supervisor/memory/census_reader.hpp"
 #include "supervisor/config/config.hpp"
 #include "supervisor/ops/log/event_journal.hpp"
 #include "supervisor/free_request.hpp"
-#include "supervisor/memory_broker.hpp"
+#include "supervisor/memory/memory_broker.hpp"
 #include "supervisor/ops_http.hpp"
-#include "supervisor/release_scheduler.hpp"
+#include "supervisor/memory/release_scheduler.hpp"
 #include "supervisor/lifecycle/worker_access.hpp"
 
 #include <boost/asio/io_context.hpp>

@@ -7,7 +7,7 @@
 #include "ipc/sealed_region.hpp"
 #include "shared/device_accounting.hpp"
 #include "shared/participant_region.hpp"
-#include "supervisor/census_reader.hpp"
+#include "supervisor/memory/census_reader.hpp"
 #include "tests/support/test_instance.hpp"
 
 #include <atomic>

@@ -2,7 +2,7 @@
 // resume from the last number they saw, listeners told once) and the admission waits.
 #include <catch2/catch.hpp>
 
-#include "supervisor/admission_waits.hpp"
+#include "supervisor/memory/admission_waits.hpp"
 #include "supervisor/ops/log/event_journal.hpp"
 
 using namespace comfy::supervisor;

@@ -3,7 +3,7 @@
 // release is spread over the holders.
 #include <catch2/catch.hpp>
 
-#include "supervisor/host_memory.hpp"
+#include "supervisor/memory/host_memory.hpp"
 
 using namespace comfy;
 using namespace comfy::supervisor;

@@ -3,7 +3,7 @@
 // pin releases take from them too. And the pack-file keys that describe them.
 #include <catch2/catch.hpp>
 
-#include "supervisor/release_totals.hpp"
+#include "supervisor/memory/release_totals.hpp"
 #include "tests/support/supervisor_process.hpp"
 #include "worker/node_leftovers.hpp"
 #include "worker/pack_description.hpp"

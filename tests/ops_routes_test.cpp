@@ -2,7 +2,7 @@
 // /events' query, the history's bound and the metrics' histogram.
 #include <catch2/catch.hpp>
 
-#include "supervisor/memory_history.hpp"
+#include "supervisor/memory/memory_history.hpp"
 #include "supervisor/metrics_text.hpp"
 #include "supervisor/ops_routes.hpp"
 

@@ -1,4 +1,4 @@
-#include "supervisor/release_scheduler.hpp"
+#include "supervisor/memory/release_scheduler.hpp"
 
 #include "shared/byte_size.hpp"
 #include "supervisor/ops/log/log.hpp"

@@ -1,4 +1,4 @@
-#include "supervisor/admission_waits.hpp"
+#include "supervisor/memory/admission_waits.hpp"
 
 namespace comfy::supervisor {
 

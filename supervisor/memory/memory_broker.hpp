@@ -6,14 +6,14 @@
 // the totals, the release receipts by kind, how long admissions waited, and the journal's
 // admission, eviction and release events.
 
-#include "supervisor/admission_waits.hpp"
+#include "supervisor/memory/admission_waits.hpp"
 #include "supervisor/arbiter/arbiter.hpp"
 #include "supervisor/arbiter/trace.hpp"
-#include "supervisor/census_reader.hpp"
+#include "supervisor/memory/census_reader.hpp"
 #include "supervisor/config/config.hpp"
 #include "supervisor/ops/log/event_journal.hpp"
-#include "supervisor/release_totals.hpp"
-#include "supervisor/segment_writer.hpp"
+#include "supervisor/memory/release_totals.hpp"
+#include "supervisor/memory/segment_writer.hpp"
 #include "supervisor/lifecycle/worker_access.hpp"
 
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "supervisor/census_reader.hpp"
+#include "supervisor/memory/census_reader.hpp"
 
 #include "shared/memory_arithmetic.hpp"
 

@@ -1,4 +1,4 @@
-#include "supervisor/host_memory.hpp"
+#include "supervisor/memory/host_memory.hpp"
 
 #include <algorithm>
 #include <fstream>

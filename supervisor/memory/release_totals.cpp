@@ -1,4 +1,4 @@
-#include "supervisor/release_totals.hpp"
+#include "supervisor/memory/release_totals.hpp"
 
 #include "shared/byte_size.hpp"
 

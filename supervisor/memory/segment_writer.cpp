@@ -1,4 +1,4 @@
-#include "supervisor/segment_writer.hpp"
+#include "supervisor/memory/segment_writer.hpp"
 
 namespace comfy::supervisor {
 

@@ -4,11 +4,11 @@
 // release, and host RAM: pin requests answered against the budget, and release_pins
 // asked of the pin holders in proportion when available memory falls below low water.
 
-#include "supervisor/census_reader.hpp"
+#include "supervisor/memory/census_reader.hpp"
 #include "supervisor/config/config.hpp"
 #include "supervisor/ops/log/event_journal.hpp"
-#include "supervisor/host_memory.hpp"
-#include "supervisor/memory_broker.hpp"
+#include "supervisor/memory/host_memory.hpp"
+#include "supervisor/memory/memory_broker.hpp"
 #include "supervisor/lifecycle/worker_access.hpp"
 
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "supervisor/memory_broker.hpp"
+#include "supervisor/memory/memory_broker.hpp"
 
 #include "shared/byte_size.hpp"
 #include "supervisor/ops/log/log.hpp"
