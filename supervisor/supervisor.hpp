@@ -5,7 +5,7 @@
 
 #include "ipc/eventfd.hpp"
 #include "shared/segment_layout.hpp"
-#include "supervisor/bridge_broker.hpp"
+#include "supervisor/bridge/bridge_broker.hpp"
 #include "supervisor/memory/census_reader.hpp"
 #include "supervisor/config/config.hpp"
 #include "supervisor/control_server.hpp"

@@ -7,7 +7,7 @@
 
 #include "ipc/arena.hpp"
 #include "ipc/descriptor_passing.hpp"
-#include "supervisor/bridge_messages.hpp"
+#include "supervisor/bridge/bridge_messages.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>

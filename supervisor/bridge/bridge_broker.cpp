@@ -1,7 +1,7 @@
-#include "supervisor/bridge_broker.hpp"
+#include "supervisor/bridge/bridge_broker.hpp"
 
 #include "ipc/descriptor_passing.hpp"
-#include "supervisor/bridge_messages.hpp"
+#include "supervisor/bridge/bridge_messages.hpp"
 #include "supervisor/ctl/segment_report.hpp"
 #include "supervisor/ops/log/log.hpp"
 

@@ -1,4 +1,4 @@
-#include "supervisor/bridge_messages.hpp"
+#include "supervisor/bridge/bridge_messages.hpp"
 
 #include <nlohmann/json.hpp>
 
