@@ -7,9 +7,9 @@
 
 #include "supervisor/arbiter/trace.hpp"
 #include "supervisor/lifecycle/sandbox_check.hpp"
-#include "supervisor/summary.hpp"
+#include "supervisor/ops/summary.hpp"
 #include "supervisor/config/supervisor_options.hpp"
-#include "supervisor/systemd_notify.hpp"
+#include "supervisor/ops/systemd_notify.hpp"
 
 #include <sys/prctl.h>
 

@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include "supervisor/memory/memory_history.hpp"
-#include "supervisor/metrics_text.hpp"
-#include "supervisor/ops_routes.hpp"
+#include "supervisor/ops/metrics_text.hpp"
+#include "supervisor/ops/ops_routes.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,7 +1,7 @@
 #pragma once
 // Reads what the supervisor prints on stdout with a workload: a progress line per node
 // ("prompt K/N  node J/M  pack/node") and, once it has stopped, the summary
-// (supervisor/summary.cpp).
+// (supervisor/ops/summary.cpp).
 
 #include <cstdint>
 #include <optional>

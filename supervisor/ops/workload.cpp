@@ -1,4 +1,4 @@
-#include "supervisor/workload.hpp"
+#include "supervisor/ops/workload.hpp"
 
 #include "supervisor/ops/log/log.hpp"
 

@@ -1,6 +1,6 @@
 #pragma once
 // The operator's HTTP endpoints on the supervisor's own event loop (Boost.Beast); what
-// each answers is in supervisor/ops_routes.hpp. One request per connection; every answer
+// each answers is in supervisor/ops/ops_routes.hpp. One request per connection; every answer
 // closes it. Off unless the config names a listen address.
 //
 // The server outlives a shortage of descriptors: when accept fails (EMFILE, ENFILE,
@@ -11,7 +11,7 @@
 // the supervisor's descriptors. A connection that sends no whole request within 10 s is closed.
 
 #include "supervisor/ops/log/log_limiter.hpp"
-#include "supervisor/ops_routes.hpp"
+#include "supervisor/ops/ops_routes.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>

@@ -1,4 +1,4 @@
-#include "supervisor/free_request.hpp"
+#include "supervisor/ops/free_request.hpp"
 
 #include <nlohmann/json.hpp>
 

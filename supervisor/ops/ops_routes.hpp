@@ -1,6 +1,6 @@
 #pragma once
 // What each of the operator's HTTP endpoints answers, apart from the connection that
-// carries it (supervisor/ops_http.hpp), so the answers are tested without a socket:
+// carries it (supervisor/ops/ops_http.hpp), so the answers are tested without a socket:
 //   GET  /                 the dashboard: one self-contained HTML page
 //   GET  /census           workers, census, ledger and device, as JSON (what comfyctl shows)
 //   GET  /metrics          the same figures in Prometheus text format, for fleets
@@ -9,7 +9,7 @@
 //   POST /free             ComfyUI's /free: {"unload_models": bool, "free_memory": bool}
 
 #include "supervisor/ops/log/event_journal.hpp"
-#include "supervisor/free_request.hpp"
+#include "supervisor/ops/free_request.hpp"
 
 #include <cstdint>
 #include <functional>

@@ -1,4 +1,4 @@
-#include "supervisor/systemd_notify.hpp"
+#include "supervisor/ops/systemd_notify.hpp"
 
 #include "supervisor/ops/log/log.hpp"
 

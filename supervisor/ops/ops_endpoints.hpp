@@ -8,9 +8,9 @@
 #include "supervisor/memory/census_reader.hpp"
 #include "supervisor/config/config.hpp"
 #include "supervisor/ops/log/event_journal.hpp"
-#include "supervisor/free_request.hpp"
+#include "supervisor/ops/free_request.hpp"
 #include "supervisor/memory/memory_broker.hpp"
-#include "supervisor/ops_http.hpp"
+#include "supervisor/ops/ops_http.hpp"
 #include "supervisor/memory/release_scheduler.hpp"
 #include "supervisor/lifecycle/worker_access.hpp"
 

@@ -1,4 +1,4 @@
-#include "supervisor/summary.hpp"
+#include "supervisor/ops/summary.hpp"
 
 #include "shared/byte_size.hpp"
 

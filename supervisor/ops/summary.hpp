@@ -2,7 +2,7 @@
 // The report printed when a workload ends: what ran, what restarted, the peak device
 // use and each worker's census.
 
-#include "supervisor/workload.hpp"
+#include "supervisor/ops/workload.hpp"
 
 namespace comfy::supervisor {
 

@@ -1,4 +1,4 @@
-#include "supervisor/ops_http.hpp"
+#include "supervisor/ops/ops_http.hpp"
 
 #include "supervisor/ops/log/log.hpp"
 

@@ -1,6 +1,6 @@
-#include "supervisor/control_server.hpp"
+#include "supervisor/ops/control_server.hpp"
 
-#include "supervisor/control_socket_file.hpp"
+#include "supervisor/ops/control_socket_file.hpp"
 #include "supervisor/ops/log/log.hpp"
 
 #include <boost/asio/post.hpp>

@@ -1,11 +1,11 @@
-#include "supervisor/ops_endpoints.hpp"
+#include "supervisor/ops/ops_endpoints.hpp"
 
 #include "supervisor/ctl/report_json.hpp"
 #include "supervisor/ctl/segment_report.hpp"
 #include "supervisor/ops/log/log.hpp"
 #include "supervisor/memory/memory_history.hpp"
-#include "supervisor/metrics_text.hpp"
-#include "supervisor/ops_routes.hpp"
+#include "supervisor/ops/metrics_text.hpp"
+#include "supervisor/ops/ops_routes.hpp"
 #include "supervisor/supervisor.hpp"
 
 namespace comfy::supervisor {

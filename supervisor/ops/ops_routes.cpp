@@ -1,6 +1,6 @@
-#include "supervisor/ops_routes.hpp"
+#include "supervisor/ops/ops_routes.hpp"
 
-#include "supervisor/dashboard/dashboard_page.hpp"
+#include "supervisor/ops/dashboard/dashboard_page.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "supervisor/metrics_text.hpp"
+#include "supervisor/ops/metrics_text.hpp"
 
 #include "comfy/version.hpp"
 #include "supervisor/ctl/segment_report.hpp"

@@ -1,6 +1,6 @@
-#include "supervisor/control_socket_file.hpp"
+#include "supervisor/ops/control_socket_file.hpp"
 
-#include "supervisor/control_server.hpp"
+#include "supervisor/ops/control_server.hpp"
 
 #include <fcntl.h>
 #include <sys/socket.h>
