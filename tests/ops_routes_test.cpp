@@ -2,7 +2,7 @@
 // /events' query, the history's bound and the metrics' histogram.
 #include <catch2/catch.hpp>
 
-#include "supervisor/memory/memory_history.hpp"
+#include "supervisor/ops/memory_history.hpp"
 #include "supervisor/ops/metrics_text.hpp"
 #include "supervisor/ops/ops_routes.hpp"
 

@@ -3,7 +3,7 @@
 #include "supervisor/ctl/report_json.hpp"
 #include "supervisor/ctl/segment_report.hpp"
 #include "supervisor/ops/log/log.hpp"
-#include "supervisor/memory/memory_history.hpp"
+#include "supervisor/ops/memory_history.hpp"
 #include "supervisor/ops/metrics_text.hpp"
 #include "supervisor/ops/ops_routes.hpp"
 #include "supervisor/supervisor.hpp"

@@ -1,4 +1,4 @@
-#include "supervisor/memory/memory_history.hpp"
+#include "supervisor/ops/memory_history.hpp"
 
 namespace comfy::supervisor {
 
