@@ -6,10 +6,11 @@
 // Exit statuses: supervisor/config/supervisor_options.cpp (each command's --help).
 
 #include "supervisor/arbiter/trace.hpp"
+#include "supervisor/config/supervisor_options.hpp"
 #include "supervisor/lifecycle/sandbox_check.hpp"
 #include "supervisor/ops/summary.hpp"
-#include "supervisor/config/supervisor_options.hpp"
 #include "supervisor/ops/systemd_notify.hpp"
+#include "supervisor/supervisor.hpp"
 
 #include <sys/prctl.h>
 
@@ -68,7 +69,7 @@ int main(int argc, char* argv[]) {
             std::function<void()> finished;
             if (options.keep_running) {
                 finished = [&] {
-                    print_summary(supervisor, *runner);
+                    print_summary(supervisor.totals(), supervisor.view().device_total_bytes(), *runner);
                     std::fflush(stdout);
                     summarized = true;
                     log_line("workload finished; still running until SIGTERM or SIGINT (--keep-running)");
@@ -78,7 +79,7 @@ int main(int argc, char* argv[]) {
         }
         const int code = supervisor.run();
         if (!runner) return code;
-        if (!summarized) print_summary(supervisor, *runner);
+        if (!summarized) print_summary(supervisor.totals(), supervisor.view().device_total_bytes(), *runner);
         return runner->outcome().prompts_failed == 0 ? code : 1;
     } catch (const DeviceUnavailable& e) {
         std::fprintf(stderr, "comfy-supervisor: %s\n", e.what());

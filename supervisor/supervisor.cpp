@@ -1,18 +1,15 @@
 #include "supervisor/supervisor.hpp"
 
 #include "shared/byte_size.hpp"
+#include "supervisor/ctl/control_path.hpp"
 #include "supervisor/ctl/report_format.hpp"
-#include "supervisor/ctl/report_json.hpp"
-#include "supervisor/ctl/segment_report.hpp"
-#include "worker/device_factory.hpp"
-#include "supervisor/config/install_layout.hpp"
-#include "supervisor/ops/log/log.hpp"
+#include "supervisor/lifecycle/handshake.hpp"
+#include "supervisor/lifecycle/liveness.hpp"
+#include "supervisor/lifecycle/message_pump.hpp"
 #include "supervisor/lifecycle/sandbox.hpp"
-
-#include <boost/asio/post.hpp>
+#include "supervisor/ops/log/log.hpp"
 
 #include <signal.h>
-#include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,82 +26,9 @@ using Clock = std::chrono::steady_clock;
 // slot i + 1 either way.
 constexpr std::uint32_t kHostSlot = 0;
 constexpr std::uint32_t kFirstPackSlot = 1;
-// How many messages one worker may hand us per wake-up before the others get a turn.
-constexpr int kMessagesPerTurn = 64;
 // What one participant can make us log, per topic: this many lines a window, then a count.
 constexpr std::size_t kLogLinesPerWindow = 20;
 constexpr std::chrono::seconds kLogWindow{10};
-
-worker::Token random_token() {
-    worker::Token token{};
-    if (::getrandom(token.data(), token.size(), 0) != static_cast<ssize_t>(token.size())) {
-        throw std::runtime_error(std::string("getrandom failed: ") + std::strerror(errno));
-    }
-    return token;
-}
-
-// Compares in time independent of where the first difference is.
-bool same_token(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) {
-    std::uint8_t difference = 0;
-    for (std::size_t i = 0; i < n; ++i) difference = static_cast<std::uint8_t>(difference | (a[i] ^ b[i]));
-    return difference == 0;
-}
-
-std::string describe_exit(int status, int signal) {
-    if (signal != 0) return std::string("killed by SIG") + (sigabbrev_np(signal) ? sigabbrev_np(signal) : "?");
-    return "exited with status " + std::to_string(status);
-}
-
-std::map<std::string, std::string> child_environment(const PackConfig& pack,
-                                                     const worker::WorkerEnvironment& attach) {
-    std::map<std::string, std::string> env;
-    for (const auto& name : pack.env_allowlist) {
-        if (const char* value = std::getenv(name.c_str())) env[name] = value;
-    }
-    for (const auto& [key, value] : pack.env) env[key] = value;
-    for (const auto& [key, value] : attach.to_variables()) env[key] = value;
-    // The library of this build or install, so that a Python participant loads the one that
-    // speaks this supervisor's layout.
-    static const std::string library = participant_library();
-    if (!library.empty()) env[worker::kEnvLibrary] = library;
-    return env;
-}
-
-Message request_failed(const RequestFailed& payload, std::uint32_t generation, std::uint64_t correlation) {
-    Message message{};
-    message.header.type = static_cast<std::uint16_t>(MessageType::request_failed);
-    message.header.version = kMessageVersion;
-    message.header.payload_size = sizeof(RequestFailed);
-    message.header.generation = generation;
-    message.header.correlation = correlation;
-    message.payload = payload;
-    return message;
-}
-
-Message failure(FailureReason reason, const WorkerProcess& worker, std::uint64_t correlation) {
-    return request_failed({static_cast<std::uint32_t>(reason), worker.last_exit_status, worker.last_exit_signal,
-                           worker.slot},
-                          worker.generation, correlation);
-}
-
-}  // namespace
-
-namespace {
-
-// Opens the configured CUDA device, or says in one line why not and either falls back to
-// the simulated device (the config allows it) or stops.
-std::unique_ptr<worker::Device> open_configured_device(DeviceConfig& device) {
-    if (device.kind != DeviceKind::cuda) return nullptr;
-    if (const auto reason = worker::cuda_unavailable_reason(device.cuda_index)) {
-        if (device.cuda_fallback == CudaFallback::stop) {
-            throw DeviceUnavailable(*reason + "; fix the driver or set \"fallback\": \"simulated\" in the config's device");
-        }
-        log_line(*reason + "; using the simulated device instead (the config's device.fallback)");
-        device.kind = DeviceKind::simulated;
-        return nullptr;
-    }
-    return worker::open_cuda_device(device.cuda_index);
-}
 
 }  // namespace
 
@@ -133,7 +57,9 @@ Supervisor::Supervisor(Config config, const std::string& instance)
           return DeviceTable(device_table_region_->base(), view_.capacities().participants);
       }()),
       census_(view_, device_table_ ? &*device_table_ : nullptr, cuda_.get()),
-      doorbell_watch_(io_, ::dup(doorbell_.fd())),
+      pump_(io_, doorbell_, *this,
+            {[this](WorkerProcess& worker, const MessageSlot& slot) { handle_message(worker, slot); },
+             [this](WorkerProcess& worker) { flush(worker); }, [this] { publish_census_reports(); }}),
       signals_(io_, SIGINT, SIGTERM),
       operator_signals_(io_, SIGUSR1, SIGHUP),
       heartbeat_timer_(io_),
@@ -143,7 +69,8 @@ Supervisor::Supervisor(Config config, const std::string& instance)
       memory_(config_, *this, census_, writes_, journal_),
       releases_(config_.host, *this, census_, memory_, journal_),
       ops_(io_, OpsEndpoints::Sources{*this, config_, instance_, segment_, census_, memory_, releases_, journal_,
-                                      *this}) {
+                                      *this}),
+      operator_(*this, releases_, {config_.memory.reserve_bytes, view_.device_total_bytes()}) {
     // The table is indexed by slot from first_slot_: the host's slot 0 is in it only when
     // configured, so without a host nothing changes.
     first_slot_ = config_.comfyui ? kHostSlot : kFirstPackSlot;
@@ -179,7 +106,7 @@ int Supervisor::run() {
              std::to_string(workers_.size() - (with_host ? 1 : 0)) + " worker(s)");
     ops_.start();
     for (auto& worker : workers_) start_worker(*worker);
-    wait_for_messages();
+    pump_.start();
     check_heartbeats();
     io_.run();
     for (auto& worker : workers_) {
@@ -194,7 +121,7 @@ int Supervisor::run() {
 
 void Supervisor::start_worker(WorkerProcess& worker) {
     ++worker.generation;
-    worker.token = random_token();
+    worker.token = new_token();
     worker.kill_reason.clear();
     // A fresh region for this life: nothing the previous one wrote survives into it.
     const std::uint32_t ring_slots = view_.capacities().ring_slots;
@@ -280,24 +207,9 @@ void Supervisor::watch_exit(WorkerProcess& worker) {
 }
 
 void Supervisor::on_exit(WorkerProcess& worker) {
-    int status = 0;
     const pid_t pid = worker.process.pid;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    // Whatever the worker left in its group goes with it.
-    ::killpg(pid, SIGKILL);
-    const int exec_error = take_exec_error(worker.process);
-    worker.pidfd.close();  // closes the pidfd
-    worker.process = SpawnedProcess{};
-    worker.handshake_timer.cancel();
-    worker.kill_timer.cancel();
-    worker.last_exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    worker.last_exit_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-
+    const std::string how = worker.reap();
     const char* who = worker.kind == ParticipantKind::host ? "pid " : "worker pid ";
-    std::string how = describe_exit(worker.last_exit_status, worker.last_exit_signal);
-    if (exec_error != 0) how += ": cannot execute " + worker.pack.command + ": " + std::strerror(exec_error);
-    if (!worker.kill_reason.empty()) how += " (" + worker.kill_reason + ")";
     // A death the supervisor did not ask for, or asked for because the worker misbehaved.
     const bool expected = shutting_down_ || worker.operator_intent != OperatorIntent::none ||
                           (worker.last_exit_signal == 0 && worker.last_exit_status == 0);
@@ -324,14 +236,14 @@ void Supervisor::on_exit(WorkerProcess& worker) {
     worker.region_view = ParticipantRegionView();
     worker.region = ipc::SealedRegion();
     memory_.arbitrate(arbiter::event::Left{{worker.slot, worker.generation}});
-    fail_requests(worker, FailureReason::worker_died, false);
+    worker.fail_requests(FailureReason::worker_died, false);
     if (shutting_down_) {
         set_state(worker, ParticipantState::dead);
-        fail_requests(worker, FailureReason::shutting_down, true);
+        worker.fail_requests(FailureReason::shutting_down, true);
         finish_if_done();
         return;
     }
-    if (after_operator_exit(worker)) return;
+    if (operator_.after_exit(worker)) return;
     schedule_restart(worker);
 }
 
@@ -341,16 +253,10 @@ void Supervisor::schedule_restart(WorkerProcess& worker) {
     const auto decision = cannot_run ? RestartTracker::Decision{true, {}} : worker.restarts.on_death(Clock::now());
     if (decision.give_up) {
         set_state(worker, ParticipantState::failed);
-        const std::string why =
-            cannot_run ? "it exited with status " + std::to_string(kExitCannotRun) +
-                             " (it cannot run as configured; its error is above); not restarting until an operator "
-                             "asks (comfyctl retry " + worker.pack.name + ")"
-                       : "more than " + std::to_string(worker.pack.restart.max_restarts) + " restarts within " +
-                             std::to_string(worker.pack.restart.window.count()) +
-                             " ms; not restarting until an operator asks";
+        const std::string why = worker.why_given_up();
         happened(LogLevel::error, worker, "failed", "failed: " + why, {{"reason", why}});
         bridge_.failed(worker, why);
-        fail_requests(worker, FailureReason::worker_failed, true);
+        worker.fail_requests(FailureReason::worker_failed, true);
         check_all_started();
         return;
     }
@@ -379,62 +285,8 @@ void Supervisor::terminate(WorkerProcess& worker, const std::string& reason) {
     });
 }
 
-void Supervisor::fail_requests(WorkerProcess& worker, FailureReason reason, bool include_queued) {
-    auto in_flight = std::move(worker.in_flight);
-    worker.in_flight.clear();
-    for (auto& [correlation, reply] : in_flight) reply(failure(reason, worker, correlation));
-    if (!include_queued) return;
-    auto queued = std::move(worker.queued);
-    worker.queued.clear();
-    for (auto& request : queued) request.reply(failure(reason, worker, request.message.header.correlation));
-}
-
-}  // namespace comfy::supervisor
-
-namespace comfy::supervisor {
 
 // ---- messages from workers ----
-
-void Supervisor::wait_for_messages() {
-    // Ask every worker to ring the doorbell on its next message; if one already has a
-    // message waiting, do not sleep at all.
-    bool pending = false;
-    for (auto& worker : workers_) {
-        if (worker->alive() && worker->from_worker && worker->from_worker->arm_doorbell() != ipc::PopResult::empty) {
-            pending = true;
-        }
-    }
-    if (pending) {
-        boost::asio::post(io_, [this] { drain_rings(); });
-        return;
-    }
-    doorbell_watch_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                               [this](const boost::system::error_code& ec) {
-                                   if (!ec) drain_rings();
-                               });
-}
-
-void Supervisor::drain_rings() {
-    doorbell_.drain();
-    for (auto& worker_ptr : workers_) {
-        WorkerProcess& worker = *worker_ptr;
-        if (!worker.alive() || !worker.from_worker) continue;
-        worker.from_worker->disarm();
-        MessageSlot slot{};
-        for (int n = 0; n < kMessagesPerTurn && worker.alive(); ++n) {
-            const auto state = worker.from_worker->try_pop(slot);
-            if (state == ipc::PopResult::empty) break;
-            if (state == ipc::PopResult::corrupt) {
-                terminate(worker, "its ring to the supervisor is corrupt");
-                break;
-            }
-            handle_message(worker, slot);
-        }
-        flush(worker);
-    }
-    publish_census_reports();
-    wait_for_messages();
-}
 
 void Supervisor::publish_census_reports() {
     census_.refresh();
@@ -495,30 +347,13 @@ void Supervisor::log_about(const WorkerProcess& worker, const std::string& topic
 }
 
 void Supervisor::accept_hello(WorkerProcess& worker, const Message& message) {
-    const auto* hello = std::get_if<Hello>(&message.payload);
-    if (hello == nullptr) {
-        terminate(worker, std::string("sent ") + std::string(to_string(message.type())) + " before Hello");
+    if (const auto problem = hello_problem(worker, message)) {
+        terminate(worker, *problem);
         return;
     }
-    if (hello->layout_version != kLayoutVersion) {
-        terminate(worker, "speaks layout version " + std::to_string(hello->layout_version) + ", the supervisor " +
-                              std::to_string(kLayoutVersion) + "; rebuild the worker against this version");
-        return;
-    }
-    if (!same_token(hello->token, worker.token.data(), worker.token.size())) {
-        terminate(worker, "presented a wrong token");
-        return;
-    }
-    // A sandboxed worker sees itself under another pid, in the sandbox's own namespace.
-    const bool own_pid = worker.pack.sandbox ? is_inner_pid_of(worker.process.pid, hello->pid)
-                                             : hello->pid == worker.process.pid;
-    if (!own_pid) {
-        terminate(worker, "claims pid " + std::to_string(hello->pid) + ", spawned as " +
-                              std::to_string(worker.process.pid) + (worker.pack.sandbox ? " (a sandbox)" : ""));
-        return;
-    }
+    const auto& hello = std::get<Hello>(message.payload);
     worker.handshake_timer.cancel();
-    worker.capabilities = hello->capabilities;
+    worker.capabilities = hello.capabilities;
     worker.idle_since = Clock::now();
     worker.idle_released = false;
     worker.keeping.clear();
@@ -579,7 +414,7 @@ void Supervisor::submit(const std::string& pack, const std::string& node, std::u
         const auto reason = shutting_down_                                 ? FailureReason::shutting_down
                             : worker.state == ParticipantState::stopped ? FailureReason::worker_stopped
                                                                          : FailureReason::worker_failed;
-        pending.reply(failure(reason, worker, pending.message.header.correlation));
+        pending.reply(worker.failure(reason, pending.message.header.correlation));
         return;
     }
     releases_.start_epoch(epoch);
@@ -608,15 +443,10 @@ void Supervisor::check_heartbeats() {
         WorkerProcess& worker = *worker_ptr;
         if (worker.alive()) writes_.census(worker.slot, census_.report(worker.slot));
         if (!worker.up()) continue;
-        check_shared_memory(worker);
-        // Relaxed: only compared with the previous value; a change is all that matters.
-        const std::uint64_t beat = worker.region_view.census().heartbeat.load(std::memory_order_relaxed);
-        if (beat != worker.last_heartbeat) {
-            worker.last_heartbeat = beat;
-            worker.heartbeat_seen_at = now;
-        } else if (now - worker.heartbeat_seen_at > config_.limits.heartbeat_timeout) {
-            terminate(worker, "hung: no heartbeat for " + std::to_string(config_.limits.heartbeat_timeout.count()) +
-                                  " ms");
+        const auto census = static_cast<CensusStatus>(census_.report(worker.slot).status);
+        if (const auto problem = shared_memory_problem(worker, census)) terminate(worker, *problem);
+        if (const auto problem = heartbeat_problem(worker, now, config_.limits.heartbeat_timeout)) {
+            terminate(worker, *problem);
         }
         flush(worker);
     }
@@ -631,27 +461,6 @@ void Supervisor::check_heartbeats() {
     });
 }
 
-void Supervisor::check_shared_memory(WorkerProcess& worker) {
-    // Garbage in an idle worker's ring is found here, within a period, not at its next
-    // message. Polling only reads the producer's index and validates it.
-    if (worker.from_worker->poll() == ipc::PopResult::corrupt) {
-        terminate(worker, "its ring to the supervisor is corrupt");
-        return;
-    }
-    // A census mid-write at one check may be a write in progress; at two in a row, or with
-    // figures no machine has, or another life's generation in a region made for this one,
-    // its writer is not writing what it means. Until then its figures are unknown (not
-    // believed), which costs this worker alone.
-    const auto status = static_cast<CensusStatus>(census_.report(worker.slot).status);
-    const bool bad = status == CensusStatus::unreadable || status == CensusStatus::stale;
-    worker.census_problems = bad ? worker.census_problems + 1 : 0;
-    if (worker.census_problems >= 2) {
-        terminate(worker, std::string("its census is ") +
-                              (status == CensusStatus::stale ? "of another generation" : "unreadable") +
-                              " at two heartbeat checks in a row");
-    }
-}
-
 // ---- the participant table ----
 
 void Supervisor::set_state(WorkerProcess& worker, ParticipantState state) {
@@ -661,17 +470,7 @@ void Supervisor::set_state(WorkerProcess& worker, ParticipantState state) {
 }
 
 void Supervisor::publish(const WorkerProcess& worker) {
-    ParticipantRecord record{};
-    std::strncpy(record.name, worker.pack.name.c_str(), sizeof record.name - 1);
-    record.pid = worker.process.pid > 0 ? worker.process.pid : 0;
-    record.generation = worker.generation;
-    record.state = static_cast<std::uint8_t>(worker.state);
-    record.kind = static_cast<std::uint8_t>(worker.kind);
-    record.restarts = worker.restarts.restarts();
-    record.last_exit_status = worker.last_exit_status;
-    record.last_exit_signal = worker.last_exit_signal;
-    record.started_at_ms = worker.started_at_ms;
-    writes_.participant(worker.slot, record);
+    writes_.participant(worker.slot, worker.record());
 }
 
 // ---- start-up and shutdown ----
@@ -698,7 +497,7 @@ void Supervisor::begin_shutdown(const std::string& why) {
     heartbeat_timer_.cancel();
     for (auto& worker : workers_) {
         worker->restart_timer.cancel();
-        fail_requests(*worker, FailureReason::shutting_down, true);
+        worker->fail_requests(FailureReason::shutting_down, true);
         if (!worker->alive()) continue;
         if (worker->up()) {
             set_state(*worker, ParticipantState::draining);
@@ -724,11 +523,11 @@ void Supervisor::finish_if_done() {
     if (!shutting_down_) return;
     if (std::any_of(workers_.begin(), workers_.end(), [](const auto& w) { return w->alive(); })) return;
     shutdown_timer_.cancel();
-    doorbell_watch_.close();
+    pump_.stop();
     io_.stop();
 }
 
-Supervisor::Totals Supervisor::totals() const {
+Totals Supervisor::totals() const {
     Totals totals;
     static_cast<MemoryTotals&>(totals) = memory_.totals();
     totals.pin_release_rounds = releases_.pin_release_rounds();
@@ -742,7 +541,7 @@ Supervisor::Totals Supervisor::totals() const {
     return totals;
 }
 
-std::vector<Supervisor::CensusRow> Supervisor::census_rows() const {
+std::vector<CensusRow> Supervisor::census_rows() const {
     std::vector<CensusRow> rows;
     for (const auto& worker : workers_) {
         CensusRow row{worker->pack.name, worker->process.pid, worker->generation, worker->restarts.restarts(),
@@ -766,20 +565,26 @@ void Supervisor::on_node_finished(WorkerProcess& worker, const NodeFinished& nod
     releases_.node_finished(worker, node);
 }
 
-void Supervisor::retry_failed_packs() {
-    for (auto& worker : workers_) {
-        if (worker->state != ParticipantState::failed) continue;
-        happened(LogLevel::info, *worker, "operator", "operator asked to retry the failed pack; starting it");
-        worker->restarts.reset();
-        start_worker(*worker);
-    }
+void Supervisor::start_control() {
+    control_.emplace(io_, ctl::control_socket_path(instance_), operator_.handlers(), journal_);
+    control_->start();
+    log_line("control: listening on " + control_->path().string() + " (comfyctl, this user only)");
+}
+
+void Supervisor::keep_stopped(WorkerProcess& worker) {
+    const std::string why = "stopped by an operator (comfyctl start " + worker.pack.name + " starts it again)";
+    set_state(worker, ParticipantState::stopped);
+    happened(LogLevel::info, worker, "stopped", why);
+    bridge_.failed(worker, why);
+    worker.fail_requests(FailureReason::worker_stopped, true);
+    check_all_started();
 }
 
 void Supervisor::watch_signals() {
     operator_signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
         if (ec || shutting_down_) return;
         if (signal == SIGUSR1) releases_.release_everything(FullReleaseReason::operator_request);
-        if (signal == SIGHUP) retry_failed_packs();
+        if (signal == SIGHUP) operator_.retry_failed();
         watch_signals();
     });
 }

@@ -1,12 +1,15 @@
 #pragma once
 // What the supervisor's parts (memory arbitration, the release paths, the operator's
 // actions) need of the participant table it keeps: the participants, a live life found by
-// slot and generation, a message delivered to one, a misbehaving one stopped, and a line
-// about one through the log limiter. The Supervisor implements it; each part gets it at
-// construction and never owns a participant.
+// slot and generation, a message delivered to one, a life stopped, started or kept
+// stopped, and a line about one, logged and kept in the journal. The Supervisor implements
+// it; each part gets it at construction and never owns a participant.
 
 #include "shared/message_codec.hpp"
 #include "supervisor/lifecycle/worker_process.hpp"
+#include "supervisor/ops/log/log.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -28,6 +31,16 @@ public:
     // Logs a line `worker` can make the supervisor write again and again: at most a few
     // per topic and window, then one line that says how many more were left out.
     virtual void log_about(const WorkerProcess& worker, const std::string& topic, std::string line) = 0;
+    // Logs `text` after the participant's name and records it in the event journal as `kind`.
+    virtual void happened(LogLevel level, const WorkerProcess& worker, const char* kind, const std::string& text,
+                          nlohmann::json figures = nlohmann::json::object()) = 0;
+    // Whether shutdown has begun: no life starts then.
+    virtual bool shutting_down() const noexcept = 0;
+    // Starts a new life of `worker` now, under a new generation.
+    virtual void start_worker(WorkerProcess& worker) = 0;
+    // Keeps `worker`, whose life has ended, stopped until an operator starts it: what was
+    // asked of it fails and the host hears that its nodes are gone.
+    virtual void keep_stopped(WorkerProcess& worker) = 0;
 
 protected:
     ~WorkerAccess() = default;

@@ -6,8 +6,8 @@
 #include "ipc/sealed_region.hpp"
 #include "shared/message_codec.hpp"
 #include "shared/participant_region.hpp"
-#include "supervisor/lifecycle/child_output.hpp"
 #include "supervisor/config/config.hpp"
+#include "supervisor/lifecycle/child_output.hpp"
 #include "supervisor/lifecycle/keep_list.hpp"
 #include "supervisor/lifecycle/outbox.hpp"
 #include "supervisor/lifecycle/process_spawner.hpp"
@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 
 namespace comfy::supervisor {
 
@@ -85,6 +86,30 @@ struct WorkerProcess {
     bool alive() const noexcept { return process.pid > 0; }
     // Ready or busy: past its Hello and taking messages (not draining, dead or failed).
     bool up() const noexcept { return state == ParticipantState::ready || state == ParticipantState::busy; }
+
+    // Reaps this life's exited process, kills what it left in its group, and records how it
+    // ended; returns that in words ("killed by SIGKILL (hung: ...)").
+    std::string reap();
+    // Why it is not restarted again: it cannot run as configured (it exited with
+    // kExitCannotRun), or it restarted too often.
+    std::string why_given_up() const;
+    // Its row of the participant table, as comfyctl and the host read it.
+    ParticipantRecord record() const;
+    // The RequestFailed that answers request `correlation`, with how its last life ended.
+    Message failure(FailureReason reason, std::uint64_t correlation) const;
+    // Answers every request sent to it (and, with `include_queued`, every one still
+    // waiting for it) with a RequestFailed of `reason`.
+    void fail_requests(FailureReason reason, bool include_queued);
 };
+
+// A RequestFailed message, as the supervisor answers a request it could not deliver.
+Message request_failed(const RequestFailed& payload, std::uint32_t generation, std::uint64_t correlation);
+
+// The environment a participant's process starts with: the variables its pack allows from
+// ours, its own, and those that attach it to its slot (`attach`).
+std::map<std::string, std::string> child_environment(const PackConfig& pack, const worker::WorkerEnvironment& attach);
+
+// "exited with status N" or "killed by SIGNAME", for the line that says a life ended.
+std::string describe_exit(int status, int signal);
 
 }  // namespace comfy::supervisor

@@ -6,15 +6,15 @@
 // the totals, the release receipts by kind, how long admissions waited, and the journal's
 // admission, eviction and release events.
 
-#include "supervisor/memory/admission_waits.hpp"
 #include "supervisor/arbiter/arbiter.hpp"
 #include "supervisor/arbiter/trace.hpp"
-#include "supervisor/memory/census_reader.hpp"
 #include "supervisor/config/config.hpp"
-#include "supervisor/ops/log/event_journal.hpp"
+#include "supervisor/lifecycle/worker_access.hpp"
+#include "supervisor/memory/admission_waits.hpp"
+#include "supervisor/memory/census_reader.hpp"
 #include "supervisor/memory/release_totals.hpp"
 #include "supervisor/memory/segment_writer.hpp"
-#include "supervisor/lifecycle/worker_access.hpp"
+#include "supervisor/ops/log/event_journal.hpp"
 
 #include <chrono>
 #include <functional>

@@ -4,12 +4,12 @@
 // release, and host RAM: pin requests answered against the budget, and release_pins
 // asked of the pin holders in proportion when available memory falls below low water.
 
-#include "supervisor/memory/census_reader.hpp"
 #include "supervisor/config/config.hpp"
-#include "supervisor/ops/log/event_journal.hpp"
+#include "supervisor/lifecycle/worker_access.hpp"
+#include "supervisor/memory/census_reader.hpp"
 #include "supervisor/memory/host_memory.hpp"
 #include "supervisor/memory/memory_broker.hpp"
-#include "supervisor/lifecycle/worker_access.hpp"
+#include "supervisor/ops/log/event_journal.hpp"
 
 #include <chrono>
 #include <cstdint>

@@ -3,7 +3,7 @@
 namespace comfy::supervisor {
 
 MemorySample memory_sample(std::uint32_t device, Bytes total, Bytes free, Bytes reserve,
-                           const std::vector<Supervisor::CensusRow>& census) {
+                           const std::vector<CensusRow>& census) {
     MemorySample sample{std::chrono::system_clock::now(), device, total, free, reserve, {}};
     sample.participants.reserve(census.size());
     for (const auto& row : census) {

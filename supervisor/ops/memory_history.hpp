@@ -6,7 +6,7 @@
 // the supervisor's event loop: no locking.
 
 #include "shared/memory_arithmetic.hpp"
-#include "supervisor/supervisor.hpp"
+#include "supervisor/ops/supervised.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -38,7 +38,7 @@ struct MemorySample {
 
 // A sample of the device figures given and what each census row holds.
 MemorySample memory_sample(std::uint32_t device, Bytes total, Bytes free, Bytes reserve,
-                           const std::vector<Supervisor::CensusRow>& census);
+                           const std::vector<CensusRow>& census);
 
 class MemoryHistory {
 public:

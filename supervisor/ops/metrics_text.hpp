@@ -1,11 +1,11 @@
 #pragma once
 // GET /metrics: the supervisor's figures in Prometheus's text exposition format. The
-// Supervisor gathers them; this file only writes them, each family's samples after its
+// endpoints gather them; this file only writes them, each family's samples after its
 // own HELP and TYPE lines, as the format requires. docs/METRICS.md describes every one.
 
 #include "supervisor/memory/admission_waits.hpp"
 #include "supervisor/memory/host_memory.hpp"
-#include "supervisor/supervisor.hpp"
+#include "supervisor/ops/supervised.hpp"
 
 #include <optional>
 #include <string>
@@ -20,13 +20,13 @@ struct ParticipantMetrics {
 };
 
 struct MetricsInput {
-    Supervisor::Totals totals;
+    Totals totals;
     Bytes device_total = 0;
     Bytes device_free = 0;
     Bytes device_reserve = 0;
     std::size_t ledger_models = 0;
     std::vector<ParticipantMetrics> participants;
-    std::vector<Supervisor::CensusRow> census;
+    std::vector<CensusRow> census;
     HostFigures host;
     AdmissionWaits::Histogram admission_waits;
 };

@@ -6,7 +6,6 @@
 #include "supervisor/ops/memory_history.hpp"
 #include "supervisor/ops/metrics_text.hpp"
 #include "supervisor/ops/ops_routes.hpp"
-#include "supervisor/supervisor.hpp"
 
 namespace comfy::supervisor {
 
@@ -74,7 +73,7 @@ std::string OpsEndpoints::metrics_text() {
     }
     in.census = from_.supervisor.census_rows();
     in.host = from_.releases.host_figures();
-    in.admission_waits = from_.supervisor.admission_waits();
+    in.admission_waits = from_.memory.admission_waits();
     return supervisor::metrics_text(in);
 }
 

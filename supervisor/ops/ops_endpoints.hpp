@@ -5,14 +5,15 @@
 // loop; off unless the config names a listen address.
 
 #include "ipc/shm_segment.hpp"
-#include "supervisor/memory/census_reader.hpp"
 #include "supervisor/config/config.hpp"
-#include "supervisor/ops/log/event_journal.hpp"
-#include "supervisor/ops/free_request.hpp"
-#include "supervisor/memory/memory_broker.hpp"
-#include "supervisor/ops/ops_http.hpp"
-#include "supervisor/memory/release_scheduler.hpp"
 #include "supervisor/lifecycle/worker_access.hpp"
+#include "supervisor/memory/census_reader.hpp"
+#include "supervisor/memory/memory_broker.hpp"
+#include "supervisor/memory/release_scheduler.hpp"
+#include "supervisor/ops/free_request.hpp"
+#include "supervisor/ops/log/event_journal.hpp"
+#include "supervisor/ops/ops_http.hpp"
+#include "supervisor/ops/supervised.hpp"
 
 #include <boost/asio/io_context.hpp>
 
@@ -22,15 +23,14 @@
 
 namespace comfy::supervisor {
 
-class Supervisor;
-class HistorySampler;  // memory_history.hpp, which needs the Supervisor's census rows
+class HistorySampler;
 struct MemorySample;
 
 class OpsEndpoints {
 public:
     // What the answers are read from; each outlives this object.
     struct Sources {
-        const Supervisor& supervisor;  // totals, census rows, admission waits
+        const Supervised& supervisor;  // totals, census rows
         const Config& config;
         const std::string& instance;
         const ipc::SharedSegment& segment;

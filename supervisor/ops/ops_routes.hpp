@@ -8,8 +8,8 @@
 //   GET  /events?since=N   the event journal after event N, as JSON (&limit=M: the newest M)
 //   POST /free             ComfyUI's /free: {"unload_models": bool, "free_memory": bool}
 
-#include "supervisor/ops/log/event_journal.hpp"
 #include "supervisor/ops/free_request.hpp"
+#include "supervisor/ops/log/event_journal.hpp"
 
 #include <cstdint>
 #include <functional>

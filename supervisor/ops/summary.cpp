@@ -7,10 +7,8 @@
 
 namespace comfy::supervisor {
 
-void print_summary(const Supervisor& supervisor, const WorkloadRunner& runner) {
+void print_summary(const Totals& totals, Bytes device_total, const WorkloadRunner& runner) {
     const auto& outcome = runner.outcome();
-    const auto totals = supervisor.totals();
-    const auto device_total = supervisor.view().device_total_bytes();
     std::printf("\nsummary\n");
     std::printf("  prompts run        %u of %u (%u failed", outcome.prompts_run, runner.prompts_total(),
                 outcome.prompts_failed);

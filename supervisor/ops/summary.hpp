@@ -6,6 +6,6 @@
 
 namespace comfy::supervisor {
 
-void print_summary(const Supervisor& supervisor, const WorkloadRunner& runner);
+void print_summary(const Totals& totals, Bytes device_total, const WorkloadRunner& runner);
 
 }  // namespace comfy::supervisor

@@ -10,7 +10,7 @@
 
 namespace comfy::supervisor {
 
-SystemdNotify::SystemdNotify(Supervisor& supervisor) : watchdog_(supervisor.io()) {
+SystemdNotify::SystemdNotify(Supervised& supervisor) : watchdog_(supervisor.io()) {
     supervisor.on_all_started([this] { send("READY=1\nSTATUS=every worker is up"); });
     supervisor.on_shutdown([this] { send("STOPPING=1\nSTATUS=shutting down"); });
     std::uint64_t watchdog_us = 0;

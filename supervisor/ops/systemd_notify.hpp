@@ -6,7 +6,7 @@
 // that is stuck stops them and systemd restarts the service. Started by anything else
 // (no NOTIFY_SOCKET), it sends nothing.
 
-#include "supervisor/supervisor.hpp"
+#include "supervisor/ops/supervised.hpp"
 
 #include <boost/asio/steady_timer.hpp>
 
@@ -16,7 +16,7 @@ namespace comfy::supervisor {
 
 class SystemdNotify {
 public:
-    explicit SystemdNotify(Supervisor& supervisor);
+    explicit SystemdNotify(Supervised& supervisor);
 
 private:
     void schedule_ping();

@@ -29,7 +29,7 @@ std::string why_not_run(const RequestFailed& failed) {
 
 }  // namespace
 
-WorkloadRunner::WorkloadRunner(Supervisor& supervisor, Workload workload)
+WorkloadRunner::WorkloadRunner(Supervised& supervisor, Workload workload)
     : supervisor_(supervisor), workload_(std::move(workload)) {}
 
 std::uint32_t WorkloadRunner::prompts_total() const noexcept {

@@ -3,8 +3,8 @@
 // until it joins as a participant. Each prompt is a list of nodes, each node run by its
 // pack's worker; a node whose worker died is retried on the restarted worker.
 
-#include "supervisor/supervisor.hpp"
 #include "supervisor/config/workload_file.hpp"
+#include "supervisor/ops/supervised.hpp"
 
 #include <functional>
 #include <map>
@@ -15,7 +15,7 @@ namespace comfy::supervisor {
 
 class WorkloadRunner {
 public:
-    WorkloadRunner(Supervisor& supervisor, Workload workload);
+    WorkloadRunner(Supervised& supervisor, Workload workload);
     // Starts once every worker is up. When the last prompt ends it calls `finished` if one
     // is given (the supervisor keeps running: `run --keep-running`), else shuts the
     // supervisor down.
@@ -29,7 +29,7 @@ public:
     };
     const Outcome& outcome() const noexcept { return outcome_; }
     // The workers' census as the last prompt ended, before shutdown released it all.
-    const std::vector<Supervisor::CensusRow>& final_census() const noexcept { return final_census_; }
+    const std::vector<CensusRow>& final_census() const noexcept { return final_census_; }
     std::uint32_t prompts_total() const noexcept;
     // Prompts started: all of them, unless the supervisor was shut down first.
     std::uint32_t prompts_started() const noexcept { return next_prompt_; }
@@ -48,10 +48,10 @@ private:
     void finish(std::uint32_t prompt, bool failed);
     const std::vector<WorkloadNode>& nodes_of(const Run& run) const;
 
-    Supervisor& supervisor_;
+    Supervised& supervisor_;
     Workload workload_;
     Outcome outcome_;
-    std::vector<Supervisor::CensusRow> final_census_;
+    std::vector<CensusRow> final_census_;
     std::map<std::uint32_t, Run> running_;  // by prompt
     std::uint32_t next_prompt_ = 0;
     std::function<void()> finished_;

@@ -65,7 +65,7 @@ double measure(const std::filesystem::path& worker, std::uint32_t workers) {
     std::ofstream(folder / "pack.json") << R"({"nodes": {"noop": [{"op": "compute", "ms": 1}]}})";
     double started = 0;
     double ready = -1;
-    supervisor::Supervisor::Totals totals{};
+    supervisor::Totals totals{};
     try {
         supervisor::Supervisor supervisor(spawn_config(worker, folder / "pack.json", workers), "bench-spawn-" + tag);
         supervisor.on_all_started([&] {

@@ -1,0 +1,105 @@
+#include "supervisor/lifecycle/worker_process.hpp"
+
+#include "supervisor/config/install_layout.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace comfy::supervisor {
+
+std::string WorkerProcess::reap() {
+    int status = 0;
+    const pid_t pid = process.pid;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    // Whatever the worker left in its group goes with it.
+    ::killpg(pid, SIGKILL);
+    const int exec_error = take_exec_error(process);
+    pidfd.close();  // closes the pidfd
+    process = SpawnedProcess{};
+    handshake_timer.cancel();
+    kill_timer.cancel();
+    last_exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    last_exit_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+
+    std::string how = describe_exit(last_exit_status, last_exit_signal);
+    if (exec_error != 0) how += ": cannot execute " + pack.command + ": " + std::strerror(exec_error);
+    if (!kill_reason.empty()) how += " (" + kill_reason + ")";
+    return how;
+}
+
+std::string WorkerProcess::why_given_up() const {
+    if (last_exit_status == kExitCannotRun) {
+        return "it exited with status " + std::to_string(kExitCannotRun) +
+               " (it cannot run as configured; its error is above); not restarting until an operator asks "
+               "(comfyctl retry " + pack.name + ")";
+    }
+    return "more than " + std::to_string(pack.restart.max_restarts) + " restarts within " +
+           std::to_string(pack.restart.window.count()) + " ms; not restarting until an operator asks";
+}
+
+ParticipantRecord WorkerProcess::record() const {
+    ParticipantRecord record{};
+    std::strncpy(record.name, pack.name.c_str(), sizeof record.name - 1);
+    record.pid = process.pid > 0 ? process.pid : 0;
+    record.generation = generation;
+    record.state = static_cast<std::uint8_t>(state);
+    record.kind = static_cast<std::uint8_t>(kind);
+    record.restarts = restarts.restarts();
+    record.last_exit_status = last_exit_status;
+    record.last_exit_signal = last_exit_signal;
+    record.started_at_ms = started_at_ms;
+    return record;
+}
+
+Message WorkerProcess::failure(FailureReason reason, std::uint64_t correlation) const {
+    return request_failed({static_cast<std::uint32_t>(reason), last_exit_status, last_exit_signal, slot}, generation,
+                          correlation);
+}
+
+void WorkerProcess::fail_requests(FailureReason reason, bool include_queued) {
+    auto sent = std::move(in_flight);
+    in_flight.clear();
+    for (auto& [correlation, reply] : sent) reply(failure(reason, correlation));
+    if (!include_queued) return;
+    auto waiting = std::move(queued);
+    queued.clear();
+    for (auto& request : waiting) request.reply(failure(reason, request.message.header.correlation));
+}
+
+Message request_failed(const RequestFailed& payload, std::uint32_t generation, std::uint64_t correlation) {
+    Message message{};
+    message.header.type = static_cast<std::uint16_t>(MessageType::request_failed);
+    message.header.version = kMessageVersion;
+    message.header.payload_size = sizeof(RequestFailed);
+    message.header.generation = generation;
+    message.header.correlation = correlation;
+    message.payload = payload;
+    return message;
+}
+
+std::map<std::string, std::string> child_environment(const PackConfig& pack, const worker::WorkerEnvironment& attach) {
+    std::map<std::string, std::string> env;
+    for (const auto& name : pack.env_allowlist) {
+        if (const char* value = std::getenv(name.c_str())) env[name] = value;
+    }
+    for (const auto& [key, value] : pack.env) env[key] = value;
+    for (const auto& [key, value] : attach.to_variables()) env[key] = value;
+    // The library of this build or install, so that a Python participant loads the one that
+    // speaks this supervisor's layout.
+    static const std::string library = participant_library();
+    if (!library.empty()) env[worker::kEnvLibrary] = library;
+    return env;
+}
+
+std::string describe_exit(int status, int signal) {
+    if (signal != 0) return std::string("killed by SIG") + (sigabbrev_np(signal) ? sigabbrev_np(signal) : "?");
+    return "exited with status " + std::to_string(status);
+}
+
+}  // namespace comfy::supervisor
