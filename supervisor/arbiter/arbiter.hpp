@@ -1,4 +1,7 @@
 #pragma once
+// Room arbiter/: the pure memory core, events in and decisions out, with no clock and no
+// I/O, so that a recorded run replays to the same decisions (trace.hpp).
+//
 // The memory arbiter: upstream's admission and eviction rules over the whole machine.
 // One admission is worked at a time, in arrival order: compute the target (a float, as
 // upstream's), and while the asker's free figure is short, ask candidates' owners, the

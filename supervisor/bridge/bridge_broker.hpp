@@ -1,4 +1,7 @@
 #pragma once
+// Room bridge/: node calls between the ComfyUI host and the packs' workers, as far as the
+// supervisor takes part in them (descriptors, never the calls themselves).
+//
 // The supervisor's part in node calls between the ComfyUI host and the Python packs'
 // workers (docs/ARCHITECTURE.md, "Node calls"): it makes each bridging life's control
 // socket and value arena, and whenever a host life and a pack life both exist it gives

@@ -1,4 +1,7 @@
 #pragma once
+// Room config/: what the supervisor is told, checked whole before anything starts: this
+// config, the command line, a workload file, and where an install keeps its parts.
+//
 // The supervisor's configuration: the device, the limits, and the node packs to run.
 // Loaded from JSON and validated whole before anything is spawned.
 

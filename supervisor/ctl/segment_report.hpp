@@ -1,4 +1,7 @@
 #pragma once
+// Room ctl/: comfyctl, and what the daemon shares with it: the segment's reports and their
+// formats, the control protocol and the socket's path.
+//
 // Reads the supervisor's segment into plain structs for comfyctl. Shared memory is input,
 // not truth: every field is validated on the way in. The segment is mapped read-only and
 // only seqlock reads are used; no read waits on the supervisor (a record that stays

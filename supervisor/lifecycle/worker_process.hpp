@@ -1,4 +1,8 @@
 #pragma once
+// Room lifecycle/: who lives. Spawning each participant (sandboxed where configured), its
+// handshake, liveness and messages, its death and restart, and this view of it, which the
+// other rooms reach through WorkerAccess (worker_access.hpp).
+//
 // The supervisor's private view of one participant process (a pack's worker, or the
 // ComfyUI host): what it started, what it waits for, and what it owes to whoever sent
 // the worker requests.
@@ -34,7 +38,7 @@ struct PendingRequest {
     ReplyHandler reply;
 };
 
-// What an operator asked for a participant's life that is ending (supervisor_actions.cpp):
+// What an operator asked for a participant's life that is ending (ops/operator_actions.cpp):
 // nothing, to keep it stopped, or to start it again at once.
 enum class OperatorIntent { none, stop, restart };
 

@@ -1,4 +1,7 @@
 #pragma once
+// Room memory/: memory for the whole machine. The broker between the participants and the
+// arbiter, the release paths, the census read and judged, host RAM, and the segment's writer.
+//
 // Memory arbitration on the supervisor's loop: each memory report and request a
 // participant sends becomes an arbiter event with a fresh census snapshot; what the
 // arbiter decides is carried out (evictions, grants, refusals, stand-in answers) and the

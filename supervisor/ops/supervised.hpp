@@ -1,4 +1,7 @@
 #pragma once
+// Room ops/: the operator's surface. HTTP with the dashboard and metrics, the control socket
+// and the operator's actions, systemd's notifications, the workload runner and its summary.
+//
 // What the operator's side (ops/) needs of the running supervisor: its loop, its start
 // and its end, a node submitted to a pack (the workload runner), and the figures its
 // endpoints and summary print. The Supervisor implements it, so nothing in ops/ includes

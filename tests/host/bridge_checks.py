@@ -1,4 +1,4 @@
-"""The ComfyUI host for the node-call bridge's tests (tests/bridge_test.cpp): installs
+"""The ComfyUI host for the node-call bridge's tests (tests/supervisor/bridge/bridge_test.cpp): installs
 comfy_supervisor.comfyui as ComfyUI does, over our model of upstream (fake_comfyui), takes
 the isolated packs' proxy nodes as ComfyUI would register them, and runs the checks named
 as arguments through them, in order. Each prints one line to stderr,

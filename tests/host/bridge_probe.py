@@ -1,5 +1,5 @@
 """A participant that reports what the supervisor's bridge hands it, for
-tests/bridge_processes_test.cpp. It joins through comfy_supervisor.participant (so the
+tests/python/bridge_processes_test.cpp. It joins through comfy_supervisor.participant (so the
 handshake and heartbeat go as for any participant, and the supervisor's Shutdown ends it),
 then reads its control socket and writes one JSON line per thing seen to REPORT:
 

@@ -1,4 +1,7 @@
 #pragma once
+// Room ops/log/: what happened, as the operator reads it afterwards: the log's lines, their
+// limiter and the event journal. The bottom room: every other writes to it, it uses none.
+//
 // The supervisor's log on stderr, one line per event, for a terminal, a file or the
 // systemd journal:
 //
