@@ -147,10 +147,10 @@ def find_library():
     """The library's path: $COMFY_SV_LIBRARY (the supervisor sets it to the one of its own
     build or install), else next to this package, else where `cmake --install` put it
     (recorded in the installed package's _installed.py), else the repository's build/lib."""
-    here = pathlib.Path(__file__).resolve().parent
+    here = pathlib.Path(__file__).resolve().parents[1]  # the folder of the package comfy_supervisor
     candidates = [os.environ.get("COMFY_SV_LIBRARY"), here / LIBRARY_NAME]
     try:
-        from . import _installed
+        from . import _installed  # cmake --install writes it beside this module
         candidates.append(here / _installed.LIBRARY)
     except ImportError:  # a source tree, or a pip install: no cmake --install wrote it
         pass
