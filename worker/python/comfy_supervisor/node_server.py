@@ -29,9 +29,9 @@ import sys
 import threading
 import traceback
 
-from . import comfyui_startup
 from .channel import receive_control
 from .session import PeerSession
+from .upstream import comfyui_startup
 from .values import ValueCrossingError
 
 CALL_KINDS = ("function", "is_changed", "validate_inputs")

@@ -28,10 +28,11 @@ import signal
 import sys
 import threading
 
-from . import comfyui_startup, cuda_ipc
+from . import cuda_ipc
 from .arena import OwnArena
 from .channel import control_socket
 from .node_server import NodeServer
+from .upstream import comfyui_startup
 
 EXIT_CANNOT_RUN = 78  # sysexits.h EX_CONFIG; the supervisor does not restart on it
 

@@ -36,8 +36,8 @@ import weakref
 
 from .arena import OwnArena
 from .channel import control_socket, receive_control
-from .comfyui_startup import prompt_server
 from .session import SESSION_OPS, PeerSession
+from .upstream.comfyui_startup import prompt_server
 from .values import ValueCrossingError
 
 log = logging.getLogger("comfy_supervisor")
