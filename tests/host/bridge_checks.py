@@ -314,7 +314,7 @@ def check_parallel():
 
 
 def check_malformed():
-    from comfy_supervisor import arena, cuda_ipc, values
+    from comfy_supervisor.bridge import arena, cuda_ipc, values
     session = link().session
     capacity, page = session.peer.capacity, arena.PAGE
     good = {"$": "tensor", "dtype": "float32", "shape": [4], "offset": page, "nbytes": 16}

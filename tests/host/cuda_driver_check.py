@@ -16,7 +16,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "worker", "python"))
 
 from check_report import CheckReport  # noqa: E402
-from comfy_supervisor import cuda_driver, cuda_ipc  # noqa: E402
+from comfy_supervisor.bridge import cuda_driver, cuda_ipc  # noqa: E402
 
 
 def refusal(library):

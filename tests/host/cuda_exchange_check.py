@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy  # noqa: E402
 import torch  # noqa: E402
 from check_report import CheckReport  # noqa: E402
-from comfy_supervisor import cuda_driver, cuda_ipc, values  # noqa: E402
+from comfy_supervisor.bridge import cuda_driver, cuda_ipc, values  # noqa: E402
 
 DEVICE = "ab" * 16
 

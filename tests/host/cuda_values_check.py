@@ -25,9 +25,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 from check_report import CheckReport  # noqa: E402
-from comfy_supervisor.arena import OwnArena, PeerArena  # noqa: E402
-from comfy_supervisor.session import PeerSession  # noqa: E402
-from comfy_supervisor.values import Decoder, Encoder  # noqa: E402
+from comfy_supervisor.bridge.arena import OwnArena, PeerArena  # noqa: E402
+from comfy_supervisor.bridge.session import PeerSession  # noqa: E402
+from comfy_supervisor.bridge.values import Decoder, Encoder  # noqa: E402
 
 ARENA_BYTES = 256 << 20
 REPLY_WAIT_S = 60

@@ -28,9 +28,9 @@ import signal
 import sys
 import threading
 
-from . import cuda_ipc
-from .arena import OwnArena
-from .channel import control_socket
+from .bridge import cuda_ipc
+from .bridge.arena import OwnArena
+from .bridge.channel import control_socket
 from .node_server import NodeServer
 from .upstream import comfyui_startup
 

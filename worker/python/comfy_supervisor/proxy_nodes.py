@@ -34,11 +34,11 @@ import threading
 import time
 import weakref
 
-from .arena import OwnArena
-from .channel import control_socket, receive_control
-from .session import SESSION_OPS, PeerSession
+from .bridge.arena import OwnArena
+from .bridge.channel import control_socket, receive_control
+from .bridge.session import SESSION_OPS, PeerSession
+from .bridge.values import ValueCrossingError
 from .upstream.comfyui_startup import prompt_server
-from .values import ValueCrossingError
 
 log = logging.getLogger("comfy_supervisor")
 
