@@ -109,7 +109,7 @@ def call_isolated():
     """Runs a few of tests/packs/bridge_pack's nodes in its worker, as a prompt would."""
     import comfy.utils
     import torch
-    from comfy_supervisor import proxy_nodes
+    from comfy_supervisor.host import proxy_nodes
 
     bridges = proxy_nodes.Bridges.start(None)
     if bridges is None:

@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fak
 import comfy.model_management as mm  # noqa: E402
 import comfy.utils  # noqa: E402
 import torch  # noqa: E402
-from comfy_supervisor import comfyui, proxy_nodes  # noqa: E402
+from comfy_supervisor.host import comfyui, proxy_nodes  # noqa: E402
 
 classes = {}
 host = None

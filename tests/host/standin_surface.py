@@ -5,7 +5,7 @@ table raises AttributeError naming it. Prints one line; exits non-zero on a mism
 import sys
 
 from comfy_supervisor import participant as sv
-from comfy_supervisor.standin import STANDIN_SURFACE, StandIn
+from comfy_supervisor.host.standin import STANDIN_SURFACE, StandIn
 
 # What StandIns itself uses on its patchers; upstream never reads these.
 OWN_MEMBERS = {"refresh", "ledger_entry"}

@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import comfy.model_management as mm  # noqa: E402
 import execution  # noqa: E402
-from comfy_supervisor import comfyui  # noqa: E402
+from comfy_supervisor.host import comfyui  # noqa: E402
 from comfy_supervisor import participant as sv  # noqa: E402
 
 UNITS = {"MiB": 2**20, "GiB": 2**30}

@@ -151,7 +151,7 @@ def main():
     # The command thread answers the supervisor's Shutdown with SIGTERM, as in ComfyUI's
     # host; a worker has nothing to save, so it ends as a finished worker does.
     signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))
-    from . import comfyui
+    from .host import comfyui
     memory = comfyui.install_in_worker(link)
     arena, control = OwnArena.from_environment(), control_socket()
     if arena is None or control is None:

@@ -20,7 +20,7 @@ if os.environ.get("COMFY_SV_SLOT"):
     except ImportError:
         # The package sits beside this folder; the symlink resolves to it.
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
-    from comfy_supervisor import comfyui
+    from comfy_supervisor.host import comfyui
 
     _host = comfyui.install()
     if _host is not None and _host.bridges is not None:

@@ -34,11 +34,11 @@ import threading
 import time
 import weakref
 
-from .bridge.arena import OwnArena
-from .bridge.channel import control_socket, receive_control
-from .bridge.session import SESSION_OPS, PeerSession
-from .bridge.values import ValueCrossingError
-from .upstream.comfyui_startup import prompt_server
+from ..bridge.arena import OwnArena
+from ..bridge.channel import control_socket, receive_control
+from ..bridge.session import SESSION_OPS, PeerSession
+from ..bridge.values import ValueCrossingError
+from ..upstream.comfyui_startup import prompt_server
 
 log = logging.getLogger("comfy_supervisor")
 

@@ -18,7 +18,7 @@ add here.
 import logging
 import uuid
 
-from . import participant as sv
+from .. import participant as sv
 
 log = logging.getLogger("comfy_supervisor")
 

@@ -58,7 +58,7 @@ import signal
 import threading
 import time
 
-from . import participant as sv
+from .. import participant as sv
 from .proxy_nodes import Bridges
 from .standin import StandIn, StandIns
 
