@@ -28,11 +28,11 @@ import signal
 import sys
 import threading
 
-from .bridge import cuda_ipc
-from .bridge.arena import OwnArena
-from .bridge.channel import control_socket
+from ..bridge import cuda_ipc
+from ..bridge.arena import OwnArena
+from ..bridge.channel import control_socket
+from ..upstream import comfyui_startup
 from .node_server import NodeServer
-from .upstream import comfyui_startup
 
 EXIT_CANNOT_RUN = 78  # sysexits.h EX_CONFIG; the supervisor does not restart on it
 
@@ -125,7 +125,7 @@ def main():
     link = None
     if not options.describe:
         # Joined first: an import may take longer than the supervisor waits for a Hello.
-        from . import participant as sv
+        from .. import participant as sv
         try:
             link = sv.Participant(capabilities=sv.CAP_PARTIAL_UNLOAD | sv.CAP_PINNED_MEMORY)  # node boundaries: node_server releases itself
         except sv.ParticipantError as error:
@@ -151,7 +151,7 @@ def main():
     # The command thread answers the supervisor's Shutdown with SIGTERM, as in ComfyUI's
     # host; a worker has nothing to save, so it ends as a finished worker does.
     signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))
-    from .host import comfyui
+    from ..host import comfyui
     memory = comfyui.install_in_worker(link)
     arena, control = OwnArena.from_environment(), control_socket()
     if arena is None or control is None:

@@ -29,10 +29,10 @@ import sys
 import threading
 import traceback
 
-from .bridge.channel import receive_control
-from .bridge.session import PeerSession
-from .bridge.values import ValueCrossingError
-from .upstream import comfyui_startup
+from ..bridge.channel import receive_control
+from ..bridge.session import PeerSession
+from ..bridge.values import ValueCrossingError
+from ..upstream import comfyui_startup
 
 CALL_KINDS = ("function", "is_changed", "validate_inputs")
 # No call for this long after one ends: the worker tells the supervisor it is idle. Calls
