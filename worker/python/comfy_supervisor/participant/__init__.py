@@ -6,6 +6,10 @@ ledger, ask admission before it loads, take the supervisor's commands and answer
 with the bytes it really freed, measured. ctypes over a C ABI rather than a compiled
 extension: one .so that any Python 3 (ComfyUI's own venv) loads without being built
 against its ABI. Every failure raises ParticipantError with one line.
+
+The binding is this room's whole: it imports nothing else of comfy_supervisor (the
+_installed.py that cmake --install writes lives beside it). Imported by host and
+pack_worker, and by a host program of one's own (examples/host_participant.py).
 """
 
 import ctypes
