@@ -1,5 +1,5 @@
 """The ComfyUI host for the node-call bridge's tests (tests/bridge_test.cpp): installs
-comfy_supervisor.comfyui as ComfyUI does, over our model of upstream (fake_comfyui), takes
+comfy_supervisor.host.comfyui as ComfyUI does, over our model of upstream (fake_comfyui), takes
 the isolated packs' proxy nodes as ComfyUI would register them, and runs the checks named
 as arguments through them, in order. Each prints one line to stderr,
 "bridge_checks: NAME passed" or "bridge_checks: NAME failed: WHY", then the host runs

@@ -1,4 +1,4 @@
-"""The CUDA driver binding (comfy_supervisor.cuda_driver) against what a machine without a
+"""The CUDA driver binding (comfy_supervisor.bridge.cuda_driver) against what a machine without a
 GPU still has: the toolkit's stub libcuda, which exports every driver call and answers
 each with CUDA_ERROR_STUB_LIBRARY, and no driver at all.
 

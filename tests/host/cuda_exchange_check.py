@@ -1,5 +1,5 @@
-"""CudaExchange's books (comfy_supervisor.cuda_ipc) on a machine without a GPU: which lends
-each side keeps, what a tensor sent back becomes, when a mapping is closed and the peer
+"""CudaExchange's books (comfy_supervisor.bridge.cuda_ipc) on a machine without a GPU: which
+lends each side keeps, what a tensor sent back becomes, when a mapping is closed and the peer
 told, and what a lend too large for its allocation gets. No CUDA runs here: the driver is
 a stand-in that "exports" a CPU tensor's address and "maps" it back in this same process,
 and torch's CUDA calls the exchange makes are replaced for the run, so the exchange's own

@@ -1,5 +1,5 @@
-"""How CUDA tensors cross between the host and a pack's worker (comfy_supervisor.values and
-cuda_ipc), for scripts/gpu-check. Two parts:
+"""How CUDA tensors cross between the host and a pack's worker (comfy_supervisor.bridge's
+values and cuda_ipc), for scripts/gpu-check. Two parts:
 
 - staging: in one process over a real sealed memfd arena, mapped as the two sides map it,
   a CUDA tensor written once into the arena comes out on the receiver's CUDA device,

@@ -1,4 +1,4 @@
-"""Holds comfy_supervisor.standin.StandIn to its surface table: every member of
+"""Holds comfy_supervisor.host.standin.StandIn to its surface table: every member of
 STANDIN_SURFACE is there, nothing else upstream could read is, and a member outside the
 table raises AttributeError naming it. Prints one line; exits non-zero on a mismatch."""
 

@@ -1,4 +1,4 @@
-"""Runs comfy_supervisor.comfyui installed as in ComfyUI, over our model of upstream's
+"""Runs comfy_supervisor.host.comfyui installed as in ComfyUI, over our model of upstream's
 memory manager, then a script of steps given as arguments, each as one word with its
 values after colons, in order:
 

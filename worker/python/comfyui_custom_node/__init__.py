@@ -3,9 +3,9 @@
     ln -s /path/to/comfy-supervisor/worker/python/comfyui_custom_node ComfyUI/custom_nodes/comfy_supervisor
 
 When the supervisor started this ComfyUI (COMFY_SV_SLOT is set) it makes the process the
-host participant (comfy_supervisor.comfyui), and its nodes are the proxies of every pack
-that runs in a worker of its own (comfy_supervisor.proxy_nodes, docs/PACKS.md), under the
-packs' own names and categories. Otherwise it does nothing and adds no nodes.
+host participant (comfy_supervisor.host.comfyui), and its nodes are the proxies of every
+pack that runs in a worker of its own (comfy_supervisor.host.proxy_nodes, docs/PACKS.md),
+under the packs' own names and categories. Otherwise it does nothing and adds no nodes.
 """
 
 import os

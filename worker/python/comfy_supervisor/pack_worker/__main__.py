@@ -7,9 +7,9 @@ these arguments), it joins as a participant, imports the pack from DIR as ComfyU
 a custom node folder (its NODE_CLASS_MAPPINGS and NODE_DISPLAY_NAME_MAPPINGS), with the
 ComfyUI checkout --comfyui first on the module path so that the pack finds ComfyUI's own
 `comfy` package, describes each node class's interface, and serves the supervisor's
-commands with the host's memory integration (comfyui.install_in_worker): admission before
-its loads, its models in the ledger, evictions through upstream's model_unload, releases.
-It then runs the host's node calls (node_server.py) for as long as it lives.
+commands with the host's memory integration (host.comfyui.install_in_worker): admission
+before its loads, its models in the ledger, evictions through upstream's model_unload,
+releases. It then runs the host's node calls (node_server.py) for as long as it lives.
 
 A pack that cannot be imported ends the worker with one line naming the error and exit
 status 78 (EX_CONFIG); the supervisor marks the pack failed without restarting it, until
