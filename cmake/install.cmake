@@ -48,10 +48,10 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/worker/python/comfy_supervisor ${PROJECT
 cmake_path(ABSOLUTE_PATH COMFY_INSTALL_PYTHONDIR BASE_DIRECTORY ${CMAKE_INSTALL_PREFIX} OUTPUT_VARIABLE comfy_python_dir)
 file(RELATIVE_PATH comfy_package_to_libdir ${comfy_python_dir}/comfy_supervisor ${CMAKE_INSTALL_FULL_LIBDIR})
 file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/install/_installed.py CONTENT
-"\"\"\"Written by cmake --install: where libcomfy_participant.so is, relative to this package's folder.\"\"\"
+"\"\"\"Written by cmake --install: where libcomfy_participant.so is, relative to the folder of the package comfy_supervisor.\"\"\"
 LIBRARY = \"${comfy_package_to_libdir}/$<TARGET_FILE_NAME:comfy_participant>\"
 ")
-install(FILES ${CMAKE_BINARY_DIR}/install/_installed.py DESTINATION ${COMFY_INSTALL_PYTHONDIR}/comfy_supervisor)
+install(FILES ${CMAKE_BINARY_DIR}/install/_installed.py DESTINATION ${COMFY_INSTALL_PYTHONDIR}/comfy_supervisor/participant)
 
 # The examples: the demo's config (its paths made those of the installed tree), workload,
 # packs and stand-in host, with the bridge test pack and the model of ComfyUI it needs.

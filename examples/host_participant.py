@@ -1,6 +1,6 @@
 """A stand-in for the ComfyUI host, for the demo and the multi-process tests (where
 torch and ComfyUI cannot run): it takes part through comfy_supervisor.participant
-exactly as comfy_supervisor.comfyui does, on the simulated device. It holds models as device bytes allocated through the library, asks admission
+exactly as comfy_supervisor.host.comfyui does, on the simulated device. It holds models as device bytes allocated through the library, asks admission
 before each load, and answers eviction and release commands from a background thread
 with the bytes it measured freed (its device use before minus after).
 
@@ -12,7 +12,7 @@ threshold (another participant loaded), so the test decides the order; with
 --later-keeps-held that load uses every model held, as one load_models_gpu of many
 models, and keeps them all loaded. --call-isolated calls nodes of the packs that run in
 workers of their own (the `python` form, docs/PACKS.md) through the host's proxy nodes,
-as ComfyUI would, with comfy_supervisor.proxy_nodes over our model of upstream's comfy
+as ComfyUI would, with comfy_supervisor.host.proxy_nodes over our model of upstream's comfy
 package (tests/host/fake_comfyui on the PYTHONPATH). It runs until the supervisor's Shutdown. Every event
 is one line on stderr, for the test to read.
 """
@@ -109,7 +109,7 @@ def call_isolated():
     """Runs a few of tests/packs/bridge_pack's nodes in its worker, as a prompt would."""
     import comfy.utils
     import torch
-    from comfy_supervisor import proxy_nodes
+    from comfy_supervisor.host import proxy_nodes
 
     bridges = proxy_nodes.Bridges.start(None)
     if bridges is None:

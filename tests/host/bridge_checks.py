@@ -1,5 +1,5 @@
-"""The ComfyUI host for the node-call bridge's tests (tests/supervisor/bridge/bridge_test.cpp): installs
-comfy_supervisor.comfyui as ComfyUI does, over our model of upstream (fake_comfyui), takes
+"""The ComfyUI host for the node-call bridge's tests (tests/python/node_calls_test.cpp): installs
+comfy_supervisor.host.comfyui as ComfyUI does, over our model of upstream (fake_comfyui), takes
 the isolated packs' proxy nodes as ComfyUI would register them, and runs the checks named
 as arguments through them, in order. Each prints one line to stderr,
 "bridge_checks: NAME passed" or "bridge_checks: NAME failed: WHY", then the host runs
@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fak
 import comfy.model_management as mm  # noqa: E402
 import comfy.utils  # noqa: E402
 import torch  # noqa: E402
-from comfy_supervisor import comfyui, proxy_nodes  # noqa: E402
+from comfy_supervisor.host import comfyui, proxy_nodes  # noqa: E402
 
 classes = {}
 host = None
@@ -314,7 +314,7 @@ def check_parallel():
 
 
 def check_malformed():
-    from comfy_supervisor import arena, cuda_ipc, values
+    from comfy_supervisor.bridge import arena, cuda_ipc, values
     session = link().session
     capacity, page = session.peer.capacity, arena.PAGE
     good = {"$": "tensor", "dtype": "float32", "shape": [4], "offset": page, "nbytes": 16}

@@ -1,4 +1,4 @@
-"""The CUDA driver binding (comfy_supervisor.cuda_driver) against what a machine without a
+"""The CUDA driver binding (comfy_supervisor.bridge.cuda_driver) against what a machine without a
 GPU still has: the toolkit's stub libcuda, which exports every driver call and answers
 each with CUDA_ERROR_STUB_LIBRARY, and no driver at all.
 
@@ -16,7 +16,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "worker", "python"))
 
 from check_report import CheckReport  # noqa: E402
-from comfy_supervisor import cuda_driver, cuda_ipc  # noqa: E402
+from comfy_supervisor.bridge import cuda_driver, cuda_ipc  # noqa: E402
 
 
 def refusal(library):

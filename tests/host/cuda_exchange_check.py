@@ -1,5 +1,5 @@
-"""CudaExchange's books (comfy_supervisor.cuda_ipc) on a machine without a GPU: which lends
-each side keeps, what a tensor sent back becomes, when a mapping is closed and the peer
+"""CudaExchange's books (comfy_supervisor.bridge.cuda_ipc) on a machine without a GPU: which
+lends each side keeps, what a tensor sent back becomes, when a mapping is closed and the peer
 told, and what a lend too large for its allocation gets. No CUDA runs here: the driver is
 a stand-in that "exports" a CPU tensor's address and "maps" it back in this same process,
 and torch's CUDA calls the exchange makes are replaced for the run, so the exchange's own
@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy  # noqa: E402
 import torch  # noqa: E402
 from check_report import CheckReport  # noqa: E402
-from comfy_supervisor import cuda_driver, cuda_ipc, values  # noqa: E402
+from comfy_supervisor.bridge import cuda_driver, cuda_ipc, values  # noqa: E402
 
 DEVICE = "ab" * 16
 

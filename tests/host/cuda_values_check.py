@@ -1,5 +1,5 @@
-"""How CUDA tensors cross between the host and a pack's worker (comfy_supervisor.values and
-cuda_ipc), for scripts/gpu-check. Two parts:
+"""How CUDA tensors cross between the host and a pack's worker (comfy_supervisor.bridge's
+values and cuda_ipc), for scripts/gpu-check. Two parts:
 
 - staging: in one process over a real sealed memfd arena, mapped as the two sides map it,
   a CUDA tensor written once into the arena comes out on the receiver's CUDA device,
@@ -25,9 +25,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 from check_report import CheckReport  # noqa: E402
-from comfy_supervisor.arena import OwnArena, PeerArena  # noqa: E402
-from comfy_supervisor.session import PeerSession  # noqa: E402
-from comfy_supervisor.values import Decoder, Encoder  # noqa: E402
+from comfy_supervisor.bridge.arena import OwnArena, PeerArena  # noqa: E402
+from comfy_supervisor.bridge.session import PeerSession  # noqa: E402
+from comfy_supervisor.bridge.values import Decoder, Encoder  # noqa: E402
 
 ARENA_BYTES = 256 << 20
 REPLY_WAIT_S = 60

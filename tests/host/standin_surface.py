@@ -1,11 +1,11 @@
-"""Holds comfy_supervisor.standin.StandIn to its surface table: every member of
+"""Holds comfy_supervisor.host.standin.StandIn to its surface table: every member of
 STANDIN_SURFACE is there, nothing else upstream could read is, and a member outside the
 table raises AttributeError naming it. Prints one line; exits non-zero on a mismatch."""
 
 import sys
 
 from comfy_supervisor import participant as sv
-from comfy_supervisor.standin import STANDIN_SURFACE, StandIn
+from comfy_supervisor.host.standin import STANDIN_SURFACE, StandIn
 
 # What StandIns itself uses on its patchers; upstream never reads these.
 OWN_MEMBERS = {"refresh", "ledger_entry"}

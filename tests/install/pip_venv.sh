@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `pip install` of worker/python into a fresh venv, nothing downloaded (the venv sees
 # Debian's setuptools and wheel: --system-site-packages, --no-build-isolation, --no-index):
-# the venv's python must import comfy_supervisor from the venv, at the project's version.
+# the venv's python must import comfy_supervisor from the venv, at the project's version,
+# with every module of its rooms (pyproject.toml lists the subpackages one by one), and run
+# the pack worker as the supervisor runs it (python -m comfy_supervisor.pack_worker).
 # A copy of worker/python is installed, as setuptools writes build/ and egg-info/ where
 # it builds.
 #
@@ -30,4 +32,20 @@ if [ "$module_version" != "$version" ] || [ "$dist_version" != "$version" ]; the
     echo "pip_venv: the installed package says $module_version (distribution $dist_version); CMake's version is $version" >&2
     exit 1
 fi
-echo "pip_venv: comfy_supervisor $module_version installed by pip into a venv and imported from it"
+# Every module of the source tree, imported from the venv: a room pip left out fails here.
+modules=$(cd "$source/worker/python" && find comfy_supervisor -name '*.py' ! -name __main__.py | sort |
+    sed -e 's|/__init__\.py$||' -e 's|\.py$||' -e 's|/|.|g')
+(cd "$scratch" && "$scratch/venv/bin/python" - $modules <<'PYTHON'
+import importlib, sys
+for name in sys.argv[1:]:
+    module = importlib.import_module(name)
+    if not module.__file__.startswith(sys.prefix):
+        sys.exit(f"pip_venv: {name} was imported from {module.__file__}, not from the venv")
+PYTHON
+)
+(cd "$scratch" && "$scratch/venv/bin/python" -m comfy_supervisor.pack_worker --help >/dev/null) || {
+    echo "pip_venv: python -m comfy_supervisor.pack_worker does not run from the venv" >&2
+    exit 1
+}
+echo "pip_venv: comfy_supervisor $module_version installed by pip into a venv and imported from it," \
+    "$(echo "$modules" | wc -w) modules"

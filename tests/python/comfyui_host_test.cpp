@@ -1,4 +1,4 @@
-// comfy_supervisor.comfyui, the ComfyUI integration, run in the host's slot over our model
+// comfy_supervisor.host.comfyui, the ComfyUI integration, run in the host's slot over our model
 // of upstream's memory manager (tests/host/fake_comfyui) on a 24 GiB simulated device,
 // beside comfy-worker workers: the ledger stays true whatever path upstream unloads by,
 // the command thread survives upstream's exceptions and never races the prompt thread,

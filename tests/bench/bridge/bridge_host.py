@@ -19,8 +19,8 @@ import time
 sys.path.insert(0, os.environ["FAKE_COMFYUI"])
 
 import torch  # noqa: E402
-from comfy_supervisor import comfyui  # noqa: E402
-from comfy_supervisor.channel import Channel  # noqa: E402
+from comfy_supervisor.host import comfyui  # noqa: E402
+from comfy_supervisor.bridge.channel import Channel  # noqa: E402
 
 CALLS = 5000              # empty node calls, after WARMUP
 WARMUP = 500

@@ -1,4 +1,4 @@
-"""Runs comfy_supervisor.comfyui installed as in ComfyUI, over our model of upstream's
+"""Runs comfy_supervisor.host.comfyui installed as in ComfyUI, over our model of upstream's
 memory manager, then a script of steps given as arguments, each as one word with its
 values after colons, in order:
 
@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import comfy.model_management as mm  # noqa: E402
 import execution  # noqa: E402
-from comfy_supervisor import comfyui  # noqa: E402
+from comfy_supervisor.host import comfyui  # noqa: E402
 from comfy_supervisor import participant as sv  # noqa: E402
 
 UNITS = {"MiB": 2**20, "GiB": 2**30}

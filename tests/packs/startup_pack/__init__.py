@@ -1,6 +1,6 @@
 """A pack that counts, at import, on what ComfyUI's main.py has set up before it imports
 custom nodes; it fails to import, naming what is missing, where the pack worker did not
-set it up (comfy_supervisor.comfyui_startup)."""
+set it up (comfy_supervisor.upstream.comfyui_startup)."""
 
 import logging
 import os

@@ -3,9 +3,9 @@
     ln -s /path/to/comfy-supervisor/worker/python/comfyui_custom_node ComfyUI/custom_nodes/comfy_supervisor
 
 When the supervisor started this ComfyUI (COMFY_SV_SLOT is set) it makes the process the
-host participant (comfy_supervisor.comfyui), and its nodes are the proxies of every pack
-that runs in a worker of its own (comfy_supervisor.proxy_nodes, docs/PACKS.md), under the
-packs' own names and categories. Otherwise it does nothing and adds no nodes.
+host participant (comfy_supervisor.host.comfyui), and its nodes are the proxies of every
+pack that runs in a worker of its own (comfy_supervisor.host.proxy_nodes, docs/PACKS.md),
+under the packs' own names and categories. Otherwise it does nothing and adds no nodes.
 """
 
 import os
@@ -20,7 +20,7 @@ if os.environ.get("COMFY_SV_SLOT"):
     except ImportError:
         # The package sits beside this folder; the symlink resolves to it.
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
-    from comfy_supervisor import comfyui
+    from comfy_supervisor.host import comfyui
 
     _host = comfyui.install()
     if _host is not None and _host.bridges is not None:

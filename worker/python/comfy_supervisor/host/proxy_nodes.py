@@ -14,8 +14,8 @@ OUTPUT_NODE; IS_CHANGED and VALIDATE_INPUTS go to the worker. A call:
 - sends the inputs (tensors written once into the host's arena, plain values as data,
   the pack's own objects as their handles) and waits, reading the reply itself; ComfyUI's
   interrupt (upstream's interrupt_current_processing, wrapped) reaches the worker's
-  interrupt checks as it happens (the interrupt word, arena.py), and the worker's
-  progress drives the host's ProgressBar;
+  interrupt checks as it happens (the interrupt word, bridge/arena.py), and the
+  worker's progress drives the host's ProgressBar;
 - while it waits, the host's own models may be evicted at once (the prompt thread holds
   none in use), so a pack's load never waits on the host's prompt;
 - returns the outputs built over the worker's arena, its other objects as PackObjects; or
@@ -34,11 +34,11 @@ import threading
 import time
 import weakref
 
-from .arena import OwnArena
-from .channel import control_socket, receive_control
-from .comfyui_startup import prompt_server
-from .session import SESSION_OPS, PeerSession
-from .values import ValueCrossingError
+from ..bridge.arena import OwnArena
+from ..bridge.channel import control_socket, receive_control
+from ..bridge.session import SESSION_OPS, PeerSession
+from ..bridge.values import ValueCrossingError
+from ..upstream.comfyui_startup import prompt_server
 
 log = logging.getLogger("comfy_supervisor")
 
@@ -47,7 +47,7 @@ CALL_WAIT_S = 60.0        # for a (re)starting worker, at a call
 MAX_EVENT_NAME = 200  # a browser message's event name from a worker, at most
 STOPPED_REASON = "stopped by an operator"  # how the supervisor's pack_failed begins for comfyctl stop
 EXIT_NOTICE_WAIT_S = 2.0  # for the supervisor's pack_exited after a call socket closed
-SPIN_S = 100e-6           # a reply is watched for this long before sleeping (channel.py says why)
+SPIN_S = 100e-6           # a reply is watched this long before sleeping (bridge/channel.py says why)
 _OPTIONAL_INTERFACE = ("RETURN_NAMES", "OUTPUT_IS_LIST", "INPUT_IS_LIST", "DESCRIPTION")
 
 
@@ -90,8 +90,8 @@ class PackSession(PeerSession):
     """One life of a pack's worker, as the host sees it."""
 
     def __init__(self, link, sock, arena_fd, generation, own_arena):
-        # The host copies a worker's CUDA tensors (cuda_ipc.py): ComfyUI caches outputs
-        # beyond the worker's life.
+        # The host copies a worker's CUDA tensors (bridge/cuda_ipc.py): ComfyUI caches
+        # outputs beyond the worker's life.
         super().__init__(sock, arena_fd, own_arena, generation, f"pack {link.name} {generation}",
                          copy_cuda_received=True)
         self.link = link

@@ -7,9 +7,9 @@ these arguments), it joins as a participant, imports the pack from DIR as ComfyU
 a custom node folder (its NODE_CLASS_MAPPINGS and NODE_DISPLAY_NAME_MAPPINGS), with the
 ComfyUI checkout --comfyui first on the module path so that the pack finds ComfyUI's own
 `comfy` package, describes each node class's interface, and serves the supervisor's
-commands with the host's memory integration (comfyui.install_in_worker): admission before
-its loads, its models in the ledger, evictions through upstream's model_unload, releases.
-It then runs the host's node calls (node_server.py) for as long as it lives.
+commands with the host's memory integration (host.comfyui.install_in_worker): admission
+before its loads, its models in the ledger, evictions through upstream's model_unload,
+releases. It then runs the host's node calls (node_server.py) for as long as it lives.
 
 A pack that cannot be imported ends the worker with one line naming the error and exit
 status 78 (EX_CONFIG); the supervisor marks the pack failed without restarting it, until
@@ -28,9 +28,10 @@ import signal
 import sys
 import threading
 
-from . import comfyui_startup, cuda_ipc
-from .arena import OwnArena
-from .channel import control_socket
+from ..bridge import cuda_ipc
+from ..bridge.arena import OwnArena
+from ..bridge.channel import control_socket
+from ..upstream import comfyui_startup
 from .node_server import NodeServer
 
 EXIT_CANNOT_RUN = 78  # sysexits.h EX_CONFIG; the supervisor does not restart on it
@@ -124,7 +125,7 @@ def main():
     link = None
     if not options.describe:
         # Joined first: an import may take longer than the supervisor waits for a Hello.
-        from . import participant as sv
+        from .. import participant as sv
         try:
             link = sv.Participant(capabilities=sv.CAP_PARTIAL_UNLOAD | sv.CAP_PINNED_MEMORY)  # node boundaries: node_server releases itself
         except sv.ParticipantError as error:
@@ -150,7 +151,7 @@ def main():
     # The command thread answers the supervisor's Shutdown with SIGTERM, as in ComfyUI's
     # host; a worker has nothing to save, so it ends as a finished worker does.
     signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))
-    from . import comfyui
+    from ..host import comfyui
     memory = comfyui.install_in_worker(link)
     arena, control = OwnArena.from_environment(), control_socket()
     if arena is None or control is None:

@@ -41,7 +41,7 @@ _unsendable_said = set()
 
 def prepare(checkout, pack_folder):
     """ComfyUI's start-up, as far as a pack in a worker needs it. ComfyUI's own flags are
-    parsed already (pack_worker.take_comfyui_args)."""
+    parsed already (pack_worker.__main__.take_comfyui_args)."""
     if not _step("its utils package", lambda: importlib.import_module("utils.extra_config")):
         return
     _step("its logging", _set_up_logging)

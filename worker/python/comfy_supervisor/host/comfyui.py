@@ -58,7 +58,7 @@ import signal
 import threading
 import time
 
-from . import participant as sv
+from .. import participant as sv
 from .proxy_nodes import Bridges
 from .standin import StandIn, StandIns
 
@@ -493,7 +493,7 @@ def install():
 
 
 def install_in_worker(link):
-    """The same memory integration in a pack's worker process (pack_worker.py), over the
+    """The same memory integration in a pack's worker process (comfy_supervisor.pack_worker), over the
     participant `link` it joined with: admission before its loads, its models in the
     ledger, evictions through upstream's model_unload, releases. No stand-ins: a worker
     evicts only its own models."""

@@ -10,7 +10,7 @@ reply (the host) or for the next call (the worker) reads it itself: no thread ha
 on either side of a call, which is most of a call's cost in Python. Between calls the
 host drains what came (drain_available, every command-thread period); the worker reads
 the releases that came during a node at its end, and hears interrupts through the host
-arena's interrupt word (node_server.py).
+arena's interrupt word (pack_worker/node_server.py).
 
 Besides calls and their replies, a session carries messages of its own, whoever reads
 them: releases, and the CUDA IPC handshake (cuda_ipc.py), which each side begins as the

@@ -4,10 +4,11 @@ The supervisor hands this life a call socket for each host life (the bridge cont
 socket's host_started). The main thread reads the host's messages and runs its calls one
 at a time, which makes the pack the unit of concurrency; nothing else reads the socket.
 While a node runs, the host's Cancel reaches it through the interrupt word of the host's
-arena (arena.py), which upstream's interrupt checks, wrapped here, read; the releases the
-host sends meanwhile wait in the socket for the node's end. A call:
+arena (bridge/arena.py), which upstream's interrupt checks, wrapped here, read; the
+releases the host sends meanwhile wait in the socket for the node's end. A call:
 
-- decodes its inputs over the host's arena (values.py), with the handles of this life;
+- decodes its inputs over the host's arena (bridge/values.py), with the handles of this
+  life;
 - runs the node as upstream runs it: one instance per host node (kept until the host's
   proxy instance goes), its FUNCTION, or its IS_CHANGED or VALIDATE_INPUTS classmethod;
 - reports comfy.utils.ProgressBar updates to the host as they happen;
@@ -15,11 +16,11 @@ host sends meanwhile wait in the socket for the node's end. A call:
   neither tensors nor plain values kept here as handles; or with the error: an
   interrupt as such, an out-of-memory error marked so the host raises upstream's own
   OOM exception, anything else with its traceback;
-- is busy for the memory integration (comfyui._Host.node_call): the command thread defers
-  evictions while it runs; the supervisor hears node_started at the first call of a run
-  and node_finished once none came for IDLE_AFTER_S; the node's caches are released at
-  its end (release_node_boundary, done here); cast_epoch_boundary comes from the
-  supervisor when the host's prompt changes.
+- is busy for the memory integration (host.comfyui._Host.node_call): the command thread
+  defers evictions while it runs; the supervisor hears node_started at the first call of
+  a run and node_finished once none came for IDLE_AFTER_S; the node's caches are
+  released at its end (release_node_boundary, done here); cast_epoch_boundary comes
+  from the supervisor when the host's prompt changes.
 """
 
 import itertools
@@ -29,16 +30,16 @@ import sys
 import threading
 import traceback
 
-from . import comfyui_startup
-from .channel import receive_control
-from .session import PeerSession
-from .values import ValueCrossingError
+from ..bridge.channel import receive_control
+from ..bridge.session import PeerSession
+from ..bridge.values import ValueCrossingError
+from ..upstream import comfyui_startup
 
 CALL_KINDS = ("function", "is_changed", "validate_inputs")
 # No call for this long after one ends: the worker tells the supervisor it is idle. Calls
 # closer together (a pack's nodes in a row) stay one busy stretch to the supervisor.
 IDLE_AFTER_S = 0.002
-SPIN_S = 100e-6  # the next call is watched for this long before sleeping (channel.py says why)
+SPIN_S = 100e-6  # the next call is watched this long before sleeping (bridge/channel.py says why)
 
 
 class HostSession(PeerSession):
@@ -92,11 +93,11 @@ class NodeServer:
     def __init__(self, pack_name, classes, interfaces, arena, control, memory, web_directory=None):
         self.pack_name = pack_name
         self.classes = classes          # NODE_CLASS_MAPPINGS
-        self.interfaces = interfaces    # pack_worker.describe()
+        self.interfaces = interfaces    # __main__.describe()
         self.web_directory = web_directory  # the pack's WEB_DIRECTORY, relative to its folder
         self.arena = arena
         self.control = control
-        self.memory = memory            # comfyui._Host of this worker
+        self.memory = memory            # host.comfyui._Host of this worker
         self.sessions = queue.SimpleQueue()  # host lives, as the supervisor hands them over
         self.session = None             # the host life served now
         self.current = None             # (session, call id) running now

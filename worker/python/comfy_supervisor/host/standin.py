@@ -18,7 +18,7 @@ add here.
 import logging
 import uuid
 
-from . import participant as sv
+from .. import participant as sv
 
 log = logging.getLogger("comfy_supervisor")
 
@@ -70,7 +70,7 @@ class StandIn:
     def __getattr__(self, name):
         # Reached only for names not defined below: outside the surface upstream reads.
         raise AttributeError(f"comfy-supervisor stand-in for {self._label} has no member '{name}': "
-                             "upstream read a member outside STANDIN_SURFACE (comfy_supervisor/standin.py); "
+                             "upstream read a member outside STANDIN_SURFACE (comfy_supervisor/host/standin.py); "
                              "add it there")
 
     def __setattr__(self, name, value):

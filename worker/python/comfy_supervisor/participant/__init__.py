@@ -6,6 +6,10 @@ ledger, ask admission before it loads, take the supervisor's commands and answer
 with the bytes it really freed, measured. ctypes over a C ABI rather than a compiled
 extension: one .so that any Python 3 (ComfyUI's own venv) loads without being built
 against its ABI. Every failure raises ParticipantError with one line.
+
+The binding is this room's whole: it imports nothing else of comfy_supervisor (the
+_installed.py that cmake --install writes lives beside it). Imported by host and
+pack_worker, and by a host program of one's own (examples/host_participant.py).
 """
 
 import ctypes
@@ -147,10 +151,10 @@ def find_library():
     """The library's path: $COMFY_SV_LIBRARY (the supervisor sets it to the one of its own
     build or install), else next to this package, else where `cmake --install` put it
     (recorded in the installed package's _installed.py), else the repository's build/lib."""
-    here = pathlib.Path(__file__).resolve().parent
+    here = pathlib.Path(__file__).resolve().parents[1]  # the folder of the package comfy_supervisor
     candidates = [os.environ.get("COMFY_SV_LIBRARY"), here / LIBRARY_NAME]
     try:
-        from . import _installed
+        from . import _installed  # cmake --install writes it beside this module
         candidates.append(here / _installed.LIBRARY)
     except ImportError:  # a source tree, or a pip install: no cmake --install wrote it
         pass

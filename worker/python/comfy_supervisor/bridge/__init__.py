@@ -1,0 +1,16 @@
+"""The bridge between the ComfyUI host and a pack's worker: what both ends share.
+
+- values: how a call's values cross (plain values as JSON, tensors as blocks of an arena
+  or by CUDA IPC, a pack's other objects as handles);
+- arena: the shared memory they cross in (our own page-granular allocator), with the
+  interrupt word; cuda_ipc over cuda_driver (the CUDA driver's own IPC calls) for tensors
+  that stay on the GPU;
+- channel: the wire (frames of JSON on a call socket, the supervisor's control datagrams);
+- session: one peer's life on both sides, its lends and the releases owed.
+
+Each end lives in its own room: the host's proxy nodes in host, the worker's node server
+in pack_worker (docs/PACKS.md tells the whole story). The bridge knows neither end nor
+ComfyUI, and runs the same in both processes.
+
+Imports nothing else of comfy_supervisor. Imported by host and pack_worker.
+"""

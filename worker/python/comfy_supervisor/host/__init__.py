@@ -1,0 +1,16 @@
+"""ComfyUI's side: what makes a ComfyUI process the supervisor's host participant, and
+runs in that process.
+
+- comfyui: install(), called by the custom node (worker/python/comfyui_custom_node):
+  admission before upstream's loads, the ledger kept true, the supervisor's commands
+  answered through upstream's own model_unload, a prompt as one busy stretch; and the
+  same memory integration in a pack's worker (install_in_worker);
+- standin: another process's model as an entry of upstream's current_loaded_models;
+- proxy_nodes: the host's end of each pack's bridge, one proxy class per node of a pack
+  that runs in a worker of its own.
+
+Imports participant, bridge and upstream; never pack_worker, whose code has no place in
+ComfyUI's process. Imported by the custom node, and by pack_worker for install_in_worker.
+What this code writes into upstream's modules is listed in tests/python/layering_check.py,
+each write with its reason: nothing else may.
+"""
