@@ -1,22 +1,26 @@
+// Reading a trace: each line's JSON back into the arbiter's config, events, snapshots and
+// decisions (parse_header, parse_event_line, parse_decision_line). Every failure is a
+// TraceError naming the line and the field's path within it.
 #include "supervisor/arbiter/trace.hpp"
 
 #include "shared/byte_size.hpp"
-#include "shared/input_file.hpp"
 #include "shared/json_errors.hpp"
 #include "shared/message_header.hpp"
 #include "shared/segment_layout.hpp"
-#include "supervisor/arbiter/arbiter.hpp"
+#include "supervisor/arbiter/trace_format.hpp"
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <charconv>
-#include <iostream>
+#include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <span>
-#include <sstream>
+#include <string>
 #include <string_view>
+#include <system_error>
+#include <utility>
 #include <vector>
 
 namespace comfy::arbiter {
@@ -24,35 +28,6 @@ namespace comfy::arbiter {
 namespace {
 
 using Pointer = TraceJson::json_pointer;
-
-constexpr std::string_view kTraceName = "comfy-supervisor-arbiter";
-
-// ---- names as written in a trace, indexed by the enum's value ----
-
-constexpr auto kNoFitNames = choice_names(kNoFitPolicies);
-static_assert([] {
-    for (std::size_t i = 0; i < kNoFitNames.size(); ++i) {
-        if (static_cast<std::size_t>(kNoFitPolicies[i].second) != i) return false;
-    }
-    return true;
-}(), "kNoFitPolicies lists the policies in the enum's order");
-constexpr std::array<std::string_view, kVramStateCount> kVramStateNames{
-    "disabled", "no_vram", "low_vram", "normal_vram", "high_vram", "shared"};
-constexpr std::array<std::string_view, kModelKindCount> kModelKindNames{
-    "unknown", "diffusion", "text_encoder", "vae", "clip_vision", "controlnet", "other"};
-constexpr std::array<std::string_view, kRefusalReasonCount> kRefusalReasonNames{"no_fit", "timed_out",
-                                                                                "shutting_down"};
-constexpr std::array<std::string_view, kStandInOutcomeCount> kStandInOutcomeNames{"unloaded", "owner_gone", "deferred",
-                                                                                  "timed_out", "refused"};
-
-// Every value written was validated first (by the message codec or the config loader);
-// one that was not throws here rather than reading past the table.
-template <std::size_t N>
-std::string name_of(const std::array<std::string_view, N>& names, std::size_t value) {
-    return std::string(names.at(value));
-}
-
-std::string line_label(std::size_t line_number) { return "line " + std::to_string(line_number); }
 
 // A byte count as the writer leaves it (a whole number), or as a person writing a trace
 // by hand may put it ("20GiB"); never above kMaxBytes, as in the messages themselves.
@@ -64,8 +39,6 @@ std::optional<Bytes> as_bytes(const TraceJson& value) {
 
 const std::string kByteCount = "a byte count up to " + format_byte_size_exact(kMaxBytes) +
                                " (a whole number, or a size like \"20GiB\")";
-
-// ---- reading ----
 
 // A JSON object on one trace line, read field by field. Every failure throws a
 // TraceError naming the line and the field's path within it.
@@ -352,361 +325,17 @@ Action read_standin_answer(const Fields& line) {
     return action::AnswerStandIn{read_participant(line), line.whole("correlation"), result};
 }
 
-// The kinds in the order of the variants' alternatives, so that a value's kind is
-// kinds[value.index()] and one table gives both the name written and the reader.
-struct EventKind {
-    std::string_view name;
-    Event (*read)(const Fields&);
-};
-constexpr std::array<EventKind, 11> kEventKinds{{{"joined", read_joined},
-                                                {"left", read_left},
-                                                {"busy", read_busy},
-                                                {"registered", read_registered},
-                                                {"residency", read_residency},
-                                                {"dropped", read_dropped},
-                                                {"admission", read_admission},
-                                                {"unloaded", read_unloaded},
-                                                {"tick", read_tick},
-                                                {"released", read_released},
-                                                {"standin", read_standin}}};
-static_assert(kEventKinds.size() == std::variant_size_v<Event>);
+// The readers, in the order of kEventNames and kDecisionNames (the variants'
+// alternatives), so that the name read picks the reader.
+constexpr std::array kEventReaders{read_joined, read_left, read_busy, read_registered, read_residency, read_dropped,
+                                   read_admission, read_unloaded, read_tick, read_released, read_standin};
+static_assert(kEventReaders.size() == kEventNames.size());
 
-struct DecisionKind {
-    std::string_view name;
-    Action (*read)(const Fields&);
-};
-constexpr std::array<DecisionKind, 7> kDecisionKinds{{{"partial_unload", read_partial_unload},
-                                                      {"detach", read_detach},
-                                                      {"grant", read_grant},
-                                                      {"refuse", read_refuse},
-                                                      {"note", read_note},
-                                                      {"partial_release", read_partial_release},
-                                                      {"standin_answer", read_standin_answer}}};
-static_assert(kDecisionKinds.size() == std::variant_size_v<Action>);
-
-template <typename Kind, std::size_t N>
-constexpr std::array<std::string_view, N> names_of(const std::array<Kind, N>& kinds) {
-    std::array<std::string_view, N> names{};
-    std::transform(kinds.begin(), kinds.end(), names.begin(), [](const Kind& kind) { return kind.name; });
-    return names;
-}
-constexpr auto kEventNames = names_of(kEventKinds);
-constexpr auto kDecisionNames = names_of(kDecisionKinds);
-
-// ---- writing ----
-
-TraceJson bytes_or_null(Bytes bytes) { return bytes == kUnknownBytes ? TraceJson(nullptr) : TraceJson(bytes); }
-
-void add_participant(TraceJson& line, const Participant& who) {
-    line["slot"] = who.slot;
-    line["generation"] = who.generation;
-}
-
-void add_fields(TraceJson& line, const event::Joined& e) { add_participant(line, e.who); }
-void add_fields(TraceJson& line, const event::Left& e) { add_participant(line, e.who); }
-
-void add_fields(TraceJson& line, const event::Busy& e) {
-    add_participant(line, e.who);
-    line["busy"] = e.busy;
-}
-
-void add_fields(TraceJson& line, const event::Registered& e) {
-    add_participant(line, e.who);
-    line["model_id"] = e.report.model_id;
-    line["weights_id"] = e.report.weights_id;
-    line["total_bytes"] = e.report.total_bytes;
-    line["loaded_bytes"] = bytes_or_null(e.report.loaded_bytes);
-    line["device"] = e.report.device;
-    line["kind"] = name_of(kModelKindNames, e.report.kind);
-    line["dynamic"] = e.report.dynamic != 0;
-}
-
-void add_fields(TraceJson& line, const event::Residency& e) {
-    add_participant(line, e.who);
-    line["model_id"] = e.report.model_id;
-    line["sequence"] = e.report.sequence;
-    line["loaded_bytes"] = bytes_or_null(e.report.loaded_bytes);
-    line["references"] = e.report.references;
-    line["currently_used"] = e.report.currently_used != 0;
-    line["just_used"] = e.report.just_used != 0;
-}
-
-void add_fields(TraceJson& line, const event::Dropped& e) {
-    add_participant(line, e.who);
-    line["model_id"] = e.model_id;
-}
-
-void add_fields(TraceJson& line, const event::Admission& e) {
-    const AdmissionRequest& r = e.request;
-    add_participant(line, e.who);
-    line["correlation"] = e.correlation;
-    line["device"] = r.device;
-    line["streams"] = r.streams;
-    line["bytes"] = r.bytes;
-    line["largest_tensor"] = r.largest_tensor;
-    line["pinned_bytes"] = r.pinned_bytes;
-    line["keep_loaded"] = e.keep_loaded;
-    line["for_dynamic"] = (r.flags & kAdmitForDynamic) != 0;
-}
-
-void add_fields(TraceJson& line, const event::Unloaded& e) {
-    add_participant(line, e.who);
-    line["model_id"] = e.receipt.model_id;
-    line["bytes_requested"] = e.receipt.bytes_requested;
-    line["bytes_freed"] = e.receipt.bytes_freed;
-    line["sequence"] = e.receipt.sequence;
-    line["loaded_bytes"] = bytes_or_null(e.receipt.loaded_bytes);
-    line["deferred"] = e.receipt.deferred != 0;
-}
-
-void add_fields(TraceJson&, const event::Tick&) {}
-
-void add_fields(TraceJson& line, const event::Released& e) {
-    add_participant(line, e.who);
-    const auto type = static_cast<MessageType>(e.receipt.release_type);
-    if (!is_release(type)) throw TraceError("a release receipt answers no release message");
-    line["release_type"] = to_string(type);
-    line["deferred"] = e.receipt.deferred != 0;
-    line["bytes_requested"] = e.receipt.bytes_requested;
-    line["bytes_freed"] = e.receipt.bytes_freed;
-}
-
-void add_fields(TraceJson& line, const event::StandIn& e) {
-    add_participant(line, e.who);
-    line["correlation"] = e.correlation;
-    line["owner_slot"] = e.request.owner_slot;
-    line["owner_generation"] = e.request.owner_generation;
-    line["model_id"] = e.request.model_id;
-    line["bytes"] = e.request.bytes;
-    line["detach"] = e.request.detach != 0;
-}
-
-void add_fields(TraceJson& line, const action::AnswerStandIn& a) {
-    add_participant(line, a.to);
-    line["correlation"] = a.correlation;
-    line["model_id"] = a.result.model_id;
-    line["bytes_freed"] = a.result.bytes_freed;
-    line["loaded_bytes"] = bytes_or_null(a.result.loaded_bytes);
-    line["outcome"] = name_of(kStandInOutcomeNames, a.result.outcome);
-}
-
-void add_fields(TraceJson& line, const action::SendPartialRelease& a) {
-    add_participant(line, a.to);
-    line["bytes"] = a.command.bytes;
-}
-
-void add_fields(TraceJson& line, const action::SendPartialUnload& a) {
-    add_participant(line, a.to);
-    line["model_id"] = a.command.model_id;
-    line["bytes"] = a.command.bytes;
-}
-
-void add_fields(TraceJson& line, const action::SendDetach& a) {
-    add_participant(line, a.to);
-    line["model_id"] = a.command.model_id;
-}
-
-void add_fields(TraceJson& line, const action::Grant& a) {
-    add_participant(line, a.to);
-    line["correlation"] = a.correlation;
-    line["device_free"] = a.grant.device_free;
-    line["reserve_bytes"] = a.grant.reserve_bytes;
-    line["shortfall"] = a.grant.shortfall;
-    line["vram_state"] = name_of(kVramStateNames, a.grant.vram_state);
-}
-
-void add_fields(TraceJson& line, const action::Refuse& a) {
-    add_participant(line, a.to);
-    line["correlation"] = a.correlation;
-    line["needed_bytes"] = a.refusal.needed_bytes;
-    line["device_free"] = a.refusal.device_free;
-    line["held_by_others"] = a.refusal.held_by_others;
-    line["reason"] = name_of(kRefusalReasonNames, a.refusal.reason);
-}
-
-void add_fields(TraceJson& line, const action::Note& a) { line["text"] = a.text; }
-
-TraceJson snapshot_json(const Snapshot& snapshot) {
-    TraceJson participants = TraceJson::object();
-    for (const auto& [slot, figures] : snapshot.participants) {
-        participants[std::to_string(slot)] = {{"allocator_reserved", figures.allocator_reserved},
-                                              {"allocator_active", figures.allocator_active},
-                                              {"pinned", figures.pinned}};
-    }
-    return {{"now_ms", snapshot.now_ms},
-            {"device_total", snapshot.device_total},
-            {"device_free", snapshot.device_free},
-            {"participants", std::move(participants)}};
-}
-
-// One line of text. Invalid UTF-8 (only a note's text could hold any) is replaced
-// rather than thrown on, so recording never stops the supervisor over a log text.
-std::string line_text(const TraceJson& line) {
-    return line.dump(-1, ' ', /*ensure_ascii=*/false, TraceJson::error_handler_t::replace);
-}
-
-// A line in a message about a difference: whole, unless longer than anyone reads (a note's
-// text may be megabytes). Cut on a character boundary, so the message stays UTF-8.
-std::string shown_line(const TraceJson& line) {
-    constexpr std::size_t kMaxShown = 1000;
-    std::string text = line_text(line);
-    if (text.size() <= kMaxShown) return text;
-    text.resize(kMaxShown - 3);
-    while (!text.empty() && (static_cast<unsigned char>(text.back()) & 0xc0) == 0x80) text.pop_back();
-    if (!text.empty() && static_cast<unsigned char>(text.back()) >= 0xc0) text.pop_back();  // a cut lead byte
-    return text + "...";
-}
-
-// ---- replay ----
-
-TraceJson parse_line(const std::string& text, std::size_t line_number) {
-    try {
-        return parse_json<TraceJson>(text);
-    } catch (const JsonTextError& error) {
-        if (error.syntax()) {
-            throw TraceError(line_label(line_number) + ": not valid JSON (at character " +
-                             std::to_string(error.byte()) + ")");
-        }
-        throw TraceError(line_label(line_number) + ": at character " + std::to_string(error.byte()) + ": " +
-                         error.detail());
-    }
-}
-
-// std::getline, but a line is never let grow past kMaxTraceLineBytes, and a failed read
-// (an I/O error) is told from the trace's end.
-bool next_line(std::istream& trace, std::string& text, std::size_t line_number) {
-    text.clear();
-    std::array<char, 65536> chunk;
-    for (;;) {
-        trace.getline(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-        const auto count = static_cast<std::size_t>(trace.gcount());
-        if (trace.bad()) throw TraceError(line_label(line_number) + ": cannot read the trace");
-        const bool ended = trace.eof();
-        const bool chunk_full = trace.fail() && !ended;  // no newline yet: the line goes on
-        text.append(chunk.data(), ended || chunk_full ? count : count - 1);  // count includes the newline
-        if (text.size() > kMaxTraceLineBytes) {
-            throw TraceError(line_label(line_number) + ": expected a line of at most " +
-                             format_byte_size_exact(kMaxTraceLineBytes) + ", found a longer one");
-        }
-        if (ended) return !text.empty();
-        if (!chunk_full) return true;
-        trace.clear();
-    }
-}
-
-std::string decisions_counted(std::size_t count) {
-    return std::to_string(count) + (count == 1 ? " decision" : " decisions");
-}
-
-// Feeds event lines to an arbiter and compares what it decides with the decision lines
-// recorded after each event.
-class Replayer {
-public:
-    Replayer(const TraceHeader& header, std::ostream& decisions)
-        : arbiter_(header.config, header.ledger_capacity), decisions_(decisions) {}
-
-    void feed(const TraceJson& line, std::size_t line_number) {
-        if (line.contains("event")) {
-            on_event(line, line_number);
-        } else if (line.contains("decision")) {
-            on_decision(line, line_number);
-        } else {
-            throw TraceError(json_error_message(line_label(line_number), "", "an event line or a decision line",
-                                                describe_json_value(line)));
-        }
-    }
-
-    // The end of the trace: the last event's decisions are all in.
-    void finish() { close_event(); }
-
-    // The first difference, once the trace is known to hold recorded decisions: a trace
-    // of events alone has nothing to compare against.
-    std::optional<std::string> mismatch() const {
-        return trace_has_decisions_ ? first_difference_ : std::nullopt;
-    }
-
-private:
-    void on_event(const TraceJson& line, std::size_t line_number) {
-        close_event();
-        const TraceEntry entry = parse_event_line(line, line_number);
-        replayed_.clear();
-        for (const Action& action : arbiter_.handle(entry.event, entry.snapshot)) {
-            replayed_.push_back(to_json(action));
-            decisions_ << line_text(replayed_.back()) << '\n';
-        }
-        event_line_ = line_number;
-        recorded_ = 0;
-    }
-
-    void on_decision(const TraceJson& line, std::size_t line_number) {
-        if (event_line_ == 0) {
-            throw TraceError(json_error_message(line_label(line_number), "/decision",
-                                                "an event line before the first decision line", "a decision line"));
-        }
-        // Written back from its parsed form, the recorded decision has the same key
-        // order as the replayed one, and hand-written byte sizes become numbers.
-        const TraceJson recorded = to_json(parse_decision_line(line, line_number));
-        trace_has_decisions_ = true;
-        if (recorded_ >= replayed_.size()) {
-            found_difference(line_label(line_number) + ": recorded " + shown_line(recorded) +
-                             " but replay decided nothing more for the event on line " + std::to_string(event_line_));
-        } else if (recorded != replayed_[recorded_]) {
-            found_difference(line_label(line_number) + ": recorded " + shown_line(recorded) + " but replay decided " +
-                             shown_line(replayed_[recorded_]));
-        }
-        ++recorded_;
-    }
-
-    void close_event() {
-        if (recorded_ >= replayed_.size()) return;
-        found_difference(line_label(event_line_) + ": recorded " + decisions_counted(recorded_) +
-                         " for this event but replay decided " + std::to_string(replayed_.size()) +
-                         ", the first extra being " + shown_line(replayed_[recorded_]));
-    }
-
-    // Only the first counts: after it the replayed world has parted from the recorded one.
-    void found_difference(std::string message) {
-        if (!first_difference_) first_difference_ = std::move(message);
-    }
-
-    Arbiter arbiter_;
-    std::ostream& decisions_;
-    std::size_t event_line_ = 0;  // the event whose decisions are being compared; 0 before the first
-    std::vector<TraceJson> replayed_;
-    std::size_t recorded_ = 0;  // recorded decisions seen so far for that event
-    bool trace_has_decisions_ = false;
-    std::optional<std::string> first_difference_;
-};
+constexpr std::array kDecisionReaders{read_partial_unload, read_detach, read_grant, read_refuse,
+                                      read_note, read_partial_release, read_standin_answer};
+static_assert(kDecisionReaders.size() == kDecisionNames.size());
 
 }  // namespace
-
-// ---- the public functions ----
-
-TraceJson header_json(const ArbiterConfig& config, std::uint32_t ledger_capacity) {
-    return {{"trace", kTraceName},
-            {"version", kTraceVersion},
-            {"config",
-             {{"base_reserve", config.base_reserve},
-              {"no_fit", name_of(kNoFitNames, static_cast<std::size_t>(config.no_fit))},
-              {"wait_timeout_ms", config.wait_timeout_ms},
-              {"answer_timeout_ms", config.answer_timeout_ms},
-              {"vram_state", name_of(kVramStateNames, static_cast<std::size_t>(config.vram_state))},
-              {"smart_memory", config.smart_memory}}},
-            {"ledger_capacity", ledger_capacity}};
-}
-
-TraceJson to_json(const Event& event, const Snapshot& snapshot) {
-    TraceJson line{{"event", kEventKinds[event.index()].name}};
-    std::visit([&line](const auto& e) { add_fields(line, e); }, event);
-    line["snapshot"] = snapshot_json(snapshot);
-    return line;
-}
-
-TraceJson to_json(const Action& action) {
-    TraceJson line{{"decision", kDecisionKinds[action.index()].name}};
-    std::visit([&line](const auto& a) { add_fields(line, a); }, action);
-    return line;
-}
 
 TraceHeader parse_header(const TraceJson& line, std::size_t line_number) {
     const Fields header(line, Pointer(), line_number);
@@ -732,73 +361,13 @@ TraceHeader parse_header(const TraceJson& line, std::size_t line_number) {
 
 TraceEntry parse_event_line(const TraceJson& line, std::size_t line_number) {
     const Fields fields(line, Pointer(), line_number);
-    const auto read_event = kEventKinds[fields.choice("event", kEventNames)].read;
+    const auto read_event = kEventReaders[fields.choice("event", kEventNames)];
     return {read_event(fields), read_snapshot(fields.object("snapshot"))};
 }
 
 Action parse_decision_line(const TraceJson& line, std::size_t line_number) {
     const Fields fields(line, Pointer(), line_number);
-    return kDecisionKinds[fields.choice("decision", kDecisionNames)].read(fields);
-}
-
-TraceRecorder::TraceRecorder(const std::string& path, const ArbiterConfig& config, std::uint32_t ledger_capacity)
-    : path_(path),
-      // Close-on-exec ("e"): the workers the supervisor spawns must not inherit the trace.
-      file_(std::fopen(path.c_str(), "we")) {
-    if (!file_) throw TraceError(json_file_message(path_, "cannot open for writing: " + system_message(errno)));
-    write_line(header_json(config, ledger_capacity));
-}
-
-void TraceRecorder::record(const Event& event, const Snapshot& snapshot, const std::vector<Action>& actions) {
-    write_line(to_json(event, snapshot));
-    for (const Action& action : actions) write_line(to_json(action));
-}
-
-void TraceRecorder::write_line(const TraceJson& line) {
-    const std::string text = line_text(line) + '\n';
-    if (std::fwrite(text.data(), 1, text.size(), file_.get()) != text.size() || std::fflush(file_.get()) != 0) {
-        throw TraceError(json_file_message(path_, "cannot write: " + system_message(errno)));
-    }
-}
-
-int replay(std::istream& trace, std::ostream& decisions, std::ostream& errors) {
-    try {
-        std::string text;
-        std::size_t line_number = 1;
-        if (!next_line(trace, text, line_number)) {
-            throw TraceError(json_error_message(line_label(line_number), "", "the trace header", "an empty trace"));
-        }
-        Replayer replayer(parse_header(parse_line(text, line_number), line_number), decisions);
-        while (!replayer.mismatch() && next_line(trace, text, line_number + 1)) {
-            ++line_number;
-            replayer.feed(parse_line(text, line_number), line_number);
-        }
-        replayer.finish();
-        if (const auto mismatch = replayer.mismatch()) {
-            errors << *mismatch << '\n';
-            return kReplayDiffered;
-        }
-        return kReplayAgreed;
-    } catch (const TraceError& error) {
-        errors << error.what() << '\n';
-        return kTraceMalformed;
-    }
-}
-
-int run_replay_command(const std::string& path) {
-    std::ostringstream errors;
-    int status = kTraceMalformed;
-    try {
-        InputFileStream trace(path, kMaxTraceFileBytes);
-        status = replay(trace, std::cout, errors);
-    } catch (const InputFileError& error) {
-        std::cerr << error.what() << '\n';
-        return kTraceMalformed;
-    }
-    // replay's messages name the line; the file is named here, as the loaders name theirs.
-    std::istringstream lines(errors.str());
-    for (std::string line; std::getline(lines, line);) std::cerr << json_file_message(path, line) << '\n';
-    return status;
+    return kDecisionReaders[fields.choice("decision", kDecisionNames)](fields);
 }
 
 }  // namespace comfy::arbiter
