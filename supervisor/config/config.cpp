@@ -5,6 +5,7 @@
 #include "shared/json_errors.hpp"
 #include "shared/message_payloads.hpp"
 #include "shared/records.hpp"
+#include "supervisor/config/config_reader.hpp"
 #include "supervisor/config/install_layout.hpp"
 
 #include <nlohmann/json.hpp>
@@ -13,31 +14,18 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <limits>
-#include <optional>
-#include <set>
 #include <string_view>
-#include <system_error>
 #include <utility>
 
 namespace comfy::supervisor {
 
 namespace {
 
-namespace fs = std::filesystem;
-using json = nlohmann::json;
-using Pointer = json::json_pointer;
-
-// Inclusive bounds of a whole-number setting.
-struct Range {
-    std::uint64_t min;
-    std::uint64_t max;
-};
+using namespace config_loader;
 
 constexpr Range kHeartbeatTimeoutMs{100, 3'600'000};
 constexpr Range kHandshakeTimeoutMs{100, 600'000};
@@ -92,33 +80,8 @@ constexpr CapacityField kCapacityFields[] = {
     {"ring_slots", &Capacities::ring_slots},
 };
 
-// A JSON value together with its path in the file, so that any message can say where.
-struct Node {
-    const json& value;
-    Pointer at;
-};
-
-std::optional<Node> member(const Node& object, const std::string& key) {
-    const auto found = object.value.find(key);
-    if (found == object.value.end()) return std::nullopt;
-    return Node{*found, object.at / key};
-}
-
 std::string count_of(std::size_t count, std::string_view noun) {
     return std::to_string(count) + " " + std::string(noun) + (count == 1 ? "" : "s");
-}
-
-std::string join(std::initializer_list<std::string_view> words, std::string_view separator) {
-    std::string joined;
-    for (const auto word : words) {
-        if (!joined.empty()) joined += separator;
-        joined += word;
-    }
-    return joined;
-}
-
-std::string path_text(const Pointer& at) {
-    return json_path_text(at.to_string());
 }
 
 std::string pack_name_rule() {
@@ -138,16 +101,6 @@ bool is_env_name(std::string_view name) {
            std::all_of(name.begin() + 1, name.end(), [&](char c) { return letter_or_underscore(c) || (c >= '0' && c <= '9'); });
 }
 
-// Empty when `file` can be started by this process; otherwise why not.
-std::string executable_problem(const fs::path& file) {
-    std::error_code error;
-    const auto status = fs::status(file, error);
-    if (error) return error.message();
-    if (!fs::is_regular_file(status)) return "not a regular file";
-    if (::access(file.c_str(), X_OK) != 0) return system_message(errno);
-    return {};
-}
-
 // What execve takes, as Linux counts it (fs/exec.c): each string with its NUL at most
 // MAX_ARG_STRLEN (32 pages), and all of them (the file name, the arguments, the
 // environment) with a pointer each within a quarter of the stack limit, never more than
@@ -164,14 +117,6 @@ ExecLimits exec_limits() {
     constexpr std::size_t kMostTotal = std::size_t{6} << 20;
     return {32 * static_cast<std::size_t>(page > 0 ? page : 4096),
             arg_max > 0 ? std::min(static_cast<std::size_t>(arg_max), kMostTotal) : std::size_t{128} * 1024};
-}
-
-std::string directory_problem(const fs::path& folder) {
-    std::error_code error;
-    const auto status = fs::status(folder, error);
-    if (error) return error.message();
-    if (!fs::is_directory(status)) return "not a directory";
-    return {};
 }
 
 // Empty when `folder` is what ComfyUI imports as a custom node pack; otherwise why not.
@@ -199,88 +144,17 @@ fs::path find_in_path(std::string_view name) {
     }
 }
 
-// nlohmann::json keeps the last of two equal keys in an object without a word, which in a
-// config silently drops settings; a second pass over the text as SAX events finds the
-// first repeated key. (Not a parser callback: nlohmann's callback parser scans the whole
-// enclosing array at the end of every object, so an array of a million objects took hours.)
-class RepeatedKeyFinder : public nlohmann::json_sax<json> {
+// Reads one config file's sections through the ConfigReader it is, so that every check
+// fails through fail() (config_reader.hpp).
+class Loader : private ConfigReader {
 public:
-    bool null() override { return finish_element(); }
-    bool boolean(bool) override { return finish_element(); }
-    bool number_integer(json::number_integer_t) override { return finish_element(); }
-    bool number_unsigned(json::number_unsigned_t) override { return finish_element(); }
-    bool number_float(json::number_float_t, const json::string_t&) override { return finish_element(); }
-    bool string(json::string_t&) override { return finish_element(); }
-    bool binary(json::binary_t&) override { return finish_element(); }
-    bool start_object(std::size_t) override { return open(/*array=*/false); }
-    bool start_array(std::size_t) override { return open(/*array=*/true); }
-    bool end_object() override { return close(); }
-    bool end_array() override { return close(); }
-    bool key(json::string_t& key) override {
-        see_key(key);
-        return true;
-    }
-    // The text was parsed before, so this does not happen; stop if it does.
-    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+    using ConfigReader::ConfigReader;
 
-    const std::optional<Pointer>& repeated() const { return repeated_; }
-
-private:
-    // An object or array the parser is inside of.
-    struct Open {
-        explicit Open(bool array) : is_array(array) {}
-        bool is_array;
-        std::size_t index = 0;       // arrays: the element being parsed
-        std::string key;             // objects: the member being parsed
-        std::set<std::string> keys;  // objects: every key so far
-    };
-
-    void see_key(const std::string& key) {
-        Open& object = open_.back();
-        object.key = key;
-        if (!object.keys.insert(object.key).second && !repeated_) repeated_ = path_here();
-    }
-
-    bool open(bool array) {
-        open_.emplace_back(array);
-        return true;
-    }
-
-    bool close() {
-        open_.pop_back();
-        return finish_element();
-    }
-
-    bool finish_element() {
-        if (!open_.empty() && open_.back().is_array) ++open_.back().index;
-        return true;
-    }
-
-    Pointer path_here() const {
-        Pointer path;
-        for (const Open& open : open_) path = open.is_array ? path / open.index : path / open.key;
-        return path;
-    }
-
-    std::vector<Open> open_;
-    std::optional<Pointer> repeated_;
-};
-
-// Reads one config file. Every check fails through fail(), so every message has the same
-// shape: "<file>: at <path>: expected <what>, found <what was there>".
-class Loader {
-public:
-    explicit Loader(std::string file) : file_(std::move(file)) {}
-
-    Config load(std::string_view text) {
-        const json document = parse(text);
-        // Relative paths in the file mean the same whichever directory the supervisor
-        // is started from: they are taken from the config's own folder.
-        folder_ = fs::absolute(file_).parent_path().lexically_normal();
+    Config load(const json& document, const std::string& file) {
         const Node root{document, Pointer{}};
         expect_object(root, {"device", "limits", "memory", "host", "http", "comfyui", "packs"});
         Config config;
-        config.source = file_;
+        config.source = file;
         if (const auto device = member(root, "device")) config.device = read_device(*device);
         if (const auto limits = member(root, "limits")) config.limits = read_limits(*limits);
         if (const auto memory = member(root, "memory")) config.memory = read_memory(*memory, config.limits.capacities);
@@ -297,99 +171,6 @@ public:
     }
 
 private:
-    [[noreturn]] void fail(const Pointer& at, std::string_view expected, std::string_view found) const {
-        throw ConfigError(json_error_message(file_, at.to_string(), expected, found));
-    }
-
-    json parse(std::string_view text) const {
-        json document;
-        try {
-            document = parse_json_file_text(text, file_);
-        } catch (const JsonFileError& error) {
-            throw ConfigError(error.what());
-        }
-        RepeatedKeyFinder finder;
-        json::sax_parse(text, &finder);
-        if (finder.repeated()) fail(*finder.repeated(), "each key once in its object", "this key a second time");
-        return document;
-    }
-
-    Node required(const Node& object, const std::string& key, std::string_view what) const {
-        if (auto found = member(object, key)) return std::move(*found);
-        fail(object.at / key, std::string(what) + " (required)", kFoundNothing);
-    }
-
-    void require_object(const Node& node) const {
-        if (!node.value.is_object()) fail(node.at, "an object", describe_json_value(node.value));
-    }
-
-    // Unknown keys are errors: a misspelt optional key would otherwise be a silent default.
-    void expect_object(const Node& node, std::initializer_list<std::string_view> keys, std::string_view note = {}) const {
-        require_object(node);
-        for (const auto& item : node.value.items()) {
-            if (std::find(keys.begin(), keys.end(), item.key()) == keys.end()) {
-                fail(node.at / item.key(), "one of the keys " + join(keys, ", ") + std::string(note), "an unknown key");
-            }
-        }
-    }
-
-    std::uint64_t read_unsigned(const Node& node, Range range, std::string_view unit = {}) const {
-        const auto number = as_unsigned(node.value);
-        if (number && *number >= range.min && *number <= range.max) return *number;
-        fail(node.at,
-             "a whole number" + std::string(unit) + " from " + std::to_string(range.min) + " to " + std::to_string(range.max),
-             describe_json_value(node.value));
-    }
-
-    Milliseconds read_ms(const Node& node, Range range) const {
-        return Milliseconds{static_cast<Milliseconds::rep>(read_unsigned(node, range, " of milliseconds"))};
-    }
-
-    std::uint64_t read_size(const Node& node, Range range) const {
-        auto bytes = as_unsigned(node.value);
-        if (node.value.is_string()) bytes = parse_byte_size(node.value.get_ref<const std::string&>());
-        if (bytes && *bytes >= range.min && *bytes <= range.max) return *bytes;
-        fail(node.at,
-             "a size from " + format_byte_size_exact(range.min) + " to " + format_byte_size_exact(range.max) +
-                 ": a whole number of bytes or a string like \"24GiB\" (units B, KiB, MiB, GiB, TiB, PiB)",
-             describe_json_value(node.value));
-    }
-
-    bool read_flag(const Node& node) const {
-        if (!node.value.is_boolean()) fail(node.at, "true or false", describe_json_value(node.value));
-        return node.value.get<bool>();
-    }
-
-    template <typename Enum, std::size_t N>
-    Enum read_choice(const Node& node, const std::pair<std::string_view, Enum> (&choices)[N]) const {
-        if (node.value.is_string()) {
-            for (const auto& [name, choice] : choices) {
-                if (node.value.get_ref<const std::string&>() == name) return choice;
-            }
-        }
-        fail(node.at, quoted_names(choice_names(choices)), describe_json_value(node.value));
-    }
-
-    // Strings end up in execve(), where a NUL would cut them short.
-    std::string read_string(const Node& node, std::string_view what) const {
-        if (!node.value.is_string()) fail(node.at, what, describe_json_value(node.value));
-        const auto& text = node.value.get_ref<const std::string&>();
-        if (text.find('\0') != std::string::npos) {
-            fail(node.at, std::string(what) + " without NUL characters", describe_json_value(node.value));
-        }
-        return text;
-    }
-
-    // Relative to the config's folder, normalized but with symbolic links kept: a virtual
-    // environment's python finds its pyvenv.cfg through the link it was started by.
-    fs::path read_path(const Node& node, std::string_view what) const {
-        const std::string text = read_string(node, what);
-        if (text.empty()) fail(node.at, what, describe_json_value(node.value));
-        fs::path path = (folder_ / text).lexically_normal();
-        if (!path.has_filename()) path = path.parent_path();  // "dir/" is "dir"
-        return path;
-    }
-
     DeviceConfig read_device(const Node& node) const {
         DeviceConfig device;
         require_object(node);
@@ -632,7 +413,7 @@ private:
         if (const auto allowlist = member(node, "env_allowlist")) process.env_allowlist = read_env_allowlist(*allowlist);
         if (const auto env = member(node, "env")) process.env = read_env(*env, process.env_allowlist);
         if (process.python) add_python_path(node, process);
-        process.working_directory = folder_.string();
+        process.working_directory = folder().string();
         if (const auto folder = member(node, "working_directory")) process.working_directory = read_directory(*folder);
         if (const auto restart = member(node, "restart")) process.restart = read_restart(*restart);
         if (const auto sandbox = member(node, "sandbox")) process.sandbox = read_sandbox(*sandbox, process.working_directory);
@@ -709,23 +490,6 @@ private:
         std::string name = read_string(node, pack_name_rule());
         if (!is_pack_name(name)) fail(node.at, pack_name_rule(), describe_json_value(node.value));
         return name;
-    }
-
-    std::string read_command(const Node& node) const {
-        const fs::path file = read_path(node, "the path of an executable file");
-        if (const auto problem = executable_problem(file); !problem.empty()) {
-            fail(node.at, "an executable file",
-                 describe_json_value(node.value) + " (" + file.string() + ": " + problem + ")");
-        }
-        return file.string();
-    }
-
-    std::string read_directory(const Node& node) const {
-        const fs::path folder = read_path(node, "the path of a directory");
-        if (const auto problem = directory_problem(folder); !problem.empty()) {
-            fail(node.at, "a directory", describe_json_value(node.value) + " (" + folder.string() + ": " + problem + ")");
-        }
-        return folder.string();
     }
 
     std::vector<std::string> read_args(const Node& node) const {
@@ -822,8 +586,6 @@ private:
         return restart;
     }
 
-    std::string file_;
-    fs::path folder_;
     std::string checkout_;  // /comfyui/checkout, absolute; empty when not given
 };
 
@@ -840,7 +602,8 @@ Config load_config(const std::string& path) {
 }
 
 Config load_config_text(std::string_view text, const std::string& path) {
-    return Loader(path).load(text);
+    const json document = parse_document(text, path);
+    return Loader(path).load(document, path);
 }
 
 std::uint32_t ledger_quota_of(const Config& config) {
