@@ -5,19 +5,16 @@
 #include "shared/json_errors.hpp"
 #include "shared/message_payloads.hpp"
 #include "shared/records.hpp"
-#include "supervisor/config/config_reader.hpp"
 #include "supervisor/config/install_layout.hpp"
+#include "supervisor/config/sections.hpp"
 
 #include <nlohmann/json.hpp>
 
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <string_view>
 #include <utility>
 
@@ -27,24 +24,9 @@ namespace {
 
 using namespace config_loader;
 
-constexpr Range kHeartbeatTimeoutMs{100, 3'600'000};
-constexpr Range kHandshakeTimeoutMs{100, 600'000};
-constexpr Range kShutdownGraceMs{0, kMaxGraceMs};  // the most a Shutdown message can carry
 constexpr Range kBackoffMs{0, 3'600'000};
 constexpr Range kMaxRestarts{0, 1000};
 constexpr Range kRestartWindowMs{1, 86'400'000};
-constexpr Range kCudaIndex{0, kMaxDevices - 1};
-// --reserve-vram takes any amount; more than a device's worth is a typo.
-constexpr Range kReserveBytes{0, kMaxBytes};
-constexpr Range kMemoryTimeoutMs{1, 3'600'000};
-constexpr Range kHostBytes{0, kMaxBytes};
-constexpr Range kIdleReleaseMs{0, 86'400'000};  // 0: no idle sweep
-// A participant waits for each answer; more than a few at once is a runaway loop.
-constexpr Range kOutstandingRequests{1, 4096};
-// Only the type's range: Capacities::validate() owns the real limits.
-constexpr Range kCapacityField{0, std::numeric_limits<std::uint32_t>::max()};
-// No model fits below 256 MiB; above kMaxBytes the figure is a typo, not a device.
-constexpr Range kSimulatedDeviceBytes{std::uint64_t{256} << 20, kMaxBytes};
 
 constexpr std::size_t kMaxPackNameLength = kPackNameBytes - 1;  // the record keeps a NUL
 constexpr std::string_view kReservedEnvPrefix = "COMFY_SV_";
@@ -60,25 +42,6 @@ constexpr Range kArenaBytes{std::uint64_t{1} << 20, std::uint64_t{1} << 40};
 
 constexpr const char* kPythonPathVariable = "PYTHONPATH";
 constexpr const char* kPackFolderRule = "a custom node pack's folder (a directory with __init__.py)";
-
-constexpr std::pair<std::string_view, DeviceKind> kDeviceKinds[] = {
-    {"simulated", DeviceKind::simulated},
-    {"cuda", DeviceKind::cuda},
-};
-constexpr std::pair<std::string_view, CudaFallback> kCudaFallbacks[] = {
-    {"simulated", CudaFallback::simulated},
-    {"stop", CudaFallback::stop},
-};
-
-struct CapacityField {
-    const char* key;
-    std::uint32_t Capacities::*field;
-};
-constexpr CapacityField kCapacityFields[] = {
-    {"participants", &Capacities::participants},
-    {"ledger_entries", &Capacities::ledger_entries},
-    {"ring_slots", &Capacities::ring_slots},
-};
 
 std::string count_of(std::size_t count, std::string_view noun) {
     return std::to_string(count) + " " + std::string(noun) + (count == 1 ? "" : "s");
@@ -155,11 +118,11 @@ public:
         expect_object(root, {"device", "limits", "memory", "host", "http", "comfyui", "packs"});
         Config config;
         config.source = file;
-        if (const auto device = member(root, "device")) config.device = read_device(*device);
-        if (const auto limits = member(root, "limits")) config.limits = read_limits(*limits);
-        if (const auto memory = member(root, "memory")) config.memory = read_memory(*memory, config.limits.capacities);
-        if (const auto host = member(root, "host")) config.host = read_host(*host);
-        if (const auto http = member(root, "http")) config.http = read_http(*http);
+        if (const auto device = member(root, "device")) config.device = read_device(*this, *device);
+        if (const auto limits = member(root, "limits")) config.limits = read_limits(*this, *limits);
+        if (const auto memory = member(root, "memory")) config.memory = read_memory(*this, *memory, config.limits.capacities);
+        if (const auto host = member(root, "host")) config.host = read_host(*this, *host);
+        if (const auto http = member(root, "http")) config.http = read_http(*this, *http);
         if (const auto comfyui = member(root, "comfyui")) {
             config.comfyui = read_comfyui(*comfyui);
             if (const auto checkout = member(*comfyui, "checkout")) config.comfyui_checkout = read_directory(*checkout);
@@ -171,116 +134,6 @@ public:
     }
 
 private:
-    DeviceConfig read_device(const Node& node) const {
-        DeviceConfig device;
-        require_object(node);
-        if (const auto kind = member(node, "kind")) device.kind = read_choice(*kind, kDeviceKinds);
-        // A key of the other kind would be ignored; better to say so than to surprise.
-        if (device.kind == DeviceKind::simulated) {
-            expect_object(node, {"kind", "total_bytes"}, " (for a \"simulated\" device)");
-            if (const auto size = member(node, "total_bytes")) device.total_bytes = read_size(*size, kSimulatedDeviceBytes);
-        } else {
-            expect_object(node, {"kind", "index", "fallback"}, " (for a \"cuda\" device)");
-            if (const auto index = member(node, "index")) device.cuda_index = static_cast<int>(read_unsigned(*index, kCudaIndex));
-            if (const auto fallback = member(node, "fallback")) device.cuda_fallback = read_choice(*fallback, kCudaFallbacks);
-        }
-        return device;
-    }
-
-    MemoryConfig read_memory(const Node& node, const Capacities& capacities) const {
-        expect_object(node, {"reserve_bytes", "no_fit", "wait_timeout_ms", "answer_timeout_ms", "smart_memory",
-                             "ledger_quota"});
-        MemoryConfig memory;
-        if (const auto reserve = member(node, "reserve_bytes")) memory.reserve_bytes = read_size(*reserve, kReserveBytes);
-        if (const auto policy = member(node, "no_fit")) memory.no_fit = read_choice(*policy, arbiter::kNoFitPolicies);
-        if (const auto wait = member(node, "wait_timeout_ms")) memory.wait_timeout = read_ms(*wait, kMemoryTimeoutMs);
-        if (const auto answer = member(node, "answer_timeout_ms")) memory.answer_timeout = read_ms(*answer, kMemoryTimeoutMs);
-        if (const auto smart = member(node, "smart_memory")) memory.smart_memory = read_flag(*smart);
-        if (const auto quota = member(node, "ledger_quota")) memory.ledger_quota = read_ledger_quota(*quota, capacities);
-        return memory;
-    }
-
-    // A quota above the ledger's rows would be no quota at all: most likely a typo.
-    std::uint32_t read_ledger_quota(const Node& node, const Capacities& capacities) const {
-        const auto rows = as_unsigned(node.value);
-        if (rows && *rows >= 1 && *rows <= capacities.ledger_entries) return static_cast<std::uint32_t>(*rows);
-        fail(node.at,
-             "a whole number of models from 1 to " + std::to_string(capacities.ledger_entries) +
-                 " (/limits/ledger_entries)",
-             describe_json_value(node.value));
-    }
-
-    HostMemoryConfig read_host(const Node& node) const {
-        expect_object(node, {"budget_bytes", "low_water_bytes", "pin_release_interval_ms", "idle_release_ms"});
-        HostMemoryConfig host;
-        if (const auto budget = member(node, "budget_bytes")) host.budget_bytes = read_size(*budget, kHostBytes);
-        if (const auto low = member(node, "low_water_bytes")) host.low_water_bytes = read_size(*low, kHostBytes);
-        if (const auto interval = member(node, "pin_release_interval_ms")) {
-            host.pin_release_interval = read_ms(*interval, kMemoryTimeoutMs);
-        }
-        if (const auto idle = member(node, "idle_release_ms")) host.idle_release = read_ms(*idle, kIdleReleaseMs);
-        return host;
-    }
-
-    HttpConfig read_http(const Node& node) const {
-        expect_object(node, {"listen"});
-        HttpConfig http;
-        const auto listen = member(node, "listen");
-        if (!listen) return http;
-        constexpr const char* kExpected = "an address and port such as \"127.0.0.1:8189\" or \"[::1]:8189\"";
-        const std::string text = read_string(*listen, kExpected);
-        const auto colon = text.rfind(':');
-        if (colon == std::string::npos) fail(listen->at, kExpected, describe_json_value(listen->value));
-        std::string address = text.substr(0, colon);
-        if (address.size() >= 2 && address.front() == '[' && address.back() == ']') address = address.substr(1, address.size() - 2);
-        unsigned long port = 0;
-        const std::string port_text = text.substr(colon + 1);
-        const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-        in6_addr probe{};
-        const bool address_ok = ::inet_pton(AF_INET, address.c_str(), &probe) == 1 ||
-                                ::inet_pton(AF_INET6, address.c_str(), &probe) == 1;
-        if (!address_ok || port_text.empty() || ec != std::errc{} || end != port_text.data() + port_text.size() ||
-            port > 65535) {
-            fail(listen->at, kExpected, describe_json_value(listen->value));
-        }
-        http.enabled = true;
-        http.address = address;
-        http.port = static_cast<unsigned short>(port);
-        return http;
-    }
-
-    Limits read_limits(const Node& node) const {
-        expect_object(node, {"heartbeat_timeout_ms", "handshake_timeout_ms", "shutdown_grace_ms", "outstanding_requests",
-                             "participants", "ledger_entries", "ring_slots"});
-        Limits limits;
-        if (const auto heartbeat = member(node, "heartbeat_timeout_ms")) limits.heartbeat_timeout = read_ms(*heartbeat, kHeartbeatTimeoutMs);
-        if (const auto handshake = member(node, "handshake_timeout_ms")) limits.handshake_timeout = read_ms(*handshake, kHandshakeTimeoutMs);
-        if (const auto grace = member(node, "shutdown_grace_ms")) limits.shutdown_grace = read_ms(*grace, kShutdownGraceMs);
-        if (const auto outstanding = member(node, "outstanding_requests")) {
-            limits.outstanding_requests = static_cast<std::uint32_t>(read_unsigned(*outstanding, kOutstandingRequests));
-        }
-        limits.capacities = read_capacities(node);
-        return limits;
-    }
-
-    // Capacities::validate() checks each field on its own and names the first bad one in
-    // prose; validating each field against otherwise default (valid) capacities tells
-    // which JSON path to blame.
-    Capacities read_capacities(const Node& limits) const {
-        Capacities capacities;
-        for (const auto& [key, field] : kCapacityFields) {
-            const auto node = member(limits, key);
-            if (!node) continue;
-            Capacities probe;
-            probe.*field = static_cast<std::uint32_t>(read_unsigned(*node, kCapacityField));
-            if (const auto problem = probe.validate(); !problem.empty()) {
-                fail(node->at, "a value the shared segment accepts (" + problem + ")", describe_json_value(node->value));
-            }
-            capacities.*field = probe.*field;
-        }
-        return capacities;
-    }
-
     std::vector<PackConfig> read_packs(const Node& node, std::uint32_t participants, bool with_host) const {
         if (!node.value.is_array()) fail(node.at, "a list of packs", describe_json_value(node.value));
         if (node.value.empty()) fail(node.at, "at least one pack", "[]");
