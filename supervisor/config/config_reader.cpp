@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <set>
 #include <system_error>
-#include <vector>
 
 namespace comfy::supervisor::config_loader {
 
@@ -200,6 +199,15 @@ std::string ConfigReader::read_string(const Node& node, std::string_view what) c
         fail(node.at, std::string(what) + " without NUL characters", describe_json_value(node.value));
     }
     return text;
+}
+
+std::vector<std::string> ConfigReader::read_args(const Node& node) const {
+    if (!node.value.is_array()) fail(node.at, "a list of strings", describe_json_value(node.value));
+    std::vector<std::string> args;
+    for (std::size_t index = 0; index < node.value.size(); ++index) {
+        args.push_back(read_string(Node{node.value[index], node.at / index}, "a string"));
+    }
+    return args;
 }
 
 fs::path ConfigReader::read_path(const Node& node, std::string_view what) const {

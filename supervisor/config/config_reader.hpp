@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace comfy::supervisor::config_loader {
 
@@ -79,6 +80,8 @@ public:
 
     // Strings end up in execve(), where a NUL would cut them short.
     std::string read_string(const Node& node, std::string_view what) const;
+    // A list of strings, such as a command's arguments.
+    std::vector<std::string> read_args(const Node& node) const;
     // Relative to the config's folder, normalized but with symbolic links kept: a virtual
     // environment's python finds its pyvenv.cfg through the link it was started by.
     fs::path read_path(const Node& node, std::string_view what) const;
