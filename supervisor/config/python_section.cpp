@@ -1,0 +1,117 @@
+// Reads a pack's "python" section: the pack's interpreter runs comfy_supervisor.pack_worker
+// on the pack's folder, with the ComfyUI checkout's comfy package on its path. The
+// supervisor, not the config, makes such a pack's command line and the head of its
+// PYTHONPATH, so that the config names only the pack, the interpreter and the checkout.
+
+#include "supervisor/config/install_layout.hpp"
+#include "supervisor/config/sections.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <system_error>
+
+namespace comfy::supervisor::config_loader {
+
+namespace {
+
+constexpr const char* kPackFolderRule = "a custom node pack's folder (a directory with __init__.py)";
+
+// Empty when `folder` is what ComfyUI imports as a custom node pack; otherwise why not.
+std::string pack_folder_problem(const fs::path& folder) {
+    if (auto problem = directory_problem(folder); !problem.empty()) return problem;
+    std::error_code error;
+    if (!fs::is_regular_file(folder / "__init__.py", error)) return "no __init__.py in it";
+    return {};
+}
+
+// The first executable `name` in the supervisor's PATH, as a shell would find it now
+// (absolute, links kept); empty when there is none.
+fs::path find_in_path(std::string_view name) {
+    const char* path = std::getenv("PATH");
+    std::string_view rest = path != nullptr ? path : "";
+    while (true) {
+        const auto colon = rest.find(':');
+        const std::string_view entry = rest.substr(0, colon);
+        std::error_code error;
+        const fs::path candidate =
+            fs::absolute(fs::path(entry.empty() ? "." : std::string(entry)) / name, error).lexically_normal();
+        if (!error && executable_problem(candidate).empty()) return candidate;
+        if (colon == std::string_view::npos) return {};
+        rest.remove_prefix(colon + 1);
+    }
+}
+
+std::string read_pack_folder(const ConfigReader& reader, const Node& node) {
+    const fs::path folder = reader.read_path(node, kPackFolderRule);
+    if (const auto problem = pack_folder_problem(folder); !problem.empty()) {
+        reader.fail(node.at, kPackFolderRule,
+                    describe_json_value(node.value) + " (" + folder.string() + ": " + problem + ")");
+    }
+    return folder.string();
+}
+
+}  // namespace
+
+void read_python(const ConfigReader& reader, const Node& node, PackConfig& pack, const std::string& checkout) {
+    reader.expect_object(node, {"pack", "interpreter", "comfyui", "comfyui_args", "arena_bytes", "cuda_ipc"});
+    PythonPack python;
+    python.pack = read_pack_folder(reader, reader.required(node, "pack", kPackFolderRule));
+    if (const auto interpreter = member(node, "interpreter")) {
+        python.interpreter = reader.read_command(*interpreter);
+    } else {
+        python.interpreter = find_in_path("python3").string();
+        if (python.interpreter.empty()) {
+            reader.fail(node.at / "interpreter",
+                        "a Python interpreter: there is no python3 on the supervisor's PATH, so set " +
+                            path_text(node.at / "interpreter"),
+                        kFoundNothing);
+        }
+    }
+    if (const auto comfyui = member(node, "comfyui")) {
+        python.comfyui = reader.read_directory(*comfyui);
+    } else if (!checkout.empty()) {
+        python.comfyui = checkout;
+    } else {
+        reader.fail(node.at, "a ComfyUI checkout: set /comfyui/checkout or " + path_text(node.at / "comfyui"),
+                    kFoundNothing);
+    }
+    if (const auto arena = member(node, "arena_bytes")) pack.arena_bytes = reader.read_size(*arena, kArenaBytes);
+    if (const auto flags = member(node, "comfyui_args")) python.comfyui_args = reader.read_args(*flags);
+    if (const auto ipc = member(node, "cuda_ipc")) python.cuda_ipc = reader.read_flag(*ipc);
+    pack.command = python.interpreter;
+    pack.bridges = true;
+    pack.python = std::move(python);
+}
+
+// Ours first, so that the pack's interpreter finds comfy_supervisor; the pack's own
+// PYTHONPATH after it. One passed through from the supervisor's environment could not
+// be joined at spawn without a rule nobody would guess, so it is refused.
+void add_python_path(const ConfigReader& reader, const Node& node, PackConfig& pack) {
+    const auto& allowed = pack.env_allowlist;
+    if (const auto found = std::find(allowed.begin(), allowed.end(), kPythonPathVariable); found != allowed.end()) {
+        reader.fail(node.at / "env_allowlist" / static_cast<std::size_t>(found - allowed.begin()),
+                    "a variable other than PYTHONPATH in a Python pack (the supervisor sets it; give yours in env, "
+                    "which it joins after its own)",
+                    describe_json_value(*found));
+    }
+    // The folder of comfy_supervisor, so that the pack's interpreter finds pack_worker.
+    const std::string ours = python_package_dir();
+    std::string& path = pack.env[kPythonPathVariable];
+    path = path.empty() ? ours : ours + ":" + path;
+}
+
+// A Python pack's command line, once its sandbox is known.
+std::vector<std::string> pack_worker_args(const PythonPack& python, bool sandboxed) {
+    std::vector<std::string> args{"-m", "comfy_supervisor.pack_worker", "--pack", python.pack, "--comfyui",
+                                  python.comfyui};
+    if (!python.cuda_ipc.value_or(!sandboxed)) args.push_back("--no-cuda-ipc");
+    // ComfyUI's own flags (--cpu, --lowvram...), for the worker's comfy package to parse
+    // as main.py has it parse them.
+    if (!python.comfyui_args.empty()) {
+        args.push_back("--");
+        args.insert(args.end(), python.comfyui_args.begin(), python.comfyui_args.end());
+    }
+    return args;
+}
+
+}  // namespace comfy::supervisor::config_loader

@@ -1,0 +1,45 @@
+// Reads a process's "sandbox" section (docs/SECURITY.md): the folders bwrap binds
+// writable and read-only, each resolved to where it really is, and whether the network
+// stays. The keys are the same for a pack's worker and the ComfyUI host.
+
+#include "supervisor/config/sections.hpp"
+
+#include <system_error>
+
+namespace comfy::supervisor::config_loader {
+
+namespace {
+
+// Links resolved: bwrap mounts a folder at the path it is given, and a link there
+// would be mounted over rather than followed.
+fs::path real_path(const ConfigReader& reader, const Node& node, const fs::path& path) {
+    std::error_code error;
+    fs::path real = fs::canonical(path, error);
+    if (error) {
+        reader.fail(node.at, "an existing file or folder",
+                    describe_json_value(node.value) + " (" + path.string() + ": " + error.message() + ")");
+    }
+    return real;
+}
+
+void read_sandbox_paths(const ConfigReader& reader, const Node& node, std::vector<std::string>& paths) {
+    if (!node.value.is_array()) reader.fail(node.at, "a list of paths", describe_json_value(node.value));
+    for (std::size_t index = 0; index < node.value.size(); ++index) {
+        const Node entry{node.value[index], node.at / index};
+        paths.push_back(real_path(reader, entry, reader.read_path(entry, "the path of a file or folder")).string());
+    }
+}
+
+}  // namespace
+
+SandboxConfig read_sandbox(const ConfigReader& reader, const Node& node, const std::string& working_directory) {
+    reader.expect_object(node, {"writable", "readable", "network"});
+    SandboxConfig sandbox;
+    sandbox.writable.push_back(real_path(reader, node, working_directory).string());
+    if (const auto writable = member(node, "writable")) read_sandbox_paths(reader, *writable, sandbox.writable);
+    if (const auto readable = member(node, "readable")) read_sandbox_paths(reader, *readable, sandbox.readable);
+    if (const auto network = member(node, "network")) sandbox.network = reader.read_flag(*network);
+    return sandbox;
+}
+
+}  // namespace comfy::supervisor::config_loader
