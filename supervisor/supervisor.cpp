@@ -69,7 +69,7 @@ Supervisor::Supervisor(Config config, const std::string& instance)
       memory_(config_, *this, census_, writes_, journal_),
       releases_(config_.host, *this, census_, memory_, journal_),
       ops_(io_, OpsEndpoints::Sources{*this, config_, instance_, segment_, census_, memory_, releases_, journal_,
-                                      *this}),
+                                      *this, refusals_}),
       operator_(*this, releases_, {config_.memory.reserve_bytes, view_.device_total_bytes()}) {
     // The table is indexed by slot from first_slot_: the host's slot 0 is in it only when
     // configured, so without a host nothing changes.
@@ -566,7 +566,7 @@ void Supervisor::on_node_finished(WorkerProcess& worker, const NodeFinished& nod
 }
 
 void Supervisor::start_control() {
-    control_.emplace(io_, ctl::control_socket_path(instance_), operator_.handlers(), journal_);
+    control_.emplace(io_, ctl::control_socket_path(instance_), operator_.handlers(), journal_, refusals_);
     control_->start();
     log_line("control: listening on " + control_->path().string() + " (comfyctl, this user only)");
 }

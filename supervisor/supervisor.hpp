@@ -22,6 +22,7 @@
 #include "supervisor/ops/log/log_limiter.hpp"
 #include "supervisor/ops/operator_actions.hpp"
 #include "supervisor/ops/ops_endpoints.hpp"
+#include "supervisor/ops/refusals.hpp"
 #include "supervisor/ops/supervised.hpp"
 #include "worker/device.hpp"
 
@@ -116,6 +117,9 @@ private:
     // The CUDA device the workers share, when one is configured and usable; the
     // supervisor reads its free memory from it. Null for the simulated device.
     std::unique_ptr<worker::Device> cuda_;
+    // What the HTTP endpoints and the control socket turned away; before io_, so it
+    // outlives every handler they leave on the loop.
+    Refusals refusals_;
     boost::asio::io_context io_;
     ipc::SharedSegment segment_;
     SegmentView view_;
