@@ -115,6 +115,8 @@ private:
     void write(OpsResponse answer, unsigned version, const std::string& authenticate = {}) {
         response_ = http_response(std::move(answer), version);
         if (!authenticate.empty()) response_.set(http::field::www_authenticate, authenticate);
+        // A client that does not read its answer does not hold the connection either.
+        stream_.expires_after(OpsHttpServer::kWriteTimeout);
         http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code, std::size_t) {
             beast::error_code ignored;
             self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);

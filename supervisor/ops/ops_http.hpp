@@ -8,9 +8,10 @@
 // and one client (an IPv4 address, an IPv6 /64) at most kMaxConnectionsPerClient of them,
 // so a client that opens connections and trickles bytes (slowloris) takes its own share
 // and no more; past either cap a connection is answered at once (503 or 429) and closed.
-// A request's head must come whole within kHeaderTimeout of the connection, and its body
-// within kBodyTimeout after that, or the connection is closed. Every refusal is counted
-// (comfy_http_refused_total) and logged, a line per reason at most every 10 s.
+// A request's head must come whole within kHeaderTimeout of the connection, its body
+// within kBodyTimeout after that, and its answer be taken within kWriteTimeout, or the
+// connection is closed. Every refusal is counted (comfy_http_refused_total) and logged,
+// a line per reason at most every 10 s.
 //
 // The server outlives a shortage of descriptors: when accept fails (EMFILE, ENFILE,
 // ENOBUFS...) it logs one line (rate-limited) and tries again after a pause, rather than
@@ -40,6 +41,7 @@ public:
     static constexpr std::size_t kMaxConnectionsPerClient = 16;
     static constexpr std::chrono::seconds kHeaderTimeout{5};
     static constexpr std::chrono::seconds kBodyTimeout{5};
+    static constexpr std::chrono::seconds kWriteTimeout{10};  // for the answer to be taken
     static constexpr std::size_t kMaxHeaderBytes = 8 << 10;
     static constexpr std::size_t kMaxBodyBytes = 64 << 10;  // POST /free's body is a few bytes
     static constexpr std::chrono::milliseconds kAcceptRetry{250};
