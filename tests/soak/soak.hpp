@@ -67,6 +67,9 @@ private:
     std::optional<std::string> kill_at_eviction(FaultKind kind);
     std::optional<std::string> stop(FaultKind kind);
     std::optional<std::string> provoke_hostile();
+    // The escape mode's fault, once signalled at log line `from`: the soak kills the worker,
+    // and what it started outside its process group must end with it.
+    std::string provoke_escape(const Participant& who, const std::string& what, std::size_t from);
     std::optional<std::string> kill_supervisor();
     // Signals `who`'s process, marked as a target of this life (and as one whose death the
     // log must report, when `fatal`).

@@ -20,6 +20,7 @@ using std::chrono::seconds;
 constexpr seconds kRecoveryTimeout{30};
 constexpr seconds kEvictionWait{15};  // for the next eviction to be asked
 constexpr seconds kOutcomeTimeout{15};
+constexpr seconds kEscapedTimeout{5};  // for what an escaping worker started to end after it
 
 }  // namespace
 
@@ -131,8 +132,10 @@ std::optional<std::string> Soak::provoke_hostile() {
     if (!who) return std::nullopt;
     const std::string what = std::string("hostile ") + mode.mode;
     say(what + " (pid " + std::to_string(who->pid) + ", generation " + std::to_string(who->generation) + ")");
-    if (!hit(*who, SIGUSR1, true)) return std::nullopt;
     auto& log = life().run->log();
+    const std::size_t from = log.lines().size();
+    if (!hit(*who, SIGUSR1, true)) return std::nullopt;
+    if (mode.escapes) return provoke_escape(*who, what, from);
     const bool answered = wait_until(
         [&] {
             for (const auto& raw : log.lines()) {
@@ -147,6 +150,40 @@ std::optional<std::string> Soak::provoke_hostile() {
                mode.outcome + "\" of it within " + std::to_string(kOutcomeTimeout.count()) + " s");
     }
     await_replacement(*who, what);
+    return what;
+}
+
+std::string Soak::provoke_escape(const Participant& who, const std::string& what, std::size_t from) {
+    auto& log = life().run->log();
+    std::optional<Escaped> escaped;
+    wait_until(
+        [&] {
+            const auto& lines = log.lines();
+            for (; from < lines.size() && !escaped; ++from) {
+                const auto line = parse_log_line(lines[from]);
+                if (line) escaped = parse_escaped(line->text, who.name);
+            }
+            return escaped.has_value();
+        },
+        kOutcomeTimeout);
+    if (!escaped) {
+        if (!supervisor_gone()) {
+            breach(who.name + " (pid " + std::to_string(who.pid) + ") did not say what it started within " +
+                   std::to_string(kOutcomeTimeout.count()) + " s of its signal");
+        }
+        return what;
+    }
+    say(who.name + " started " + std::to_string(escaped->setsid_child) + " (setsid) and " +
+        std::to_string(escaped->daemon) + " (daemon); killing its worker");
+    if (hit(who, SIGKILL, true)) await_replacement(who, what);
+    const auto alive = [&] { return is_live(escaped->setsid_child) || is_live(escaped->daemon); };
+    if (!wait_until([&] { return !alive(); }, kEscapedTimeout) && alive() && !supervisor_gone()) {
+        breach(who.name + "'s processes " + std::to_string(escaped->setsid_child) + " and " +
+               std::to_string(escaped->daemon) + ", started outside its worker's process group, outlived the worker (pid " +
+               std::to_string(who.pid) + ") by " + std::to_string(kEscapedTimeout.count()) + " s; killing them to go on");
+        ::kill(escaped->setsid_child, SIGKILL);
+        ::kill(escaped->daemon, SIGKILL);
+    }
     return what;
 }
 

@@ -13,10 +13,13 @@
 namespace comfy::soak {
 
 // A hostile mode, and the words the supervisor's log must have for its pack's pid once
-// the soak has signalled it.
+// the soak has signalled it; or, for a mode that `escapes`, the words of the worker's own
+// line that names the processes it started outside its process group, which must end
+// when the soak then kills the worker.
 struct HostileMode {
     const char* mode;
     const char* outcome;
+    bool escapes = false;
 };
 
 // Every hostile mode the soak signals. The floods (admission-flood, ledger-flood, on the
@@ -30,6 +33,7 @@ inline constexpr HostileMode kHostileModes[] = {
     {"write-ring-half", "killed by SIGSEGV"},
     {"census-garbage", "its census is unreadable at two heartbeat checks in a row"},
     {"ring-garbage", "its ring to the supervisor is corrupt"},
+    {"escape", "escaped: setsid child ", true},
 };
 
 inline constexpr const char* kDeafPack = "deaf";

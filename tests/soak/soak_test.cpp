@@ -64,6 +64,13 @@ TEST_CASE("the soak reads the log lines it acts on and checks, and only those") 
                              "hostile-write-ledger", 77, "killed by SIGSEGV"));
     CHECK(says_outcome("hostile-ring-garbage: stopping pid 9: its ring to the supervisor is corrupt",
                        "hostile-ring-garbage", 9, "its ring to the supervisor is corrupt"));
+    const auto escaped = parse_escaped("hostile-escape: misbehaving-worker: escaped: setsid child 81, daemon 83",
+                                       "hostile-escape");
+    REQUIRE(escaped);
+    CHECK(escaped->setsid_child == 81);
+    CHECK(escaped->daemon == 83);
+    CHECK_FALSE(parse_escaped("hostile-escape: misbehaving-worker: escaped: setsid child 81, daemon 83", "other"));
+    CHECK_FALSE(parse_escaped("hostile-escape: misbehaving-worker: escaped: setsid child 81", "hostile-escape"));
 }
 
 TEST_CASE("the soak reads the progress lines and the summary") {

@@ -116,6 +116,18 @@ std::optional<std::uint32_t> parse_passed_over(const std::string& text) {
     return static_cast<std::uint32_t>(*slot);
 }
 
+std::optional<Escaped> parse_escaped(const std::string& text, const std::string& name) {
+    constexpr std::string_view kSaid = "misbehaving-worker: escaped: setsid child ";
+    if (!starts_with(text, name + ": ") || text.compare(name.size() + 2, kSaid.size(), kSaid) != 0) return std::nullopt;
+    std::size_t at = name.size() + 2 + kSaid.size();
+    const auto child = number_at(text, at);
+    if (!child || text.compare(at, 9, ", daemon ") != 0) return std::nullopt;
+    at += 9;
+    const auto daemon = number_at(text, at);
+    if (!daemon) return std::nullopt;
+    return Escaped{static_cast<pid_t>(*child), static_cast<pid_t>(*daemon)};
+}
+
 bool says_outcome(const std::string& text, const std::string& name, pid_t pid, const std::string& outcome) {
     if (!starts_with(text, name + ": ") || text.find(outcome) == std::string::npos) return false;
     std::size_t at = name.size() + 2;

@@ -39,6 +39,14 @@ struct EvictionAsk {
 };
 std::optional<EvictionAsk> parse_eviction_ask(const std::string& text);
 
+// "NAME: misbehaving-worker: escaped: setsid child P, daemon Q": the processes the escape
+// mode of NAME's worker started outside its process group.
+struct Escaped {
+    pid_t setsid_child;
+    pid_t daemon;
+};
+std::optional<Escaped> parse_escaped(const std::string& text, const std::string& name);
+
 // "prompt N: node X failed in its worker" or "prompt N: node X could not run: WHY".
 struct PromptFailure {
     std::uint32_t prompt;
