@@ -70,6 +70,10 @@ private:
     // The escape mode's fault, once signalled at log line `from`: the soak kills the worker,
     // and what it started outside its process group must end with it.
     std::string provoke_escape(const Participant& who, const std::string& what, std::size_t from);
+    // The host calls a node of the hostile Python pack that outruns Cancel, or one that
+    // breaks the call protocol: the supervisor must end that life, and the host's next
+    // call run in the new one.
+    std::optional<std::string> provoke_hostile_call();
     std::optional<std::string> kill_supervisor();
     // Signals `who`'s process, marked as a target of this life (and as one whose death the
     // log must report, when `fatal`).

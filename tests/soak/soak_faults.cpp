@@ -37,6 +37,7 @@ std::optional<std::string> Soak::inject(FaultKind kind) {
         case FaultKind::stop_short:
         case FaultKind::stop_long: return stop(kind);
         case FaultKind::hostile: return provoke_hostile();
+        case FaultKind::hostile_call: return provoke_hostile_call();
         case FaultKind::kill_supervisor: return kill_supervisor();
     }
     return std::nullopt;
@@ -160,8 +161,8 @@ std::string Soak::provoke_escape(const Participant& who, const std::string& what
         [&] {
             const auto& lines = log.lines();
             for (; from < lines.size() && !escaped; ++from) {
-                const auto line = parse_log_line(lines[from]);
-                if (line) escaped = parse_escaped(line->text, who.name);
+                const auto line = parse_child_line(lines[from]);
+                if (line) escaped = parse_escaped(*line, who.name);
             }
             return escaped.has_value();
         },
@@ -184,6 +185,48 @@ std::string Soak::provoke_escape(const Participant& who, const std::string& what
         ::kill(escaped->setsid_child, SIGKILL);
         ::kill(escaped->daemon, SIGKILL);
     }
+    return what;
+}
+
+std::optional<std::string> Soak::provoke_hostile_call() {
+    const HostileCall& call = kHostileCalls[plan_.pick(std::size(kHostileCalls))];
+    const auto who = wait_up(kHostileCallsPack);
+    const auto host = wait_up("host");
+    if (!who || !host) return std::nullopt;
+    const std::string what = std::string("hostile-call ") + call.what;
+    say(what + " (pack pid " + std::to_string(who->pid) + ", generation " + std::to_string(who->generation) +
+        "; host pid " + std::to_string(host->pid) + ")");
+    auto& log = life().run->log();
+    std::size_t from = log.lines().size();
+    // The supervisor ends the pack's life on the host's word: its death is this fault's.
+    life().targeted.insert(who->pid);
+    life().must_die.insert(who->pid);
+    if (!hit(*host, call.signal, false)) return std::nullopt;
+    const std::string said = std::string("host: host_participant: hostile calls: ") + call.what + " ";
+    bool ended = false;
+    std::optional<std::string> verdict;
+    wait_until(
+        [&] {
+            const auto& lines = log.lines();
+            for (; from < lines.size(); ++from) {
+                if (const auto line = parse_log_line(lines[from])) {
+                    ended = ended || says_outcome(line->text, who->name, who->pid, call.outcome);
+                } else if (const auto child = parse_child_line(lines[from]); child && child->rfind(said, 0) == 0) {
+                    verdict = child->substr(said.size());
+                }
+            }
+            return ended && verdict;
+        },
+        kOutcomeTimeout);
+    if (supervisor_gone()) return what;
+    if (!ended) {
+        breach(who->name + " (pid " + std::to_string(who->pid) + "): the log did not say \"" + call.outcome +
+               "\" of it within " + std::to_string(kOutcomeTimeout.count()) + " s of the host's " + what);
+    }
+    if (verdict != "passed") {
+        breach("the host's " + what + " " + (verdict ? *verdict : "said nothing within " + std::to_string(kOutcomeTimeout.count()) + " s"));
+    }
+    await_replacement(*who, what);
     return what;
 }
 

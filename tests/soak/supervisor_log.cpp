@@ -46,6 +46,19 @@ std::optional<LogLine> parse_log_line(const std::string& raw) {
     return LogLine{value, raw.substr(close + 2)};
 }
 
+std::optional<std::string> parse_child_line(const std::string& raw) {
+    if (parse_log_line(raw)) return std::nullopt;
+    const auto time_end = raw.find(' ');
+    const auto level = raw.find_first_not_of(' ', time_end);
+    const auto level_end = raw.find(' ', level);
+    const auto text = raw.find_first_not_of(' ', level_end);
+    if (time_end == std::string::npos || level == std::string::npos || level_end == std::string::npos ||
+        text == std::string::npos) {
+        return std::nullopt;
+    }
+    return raw.substr(text);
+}
+
 std::optional<Death> parse_death(const std::string& text) {
     const auto colon = text.find(": ");
     if (colon == std::string::npos || colon == 0) return std::nullopt;

@@ -16,6 +16,9 @@ struct LogLine {
     std::string text;
 };
 std::optional<LogLine> parse_log_line(const std::string& raw);
+// A participant's own output line, as the supervisor logs it ("TIME LEVEL NAME: LINE"):
+// its "NAME: LINE"; nothing for a line of the supervisor's own.
+std::optional<std::string> parse_child_line(const std::string& raw);
 
 // "NAME: worker pid P (generation G) HOW" (or "host: pid P ..."): a participant died.
 struct Death {
