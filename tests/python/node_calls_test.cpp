@@ -79,13 +79,13 @@ TEST_CASE("a pack that fails to import is failed in the host too, and its nodes 
 }
 
 TEST_CASE("a node that ignores Cancel ends with its worker after the grace period, and the pack restarts at once") {
-    json hostile = python_pack("hostile", "hostile_pack");
-    hostile["python"]["cancel_grace_ms"] = 500;
-    const auto log = run_checks({"cancel", "cancel-progress"}, json::array({hostile}));
-    // One life ended (the node that only reports progress ends at Cancel by itself), in one line.
+    // The default grace period: the node that only reports progress has that long to end
+    // by itself, however loaded the machine.
+    const auto log = run_checks({"cancel", "cancel-progress"}, json::array({python_pack("hostile", "hostile_pack")}));
+    // One life ended, in one line.
     CHECK(count_of(log, "hostile: stopping pid") == 1);
     CHECK_THAT(log, Contains("hostile: stopping pid") &&
-                        Contains("its node did not end within 500 ms of ComfyUI's Cancel (node LoopForever)"));
+                        Contains("its node did not end within 3000 ms of ComfyUI's Cancel (node LoopForever)"));
     CHECK_THAT(log, Contains("hostile: restarting now: ComfyUI's Cancel ended its node"));
     // Not a crash: no backoff, nothing counted against the restart limit.
     CHECK(count_of(log, "hostile: restarting in") == 0);
