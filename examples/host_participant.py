@@ -23,6 +23,7 @@ line on stderr, for the test to read.
 """
 
 import argparse
+import queue
 import random
 import signal
 import sys
@@ -132,6 +133,7 @@ def call_isolated(isolated):
     """Runs a few of tests/packs/bridge_pack's nodes in its worker, as a prompt would."""
     import comfy.utils
     import torch
+    from comfy_supervisor.host import proxy_nodes
 
     nodes = isolated.nodes()
     if "InvertImage" not in nodes:
@@ -164,30 +166,35 @@ def call_isolated(isolated):
 HOSTILE_CALLS = {signal.SIGUSR1: "cancel", signal.SIGUSR2: "protocol"}
 
 
-def hostile_call(isolated, pack, what, one_at_a_time):
+def serve_hostile_calls(isolated, pack, asked):
+    """The soak's hostile calls to `pack`, one at a time, as the signals ask for them."""
+    while True:
+        hostile_call(isolated, pack, asked.get())
+
+
+def hostile_call(isolated, pack, what):
     """One of the soak's hostile calls to `pack`, and the pack's next call after it."""
     import comfy.model_management as mm
     from comfy_supervisor.host import proxy_nodes
 
-    with one_at_a_time:
+    try:
+        nodes = {name: cls for name, cls in isolated.nodes().items() if getattr(cls, "PACK", None) == pack}
+        if what == "cancel":
+            threading.Timer(0.2, mm.interrupt_current_processing, args=(True,)).start()
+            expected, call = mm.InterruptProcessingException, lambda: nodes["LoopForever"]().run()
+        else:
+            kind = random.choice(("oversize", "nested"))
+            expected, call = proxy_nodes.PackWorkerDied, lambda: nodes["BreakProtocol"]().run(kind=kind)
         try:
-            nodes = {name: cls for name, cls in isolated.nodes().items() if getattr(cls, "PACK", None) == pack}
-            if what == "cancel":
-                threading.Timer(0.2, mm.interrupt_current_processing, args=(True,)).start()
-                expected, call = mm.InterruptProcessingException, lambda: nodes["LoopForever"]().run()
-            else:
-                kind = random.choice(("oversize", "nested"))
-                expected, call = proxy_nodes.PackWorkerDied, lambda: nodes["BreakProtocol"]().run(kind=kind)
-            try:
-                call()
-                raise RuntimeError(f"the {what} call returned")
-            except expected:
-                pass
-            if nodes["Add"]().run(a=2, b=3) != (5,):
-                raise RuntimeError("the next call answered wrong")
-            say(f"hostile calls: {what} passed")
-        except Exception as error:  # noqa: BLE001 (any failure is the round's, said in one line)
-            say(f"hostile calls: {what} failed: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+            call()
+            raise RuntimeError(f"the {what} call returned")
+        except expected:
+            pass
+        if nodes["Add"]().run(a=2, b=3) != (5,):
+            raise RuntimeError("the next call answered wrong")
+        say(f"hostile calls: {what} passed")
+    except Exception as error:  # noqa: BLE001 (any failure is the round's, said in one line)
+        say(f"hostile calls: {what} failed: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
 
 
 def main():
@@ -199,6 +206,11 @@ def main():
     parser.add_argument("--call-isolated", action="store_true")
     parser.add_argument("--hostile-calls", metavar="PACK")
     options = parser.parse_args()
+    asked = queue.SimpleQueue()  # the hostile calls signals asked for (put is safe in a handler)
+    if options.hostile_calls:
+        # Before the Hello: the soak may signal as soon as this participant is ready.
+        for number in HOSTILE_CALLS:
+            signal.signal(number, lambda signum, frame: asked.put(HOSTILE_CALLS[signum]))
     try:
         link = sv.Participant(capabilities=sv.CAP_PARTIAL_UNLOAD)
     except sv.ParticipantError as error:
@@ -223,11 +235,8 @@ def main():
                 # Beside the main thread, which must be free to end at the supervisor's Shutdown.
                 threading.Thread(target=call_isolated, args=(isolated,), name="call isolated", daemon=True).start()
             if options.hostile_calls:
-                one_at_a_time = threading.Lock()
-                for number in HOSTILE_CALLS:
-                    signal.signal(number, lambda signum, frame: threading.Thread(
-                        target=hostile_call, args=(isolated, options.hostile_calls, HOSTILE_CALLS[signum], one_at_a_time),
-                        name="hostile call", daemon=True).start())
+                threading.Thread(target=serve_hostile_calls, args=(isolated, options.hostile_calls, asked),
+                                 name="hostile calls", daemon=True).start()
     if options.later:
         while link.device_free() >= options.when_free_below and not host.stopped.is_set():
             time.sleep(0.01)
