@@ -85,6 +85,10 @@ private:
     // Polls `condition` until it holds or `timeout` passes (or the supervisor is gone,
     // unless the soak is ending it).
     bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+    // Hands the log's lines from line `from` on to `take`, as they come, until it returns
+    // true (then true) or `timeout` passes (as wait_until).
+    bool watch_log(std::size_t from, const std::function<bool(const std::string& raw)>& take,
+                   std::chrono::milliseconds timeout);
     static std::optional<Participant> up_in(const ctl::SegmentReport& report, const std::string& name);
     std::optional<Participant> up_now(const std::string& name);
     std::optional<Participant> wait_up(const std::string& name);

@@ -79,16 +79,12 @@ std::optional<std::string> Soak::kill(const std::string& name, FaultKind kind) {
 std::optional<std::string> Soak::kill_at_eviction(FaultKind kind) {
     // Best effort: the owner is killed a few milliseconds after the supervisor logged its
     // ask, so it may have answered already; or the asker, still waiting for its grant.
-    auto& log = life().run->log();
-    std::size_t seen = log.lines().size();
     std::optional<EvictionAsk> ask;
-    wait_until(
-        [&] {
-            const auto& lines = log.lines();
-            for (; seen < lines.size() && !ask; ++seen) {
-                const auto line = parse_log_line(lines[seen]);
-                if (line) ask = parse_eviction_ask(line->text);
-            }
+    watch_log(
+        life().run->log().lines().size(),
+        [&](const std::string& raw) {
+            const auto line = parse_log_line(raw);
+            if (line) ask = parse_eviction_ask(line->text);
             return ask.has_value();
         },
         kEvictionWait);
@@ -133,17 +129,14 @@ std::optional<std::string> Soak::provoke_hostile() {
     if (!who) return std::nullopt;
     const std::string what = std::string("hostile ") + mode.mode;
     say(what + " (pid " + std::to_string(who->pid) + ", generation " + std::to_string(who->generation) + ")");
-    auto& log = life().run->log();
-    const std::size_t from = log.lines().size();
+    const std::size_t from = life().run->log().lines().size();
     if (!hit(*who, SIGUSR1, true)) return std::nullopt;
     if (mode.escapes) return provoke_escape(*who, what, from);
-    const bool answered = wait_until(
-        [&] {
-            for (const auto& raw : log.lines()) {
-                const auto line = parse_log_line(raw);
-                if (line && says_outcome(line->text, who->name, who->pid, mode.outcome)) return true;
-            }
-            return false;
+    const bool answered = watch_log(
+        from,
+        [&](const std::string& raw) {
+            const auto line = parse_log_line(raw);
+            return line && says_outcome(line->text, who->name, who->pid, mode.outcome);
         },
         kOutcomeTimeout);
     if (!answered && !supervisor_gone()) {
@@ -155,15 +148,12 @@ std::optional<std::string> Soak::provoke_hostile() {
 }
 
 std::string Soak::provoke_escape(const Participant& who, const std::string& what, std::size_t from) {
-    auto& log = life().run->log();
     std::optional<Escaped> escaped;
-    wait_until(
-        [&] {
-            const auto& lines = log.lines();
-            for (; from < lines.size() && !escaped; ++from) {
-                const auto line = parse_child_line(lines[from]);
-                if (line) escaped = parse_escaped(*line, who.name);
-            }
+    watch_log(
+        from,
+        [&](const std::string& raw) {
+            const auto line = parse_child_line(raw);
+            if (line) escaped = parse_escaped(*line, who.name);
             return escaped.has_value();
         },
         kOutcomeTimeout);
@@ -196,8 +186,7 @@ std::optional<std::string> Soak::provoke_hostile_call() {
     const std::string what = std::string("hostile-call ") + call.what;
     say(what + " (pack pid " + std::to_string(who->pid) + ", generation " + std::to_string(who->generation) +
         "; host pid " + std::to_string(host->pid) + ")");
-    auto& log = life().run->log();
-    std::size_t from = log.lines().size();
+    const std::size_t from = life().run->log().lines().size();
     // The supervisor ends the pack's life on the host's word: its death is this fault's.
     life().targeted.insert(who->pid);
     life().must_die.insert(who->pid);
@@ -205,15 +194,13 @@ std::optional<std::string> Soak::provoke_hostile_call() {
     const std::string said = std::string("host: host_participant: hostile calls: ") + call.what + " ";
     bool ended = false;
     std::optional<std::string> verdict;
-    wait_until(
-        [&] {
-            const auto& lines = log.lines();
-            for (; from < lines.size(); ++from) {
-                if (const auto line = parse_log_line(lines[from])) {
-                    ended = ended || says_outcome(line->text, who->name, who->pid, call.outcome);
-                } else if (const auto child = parse_child_line(lines[from]); child && child->rfind(said, 0) == 0) {
-                    verdict = child->substr(said.size());
-                }
+    watch_log(
+        from,
+        [&](const std::string& raw) {
+            if (const auto line = parse_log_line(raw)) {
+                ended = ended || says_outcome(line->text, who->name, who->pid, call.outcome);
+            } else if (const auto child = parse_child_line(raw); child && child->rfind(said, 0) == 0) {
+                verdict = child->substr(said.size());
             }
             return ended && verdict;
         },
