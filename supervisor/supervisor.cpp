@@ -254,13 +254,27 @@ void Supervisor::on_exit(WorkerProcess& worker) {
 }
 
 void Supervisor::end_strays(const WorkerProcess* ended) {
-    const auto ended_now = strays_.sweep([this](pid_t pid) {
+    // A participant's exit its pidfd's handler has yet to take sweeps then, naming it; lives
+    // that end together (a shutdown) are swept at the last one's end, naming none of them.
+    if (std::any_of(workers_.begin(), workers_.end(), [&](const auto& w) { return w.get() != ended && w->exited(); })) {
+        strays_shared_ = strays_shared_ || ended != nullptr;
+        return;
+    }
+    if (std::exchange(strays_shared_, false)) ended = nullptr;
+    auto ended_now = strays_.sweep([this](pid_t pid) {
         return std::any_of(workers_.begin(), workers_.end(), [pid](const auto& w) { return w->process.pid == pid; });
     });
+    // A sandbox's first process (bwrap's, in its pid namespace) outlives the bwrap we spawned
+    // by a moment at every end, and dies with it anyway (--die-with-parent): ended, not news.
+    // Nothing else of a sandboxed life can come here: the rest is inside its pid namespace.
+    const bool sandboxes = std::any_of(workers_.begin(), workers_.end(), [](const auto& w) { return w->pack.sandbox; });
+    if (sandboxes) std::erase_if(ended_now, [](const Strays::Stray& stray) { return stray.command == "bwrap"; });
     if (!ended_now.empty()) {
         constexpr std::size_t kNamed = 8;  // a fork bomb's thousands are counted, not listed
         std::string named;
-        for (std::size_t i = 0; i < std::min(kNamed, ended_now.size()); ++i) named += (i ? ", " : "") + ended_now[i];
+        for (std::size_t i = 0; i < std::min(kNamed, ended_now.size()); ++i) {
+            named += (i ? ", " : "") + std::to_string(ended_now[i].pid) + " (" + ended_now[i].command + ")";
+        }
         if (ended_now.size() > kNamed) named += " and " + std::to_string(ended_now.size() - kNamed) + " more";
         const std::string text = "ended " + std::to_string(ended_now.size()) + " process(es) " +
                                  (ended ? "its life left behind" : "left behind by a life that ended") + ": " + named;
@@ -275,11 +289,8 @@ void Supervisor::end_strays(const WorkerProcess* ended) {
 void Supervisor::watch_children() {
     child_signals_.async_wait([this](const boost::system::error_code& ec, int) {
         if (ec) return;
-        // A participant's own exit: its pidfd's handler sweeps, naming it in the log.
-        if (std::none_of(workers_.begin(), workers_.end(), [](const auto& w) { return w->exited(); })) {
-            end_strays(nullptr);
-            finish_if_done();  // the last stray of a shutdown reaped
-        }
+        end_strays(nullptr);
+        finish_if_done();  // the last stray of a shutdown reaped
         watch_children();
     });
 }

@@ -134,6 +134,7 @@ private:
     boost::asio::signal_set signals_;
     boost::asio::signal_set operator_signals_;  // SIGUSR1: full release; SIGHUP: retry failed packs
     Strays strays_;                          // the subreaper's: what ended lives left behind
+    bool strays_shared_ = false;             // a sweep put off while lives ended together
     boost::asio::signal_set child_signals_;  // SIGCHLD: a stray died, and its children are ours now
     boost::asio::steady_timer heartbeat_timer_;
     boost::asio::steady_timer shutdown_timer_;

@@ -19,6 +19,7 @@ namespace {
 struct Child {
     pid_t pid;
     std::string command;
+    bool dead;  // exited already, not reaped yet
 };
 
 // This process's children, from every /proc/PID/stat: the kernel's per-task "children"
@@ -40,7 +41,7 @@ std::vector<Child> children() {
         const auto close = stat->rfind(')');
         if (open == std::string::npos || close == std::string::npos || close + 4 >= stat->size()) continue;
         if (static_cast<pid_t>(std::strtol(stat->c_str() + close + 4, nullptr, 10)) != self) continue;
-        found.push_back({pid, stat->substr(open + 1, close - open - 1)});
+        found.push_back({pid, stat->substr(open + 1, close - open - 1), (*stat)[close + 2] == 'Z'});
     }
     ::closedir(proc);
     return found;
@@ -54,15 +55,18 @@ Strays::Strays() {
     }
 }
 
-std::vector<std::string> Strays::sweep(const std::function<bool(pid_t)>& participant) {
-    std::vector<std::string> ended;
+std::vector<Strays::Stray> Strays::sweep(const std::function<bool(pid_t)>& participant) {
+    std::vector<Stray> ended;
     std::set<pid_t> unreaped;
     for (const auto& child : children()) {
         if (participant(child.pid)) continue;
         // Again at every sweep: harmless to one dying already, and a pid reused by a new
         // stray is not taken for the one signalled before.
         ::kill(child.pid, SIGKILL);
-        if (!killed_.contains(child.pid)) ended.push_back(std::to_string(child.pid) + " (" + child.command + ")");
+        // One that had exited by itself (bwrap's first process, just after bwrap) is only reaped.
+        if (!child.dead && !killed_.contains(child.pid)) {
+            ended.push_back({child.pid, child.command});
+        }
         // Only this pid: a participant's exit is its pidfd handler's to reap, with its status.
         if (::waitpid(child.pid, nullptr, WNOHANG) != child.pid) unreaped.insert(child.pid);
     }

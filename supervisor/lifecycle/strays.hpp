@@ -25,10 +25,14 @@ public:
     // Throws std::system_error when the kernel refuses.
     Strays();
 
+    struct Stray {
+        pid_t pid;
+        std::string command;  // as /proc/PID/stat names it
+    };
     // Sends SIGKILL to every child of this process for which `participant` is false, and
     // reaps those that have died. Never waits: a stray stuck in the kernel is reaped at a
-    // later sweep. Returns "PID (command)" of each stray it signalled for the first time.
-    std::vector<std::string> sweep(const std::function<bool(pid_t)>& participant);
+    // later sweep. Returns each live stray it signalled for the first time.
+    std::vector<Stray> sweep(const std::function<bool(pid_t)>& participant);
 
     // Strays the last sweep signalled that have not been reaped yet.
     std::size_t unreaped() const noexcept { return killed_.size(); }
