@@ -31,6 +31,8 @@ again as "other" (a second pack with the same nodes), tests/packs/hostile_pack a
                  the host's own hook (upstream's) gave up on the call first
     protocol:KIND  a frame the host must refuse (KIND oversize or nested) fails the node in
                  one line; that life is ended and the next call runs in the new one
+    host-protocol  a frame the worker must refuse, from the host: the worker ends its life,
+                 and the next call runs in the new one
     bad-interface  the nodes of "bad" whose interface upstream could not use are left
                  out, and only they: its good node and every other pack's are registered
 """
@@ -39,6 +41,7 @@ import gc
 import importlib
 import math
 import os
+import struct
 import sys
 import threading
 import time
@@ -451,6 +454,17 @@ def check_protocol(kind):
     expect(link("hostile").session.generation > generation, "no new life")
 
 
+def check_host_protocol():
+    session = link("hostile").session
+    os.write(session.channel.fd, struct.pack("<I", (64 << 20) + 1))  # a frame over 64 MiB, announced
+    deadline = time.monotonic() + 30
+    while link("hostile").session is session and time.monotonic() < deadline:
+        host.bridges.drain_idle()
+        time.sleep(0.05)
+    expect(node("Add", "hostile").run(a=1, b=2) == (3,), "the call after the restart")
+    expect(link("hostile").session.generation > session.generation, "no new life")
+
+
 def check_bad_interface():
     expect(set(classes.get("bad", {})) == {"Fine"}, f"pack bad's nodes registered: {sorted(classes.get('bad', {}))}")
     expect(node("Fine", "bad").run(value=4) == (8,), "its good node")
@@ -463,7 +477,8 @@ CHECKS = {"interfaces": check_interfaces, "values": check_values, "zero-copy": c
           "oom": check_oom, "arena-idle": check_arena_idle, "death": check_death, "kept-output": check_kept_output,
           "parallel": check_parallel, "malformed": check_malformed, "cuda-handshake": check_cuda_handshake,
           "browser": check_browser, "front-end": check_front_end, "cancel": check_cancel,
-          "cancel-progress": check_cancel_progress, "bad-interface": check_bad_interface}
+          "cancel-progress": check_cancel_progress, "host-protocol": check_host_protocol,
+          "bad-interface": check_bad_interface}
 
 
 def check_failed(pack):

@@ -92,13 +92,17 @@ TEST_CASE("a node that ignores Cancel ends with its worker after the grace perio
 }
 
 TEST_CASE("a worker that breaks the call protocol is ended in one line, and the next call runs in its next life") {
-    const auto log = run_checks({"protocol:oversize", "protocol:nested"}, json::array({python_pack("hostile", "hostile_pack")}));
+    const auto log = run_checks({"protocol:oversize", "protocol:nested", "host-protocol"},
+                                json::array({python_pack("hostile", "hostile_pack")}));
     CHECK(count_of(log, "hostile: stopping pid") == 2);
     CHECK_THAT(log, Contains("its call session with the host broke: it broke the call protocol (a frame of 67108865 "
                              "bytes (at most 67108864))"));
     CHECK_THAT(log, Contains("its call session with the host broke: it broke the call protocol (a frame that is not "
                              "JSON"));
     CHECK_THAT(log, !Contains("did not start within"));
+    // The other way: the worker ends its own life, in one line of its own.
+    CHECK(count_of(log, "hostile: pack_worker: the host broke the call protocol (a frame of 67108865 bytes (at most "
+                        "67108864)); ending this life") == 1);
 }
 
 TEST_CASE("a pack's node whose interface upstream could not use is left out alone, in one line") {
