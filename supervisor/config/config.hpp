@@ -113,6 +113,9 @@ struct PythonPack {
     // unless the pack is sandboxed (a peer that maps our memory can read and write the
     // whole allocation around a tensor).
     std::optional<bool> cuda_ipc;
+    // How long a node may run on after ComfyUI's Cancel before the host has its worker
+    // ended and restarted (docs/PACKS.md, "A node call").
+    Milliseconds cancel_grace{3'000};
 };
 
 struct PackConfig {

@@ -267,7 +267,8 @@ TEST_CASE("a pack in the python form runs pack_worker in its interpreter, the su
         "packs": [
             {"name": "a", "python": {"pack": "pack", "interpreter": "link.sh"}},
             {"name": "b", "python": {"pack": "./pack/", "interpreter": "worker.sh", "comfyui": ".",
-                                     "comfyui_args": ["--cpu", "--lowvram"], "arena_bytes": 1048576},
+                                     "comfyui_args": ["--cpu", "--lowvram"], "arena_bytes": 1048576,
+                                     "cancel_grace_ms": 0},
              "env": {"PYTHONPATH": "/mine:/more", "OTHER": "1"}, "working_directory": "sub"},
             {"name": "c", "command": "worker.sh"}
         ]
@@ -291,6 +292,7 @@ TEST_CASE("a pack in the python form runs pack_worker in its interpreter, the su
     CHECK(a.bridges);
     CHECK(a.arena_bytes == kDefaultArenaBytes);
     CHECK(kDefaultArenaBytes == std::uint64_t{2} << 30);
+    CHECK(a.python->cancel_grace == std::chrono::milliseconds(3000));  // a few seconds after Cancel
 
     const PackConfig& b = config.packs.at(1);
     REQUIRE(b.python);
@@ -303,6 +305,7 @@ TEST_CASE("a pack in the python form runs pack_worker in its interpreter, the su
     CHECK(b.env == std::map<std::string, std::string>{{"OTHER", "1"},
                                                       {"PYTHONPATH", std::string(COMFY_SV_PYTHON_DIR) + ":/mine:/more"}});
     CHECK(b.arena_bytes == std::uint64_t{1} << 20);
+    CHECK(b.python->cancel_grace == std::chrono::milliseconds(0));  // ended at Cancel
     CHECK(b.working_directory == at("sub"));
 
     // A pack given by command does not bridge.
@@ -565,7 +568,7 @@ std::vector<BadConfig> bad_configs() {
          "at /packs/0/python: expected an object, found \"pack\""},
         {"unknown python key", python_pack(R"("pack": "pack", "venv": "x")", "", kHostWithCheckout),
          "at /packs/0/python/venv: expected one of the keys pack, interpreter, comfyui, comfyui_args, arena_bytes, cuda_ipc, "
-         "found an unknown key"},
+         "cancel_grace_ms, found an unknown key"},
         {"python without its pack", python_pack(R"("interpreter": "worker.sh")", "", kHostWithCheckout),
          "at /packs/0/python/pack: expected a custom node pack's folder (a directory with __init__.py) (required), found nothing"},
         {"python pack without __init__.py", python_pack(R"("pack": "sub", "interpreter": "worker.sh")", "", kHostWithCheckout),
@@ -595,6 +598,12 @@ std::vector<BadConfig> bad_configs() {
          "at /packs/0/python/arena_bytes: expected a size from 1MiB to 1TiB"},
         {"host arena not a size", one_pack("", R"("comfyui": {"command": "worker.sh", "arena_bytes": "2GB"})"),
          "at /comfyui/arena_bytes: expected a size from 1MiB to 1TiB"},
+        {"cancel grace beyond an hour",
+         python_pack(R"("pack": "pack", "interpreter": "worker.sh", "cancel_grace_ms": 3600001)", "", kHostWithCheckout),
+         "at /packs/0/python/cancel_grace_ms: expected a whole number of milliseconds from 0 to 3600000, found 3600001"},
+        {"cancel grace negative",
+         python_pack(R"("pack": "pack", "interpreter": "worker.sh", "cancel_grace_ms": -1)", "", kHostWithCheckout),
+         "at /packs/0/python/cancel_grace_ms: expected a whole number of milliseconds from 0 to 3600000, found -1"},
         {"PYTHONPATH passed through to a Python pack",
          python_pack(R"("pack": "pack", "interpreter": "worker.sh")", R"("env_allowlist": ["HOME", "PYTHONPATH"])",
                      kHostWithCheckout),
