@@ -33,6 +33,7 @@ inline constexpr HostileMode kHostileModes[] = {
 };
 
 inline constexpr const char* kDeafPack = "deaf";
+inline constexpr unsigned kDeafPackModels = 128;  // within its ledger quota (4096 / 12 participants)
 inline constexpr std::chrono::milliseconds kHeartbeatTimeout{2000};
 inline constexpr std::chrono::milliseconds kAnswerTimeout{1000};
 
