@@ -798,34 +798,21 @@ TEST_CASE("a ledger quota leaves the other owners room however many models one r
     CHECK(ledger.within_quota(1, 2, 30'000, kQuota));
 }
 
-namespace {
-
-template <class A>
-std::vector<A> all_of_kind(const std::vector<Action>& actions) {
-    std::vector<A> found;
-    for (const auto& a : actions) {
-        if (const auto* typed = std::get_if<A>(&a)) found.push_back(*typed);
-    }
-    return found;
-}
-
-}  // namespace
-
 TEST_CASE("a stand-in unload goes to the owner as it was asked and is answered with the owner's receipt") {
     World w;
     w.join(0);
     w.join(1);
     w.load(1, model(7, 8 * kGiB, 8 * kGiB));
     auto actions = w.send(event::StandIn{{0, 1}, 42, standin_of(1, 7, 3 * kGiB)});
-    const auto asked = all_of_kind<action::SendPartialUnload>(actions);
+    const auto asked = only<action::SendPartialUnload>(actions);
     REQUIRE(asked.size() == 1);
     CHECK(asked[0].to.slot == 1);
     CHECK(asked[0].command.bytes == 3 * kGiB);
-    CHECK(all_of_kind<action::AnswerStandIn>(actions).empty());
+    CHECK(only<action::AnswerStandIn>(actions).empty());
     CHECK(w.arbiter.unanswered(0) == 1);
 
     actions = w.free_and_answer(1, 7, 3 * kGiB, 3 * kGiB);
-    const auto answers = all_of_kind<action::AnswerStandIn>(actions);
+    const auto answers = only<action::AnswerStandIn>(actions);
     REQUIRE(answers.size() == 1);
     CHECK(answers[0].to.slot == 0);
     CHECK(answers[0].correlation == 42);
@@ -836,7 +823,7 @@ TEST_CASE("a stand-in unload goes to the owner as it was asked and is answered w
 
     // A detach asks the whole model.
     actions = w.send(event::StandIn{{0, 1}, 43, standin_of(1, 7, 0, true)});
-    CHECK(all_of_kind<action::SendDetach>(actions).size() == 1);
+    CHECK(only<action::SendDetach>(actions).size() == 1);
 }
 
 TEST_CASE("a stand-in unload of a model already being evicted joins that command instead of asking twice") {
@@ -847,14 +834,14 @@ TEST_CASE("a stand-in unload of a model already being evicted joins that command
     w.load(1, model(7, 12 * kGiB, 12 * kGiB));
     // Slot 2's admission asks slot 1 to free part of model 7.
     auto actions = w.send(event::Admission{{2, 1}, 1, load_of(14 * kGiB)});
-    const auto partial = all_of_kind<action::SendPartialUnload>(actions);
+    const auto partial = only<action::SendPartialUnload>(actions);
     REQUIRE(partial.size() == 1);
     const Bytes asked = partial[0].command.bytes;
     actions = w.send(event::StandIn{{0, 1}, 42, standin_of(1, 7, 1 * kGiB)});
-    CHECK(all_of_kind<action::SendPartialUnload>(actions).empty());
-    CHECK(all_of_kind<action::SendDetach>(actions).empty());
+    CHECK(only<action::SendPartialUnload>(actions).empty());
+    CHECK(only<action::SendDetach>(actions).empty());
     actions = w.free_and_answer(1, 7, asked, asked);
-    const auto answers = all_of_kind<action::AnswerStandIn>(actions);
+    const auto answers = only<action::AnswerStandIn>(actions);
     REQUIRE(answers.size() == 1);
     CHECK(answers[0].result.bytes_freed == asked);
 }
@@ -865,7 +852,7 @@ TEST_CASE("a stand-in unload whose owner is gone, dies, or does not answer is an
     w.join(1);
     w.load(1, model(7, 4 * kGiB, 4 * kGiB));
     const auto outcome_of = [](const std::vector<Action>& actions) {
-        const auto answers = all_of_kind<action::AnswerStandIn>(actions);
+        const auto answers = only<action::AnswerStandIn>(actions);
         REQUIRE(answers.size() == 1);
         return static_cast<StandInOutcome>(answers[0].result.outcome);
     };
