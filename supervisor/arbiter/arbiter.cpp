@@ -429,9 +429,9 @@ bool Arbiter::ask_siblings(Working& w, Bytes shortfall) {
 }
 
 bool Arbiter::mark_deaf(const Participant& silent) {
-    if (!deaf_.mark(silent)) return false;  // every wait on it ended when it was marked
-    out_->push_back(action::Deafness{silent, true});
-    // The host's upstream loop waits on each stand-in unload: none more of this owner's.
+    if (deaf_.mark(silent)) out_->push_back(action::Deafness{silent, true});
+    // Every wait on it ends here. The host's upstream loop waits on each stand-in unload:
+    // none more of this owner's.
     answer_standins(standins_.take_for_owner(silent.slot), StandInOutcome::timed_out, 0, kUnknownBytes);
     if (!working_) return false;
     working_->timed_out.insert(silent.slot);
