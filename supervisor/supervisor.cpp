@@ -583,6 +583,7 @@ Totals Supervisor::totals() const {
     totals.released = memory_.released();
     totals.withdrawn = memory_.arbiter().withdrawn();
     totals.unanswered = memory_.arbiter().unanswered();
+    totals.passed_over = memory_.arbiter().deaf().passed_over_count();
     for (const auto& worker : workers_) {
         totals.workers_started += worker->starts;
         totals.workers_restarted += worker->starts > 0 ? worker->starts - 1 : 0;

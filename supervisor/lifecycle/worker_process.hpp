@@ -83,6 +83,9 @@ struct WorkerProcess {
     std::uint64_t capabilities = 0;  // from its Hello
     std::chrono::steady_clock::time_point idle_since{};
     bool idle_released = false;  // the idle sweep already asked it for a full release
+    // The arbiter passes it over until it answers (set by the memory broker): shown in its
+    // record, so that comfyctl and the metrics say so. A life that ends is no longer deaf.
+    bool deaf = false;
     KeepList keeping;  // the keep_loaded list of the admission it is sending
 
     Outbox outbox;                                   // waiting for room in the ring

@@ -18,6 +18,7 @@ struct ParticipantMetrics {
     std::string pack;
     ParticipantState state;
     std::uint32_t restarts;
+    bool deaf;  // passed over by the arbiter until it answers
 };
 
 struct MetricsInput {

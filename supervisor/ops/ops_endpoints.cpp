@@ -71,7 +71,7 @@ std::string OpsEndpoints::metrics_text() {
     in.device_reserve = from_.config.memory.reserve_bytes;
     in.ledger_models = from_.memory.arbiter().ledger().size();
     for (const auto& w : from_.workers.workers()) {
-        in.participants.push_back({w->pack.name, w->state, w->restarts.restarts()});
+        in.participants.push_back({w->pack.name, w->state, w->restarts.restarts(), w->deaf});
     }
     in.census = from_.supervisor.census_rows();
     in.host = from_.releases.host_figures();

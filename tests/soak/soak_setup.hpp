@@ -40,6 +40,7 @@ inline constexpr HostileMode kHostileModes[] = {
 };
 
 inline constexpr const char* kDeafPack = "deaf";
+inline constexpr unsigned kDeafPackModels = 128;  // within its ledger quota (4096 / 13 participants)
 // The hostile calls: at SIGUSR1 the host cancels a node of this pack that never ends, at
 // SIGUSR2 it calls one that breaks the call protocol; the supervisor must end the pack's
 // life with the words of `outcome`, and the host must say that the call and the next one

@@ -43,8 +43,20 @@ TEST_CASE("the soak reads the log lines it acts on and checks, and only those") 
     CHECK(ask->owner_generation == 4);
     CHECK_FALSE(parse_eviction_ask("memory: slot 2 is still 512 MiB short with the ledger exhausted: asking 11 idle "
                                    "sibling(s) for a partial release"));
-    CHECK(parse_passed_over("memory: owner slot 11 (generation 1) did not answer within 1000 ms; moving to the next "
-                            "candidate") == 11u);
+    const auto timeout = parse_answer_timeout(
+        "memory: owner slot 11 (generation 3) did not answer within 1000 ms; moving to the next candidate");
+    REQUIRE(timeout);
+    CHECK(timeout->slot == 11);
+    CHECK(timeout->generation == 3);
+    const auto release = parse_answer_timeout(
+        "memory: sibling slot 12 (generation 1) did not answer the partial release within 1000 ms; going on without it");
+    REQUIRE(release);
+    CHECK(release->slot == 12);
+    CHECK_FALSE(parse_answer_timeout("memory: 2 stand-in unload(s) not answered by their owner within 1000 ms; answered "
+                                     "as freeing nothing"));
+    CHECK(parse_found_deaf("deaf: deaf: it let a command go unanswered for 1000 ms (memory.answer_timeout_ms); its 128 "
+                           "model(s) (128 MiB loaded) are passed over until it answers") == "deaf");
+    CHECK_FALSE(parse_found_deaf("deaf: answers the supervisor again: its models are candidates for eviction again"));
 
     const auto failed = parse_prompt_failure("prompt 8: node denoise failed in its worker");
     REQUIRE(failed);

@@ -119,14 +119,26 @@ bool is_shutdown_start(const std::string& text) { return starts_with(text, "shut
 
 bool is_stale_segment_removed(const std::string& text) { return starts_with(text, "removing stale segment "); }
 
-std::optional<std::uint32_t> parse_passed_over(const std::string& text) {
-    if (!starts_with(text, "memory: owner slot ") || text.find(" did not answer within ") == std::string::npos) {
+std::optional<AnswerTimeout> parse_answer_timeout(const std::string& text) {
+    std::size_t at = 0;
+    if (starts_with(text, "memory: owner slot ") && text.find(") did not answer within ") != std::string::npos) {
+        at = 19;
+    } else if (starts_with(text, "memory: sibling slot ") &&
+               text.find(") did not answer the partial release within ") != std::string::npos) {
+        at = 21;
+    } else {
         return std::nullopt;
     }
-    std::size_t at = 19;
     const auto slot = number_at(text, at);
-    if (!slot) return std::nullopt;
-    return static_cast<std::uint32_t>(*slot);
+    const auto generation = slot ? number_after(text, " (generation ", at) : std::nullopt;
+    if (!generation) return std::nullopt;
+    return AnswerTimeout{static_cast<std::uint32_t>(*slot), static_cast<std::uint32_t>(*generation)};
+}
+
+std::optional<std::string> parse_found_deaf(const std::string& text) {
+    const auto colon = text.find(": deaf: it let a command go unanswered");
+    if (colon == std::string::npos || colon == 0) return std::nullopt;
+    return text.substr(0, colon);
 }
 
 std::optional<Escaped> parse_escaped(const std::string& text, const std::string& name) {

@@ -1,6 +1,7 @@
 // A worker that breaks the protocol on purpose, for the supervisor's refusal, flood and
 // containment tests and the soak (tests/soak):
 //   misbehaving-worker MODE [--when-signalled]
+//   misbehaving-worker deaf-filler COUNT
 // Protocol modes (it sends what the mode says and waits to be stopped):
 //   wrong-token | wrong-version | early-message
 //   keep-mismatch   after a good Hello, an admission that claims more kept models than its
@@ -30,11 +31,13 @@
 //                   Both must end when this worker's life ends
 //   With --when-signalled a hostile mode does its misdeed at SIGUSR1 instead of 200 ms
 //   after its Hello, so that the soak chooses when.
-// Deaf mode:
+// Deaf modes:
 //   deaf            says Hello, loads one model of 512 MiB (admitted, allocated and reported
 //                   as the reference worker does), then keeps its heartbeat and never reads
 //                   its ring again: every eviction, release and Shutdown goes unanswered,
 //                   and the supervisor's answer time-outs must pass it over
+//   deaf-filler COUNT  the same with COUNT models of 1 MiB (a ledger filler: the eviction
+//                   order puts the smaller models first, so each would be waited on in turn)
 // It maps what comfy-worker maps (worker/participant_memory.hpp).
 
 #include "shared/message_codec.hpp"
@@ -50,6 +53,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -150,28 +154,42 @@ bool escape() {
     return daemon > 0;
 }
 
-// Holds a model through the real runtime, then stops listening for good.
-[[noreturn]] void run_deaf(const worker::WorkerEnvironment& env) {
+// Holds `models` models of `model_bytes` each through the real runtime (one admission for
+// them all, as a pack loading them at start-up), then stops listening for good.
+[[noreturn]] void run_deaf(const worker::WorkerEnvironment& env, std::uint64_t models, std::uint64_t model_bytes) {
     worker::WorkerRuntime runtime(env, 0);
-    constexpr std::uint64_t kModelBytes = std::uint64_t{512} << 20;
     AdmissionRequest request{};
     request.streams = 1;
-    request.bytes = kModelBytes;
-    request.largest_tensor = kModelBytes / 8;
-    if (runtime.request_admission(request, {}).granted && runtime.device().allocate(kModelBytes)) {
+    request.bytes = models * model_bytes;
+    request.largest_tensor = model_bytes / 8;
+    if (runtime.request_admission(request, {}).granted && runtime.device().allocate(request.bytes)) {
         const auto kind = static_cast<std::uint16_t>(ModelKind::diffusion);
-        runtime.send(encode(ModelRegistered{1, 1, kModelBytes, kModelBytes, 0, kind, 0, 0}, env.generation));
-        runtime.send(encode(ResidencyReceipt{1, 1, kModelBytes, 1, 0, 1, {}}, env.generation));
+        for (std::uint64_t id = 1; id <= models; ++id) {
+            runtime.send(encode(ModelRegistered{id, id, model_bytes, model_bytes, 0, kind, 0, 0}, env.generation));
+            runtime.send(encode(ResidencyReceipt{id, 1, model_bytes, 1, 0, 1, {}}, env.generation));
+        }
     }
     std::fprintf(stderr, "misbehaving-worker: deaf from now on\n");
     for (;;) ::pause();  // the heartbeat thread beats on; the supervisor ends us
+}
+
+// COUNT of deaf-filler: 1 to a million models (the most a ledger holds).
+std::uint64_t filler_count(const char* text) {
+    char* end = nullptr;
+    const unsigned long long count = std::strtoull(text, &end, 10);
+    if (end == text || *end != '\0' || count < 1 || count > 1'048'576) {
+        std::fprintf(stderr, "misbehaving-worker: deaf-filler wants a count of models from 1 to 1048576, found %s\n", text);
+        std::exit(2);
+    }
+    return count;
 }
 
 }  // namespace
 
 int main(int argc, char* argv[]) {
     const bool when_signalled = argc == 3 && std::string(argv[2]) == "--when-signalled";
-    if (argc != 2 && !when_signalled) {
+    const bool filler = argc == 3 && std::string(argv[1]) == "deaf-filler";
+    if (argc != 2 && !when_signalled && !filler) {
         std::fprintf(stderr, "usage: misbehaving-worker MODE [--when-signalled] (see the source for the modes)\n");
         return 2;
     }
@@ -182,7 +200,8 @@ int main(int argc, char* argv[]) {
     sigaddset(&trigger, SIGUSR1);
     if (when_signalled) ::sigprocmask(SIG_BLOCK, &trigger, nullptr);
     const auto env = worker::WorkerEnvironment::from_process_environment();
-    if (mode == "deaf") run_deaf(env);
+    if (mode == "deaf") run_deaf(env, 1, std::uint64_t{512} << 20);
+    if (filler) run_deaf(env, filler_count(argv[2]), std::uint64_t{1} << 20);
     worker::ParticipantMemory memory(env);
     ipc::EventFd doorbell(env.doorbell_fd);
     ipc::RingProducer<MessageSlot> out(memory.outbound(), memory.view.capacities().ring_slots, &doorbell);

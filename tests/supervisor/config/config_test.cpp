@@ -197,13 +197,14 @@ TEST_CASE("the memory and host sections land in the struct, defaults where omitt
     const ConfigFolder folder;
     const Config config = load_config(folder.config(one_pack(
         "", R"("memory": {"reserve_bytes": "1GiB", "no_fit": "wait", "wait_timeout_ms": 1500, "answer_timeout_ms": 250,
-                          "smart_memory": false, "ledger_quota": 100},
+                          "deaf_participant": "restart", "smart_memory": false, "ledger_quota": 100},
                "host": {"budget_bytes": "8GiB", "low_water_bytes": "1GiB", "pin_release_interval_ms": 100,
                         "idle_release_ms": 60000})")));
     CHECK(config.memory.reserve_bytes == std::uint64_t{1} << 30);
     CHECK(config.memory.no_fit == comfy::arbiter::NoFitPolicy::wait);
     CHECK(config.memory.wait_timeout == Milliseconds(1500));
     CHECK(config.memory.answer_timeout == Milliseconds(250));
+    CHECK(config.memory.deaf_participant == DeafPolicy::restart);
     CHECK_FALSE(config.memory.smart_memory);
     CHECK(config.memory.ledger_quota == 100u);
     CHECK(ledger_quota_of(config) == 100);
@@ -217,6 +218,7 @@ TEST_CASE("the memory and host sections land in the struct, defaults where omitt
     const HostMemoryConfig host_defaults;
     CHECK(defaults.memory.reserve_bytes == memory_defaults.reserve_bytes);
     CHECK(defaults.memory.no_fit == comfy::arbiter::NoFitPolicy::admit);
+    CHECK(defaults.memory.deaf_participant == DeafPolicy::keep);
     CHECK(defaults.memory.smart_memory);
     CHECK_FALSE(defaults.memory.ledger_quota);
     CHECK(defaults.host.budget_bytes == host_defaults.budget_bytes);
@@ -465,8 +467,10 @@ std::vector<BadConfig> bad_configs() {
         {"unknown no-fit policy", one_pack("", R"("memory": {"no_fit": "pray"})"),
          R"(at /memory/no_fit: expected "admit", "wait" or "refuse", found "pray")"},
         {"unknown memory key", one_pack("", R"("memory": {"reserve": 1})"),
-         "at /memory/reserve: expected one of the keys reserve_bytes, no_fit, wait_timeout_ms, answer_timeout_ms, smart_memory, "
-         "ledger_quota"},
+         "at /memory/reserve: expected one of the keys reserve_bytes, no_fit, wait_timeout_ms, answer_timeout_ms, "
+         "deaf_participant, smart_memory, ledger_quota"},
+        {"unknown deaf-participant policy", one_pack("", R"("memory": {"deaf_participant": "kill"})"),
+         R"(at /memory/deaf_participant: expected "keep" or "restart", found "kill")"},
         {"ledger quota of zero", one_pack("", R"("memory": {"ledger_quota": 0})"),
          "at /memory/ledger_quota: expected a whole number of models from 1 to 4096 (/limits/ledger_entries), found 0"},
         {"ledger quota past the ledger", one_pack("", R"("limits": {"ledger_entries": 128}, "memory": {"ledger_quota": 129})"),
