@@ -8,7 +8,7 @@
 #include "supervisor/bridge/bridge_broker.hpp"
 #include "supervisor/config/config.hpp"
 #include "supervisor/lifecycle/message_pump.hpp"
-#include "supervisor/lifecycle/strays.hpp"
+#include "supervisor/lifecycle/stray_watch.hpp"
 #include "supervisor/lifecycle/worker_access.hpp"
 #include "supervisor/lifecycle/worker_process.hpp"
 #include "supervisor/memory/census_reader.hpp"
@@ -86,9 +86,6 @@ private:
     void keep_stopped(WorkerProcess& worker) override;
 
     void watch_exit(WorkerProcess& worker);
-    // Ends what lives left behind (strays.hpp); `ended` is the life whose end found them.
-    void end_strays(const WorkerProcess* ended);
-    void watch_children();
     void on_exit(WorkerProcess& worker);
     void schedule_restart(WorkerProcess& worker);
 
@@ -137,9 +134,7 @@ private:
     MessagePump pump_;  // the participants' messages, in turns
     boost::asio::signal_set signals_;
     boost::asio::signal_set operator_signals_;  // SIGUSR1: full release; SIGHUP: retry failed packs
-    Strays strays_;                          // the subreaper's: what ended lives left behind
-    bool strays_shared_ = false;             // a sweep put off while lives ended together
-    boost::asio::signal_set child_signals_;  // SIGCHLD: a stray died, and its children are ours now
+    StrayWatch strays_;  // the subreaper's: what ended lives left behind
     boost::asio::steady_timer heartbeat_timer_;
     boost::asio::steady_timer shutdown_timer_;
     std::vector<std::unique_ptr<WorkerProcess>> workers_;  // workers_[i] runs in slot first_slot_ + i

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <system_error>
@@ -72,6 +73,18 @@ std::vector<Strays::Stray> Strays::sweep(const std::function<bool(pid_t)>& parti
     }
     killed_ = std::move(unreaped);
     return ended;
+}
+
+std::string Strays::describe(std::vector<Stray> ended, const std::string& whose, bool sandboxes) {
+    if (sandboxes) std::erase_if(ended, [](const Stray& stray) { return stray.command == "bwrap"; });
+    if (ended.empty()) return {};
+    constexpr std::size_t kNamed = 8;  // a fork bomb's thousands are counted, not listed
+    std::string named;
+    for (std::size_t i = 0; i < std::min(kNamed, ended.size()); ++i) {
+        named += (i ? ", " : "") + std::to_string(ended[i].pid) + " (" + ended[i].command + ")";
+    }
+    if (ended.size() > kNamed) named += " and " + std::to_string(ended.size() - kNamed) + " more";
+    return "ended " + std::to_string(ended.size()) + " process(es) " + whose + ": " + named;
 }
 
 }  // namespace comfy::supervisor

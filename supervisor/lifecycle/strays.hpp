@@ -34,6 +34,14 @@ public:
     // later sweep. Returns each live stray it signalled for the first time.
     std::vector<Stray> sweep(const std::function<bool(pid_t)>& participant);
 
+    // The line that says what a sweep ended, empty when there is nothing to tell: counted,
+    // said `whose` ("its life left behind"), the first few named. With
+    // `sandboxes`, a sandbox's first process (bwrap's, in its pid namespace) is left out: it
+    // outlives the bwrap we spawned by a moment at every end and dies with it anyway
+    // (--die-with-parent), so it is ended, not news. Nothing else of a sandboxed life can
+    // come here: the rest is inside its pid namespace.
+    static std::string describe(std::vector<Stray> ended, const std::string& whose, bool sandboxes);
+
     // Strays the last sweep signalled that have not been reaped yet.
     std::size_t unreaped() const noexcept { return killed_.size(); }
 

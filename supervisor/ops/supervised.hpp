@@ -9,13 +9,16 @@
 
 #include "shared/records.hpp"
 #include "supervisor/lifecycle/worker_process.hpp"
+#include "supervisor/memory/census_reader.hpp"
 #include "supervisor/memory/memory_broker.hpp"
+#include "supervisor/memory/release_scheduler.hpp"
 #include "supervisor/memory/release_totals.hpp"
 
 #include <boost/asio/io_context.hpp>
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,13 @@ struct CensusRow {
     std::uint32_t restarts;
     CensusRecord census;
 };
+
+// The totals of what `memory` and `releases` did and `workers` went through.
+Totals totals_of(const MemoryBroker& memory, const ReleaseScheduler& releases,
+                 const std::vector<std::unique_ptr<WorkerProcess>>& workers);
+// What each of `workers` holds now, as `census` last read it.
+std::vector<CensusRow> census_rows_of(const std::vector<std::unique_ptr<WorkerProcess>>& workers,
+                                      const CensusReader& census);
 
 class Supervised {
 public:
