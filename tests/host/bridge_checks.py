@@ -4,7 +4,7 @@ the isolated packs' proxy nodes as ComfyUI would register them, and runs the che
 as arguments through them, in order. Each prints one line to stderr,
 "bridge_checks: NAME passed" or "bridge_checks: NAME failed: WHY", then the host runs
 until the supervisor's Shutdown. The packs are tests/packs/bridge_pack as "bridge" and
-again as "other" (a second pack with the same nodes).
+again as "other" (a second pack with the same nodes), and tests/packs/hostile_pack as "evil".
 
     interfaces   each proxy class has the pack's own interface
     values       every kind of value round-trips bit-exact
@@ -22,6 +22,11 @@ again as "other" (a second pack with the same nodes).
     parallel     two packs run at once; one pack runs one call at a time
     malformed    values a hostile worker could send are refused in one line, their blocks released
     failed:PACK  PACK is failed: its nodes are not registered and the host said why
+    snoop        pack evil finds a tensor the host sent pack bridge in none of the descriptors
+                 it holds; snoop:everywhere, nor in any descriptor of any process it can see
+                 nor in /dev/shm (for evil in a sandbox)
+    frozen       tensors pack evil handed the host (one it made, one it handed back) stay as
+                 they were after it wrote over every arena it can reach
 """
 
 import gc
@@ -396,12 +401,36 @@ def check_cuda_handshake():
         f"{sorted(session.cuda.accepted) or 'none'}")
 
 
+def check_snoop(where=""):
+    secret = torch.randint(0, 256, (1 << 16,), dtype=torch.uint8)
+    needle = bytes(secret[30000:30064].numpy())
+    (back,) = node("Echo").run(value=secret)
+    expect(same(back, secret), "pack bridge's Echo")
+    (seen,) = node("HostileSnoop", "evil").run(needle=needle.hex(), everywhere=where == "everywhere")
+    expect(seen["looked_at"] > 0, "pack evil could look at nothing")
+    expect(seen["found"] == [], f"pack evil read what the host sent pack bridge, through {seen['found']}")
+    say(f"snoop: pack evil looked in {seen['looked_at']} files and found nothing")
+
+
+def check_frozen():
+    source = torch.rand(1, 64, 64, 3)
+    sent = source.clone()
+    ones = torch.ones(1, 64, 64, 3)
+    handed, back = node("HostileHandover", "evil").run(size=64, value=source)
+    expect(same(handed, ones) and same(back, sent), "pack evil's outputs, before its attack")
+    (reached,) = node("HostileRewrite", "evil").run()
+    expect(reached["handed_arenas"] > 0, f"pack evil's attack reached no arena: {reached}")
+    expect(same(handed, ones), f"a tensor pack evil made changed after the call: it reads {handed.flatten()[0].item()!r}")
+    expect(same(back, sent), f"a tensor pack evil handed back changed after the call: it reads {back.flatten()[0].item()!r}")
+    say(f"frozen: pack evil wrote over {reached}; what it handed over is unchanged")
+
+
 CHECKS = {"interfaces": check_interfaces, "values": check_values, "zero-copy": check_zero_copy,
           "sent-back": check_sent_back,
           "handles": check_handles, "progress": check_progress, "interrupt": check_interrupt, "error": check_error,
           "oom": check_oom, "arena-idle": check_arena_idle, "death": check_death, "kept-output": check_kept_output,
           "parallel": check_parallel, "malformed": check_malformed, "cuda-handshake": check_cuda_handshake,
-          "browser": check_browser, "front-end": check_front_end}
+          "browser": check_browser, "front-end": check_front_end, "snoop": check_snoop, "frozen": check_frozen}
 
 
 def check_failed(pack):
@@ -430,7 +459,7 @@ def main():
     for check in sys.argv[1:]:
         name, _, argument = check.partition(":")
         try:
-            check_failed(argument) if name == "failed" else CHECKS[name]()
+            check_failed(argument) if name == "failed" else CHECKS[name](*([argument] if argument else []))
             say(f"{check} passed")
         except Exception as error:  # noqa: BLE001 (any failure is the check's)
             say(f"{check} failed: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")

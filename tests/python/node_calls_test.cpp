@@ -1,9 +1,11 @@
 // Node calls from the ComfyUI host to packs in workers of their own, end to end: a live
 // supervisor, the host (tests/host/bridge_checks.py over our model of upstream) calling
 // tests/packs/bridge_pack's nodes through its proxy nodes, each pack in the `python`
-// form of the config. Each check is one line of the host's ("NAME passed").
+// form of the config, and a hostile pack (tests/packs/hostile_pack) against the host and the
+// other packs. Each check is one line of the host's ("NAME passed").
 #include <catch2/catch.hpp>
 
+#include "tests/support/sandbox_skip.hpp"
 #include "tests/support/sanitizer_reports.hpp"
 #include "tests/support/supervisor_process.hpp"
 
@@ -76,4 +78,17 @@ TEST_CASE("a pack that fails to import is failed in the host too, and its nodes 
     const auto log = run_checks({"failed:broken", "values"},
                                 json::array({python_pack("broken", "broken_pack"), python_pack("bridge", "bridge_pack")}));
     CHECK_THAT(log, Contains("comfy-supervisor: pack broken is failed ("));
+}
+
+TEST_CASE("a hostile pack finds nothing the host sent another pack, and cannot change what it handed over") {
+    run_checks({"snoop", "frozen", "values"},
+               json::array({python_pack("bridge", "bridge_pack"), python_pack("evil", "hostile_pack")}));
+}
+
+TEST_CASE("a hostile pack in a sandbox finds what the host sent another pack nowhere it can look") {
+    SKIP_WITHOUT_BWRAP();
+    json evil = python_pack("evil", "hostile_pack");
+    evil["sandbox"] = json::object();
+    run_checks({"snoop:everywhere", "frozen"}, json::array({python_pack("bridge", "bridge_pack"), evil}));
+    reap_orphans();
 }
