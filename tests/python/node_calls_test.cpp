@@ -49,8 +49,8 @@ std::string run_checks(const std::vector<std::string>& checks, const json& packs
 
 }  // namespace
 
-TEST_CASE("proxy nodes carry the pack's interface, values cross bit-exact and in place, and objects stay as handles") {
-    run_checks({"interfaces", "values", "zero-copy", "sent-back", "handles", "malformed", "cuda-handshake", "arena-idle"},
+TEST_CASE("proxy nodes carry the pack's interface, values cross bit-exact, in place into a worker, and objects stay as handles") {
+    run_checks({"interfaces", "values", "copies", "sent-back", "handles", "malformed", "cuda-handshake", "arena-idle"},
                json::array({python_pack("bridge", "bridge_pack"), python_pack("other", "bridge_pack")}));
 }
 

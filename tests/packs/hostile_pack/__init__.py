@@ -125,7 +125,7 @@ class HostileRewrite:
 
     def run(self):
         import mmap
-        rewritten = {"own_blocks": 0, "handed_arenas": 0}
+        rewritten = {"own_blocks": 0, "arenas": 0}
         # What it lent: through the worker's own writable mapping, its producer's; every
         # block in use, and the first 16 MiB, where what it lent lately lies, released or not.
         for arena in [obj for obj in gc.get_objects() if type(obj).__name__ == "OwnArena"]:
@@ -133,7 +133,8 @@ class HostileRewrite:
             for offset, size in ranges:
                 junk_over(memoryview(arena.map)[offset:offset + size])
             rewritten["own_blocks"] += len(arena.allocator.blocks)
-        # What it was handed: each arena it holds, reopened writable and mapped shared.
+        # Every arena it holds a descriptor of (what it was handed, and its own, which
+        # Python's mmap keeps a descriptor of), reopened writable and mapped shared.
         for path, _ in list(regular_files_at("/proc/self/fd")):
             if "comfy-sv-arena" not in os.readlink(path):
                 continue  # its own region and the device table are its own to break
@@ -151,7 +152,7 @@ class HostileRewrite:
                 for start, end in list(data_extents(fd)):
                     junk_over(memoryview(mapping)[max(start, mmap.PAGESIZE):end])
             os.close(fd)
-            rewritten["handed_arenas"] += 1
+            rewritten["arenas"] += 1
         return (rewritten,)
 
 
