@@ -20,7 +20,8 @@ again as "other" (a second pack with the same nodes), and tests/packs/hostile_pa
     error        a node's exception comes with the worker's traceback
     oom          an out-of-memory error is upstream's OOM exception
     arena-idle   both arenas' used bytes return to zero once the outputs are released
-    death        a worker killed mid-node fails the node naming the signal; the next call works
+    death        a worker killed mid-node fails the node naming the signal, the host's arena
+                 for it goes back to the kernel, and the next call works
     kept-output  an output the host holds stays valid after its worker died and restarted
     parallel     two packs run at once; one pack runs one call at a time
     malformed    values a hostile worker could send are refused in one line, their blocks released
@@ -284,13 +285,29 @@ def check_arena_idle():
     expect(all(output[0].shape[0] in (1, 4) for output in outputs), "the outputs")
 
 
+def resident_kib(name_part):
+    """The resident KiB of this process's mappings whose name holds `name_part` (/proc/self/smaps)."""
+    total, counting = 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split(maxsplit=1)[0]
+            if "-" in head and not head.endswith(":"):  # a mapping's first line: its range
+                counting = name_part in line
+            elif counting and head == "Rss:":
+                total += int(line.split()[1])
+    return total
+
+
 def check_death():
     session = link().session
     node("Remember").run(value=torch.rand(64, 64))  # a block of the host's the worker holds when it dies
+    arena = f"-to-bridge-{session.generation} "
+    expect(resident_kib(arena) > 0, "the host's arena for the worker holds nothing before it dies")
     error = raises(lambda: node("ExitMidNode").run(), proxy_nodes.PackWorkerDied)
     expect(str(error) == "pack bridge's worker died during node ExitMidNode (killed by SIGKILL); "
                          "the supervisor restarts it: queue the prompt again", f"death: {error}")
     expect(session.own.used == 0, f"{session.own.used} host arena bytes still lent to the dead worker")
+    expect(resident_kib(arena) == 0, f"the host's arena for the dead worker still holds {resident_kib(arena)} KiB")
     expect(node("PlainValues").run(count=1, scale=1.0, text="ok", flag=False) == (2, 2.0, "ko", True),
            "the call after the restart")
     expect(link().session.generation > session.generation, "no new life")

@@ -47,7 +47,8 @@ import weakref
 PAGE = mmap.PAGESIZE
 ALIGNMENT = PAGE  # a page holds one block's bytes only: a peer's private copies go with the block
 # Freed bytes kept in memory for the next write (a write into fresh pages faults each one
-# in); past this, a freed block's pages go back to the kernel.
+# in), over all the arenas a process writes; past this, a freed block's pages go back to
+# the kernel.
 KEEP_RESIDENT_BYTES = 256 << 20
 
 
