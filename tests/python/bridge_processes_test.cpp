@@ -91,26 +91,20 @@ json start_of(const std::vector<json>& records, const std::string& generation) {
     });
 }
 
-// What a peer must see of an arena handed to it: the producer's size and seals, a
-// read-only descriptor that maps privately but never shared and writable.
-void check_peer_arena(const json& fd, std::uint64_t bytes) {
-    INFO(fd.dump());
-    CHECK(fd["kind"] == "file");
-    CHECK(fd["access"] == "read-only");
-    CHECK(fd["size"] == bytes);
-    CHECK(fd["seals"] == json::array({"grow", "seal", "shrink"}));
-    CHECK(fd["shared_writable"] == "refused: Permission denied");
-    CHECK(fd["private"] == "mapped");
-}
+enum class Role { reader, writer };
 
-// What the host must see of the arena it writes for one pack life: its own, writable.
-void check_arena_for_pack(const json& fd, std::uint64_t bytes) {
+// What a side must see of an arena handed to it: the size and seals the supervisor made it
+// with, and what its role allows. A reader's descriptor is read-only: it maps privately but
+// never shared and writable. The host writes the arena made for one pack life.
+void check_arena(const json& fd, std::uint64_t bytes, Role role) {
     INFO(fd.dump());
+    const bool writer = role == Role::writer;
     CHECK(fd["kind"] == "file");
-    CHECK(fd["access"] == "read-write");
+    CHECK(fd["access"] == (writer ? "read-write" : "read-only"));
     CHECK(fd["size"] == bytes);
     CHECK(fd["seals"] == json::array({"grow", "seal", "shrink"}));
-    CHECK(fd["shared_writable"] == "mapped");
+    CHECK(fd["shared_writable"] == (writer ? "mapped" : "refused: Permission denied"));
+    CHECK(fd["private"] == "mapped");
 }
 
 void check_call_end(const json& fd) {
@@ -247,8 +241,8 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
             REQUIRE_FALSE(started.is_null());
             REQUIRE(started["fds"].size() == 3);
             check_call_end(started["fds"][0]);
-            check_peer_arena(started["fds"][1], 16 * kMiB);
-            check_arena_for_pack(started["fds"][2], kDefaultArena);
+            check_arena(started["fds"][1], 16 * kMiB, Role::reader);
+            check_arena(started["fds"][2], kDefaultArena, Role::writer);
             const json call = call_with(host, "alpha", generation);
             CHECK(call["answer"] == "pong ping alpha " + std::to_string(generation));
             CHECK(call["peer_arena"] == "arena of pack generation " + std::to_string(generation));
@@ -281,8 +275,8 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
                                            {{"name", "broken"}, {"state", "failed"}, {"folder", broken_pack}}})}}));
         CHECK(events[1]["event"] == json({{"event", "pack_started"}, {"pack", "alpha"}, {"generation", 2}}));
         REQUIRE(events[1]["fds"].size() == 3);
-        check_peer_arena(events[1]["fds"][1], 16 * kMiB);
-        check_arena_for_pack(events[1]["fds"][2], kDefaultArena);
+        check_arena(events[1]["fds"][1], 16 * kMiB, Role::reader);
+        check_arena(events[1]["fds"][2], kDefaultArena, Role::writer);
         CHECK(call_with(second, "alpha", 2)["peer_arena"] == "arena of pack generation 2");
         CHECK(start_of(second, "2")["start"]["stray"] == json::array());
     }
@@ -314,7 +308,7 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
             INFO(heard.dump());
             REQUIRE(heard["fds"].size() == 2);
             check_call_end(heard["fds"][0]);
-            check_peer_arena(heard["fds"][1], kDefaultArena);
+            check_arena(heard["fds"][1], kDefaultArena, Role::reader);
         }
         CHECK(first_events[0]["event"] == json({{"event", "host_started"}, {"generation", 1}}));
         CHECK(second_events[0]["event"] == json({{"event", "host_started"}, {"generation", 1}}));
