@@ -4,7 +4,7 @@ the isolated packs' proxy nodes as ComfyUI would register them, and runs the che
 as arguments through them, in order. Each prints one line to stderr,
 "bridge_checks: NAME passed" or "bridge_checks: NAME failed: WHY", then the host runs
 until the supervisor's Shutdown. The packs are tests/packs/bridge_pack as "bridge" and
-again as "other" (a second pack with the same nodes), and tests/packs/hostile_pack as "evil".
+again as "other" (a second pack with the same nodes), and tests/packs/arena_hostile_pack as "evil".
 
     interfaces   each proxy class has the pack's own interface
     values       every kind of value round-trips bit-exact

@@ -1,8 +1,8 @@
 // Node calls from the ComfyUI host to packs in workers of their own, end to end: a live
 // supervisor, the host (tests/host/bridge_checks.py over our model of upstream) calling
 // tests/packs/bridge_pack's nodes through its proxy nodes, each pack in the `python`
-// form of the config, and a hostile pack (tests/packs/hostile_pack) against the host and the
-// other packs. Each check is one line of the host's ("NAME passed").
+// form of the config, and a pack hostile to what the others hand over
+// (tests/packs/arena_hostile_pack). Each check is one line of the host's ("NAME passed").
 #include <catch2/catch.hpp>
 
 #include "tests/support/sandbox_skip.hpp"
@@ -82,12 +82,12 @@ TEST_CASE("a pack that fails to import is failed in the host too, and its nodes 
 
 TEST_CASE("a hostile pack finds nothing the host sent another pack, and cannot change what it handed over") {
     run_checks({"snoop", "frozen", "values"},
-               json::array({python_pack("bridge", "bridge_pack"), python_pack("evil", "hostile_pack")}));
+               json::array({python_pack("bridge", "bridge_pack"), python_pack("evil", "arena_hostile_pack")}));
 }
 
 TEST_CASE("a hostile pack in a sandbox finds what the host sent another pack nowhere it can look") {
     SKIP_WITHOUT_BWRAP();
-    json evil = python_pack("evil", "hostile_pack");
+    json evil = python_pack("evil", "arena_hostile_pack");
     evil["sandbox"] = json::object();
     run_checks({"snoop:everywhere", "frozen"}, json::array({python_pack("bridge", "bridge_pack"), evil}));
     reap_orphans();
