@@ -17,6 +17,12 @@ inline constexpr std::uint8_t kParticipantStateCount = 8;
 
 enum class ParticipantKind : std::uint8_t { worker = 0, host };
 
+// ParticipantRecord::flags. deaf: it let a command go unanswered past the answer time-out,
+// and the arbiter passes it over until it answers (docs/ARBITRATION.md). The other bits are
+// written zero; a reader ignores them, so a later flag does not make an older reader refuse
+// the record.
+inline constexpr std::uint16_t kParticipantDeaf = 1;
+
 // Supervisor-written: who occupies a slot and how it is doing.
 struct ParticipantRecord {
     char name[kPackNameBytes];   // NUL-terminated pack name
@@ -24,7 +30,7 @@ struct ParticipantRecord {
     std::uint32_t generation;    // new at every start; 0 for an empty slot
     std::uint8_t state;          // a ParticipantState
     std::uint8_t kind;           // a ParticipantKind
-    std::uint16_t reserved;
+    std::uint16_t flags;         // kParticipantDeaf
     std::uint32_t restarts;
     std::int32_t last_exit_status;  // -1 when unknown or killed by a signal
     std::int32_t last_exit_signal;  // 0 when it exited on its own

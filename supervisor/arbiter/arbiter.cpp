@@ -51,6 +51,7 @@ void Arbiter::on(const event::Left& e) {
     if (found == participants_.end() || found->second.generation != e.who.generation) return;
     participants_.erase(found);
     ledger_.erase_owner(e.who.slot);
+    deaf_.forget(e.who.slot);
     granted_not_loaded_.erase(e.who.slot);
     published_reserve_.erase(e.who.slot);
     receipt_since_publish_ = true;
@@ -61,6 +62,7 @@ void Arbiter::on(const event::Left& e) {
     withdrawn_ += standins_.drop_asker(e.who.slot);
     // Its memory went with the process: a stand-in of its models reports itself freed.
     answer_standins(standins_.take_for_owner(e.who.slot), StandInOutcome::owner_gone, 0, 0);
+    if (working_) working_->timed_out.erase(e.who.slot);  // a next life is asked as any
     if (working_ && from_dead(working_->request)) {
         ++withdrawn_;
         working_.reset();
@@ -136,6 +138,7 @@ void Arbiter::on(const event::Admission& e) {
 
 void Arbiter::on(const event::Unloaded& e) {
     if (!current(e.who)) return;
+    heard(e.who);
     const auto& receipt = e.receipt;
     const auto index = ledger_.find(e.who.slot, e.who.generation, receipt.model_id);
     const Bytes freed = receipt.bytes_freed;
@@ -169,28 +172,35 @@ void Arbiter::on(const event::Unloaded& e) {
 }
 
 void Arbiter::on(const event::Tick&) {
-    const auto late = standins_.take_expired(snapshot_->now_ms, config_.answer_timeout_ms);
+    const auto now = snapshot_->now_ms;
+    const std::string within = " within " + std::to_string(config_.answer_timeout_ms) + " ms";
+    // Who let a command go unanswered past the time-out: each is marked deaf below, once
+    // the notes say what it did not answer.
+    std::vector<Participant> silent;
+    const auto late = standins_.take_expired(now, config_.answer_timeout_ms);
     if (!late.empty()) {
-        note(std::to_string(late.size()) + " stand-in unload(s) not answered by their owner within " +
-             std::to_string(config_.answer_timeout_ms) + " ms; answered as freeing nothing");
+        note(std::to_string(late.size()) + " stand-in unload(s) not answered by their owner" + within +
+             "; answered as freeing nothing");
     }
     answer_standins(late, StandInOutcome::timed_out, 0, kUnknownBytes);
-    if (working_ && std::erase_if(working_->awaiting, [&](const Awaiting& a) {
-            if (snapshot_->now_ms - a.since_ms < config_.answer_timeout_ms) return false;
-            note("owner " + who(a.owner) + " did not answer within " + std::to_string(config_.answer_timeout_ms) +
-                 " ms; moving to the next candidate");
-            return true;
-        })) {
-        advance();
+    for (const auto& p : late) silent.push_back(p.owner);
+    if (working_) {
+        for (const auto& a : working_->awaiting) {
+            if (now - a.since_ms < config_.answer_timeout_ms) continue;
+            note("owner " + who(a.owner) + " did not answer" + within + "; moving to the next candidate");
+            silent.push_back(a.owner);
+        }
+        if (!working_->releasing.empty() && now - working_->releasing_since_ms >= config_.answer_timeout_ms) {
+            for (const auto slot : working_->releasing) {
+                const Participant sibling{slot, participants_.at(slot).generation};
+                note("sibling " + who(sibling) + " did not answer the partial release" + within + "; going on without it");
+                silent.push_back(sibling);
+            }
+        }
     }
-    if (working_ && !working_->releasing.empty() &&
-        snapshot_->now_ms - working_->releasing_since_ms >= config_.answer_timeout_ms) {
-        note(std::to_string(working_->releasing.size()) + " sibling(s) did not answer the partial release within " +
-             std::to_string(config_.answer_timeout_ms) + " ms; going on without them");
-        working_->releasing.clear();
-        advance();
-    }
-    const auto now = snapshot_->now_ms;
+    bool waited_on = false;
+    for (const auto& p : silent) waited_on = mark_deaf(p) || waited_on;
+    if (waited_on) advance();
     std::vector<Request> expired;
     std::erase_if(waiting_, [&](const Request& r) {
         if (r.deadline_ms > now) return false;
@@ -215,6 +225,14 @@ void Arbiter::on(const event::StandIn& e) {
     if (!current(owner) || !index) {
         // Dead, restarted, or the model was dropped since the host last read the ledger.
         answer_standins({pending}, StandInOutcome::owner_gone, 0, 0);
+        return;
+    }
+    if (deaf_.deaf(owner)) {
+        // It would not answer: upstream's loop in the host goes on at once instead.
+        deaf_.passed_over();
+        note("stand-in unload of model " + std::to_string(request.model_id) + " of " + who(owner) +
+             " answered as freeing nothing without asking: its owner is deaf");
+        answer_standins({pending}, StandInOutcome::timed_out, 0, kUnknownBytes);
         return;
     }
     const bool on_its_way = standins_.in_flight(owner.slot, request.model_id) ||
@@ -282,7 +300,7 @@ void Arbiter::start(Request request) {
         return;
     }
     const EvictionQuery query{request.request.device, request.keep_loaded};
-    working_ = Working{std::move(request), EvictionQueue(query), {}, std::nullopt, false, {}, 0};
+    working_ = Working{std::move(request), EvictionQueue(query), {}, std::nullopt, false, {}, 0, {}, {}};
     step();
 }
 
@@ -310,6 +328,7 @@ void Arbiter::step() {
             w.request.target -= static_cast<double>(entry.loaded_or_total());
             continue;
         }
+        if (passes_over(w, owner)) continue;
         if (std::any_of(w.awaiting.begin(), w.awaiting.end(), of_owner(owner.slot))) {
             // One command in flight per owner: its answer may change what it should be asked
             // next, and it keeps the rings shallow however many small models an owner holds.
@@ -374,6 +393,7 @@ std::vector<Arbiter::Awaiting>::iterator Arbiter::awaiting_of(std::uint32_t slot
 
 void Arbiter::on(const event::Released& e) {
     if (!current(e.who)) return;
+    heard(e.who);
     receipt_since_publish_ = true;
     if (working_ && working_->releasing.count(e.who.slot)) {
         sibling_answered(e.who.slot);
@@ -396,6 +416,7 @@ bool Arbiter::ask_siblings(Working& w, Bytes shortfall) {
     }
     for (const auto& [slot, state] : participants_) {
         if (slot == w.request.asker.slot || state.busy || holding_kept.count(slot)) continue;
+        if (w.timed_out.count(slot) || deaf_.deaf({slot, state.generation})) continue;  // it would not answer
         out_->push_back(action::SendPartialRelease{{slot, state.generation}, PartialRelease{shortfall}});
         w.releasing.insert(slot);
     }
@@ -404,6 +425,32 @@ bool Arbiter::ask_siblings(Working& w, Bytes shortfall) {
     note("slot " + std::to_string(w.request.asker.slot) + " is still " + bytes(shortfall) +
          " short with the ledger exhausted: asking " + std::to_string(w.releasing.size()) +
          " idle sibling(s) for a partial release");
+    return true;
+}
+
+bool Arbiter::mark_deaf(const Participant& silent) {
+    if (deaf_.mark(silent)) out_->push_back(action::Deafness{silent, true});
+    // Every wait on it ends here. The host's upstream loop waits on each stand-in unload:
+    // none more of this owner's.
+    answer_standins(standins_.take_for_owner(silent.slot), StandInOutcome::timed_out, 0, kUnknownBytes);
+    if (!working_) return false;
+    working_->timed_out.insert(silent.slot);
+    const bool awaited = std::erase_if(working_->awaiting, of_owner(silent.slot)) > 0;
+    return working_->releasing.erase(silent.slot) > 0 || awaited;
+}
+
+void Arbiter::heard(const Participant& answering) {
+    if (deaf_.heard(answering)) out_->push_back(action::Deafness{answering, false});
+}
+
+bool Arbiter::passes_over(Working& w, const Participant& owner) {
+    const bool deaf = deaf_.deaf(owner);
+    if (!deaf && !w.timed_out.count(owner.slot)) return false;
+    deaf_.passed_over();
+    if (w.passed_over.insert(owner.slot).second) {
+        note("slot " + std::to_string(w.request.asker.slot) + "'s load passes over the models of " + who(owner) + ": " +
+             (deaf ? "it is deaf" : "it let a command of this load go unanswered"));
+    }
     return true;
 }
 

@@ -13,7 +13,10 @@
 // at every receipt; with honest receipts the victims and the bytes asked are the ones
 // upstream's one-at-a-time loop would choose.
 // A dead owner's entry counts as freed, a busy owner is deferred to its next boundary,
-// and a request that still does not fit follows the configured no-fit policy.
+// and a request that still does not fit follows the configured no-fit policy. An owner
+// that lets a command go unanswered past the answer time-out is deaf: passed over until
+// it answers again (deaf_participants.hpp), and never waited on twice by one admission,
+// so a load waits at most one answer time-out per deaf participant.
 // Queued requests are started by one loop (pump), never from inside the finish of the one
 // before: a participant that queues thousands of requests must not deepen the stack.
 // The host's stand-in unloads (upstream's own eviction reaching another process's model)
@@ -22,6 +25,7 @@
 // owner's receipt.
 
 #include "supervisor/arbiter/arbiter_io.hpp"
+#include "supervisor/arbiter/deaf_participants.hpp"
 #include "supervisor/arbiter/eviction_order.hpp"
 #include "supervisor/arbiter/ledger.hpp"
 #include "supervisor/arbiter/standin_unloads.hpp"
@@ -49,6 +53,8 @@ public:
     // Requests dropped unanswered because their asker left first: with those answered and
     // those unanswered, every request taken in.
     std::uint64_t withdrawn() const noexcept { return withdrawn_; }
+    // The participants passed over for not answering, and how often they were.
+    const DeafParticipants& deaf() const noexcept { return deaf_; }
 
 private:
     struct Request {
@@ -75,6 +81,10 @@ private:
         bool siblings_asked = false;      // partial_release went out once the ledger ran dry
         std::set<std::uint32_t> releasing;  // siblings whose release receipt is awaited
         std::uint64_t releasing_since_ms = 0;
+        // Owners that let a command time out while this admission was worked: never waited
+        // on again by it, even once they answer, so that it waits one time-out per owner.
+        std::set<std::uint32_t> timed_out;
+        std::set<std::uint32_t> passed_over;  // owners whose models it skipped, noted once each
     };
     struct ParticipantState {
         std::uint32_t generation;
@@ -97,6 +107,15 @@ private:
     // release of the shortfall; true when at least one was asked.
     bool ask_siblings(Working& w, Bytes shortfall);
     void sibling_answered(std::uint32_t slot);
+    // `who` let a command go unanswered past the answer time-out: marks it deaf and stops
+    // waiting on it (its outstanding evictions, its partial release, the host's stand-in
+    // unloads of its models). True when the admission being worked waited on it.
+    bool mark_deaf(const Participant& who);
+    // `who` answered something: no longer deaf.
+    void heard(const Participant& who);
+    // Whether the admission being worked skips `owner`'s models (it is deaf, or let one of
+    // this admission's commands time out); counts and notes the skip.
+    bool passes_over(Working& w, const Participant& owner);
 
     bool current(const Participant& who) const;
     // A participant's report shows `bytes` more loaded: that much of its grants is used.
@@ -139,6 +158,7 @@ private:
     std::optional<Working> working_;
     std::vector<Request> waiting_;
     StandInUnloads standins_;
+    DeafParticipants deaf_;
     std::uint64_t withdrawn_ = 0;
     // Valid only inside handle():
     const Snapshot* snapshot_ = nullptr;

@@ -101,9 +101,13 @@ struct Note { std::string text; };  // a decision worth a log line
 struct SendPartialRelease { Participant to; PartialRelease command; };
 // What a stand-in unload came to, for the host that asked.
 struct AnswerStandIn { Participant to; std::uint64_t correlation; StandInResult result; };
+// The participant let a command go unanswered past the answer time-out and is passed over
+// from now on (deaf), or it answered again and is asked as any other (not deaf). The
+// supervisor tells the operator and applies memory.deaf_participant.
+struct Deafness { Participant who; bool deaf; };
 }  // namespace action
 
 using Action = std::variant<action::SendPartialUnload, action::SendDetach, action::Grant, action::Refuse, action::Note,
-                            action::SendPartialRelease, action::AnswerStandIn>;
+                            action::SendPartialRelease, action::AnswerStandIn, action::Deafness>;
 
 }  // namespace comfy::arbiter

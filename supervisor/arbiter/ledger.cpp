@@ -133,6 +133,15 @@ Bytes Ledger::loaded_on(std::uint32_t device, std::optional<std::uint32_t> excep
     return sum;
 }
 
+Ledger::Held Ledger::held_by(std::uint32_t slot) const {
+    Held held;
+    index_.for_each_row(slot, [&](std::size_t row) {
+        ++held.models;
+        held.loaded += table_[row]->loaded_or_total();
+    });
+    return held;
+}
+
 std::vector<std::size_t> Ledger::take_changed() { return changed_.take(); }
 
 Ledger::OrderKey Ledger::order_key(const LedgerEntry& e) {

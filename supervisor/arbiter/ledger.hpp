@@ -80,6 +80,13 @@ public:
     // out those of the participant in `except_slot` when one is given. A running sum per
     // device, less the except_slot's own entries: never a walk of the table.
     Bytes loaded_on(std::uint32_t device, std::optional<std::uint32_t> except_slot = std::nullopt) const;
+    // What the participant in `slot` holds: its entries, and their loaded bytes (unknown
+    // counted as total). A walk of its own entries alone.
+    struct Held {
+        std::size_t models = 0;
+        Bytes loaded = 0;
+    };
+    Held held_by(std::uint32_t slot) const;
 
     // Indices changed since the last call, ascending, for publishing to the segment.
     std::vector<std::size_t> take_changed();

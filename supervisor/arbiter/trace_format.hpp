@@ -43,8 +43,8 @@ inline constexpr std::array<std::string_view, 11> kEventNames{
     "standin"};
 static_assert(kEventNames.size() == std::variant_size_v<Event>);
 
-inline constexpr std::array<std::string_view, 7> kDecisionNames{
-    "partial_unload", "detach", "grant", "refuse", "note", "partial_release", "standin_answer"};
+inline constexpr std::array<std::string_view, 8> kDecisionNames{
+    "partial_unload", "detach", "grant", "refuse", "note", "partial_release", "standin_answer", "deaf"};
 static_assert(kDecisionNames.size() == std::variant_size_v<Action>);
 
 // ---- lines ----

@@ -325,14 +325,16 @@ Action read_standin_answer(const Fields& line) {
     return action::AnswerStandIn{read_participant(line), line.whole("correlation"), result};
 }
 
+Action read_deafness(const Fields& line) { return action::Deafness{read_participant(line), line.flag("deaf")}; }
+
 // The readers, in the order of kEventNames and kDecisionNames (the variants'
 // alternatives), so that the name read picks the reader.
 constexpr std::array kEventReaders{read_joined, read_left, read_busy, read_registered, read_residency, read_dropped,
                                    read_admission, read_unloaded, read_tick, read_released, read_standin};
 static_assert(kEventReaders.size() == kEventNames.size());
 
-constexpr std::array kDecisionReaders{read_partial_unload, read_detach, read_grant, read_refuse,
-                                      read_note, read_partial_release, read_standin_answer};
+constexpr std::array kDecisionReaders{read_partial_unload, read_detach, read_grant, read_refuse, read_note,
+                                      read_partial_release, read_standin_answer, read_deafness};
 static_assert(kDecisionReaders.size() == kDecisionNames.size());
 
 }  // namespace

@@ -159,6 +159,11 @@ void add_fields(TraceJson& line, const action::Refuse& a) {
 
 void add_fields(TraceJson& line, const action::Note& a) { line["text"] = a.text; }
 
+void add_fields(TraceJson& line, const action::Deafness& a) {
+    add_participant(line, a.who);
+    line["deaf"] = a.deaf;
+}
+
 TraceJson snapshot_json(const Snapshot& snapshot) {
     TraceJson participants = TraceJson::object();
     for (const auto& [slot, figures] : snapshot.participants) {

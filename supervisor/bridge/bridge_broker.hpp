@@ -12,6 +12,7 @@
 
 #include "ipc/arena.hpp"
 #include "ipc/unique_fd.hpp"
+#include "supervisor/bridge/host_requests.hpp"
 #include "supervisor/lifecycle/worker_process.hpp"
 
 #include <cstdint>
@@ -31,8 +32,9 @@ public:
     using Stop = std::function<void(WorkerProcess&, const std::string& reason)>;
 
     // `workers` is the supervisor's table, read to find the host, the Python packs and
-    // their states; it outlives the broker.
-    BridgeBroker(const std::vector<std::unique_ptr<WorkerProcess>>& workers, Stop stop);
+    // their states; it outlives the broker, as do `host_requests`, which reads each host
+    // life's control socket.
+    BridgeBroker(const std::vector<std::unique_ptr<WorkerProcess>>& workers, Stop stop, HostRequests& host_requests);
 
     // What a bridging life inherits: its end of the control socket and, for a pack, its
     // arena, writable (the host writes one arena per pack life, handed over at pairing).
@@ -75,6 +77,7 @@ private:
 
     const std::vector<std::unique_ptr<WorkerProcess>>& workers_;
     Stop stop_;
+    HostRequests& host_requests_;
     std::map<std::uint32_t, Life> lives_;  // by slot: the lives open now
 };
 

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace comfy::supervisor {
@@ -42,12 +43,22 @@ struct DeviceConfig {
     CudaFallback cuda_fallback = CudaFallback::stop;
 };
 
+// What becomes of a participant the arbiter found deaf (it let a command go unanswered
+// past memory.answer_timeout_ms): kept, its models passed over until it answers again, or
+// restarted, so that the memory it holds comes back (docs/ARBITRATION.md).
+enum class DeafPolicy { keep, restart };
+inline constexpr std::pair<std::string_view, DeafPolicy> kDeafPolicies[] = {
+    {"keep", DeafPolicy::keep},
+    {"restart", DeafPolicy::restart},
+};
+
 // How the supervisor arbitrates device memory (see docs/ARBITRATION.md).
 struct MemoryConfig {
     std::uint64_t reserve_bytes = kDefaultReserve;  // upstream's EXTRA_RESERVED_VRAM
     arbiter::NoFitPolicy no_fit = arbiter::NoFitPolicy::admit;  // upstream's behaviour
     Milliseconds wait_timeout{30'000};                        // policy wait: refuse after this
     Milliseconds answer_timeout{5'000};                       // an owner silent on an eviction
+    DeafPolicy deaf_participant = DeafPolicy::keep;           // an owner silent past it
     bool smart_memory = true;  // false: upstream's --disable-smart-memory (detach all)
     // The most models one participant may have in the ledger; none: its fair share
     // (ledger_quota_of). Past it a model is not tracked, as in a full ledger.
@@ -67,6 +78,12 @@ struct HttpConfig {
     bool enabled = false;
     std::string address;      // an IPv4 or IPv6 address, e.g. 127.0.0.1
     unsigned short port = 0;  // 0: any free port (the log says which)
+    // Host names a request's Host may carry besides localhost and IP addresses, lower case.
+    std::vector<std::string> allowed_hosts;
+    // What a request that changes something (POST /free) must bear (Authorization:
+    // Bearer), read from http.token_file; empty when none is configured, which only a
+    // loopback listen address allows.
+    std::string token;
 };
 
 struct Limits {
@@ -107,6 +124,9 @@ struct PythonPack {
     // unless the pack is sandboxed (a peer that maps our memory can read and write the
     // whole allocation around a tensor).
     std::optional<bool> cuda_ipc;
+    // How long a node may run on after ComfyUI's Cancel before the host has its worker
+    // ended and restarted (docs/PACKS.md, "A node call").
+    Milliseconds cancel_grace{3'000};
 };
 
 struct PackConfig {

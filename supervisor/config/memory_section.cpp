@@ -27,14 +27,17 @@ std::uint32_t read_ledger_quota(const ConfigReader& reader, const Node& node, co
 }  // namespace
 
 MemoryConfig read_memory(const ConfigReader& reader, const Node& node, const Capacities& capacities) {
-    reader.expect_object(node, {"reserve_bytes", "no_fit", "wait_timeout_ms", "answer_timeout_ms", "smart_memory",
-                                "ledger_quota"});
+    reader.expect_object(node, {"reserve_bytes", "no_fit", "wait_timeout_ms", "answer_timeout_ms", "deaf_participant",
+                                "smart_memory", "ledger_quota"});
     MemoryConfig memory;
     if (const auto reserve = member(node, "reserve_bytes")) memory.reserve_bytes = reader.read_size(*reserve, kReserveBytes);
     if (const auto policy = member(node, "no_fit")) memory.no_fit = reader.read_choice(*policy, arbiter::kNoFitPolicies);
     if (const auto wait = member(node, "wait_timeout_ms")) memory.wait_timeout = reader.read_ms(*wait, kMemoryTimeoutMs);
     if (const auto answer = member(node, "answer_timeout_ms")) {
         memory.answer_timeout = reader.read_ms(*answer, kMemoryTimeoutMs);
+    }
+    if (const auto deaf = member(node, "deaf_participant")) {
+        memory.deaf_participant = reader.read_choice(*deaf, kDeafPolicies);
     }
     if (const auto smart = member(node, "smart_memory")) memory.smart_memory = reader.read_flag(*smart);
     if (const auto quota = member(node, "ledger_quota")) {

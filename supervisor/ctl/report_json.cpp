@@ -18,6 +18,7 @@ nlohmann::ordered_json worker_json(const WorkerRow& row) {
     put("pid", row.pid);
     put("generation", row.generation);
     put("state", row.state);
+    put("deaf", row.deaf);
     put("restarts", row.restarts);
     put("last_exit_status", row.last_exit_status);
     put("last_exit_signal", row.last_exit_signal);

@@ -76,7 +76,7 @@ std::string workers_text(const SegmentReport& report, std::uint64_t now_ms) {
             continue;
         }
         table.add({slot_text(row.slot), name_text(row.name), row.kind, std::to_string(row.pid), std::to_string(row.generation),
-                   row.state, std::to_string(row.restarts), exit_text(row.last_exit_status, row.last_exit_signal),
+                   row.deaf ? row.state + " (deaf)" : row.state, std::to_string(row.restarts), exit_text(row.last_exit_status, row.last_exit_signal),
                    age_text(row.started_at_ms, now_ms)});
     }
     return out + table.render();

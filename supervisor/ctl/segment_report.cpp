@@ -102,6 +102,7 @@ WorkerRow worker_row(std::uint32_t slot, const ParticipantRecord& record) {
     row.name = display_name(record.name, row.name_valid);
     row.kind = kind_name(record.kind);
     row.state = state_name(record.state);
+    row.deaf = (record.flags & kParticipantDeaf) != 0;  // the other bits are a later reader's
     row.live = is_live_participant_state(record.state);
     row.pid = record.pid;
     row.generation = record.generation;

@@ -35,6 +35,7 @@ struct WorkerRow {
     bool name_valid = true;
     std::string kind;          // "worker", "host" or "invalid(N)"
     std::string state;         // "empty", "spawning" ... "failed" or "invalid(N)"
+    bool deaf = false;         // the arbiter passes it over until it answers (kParticipantDeaf)
     bool live = false;         // spawning, ready, busy or draining
     std::int32_t pid = 0;
     std::uint32_t generation = 0;

@@ -68,7 +68,9 @@ std::string top_frame(const SegmentReport& report, const TopContext& context) {
     if (report.census.empty()) out += "no participants\n";
     for (std::size_t i = 0; i < report.census.size(); ++i) {
         const auto& row = report.census[i];
-        const std::string state = i < report.workers.size() && !report.workers[i].busy ? report.workers[i].state : "-";
+        const bool read = i < report.workers.size() && !report.workers[i].busy;
+        // Deaf says more than the state it is in (ready or busy): its memory is out of reach.
+        const std::string state = !read ? "-" : report.workers[i].deaf ? "deaf" : report.workers[i].state;
         const bool known = figures_known(row.status);
         const CensusRecord& c = row.census;
         auto figure = [&](std::uint64_t bytes) { return known ? format_byte_size(bytes) : std::string("-"); };

@@ -2,6 +2,7 @@
 
 #include "supervisor/config/install_layout.hpp"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -11,6 +12,12 @@
 #include <cstring>
 
 namespace comfy::supervisor {
+
+bool WorkerProcess::exited() const {
+    if (!alive()) return false;
+    pollfd exit{process.pidfd, POLLIN, 0};
+    return ::poll(&exit, 1, 0) == 1;
+}
 
 std::string WorkerProcess::reap() {
     int status = 0;
@@ -24,6 +31,7 @@ std::string WorkerProcess::reap() {
     process = SpawnedProcess{};
     handshake_timer.cancel();
     kill_timer.cancel();
+    deaf = false;
     last_exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     last_exit_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 
@@ -50,6 +58,7 @@ ParticipantRecord WorkerProcess::record() const {
     record.generation = generation;
     record.state = static_cast<std::uint8_t>(state);
     record.kind = static_cast<std::uint8_t>(kind);
+    record.flags = deaf ? kParticipantDeaf : 0;
     record.restarts = restarts.restarts();
     record.last_exit_status = last_exit_status;
     record.last_exit_signal = last_exit_signal;

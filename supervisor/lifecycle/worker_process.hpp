@@ -39,8 +39,10 @@ struct PendingRequest {
 };
 
 // What an operator asked for a participant's life that is ending (ops/operator_actions.cpp):
-// nothing, to keep it stopped, or to start it again at once.
-enum class OperatorIntent { none, stop, restart };
+// nothing, to keep it stopped, or to start it again at once; or, for a pack's worker, that
+// ComfyUI's Cancel ended it (its node outran the grace period; bridge/host_requests.hpp),
+// to start again at once too.
+enum class OperatorIntent { none, stop, restart, cancelled };
 
 struct WorkerProcess {
     // `keep_limit`: the most models one admission may keep (the ledger's capacity).
@@ -81,6 +83,9 @@ struct WorkerProcess {
     std::uint64_t capabilities = 0;  // from its Hello
     std::chrono::steady_clock::time_point idle_since{};
     bool idle_released = false;  // the idle sweep already asked it for a full release
+    // The arbiter passes it over until it answers (set by the memory broker): shown in its
+    // record, so that comfyctl and the metrics say so. A life that ends is no longer deaf.
+    bool deaf = false;
     KeepList keeping;  // the keep_loaded list of the admission it is sending
 
     Outbox outbox;                                   // waiting for room in the ring
@@ -91,6 +96,8 @@ struct WorkerProcess {
     // Ready or busy: past its Hello and taking messages (not draining, dead or failed).
     bool up() const noexcept { return state == ParticipantState::ready || state == ParticipantState::busy; }
 
+    // Its process has exited, and its pidfd's handler has yet to reap it.
+    bool exited() const;
     // Reaps this life's exited process, kills what it left in its group, and records how it
     // ended; returns that in words ("killed by SIGKILL (hung: ...)").
     std::string reap();

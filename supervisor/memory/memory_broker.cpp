@@ -19,6 +19,7 @@ MemoryBroker::MemoryBroker(const Config& config, WorkerAccess& workers, CensusRe
       outstanding_limit_(config.limits.outstanding_requests),
       ledger_entries_(config.limits.capacities.ledger_entries),
       ledger_quota_(ledger_quota_of(config)),
+      deaf_policy_(config.memory.deaf_participant),
       arbiter_(arbiter::ArbiterConfig{config.memory.reserve_bytes, config.memory.no_fit,
                                       static_cast<std::uint64_t>(config.memory.wait_timeout.count()),
                                       static_cast<std::uint64_t>(config.memory.answer_timeout.count()),
@@ -203,6 +204,8 @@ void MemoryBroker::carry_out(const arbiter::Action& action, const std::optional<
                 } else {
                     log_line("memory: " + a.text);
                 }
+            } else if constexpr (std::is_same_v<A, arbiter::action::Deafness>) {
+                on_deafness(a);
             } else {
                 WorkerProcess* target = workers_.live(a.to.slot, a.to.generation);
                 if (target == nullptr) return;  // gone since: the arbiter hears of it through Left
@@ -227,6 +230,32 @@ void MemoryBroker::carry_out(const arbiter::Action& action, const std::optional<
             }
         },
         action);
+}
+
+void MemoryBroker::on_deafness(const arbiter::action::Deafness& d) {
+    WorkerProcess* worker = workers_.live(d.who.slot, d.who.generation);
+    if (worker == nullptr) return;  // gone since: its next life starts hearing
+    worker->deaf = d.deaf;
+    writes_.participant(worker->slot, worker->record());
+    if (!d.deaf) {
+        workers_.happened(LogLevel::info, *worker, "heard",
+                          "answers the supervisor again: its models are candidates for eviction again",
+                          {{"deaf", false}});
+        return;
+    }
+    ++totals_.deaf_marked;
+    const auto held = arbiter_.ledger().held_by(worker->slot);
+    const bool restart = deaf_policy_ == DeafPolicy::restart;
+    const std::string models = std::to_string(held.models) + " model(s) (" + format_byte_size(held.loaded) + " loaded)";
+    const std::string what = "deaf: it let a command go unanswered for " +
+                             std::to_string(arbiter_.config().answer_timeout_ms) + " ms (memory.answer_timeout_ms); ";
+    workers_.happened(
+        LogLevel::warning, *worker, "deaf",
+        what + (restart ? "restarting it so that its " + models + " come back (memory.deaf_participant \"restart\")"
+                        : "its " + models + " are passed over until it answers (memory.deaf_participant \"keep\"); "
+                          "comfyctl restart " + worker->pack.name + " gets their memory back"),
+        {{"deaf", true}, {"models", held.models}, {"loaded_bytes", held.loaded}, {"restart", restart}});
+    if (restart) workers_.terminate(*worker, "deaf (memory.deaf_participant \"restart\")");
 }
 
 void MemoryBroker::record_answer(const WorkerProcess& asker, std::uint64_t correlation, const char* answer,

@@ -7,7 +7,8 @@
 // arbiter decides is carried out (evictions, grants, refusals, stand-in answers) and the
 // ledger's changes are published to the segment. It keeps what an operator sees of it:
 // the totals, the release receipts by kind, how long admissions waited, and the journal's
-// admission, eviction and release events.
+// admission, eviction and release events. A participant the arbiter finds deaf is marked
+// in its record, told to the operator, and kept or restarted as memory.deaf_participant says.
 
 #include "supervisor/arbiter/arbiter.hpp"
 #include "supervisor/arbiter/trace.hpp"
@@ -34,6 +35,7 @@ struct MemoryTotals {
     std::uint32_t granted = 0;          // shortfall or not
     std::uint32_t admitted_short = 0;   // granted with a shortfall (policy admit)
     std::uint32_t refused = 0;
+    std::uint32_t deaf_marked = 0;      // participants found deaf: one answer time-out each
 };
 
 class MemoryBroker {
@@ -80,6 +82,8 @@ private:
     static std::optional<NoteSource> note_source(const arbiter::Event& event);
     void carry_out(const arbiter::Action& action, const std::optional<NoteSource>& source);
     void on_release_receipt(WorkerProcess& worker, const ReleaseReceipt& receipt);
+    // The arbiter found `d.who` deaf, or hears it again.
+    void on_deafness(const arbiter::action::Deafness& d);
     // Logs a load that fits only because its worker's boundary releases ran before it.
     void note_fit_by_release(const WorkerProcess& worker, const AdmissionRequest& request);
     // Journals an admission's answer with what it asked and how long it waited.
@@ -94,6 +98,7 @@ private:
     std::size_t outstanding_limit_;  // limits.outstanding_requests
     std::uint32_t ledger_entries_;   // limits.capacities.ledger_entries, for a trace
     std::uint32_t ledger_quota_;     // rows one participant may hold in the ledger
+    DeafPolicy deaf_policy_;         // memory.deaf_participant
     arbiter::Arbiter arbiter_;
     std::optional<arbiter::TraceRecorder> recorder_;
     Observer observer_;

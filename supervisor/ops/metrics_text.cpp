@@ -48,6 +48,11 @@ std::string metrics_text(const MetricsInput& in) {
     single("comfy_evicted_bytes_total", "counter", "Bytes the owners measured as freed by evictions.",
            totals.bytes_evicted);
     single("comfy_admissions_refused_total", "counter", "Admissions refused.", totals.refused);
+    single("comfy_deaf_marks_total", "counter",
+           "Times a participant let a command go unanswered past the answer time-out and was found deaf.",
+           totals.deaf_marked);
+    single("comfy_evictions_passed_over_total", "counter",
+           "Evictions and stand-in unloads not asked because their owner was deaf.", totals.passed_over);
     single("comfy_released_bytes_total", "counter", "Bytes the workers measured as freed by release messages.",
            total_freed(totals.released));
     single("comfy_pin_release_rounds_total", "counter", "Rounds of release_pins sent under host memory pressure.",
@@ -75,6 +80,8 @@ std::string metrics_text(const MetricsInput& in) {
     }
     metric("comfy_worker_up", "gauge", "1 when the pack's worker is ready or busy.");
     for (const auto& p : in.participants) value(pack(p.pack, "comfy_worker_up"), up(p.state) ? 1 : 0);
+    metric("comfy_worker_deaf", "gauge", "1 while the arbiter passes the pack's worker over for not answering.");
+    for (const auto& p : in.participants) value(pack(p.pack, "comfy_worker_deaf"), p.deaf ? 1 : 0);
     metric("comfy_worker_restarts_total", "counter", "Restarts of the pack's worker.");
     for (const auto& p : in.participants) value(pack(p.pack, "comfy_worker_restarts_total"), p.restarts);
     metric("comfy_worker_device_bytes", "gauge", "Device memory the pack's worker holds, from its census.");
@@ -91,6 +98,17 @@ std::string metrics_text(const MetricsInput& in) {
            in.host.low_water);
     single("comfy_host_pinned_bytes", "gauge", "Host memory pinned by every participant together, from their censuses.",
            in.host.pinned);
+    metric("comfy_http_refused_total", "counter",
+           "HTTP connections and requests the endpoints turned away, closed or refused, by reason.");
+    for (std::size_t i = 0; i < kHttpRefusalNames.size(); ++i) {
+        value(std::string("comfy_http_refused_total{reason=\"") + kHttpRefusalNames[i] + "\"}", in.refusals.http[i]);
+    }
+    metric("comfy_control_refused_total", "counter",
+           "Control-socket connections turned away, closed or let go by a bound, by reason.");
+    for (std::size_t i = 0; i < kControlRefusalNames.size(); ++i) {
+        value(std::string("comfy_control_refused_total{reason=\"") + kControlRefusalNames[i] + "\"}",
+              in.refusals.control[i]);
+    }
     if (in.host.available) {
         single("comfy_host_available_bytes", "gauge",
                "Host RAM available for pins: the budget left, else the cgroup's headroom or MemAvailable.",

@@ -5,6 +5,7 @@
 
 #include "supervisor/memory/admission_waits.hpp"
 #include "supervisor/memory/host_memory.hpp"
+#include "supervisor/ops/refusals.hpp"
 #include "supervisor/ops/supervised.hpp"
 
 #include <optional>
@@ -17,6 +18,7 @@ struct ParticipantMetrics {
     std::string pack;
     ParticipantState state;
     std::uint32_t restarts;
+    bool deaf;  // passed over by the arbiter until it answers
 };
 
 struct MetricsInput {
@@ -29,6 +31,7 @@ struct MetricsInput {
     std::vector<CensusRow> census;
     HostFigures host;
     AdmissionWaits::Histogram admission_waits;
+    Refusals refusals;
 };
 
 std::string metrics_text(const MetricsInput& in);

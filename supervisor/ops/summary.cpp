@@ -29,6 +29,9 @@ void print_summary(const Totals& totals, Bytes device_total, const WorkloadRunne
                 static_cast<unsigned long long>(totals.unanswered));
     std::printf("  evictions          %u asked of other participants, %s freed (measured by the owners)\n",
                 totals.evictions_asked, format_byte_size(totals.bytes_evicted).c_str());
+    std::printf("  deaf               %u time(s) a participant let a command go unanswered past the answer time-out; "
+                "%llu eviction(s) passed over for it\n",
+                totals.deaf_marked, static_cast<unsigned long long>(totals.passed_over));
     std::printf("  releases           %s freed by release messages, %u pin-release round(s)\n",
                 format_byte_size(total_freed(totals.released)).c_str(), totals.pin_release_rounds);
     // By kind: the device bytes each kind gave back (host bytes unpinned for pins).

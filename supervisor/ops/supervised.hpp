@@ -27,6 +27,7 @@ struct Totals : MemoryTotals {
     std::uint32_t workers_restarted = 0;
     std::uint64_t withdrawn = 0;           // dropped unanswered: the asker left first
     std::uint64_t unanswered = 0;          // still being worked or waiting
+    std::uint64_t passed_over = 0;         // evictions not asked: their owner was deaf
     std::uint32_t pin_release_rounds = 0;
     ReleaseCounts released{};              // measured, from release receipts, by kind
 };

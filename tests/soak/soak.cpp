@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <thread>
 
 namespace comfy::soak {
@@ -203,11 +204,21 @@ void Soak::check_log(Life& current) {
     const auto deaf_slot = static_cast<std::uint32_t>(
         std::find(setup_.participants.begin(), setup_.participants.end(), deaf) - setup_.participants.begin());
     std::set<pid_t> reported_dead;
+    std::map<std::uint32_t, unsigned> deaf_timeouts;  // by the deaf pack's generation
     for (const auto& raw : lines) {
         const auto line = parse_log_line(raw);
         if (!line) continue;
         if (is_shutdown_start(line->text)) shutdown_at = std::min(shutdown_at, line->seconds);
-        if (parse_passed_over(line->text) == deaf_slot) ++report_.deaf_passed_over;
+        if (const auto name = parse_found_deaf(line->text)) ++report_.found_deaf[*name];
+        if (const auto timeout = parse_answer_timeout(line->text); timeout && timeout->slot == deaf_slot) {
+            ++report_.deaf_pack_timeouts;
+            // Found deaf at its first time-out, it is never waited on again in that life.
+            if (++deaf_timeouts[timeout->generation] == 2) {
+                breach(who + ": the deaf pack (slot " + std::to_string(deaf_slot) + ", generation " +
+                       std::to_string(timeout->generation) + ") was waited on again after it was found deaf, at " +
+                       std::to_string(line->seconds) + " s: " + line->text);
+            }
+        }
         const bool faulted = std::any_of(current.faulted.begin(), current.faulted.end(), [&](const auto& window) {
             return line->seconds >= window.first - kFaultReachBefore && line->seconds <= window.second + kFaultReachAfter;
         });
@@ -322,6 +333,18 @@ bool Soak::wait_until(const std::function<bool()>& condition, milliseconds timeo
         if (Clock::now() >= deadline || supervisor_gone()) return false;
         std::this_thread::sleep_for(kPoll);
     }
+}
+
+bool Soak::watch_log(std::size_t from, const std::function<bool(const std::string& raw)>& take, milliseconds timeout) {
+    auto& log = life().run->log();
+    return wait_until(
+        [&] {
+            for (const auto& lines = log.lines(); from < lines.size();) {
+                if (take(lines[from++])) return true;
+            }
+            return false;
+        },
+        timeout);
 }
 
 std::optional<Soak::Participant> Soak::up_in(const ctl::SegmentReport& report, const std::string& name) {

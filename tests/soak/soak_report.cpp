@@ -1,5 +1,7 @@
 #include "tests/soak/soak_report.hpp"
 
+#include "tests/soak/soak_setup.hpp"
+
 #include <cstdio>
 
 namespace comfy::soak {
@@ -33,7 +35,10 @@ void print_text(const SoakReport& r) {
                 static_cast<unsigned long long>(r.admissions_asked), static_cast<unsigned long long>(r.admissions_answered),
                 static_cast<unsigned long long>(r.admissions_withdrawn));
     std::printf("  ledger checks      %u of %u passed (after each recovery)\n", r.ledger_checks_passed, r.ledger_checks);
-    std::printf("  deaf pack          passed over %u time(s) by the answer time-out\n", r.deaf_passed_over);
+    const auto deaf_pack = r.found_deaf.find(kDeafPack);
+    std::printf("  deaf pack          found deaf %u time(s), after %u answer time-out(s): one a life at most\n",
+                deaf_pack == r.found_deaf.end() ? 0 : deaf_pack->second, r.deaf_pack_timeouts);
+    std::printf("  found deaf         %s\n", counts(r.found_deaf).c_str());
     std::printf("  stale segments     %u removed by the next supervisor\n", r.stale_segments_removed);
     std::printf("  machine stalls     %u (longest %.1f s); %u participant(s) found hung in them\n", r.stalls,
                 r.longest_stall, r.stall_deaths);
@@ -72,7 +77,8 @@ nlohmann::json to_json(const SoakReport& r) {
             {"admissions", {{"asked", r.admissions_asked}, {"answered", r.admissions_answered},
                             {"withdrawn", r.admissions_withdrawn}}},
             {"ledger_checks", {{"run", r.ledger_checks}, {"passed", r.ledger_checks_passed}}},
-            {"deaf_passed_over", r.deaf_passed_over},
+            {"found_deaf", r.found_deaf},
+            {"deaf_pack_answer_timeouts", r.deaf_pack_timeouts},
             {"stale_segments_removed", r.stale_segments_removed},
             {"machine_stalls", {{"count", r.stalls}, {"longest_seconds", r.longest_stall}, {"hung_in_them", r.stall_deaths}}},
             {"supervisors", lives},

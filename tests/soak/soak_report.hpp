@@ -36,7 +36,10 @@ struct SoakReport {
     unsigned ledger_checks = 0;
     unsigned ledger_checks_passed = 0;
     unsigned stale_segments_removed = 0;
-    unsigned deaf_passed_over = 0;
+    // Participants found deaf, by name (the deaf pack once a life; others while stopped),
+    // and the answer time-outs the deaf pack cost: one a life, never more.
+    std::map<std::string, unsigned> found_deaf;
+    unsigned deaf_pack_timeouts = 0;
     unsigned stalls = 0;          // times the machine did not run the soak for a while
     double longest_stall = 0;     // seconds
     unsigned stall_deaths = 0;    // participants found hung (or late) while the machine stalled

@@ -61,8 +61,22 @@ json soak_config(json demo, const std::filesystem::path& examples, const std::st
         demo["packs"].push_back({{"name", hostile_pack(mode)}, {"command", misbehaving},
                                  {"args", {mode.mode, "--when-signalled"}}, {"restart", restart_always()}});
     }
-    demo["packs"].push_back(
-        {{"name", kDeafPack}, {"command", misbehaving}, {"args", {"deaf"}}, {"restart", restart_always()}});
+    // 128 models of 1 MiB, the first in the eviction order: without the deaf mark, each load
+    // short of memory would wait 128 answer time-outs on it.
+    demo["packs"].push_back({{"name", kDeafPack},
+                             {"command", misbehaving},
+                             {"args", {"deaf-filler", std::to_string(kDeafPackModels)}},
+                             {"restart", restart_always()}});
+    demo["packs"].push_back({{"name", kHostileCallsPack},
+                             {"python",
+                              {{"pack", COMFY_HOSTILE_PACK_DIR},
+                               {"interpreter", "/usr/bin/python3"},
+                               {"cancel_grace_ms", kCancelGrace.count()}}},
+                             {"env", {{"PYTHONDONTWRITEBYTECODE", "1"}}},
+                             {"working_directory", examples.string()},
+                             {"restart", restart_always()}});
+    demo["comfyui"]["args"].push_back("--hostile-calls");
+    demo["comfyui"]["args"].push_back(kHostileCallsPack);
     return demo;
 }
 

@@ -43,8 +43,20 @@ TEST_CASE("the soak reads the log lines it acts on and checks, and only those") 
     CHECK(ask->owner_generation == 4);
     CHECK_FALSE(parse_eviction_ask("memory: slot 2 is still 512 MiB short with the ledger exhausted: asking 11 idle "
                                    "sibling(s) for a partial release"));
-    CHECK(parse_passed_over("memory: owner slot 11 (generation 1) did not answer within 1000 ms; moving to the next "
-                            "candidate") == 11u);
+    const auto timeout = parse_answer_timeout(
+        "memory: owner slot 11 (generation 3) did not answer within 1000 ms; moving to the next candidate");
+    REQUIRE(timeout);
+    CHECK(timeout->slot == 11);
+    CHECK(timeout->generation == 3);
+    const auto release = parse_answer_timeout(
+        "memory: sibling slot 12 (generation 1) did not answer the partial release within 1000 ms; going on without it");
+    REQUIRE(release);
+    CHECK(release->slot == 12);
+    CHECK_FALSE(parse_answer_timeout("memory: 2 stand-in unload(s) not answered by their owner within 1000 ms; answered "
+                                     "as freeing nothing"));
+    CHECK(parse_found_deaf("deaf: deaf: it let a command go unanswered for 1000 ms (memory.answer_timeout_ms); its 128 "
+                           "model(s) (128 MiB loaded) are passed over until it answers") == "deaf");
+    CHECK_FALSE(parse_found_deaf("deaf: answers the supervisor again: its models are candidates for eviction again"));
 
     const auto failed = parse_prompt_failure("prompt 8: node denoise failed in its worker");
     REQUIRE(failed);
@@ -64,6 +76,16 @@ TEST_CASE("the soak reads the log lines it acts on and checks, and only those") 
                              "hostile-write-ledger", 77, "killed by SIGSEGV"));
     CHECK(says_outcome("hostile-ring-garbage: stopping pid 9: its ring to the supervisor is corrupt",
                        "hostile-ring-garbage", 9, "its ring to the supervisor is corrupt"));
+    CHECK(parse_child_line("2026-12-01T15:08:45.473Z info  hostile-escape: misbehaving-worker: escaped") ==
+          std::optional<std::string>("hostile-escape: misbehaving-worker: escaped"));
+    CHECK_FALSE(parse_child_line("2026-12-01T15:08:47.270Z warn  comfy-supervisor [   2.023] escape: ended 2 process(es)"));
+    const auto escaped = parse_escaped("hostile-escape: misbehaving-worker: escaped: setsid child 81, daemon 83",
+                                       "hostile-escape");
+    REQUIRE(escaped);
+    CHECK(escaped->setsid_child == 81);
+    CHECK(escaped->daemon == 83);
+    CHECK_FALSE(parse_escaped("hostile-escape: misbehaving-worker: escaped: setsid child 81, daemon 83", "other"));
+    CHECK_FALSE(parse_escaped("hostile-escape: misbehaving-worker: escaped: setsid child 81", "hostile-escape"));
 }
 
 TEST_CASE("the soak reads the progress lines and the summary") {
@@ -163,7 +185,7 @@ TEST_CASE("a seed names the faults: the same plan, every kind in every deck, the
         }
     }
     CHECK(supervisor_kills == 3);  // one per five minutes started
-    // A deck is seven: every kind but the supervisor's kill, the hostile packs twice.
-    CHECK(std::set<FaultKind>(others.begin(), others.begin() + 7).size() == 6);
-    CHECK(std::set<FaultKind>(others.begin() + 7, others.begin() + 14).size() == 6);
+    // A deck is eight: every kind but the supervisor's kill, the hostile packs twice.
+    CHECK(std::set<FaultKind>(others.begin(), others.begin() + 8).size() == 7);
+    CHECK(std::set<FaultKind>(others.begin() + 8, others.begin() + 16).size() == 7);
 }

@@ -16,6 +16,9 @@ struct LogLine {
     std::string text;
 };
 std::optional<LogLine> parse_log_line(const std::string& raw);
+// A participant's own output line, as the supervisor logs it ("TIME LEVEL NAME: LINE"):
+// its "NAME: LINE"; nothing for a line of the supervisor's own.
+std::optional<std::string> parse_child_line(const std::string& raw);
 
 // "NAME: worker pid P (generation G) HOW" (or "host: pid P ..."): a participant died.
 struct Death {
@@ -39,6 +42,14 @@ struct EvictionAsk {
 };
 std::optional<EvictionAsk> parse_eviction_ask(const std::string& text);
 
+// "NAME: misbehaving-worker: escaped: setsid child P, daemon Q": the processes the escape
+// mode of NAME's worker started outside its process group.
+struct Escaped {
+    pid_t setsid_child;
+    pid_t daemon;
+};
+std::optional<Escaped> parse_escaped(const std::string& text, const std::string& name);
+
 // "prompt N: node X failed in its worker" or "prompt N: node X could not run: WHY".
 struct PromptFailure {
     std::uint32_t prompt;
@@ -50,8 +61,16 @@ std::optional<PromptFailure> parse_prompt_failure(const std::string& text);
 bool is_shutdown_start(const std::string& text);
 // "removing stale segment NAME: ...": a new supervisor found its dead predecessor's.
 bool is_stale_segment_removed(const std::string& text);
-// "memory: owner slot S (generation G) did not answer within ...": S was passed over.
-std::optional<std::uint32_t> parse_passed_over(const std::string& text);
+// "memory: owner slot S (generation G) did not answer within ..." or "memory: sibling slot
+// S (generation G) did not answer the partial release within ...": a load waited one
+// answer time-out on S, which is deaf from then on.
+struct AnswerTimeout {
+    std::uint32_t slot;
+    std::uint32_t generation;
+};
+std::optional<AnswerTimeout> parse_answer_timeout(const std::string& text);
+// "NAME: deaf: ...": the participant NAME was found deaf; its name.
+std::optional<std::string> parse_found_deaf(const std::string& text);
 // Whether `text` says `name` (with `pid`) came to `outcome`, as a hostile pack's must.
 bool says_outcome(const std::string& text, const std::string& name, pid_t pid, const std::string& outcome);
 

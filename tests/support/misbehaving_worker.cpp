@@ -1,6 +1,7 @@
 // A worker that breaks the protocol on purpose, for the supervisor's refusal, flood and
 // containment tests and the soak (tests/soak):
 //   misbehaving-worker MODE [--when-signalled]
+//   misbehaving-worker deaf-filler COUNT
 // Protocol modes (it sends what the mode says and waits to be stopped):
 //   wrong-token | wrong-version | early-message
 //   keep-mismatch   after a good Hello, an admission that claims more kept models than its
@@ -23,13 +24,20 @@
 //   write-device-total  writes over the simulated device's total in the segment header
 //   census-garbage  leaves its own census mid-write (an odd sequence)
 //   ring-garbage    moves its own outgoing ring's head more than a lap ahead, then idles
+//   escape          starts two processes that leave its process group, each keeping every
+//                   descriptor it has (the segment's, its region's, the doorbell): a child
+//                   that calls setsid(), and a daemon (setsid() and a second fork, its parent
+//                   gone at once); says "escaped: setsid child PID, daemon PID" and idles.
+//                   Both must end when this worker's life ends
 //   With --when-signalled a hostile mode does its misdeed at SIGUSR1 instead of 200 ms
 //   after its Hello, so that the soak chooses when.
-// Deaf mode:
+// Deaf modes:
 //   deaf            says Hello, loads one model of 512 MiB (admitted, allocated and reported
 //                   as the reference worker does), then keeps its heartbeat and never reads
 //                   its ring again: every eviction, release and Shutdown goes unanswered,
 //                   and the supervisor's answer time-outs must pass it over
+//   deaf-filler COUNT  the same with COUNT models of 1 MiB (a ledger filler: the eviction
+//                   order puts the smaller models first, so each would be waited on in turn)
 // It maps what comfy-worker maps (worker/participant_memory.hpp).
 
 #include "shared/message_codec.hpp"
@@ -38,12 +46,14 @@
 #include "worker/worker_runtime.hpp"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -110,28 +120,76 @@ bool hostile_write(const std::string& mode, const worker::ParticipantMemory& mem
     return true;
 }
 
-// Holds a model through the real runtime, then stops listening for good.
-[[noreturn]] void run_deaf(const worker::WorkerEnvironment& env) {
+// Sleeps until killed. In a child forked from a process with threads only async-signal-safe
+// calls may run, and this makes none.
+[[noreturn]] void pause_forever() {
+    for (;;) ::pause();
+}
+
+// The escape mode's misdeed: two processes outside this worker's process group, holding
+// its descriptors. Returns false when a fork fails.
+bool escape() {
+    const pid_t setsid_child = ::fork();
+    if (setsid_child == 0) {
+        ::setsid();
+        pause_forever();
+    }
+    int report[2];
+    if (setsid_child < 0 || ::pipe(report) != 0) return false;
+    const pid_t middle = ::fork();
+    if (middle == 0) {
+        ::setsid();
+        const pid_t daemon = ::fork();
+        if (daemon == 0) pause_forever();
+        [[maybe_unused]] const auto n = ::write(report[1], &daemon, sizeof daemon);
+        ::_exit(0);
+    }
+    pid_t daemon = -1;
+    if (middle > 0 && ::read(report[0], &daemon, sizeof daemon) != static_cast<ssize_t>(sizeof daemon)) daemon = -1;
+    if (middle > 0) ::waitpid(middle, nullptr, 0);
+    ::close(report[0]);
+    ::close(report[1]);
+    std::fprintf(stderr, "misbehaving-worker: escaped: setsid child %d, daemon %d\n", static_cast<int>(setsid_child),
+                 static_cast<int>(daemon));
+    return daemon > 0;
+}
+
+// Holds `models` models of `model_bytes` each through the real runtime (one admission for
+// them all, as a pack loading them at start-up), then stops listening for good.
+[[noreturn]] void run_deaf(const worker::WorkerEnvironment& env, std::uint64_t models, std::uint64_t model_bytes) {
     worker::WorkerRuntime runtime(env, 0);
-    constexpr std::uint64_t kModelBytes = std::uint64_t{512} << 20;
     AdmissionRequest request{};
     request.streams = 1;
-    request.bytes = kModelBytes;
-    request.largest_tensor = kModelBytes / 8;
-    if (runtime.request_admission(request, {}).granted && runtime.device().allocate(kModelBytes)) {
+    request.bytes = models * model_bytes;
+    request.largest_tensor = model_bytes / 8;
+    if (runtime.request_admission(request, {}).granted && runtime.device().allocate(request.bytes)) {
         const auto kind = static_cast<std::uint16_t>(ModelKind::diffusion);
-        runtime.send(encode(ModelRegistered{1, 1, kModelBytes, kModelBytes, 0, kind, 0, 0}, env.generation));
-        runtime.send(encode(ResidencyReceipt{1, 1, kModelBytes, 1, 0, 1, {}}, env.generation));
+        for (std::uint64_t id = 1; id <= models; ++id) {
+            runtime.send(encode(ModelRegistered{id, id, model_bytes, model_bytes, 0, kind, 0, 0}, env.generation));
+            runtime.send(encode(ResidencyReceipt{id, 1, model_bytes, 1, 0, 1, {}}, env.generation));
+        }
     }
     std::fprintf(stderr, "misbehaving-worker: deaf from now on\n");
     for (;;) ::pause();  // the heartbeat thread beats on; the supervisor ends us
+}
+
+// COUNT of deaf-filler: 1 to a million models (the most a ledger holds).
+std::uint64_t filler_count(const char* text) {
+    char* end = nullptr;
+    const unsigned long long count = std::strtoull(text, &end, 10);
+    if (end == text || *end != '\0' || count < 1 || count > 1'048'576) {
+        std::fprintf(stderr, "misbehaving-worker: deaf-filler wants a count of models from 1 to 1048576, found %s\n", text);
+        std::exit(2);
+    }
+    return count;
 }
 
 }  // namespace
 
 int main(int argc, char* argv[]) {
     const bool when_signalled = argc == 3 && std::string(argv[2]) == "--when-signalled";
-    if (argc != 2 && !when_signalled) {
+    const bool filler = argc == 3 && std::string(argv[1]) == "deaf-filler";
+    if (argc != 2 && !when_signalled && !filler) {
         std::fprintf(stderr, "usage: misbehaving-worker MODE [--when-signalled] (see the source for the modes)\n");
         return 2;
     }
@@ -142,7 +200,8 @@ int main(int argc, char* argv[]) {
     sigaddset(&trigger, SIGUSR1);
     if (when_signalled) ::sigprocmask(SIG_BLOCK, &trigger, nullptr);
     const auto env = worker::WorkerEnvironment::from_process_environment();
-    if (mode == "deaf") run_deaf(env);
+    if (mode == "deaf") run_deaf(env, 1, std::uint64_t{512} << 20);
+    if (filler) run_deaf(env, filler_count(argv[2]), std::uint64_t{1} << 20);
     worker::ParticipantMemory memory(env);
     ipc::EventFd doorbell(env.doorbell_fd);
     ipc::RingProducer<MessageSlot> out(memory.outbound(), memory.view.capacities().ring_slots, &doorbell);
@@ -226,6 +285,8 @@ int main(int argc, char* argv[]) {
             auto* side = static_cast<ipc::RingProducerSide*>(memory.outbound().producer_side);
             // Relaxed: as above; more than a lap ahead of anything the supervisor read.
             side->head.store(std::uint64_t{1} << 40, std::memory_order_relaxed);
+        } else if (mode == "escape") {
+            if (!escape()) std::fprintf(stderr, "misbehaving-worker: escape: fork failed\n");
         } else if (!hostile_write(mode, memory, env.slot)) {
             std::fprintf(stderr, "misbehaving-worker: unknown mode %s\n", mode.c_str());
             return 2;

@@ -92,7 +92,7 @@ std::vector<Participant> SupervisorProcess::participants() const {
             if (view.participant(slot).record.read(record) != ipc::SeqlockRead::ok || record.generation == 0) continue;
             table.push_back({slot, std::string(record.name, strnlen(record.name, sizeof record.name)), record.pid,
                              record.generation, static_cast<ParticipantState>(record.state), record.restarts,
-                             record.last_exit_status, record.last_exit_signal});
+                             record.last_exit_status, record.last_exit_signal, (record.flags & kParticipantDeaf) != 0});
         }
     } catch (const ipc::SegmentError&) {
         // Not created yet, or already gone.

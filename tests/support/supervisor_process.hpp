@@ -40,6 +40,7 @@ struct Participant {
     std::uint32_t restarts;
     std::int32_t last_exit_status;
     std::int32_t last_exit_signal;
+    bool deaf;  // its record's kParticipantDeaf
 };
 
 class SupervisorProcess {

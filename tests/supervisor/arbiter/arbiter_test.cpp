@@ -5,6 +5,7 @@
 
 #include "supervisor/arbiter/arbiter.hpp"
 #include "supervisor/arbiter/eviction_order.hpp"
+#include "tests/supervisor/arbiter/arbiter_world.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -15,88 +16,7 @@
 
 using namespace comfy;
 using namespace comfy::arbiter;
-
-namespace {
-
-ModelRegistered model(std::uint64_t id, Bytes total, Bytes loaded, bool dynamic = false) {
-    return ModelRegistered{id, id, total, loaded, 0, 0, static_cast<std::uint8_t>(dynamic), 0};
-}
-
-AdmissionRequest load_of(Bytes bytes, std::uint32_t flags = 0) {
-    AdmissionRequest r{};
-    r.streams = 1;
-    r.bytes = bytes;
-    r.flags = flags;
-    return r;
-}
-
-// The admission target of a plain load, rounded up as the bytes a partial unload asks.
-Bytes target_of(Bytes load) { return whole_bytes_up(admission_target(load, 0, 1, kDefaultReserve)); }
-
-// The device and the owners, as the test controls them.
-struct World {
-    explicit World(ArbiterConfig config = {}, Bytes device_size = 24 * kGiB) : arbiter(config, 64), total(device_size) {}
-
-    Arbiter arbiter;
-    Bytes total;
-    Bytes other_use = 0;  // device memory outside the ledger
-    std::uint64_t now = 0;
-    std::map<std::pair<std::uint32_t, std::uint64_t>, Bytes> held;  // (slot, model) -> bytes on the device
-    std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> sequence;  // of each model's last report
-
-    Snapshot snapshot() const {
-        Bytes used = other_use;
-        for (const auto& [key, bytes] : held) used += bytes;
-        return Snapshot{now, total, used >= total ? 0 : total - used, {}};
-    }
-    std::vector<Action> send(const Event& e) { return arbiter.handle(e, snapshot()); }
-    void join(std::uint32_t slot) { send(event::Joined{{slot, 1}}); }
-    void load(std::uint32_t slot, const ModelRegistered& m, std::uint32_t refs = 1) {
-        held[{slot, m.model_id}] = m.loaded_bytes;
-        sequence[{slot, m.model_id}] = 1;
-        send(event::Registered{{slot, 1}, m});
-        send(event::Residency{{slot, 1}, ResidencyReceipt{m.model_id, 1, m.loaded_bytes, refs, 0, 0, {}}});
-    }
-    // The owner frees `freed` bytes of `model` and answers with what stays loaded.
-    std::vector<Action> free_and_answer(std::uint32_t slot, std::uint64_t id, Bytes asked, Bytes freed) {
-        auto& bytes = held[{slot, id}];
-        bytes -= std::min(bytes, freed);
-        return send(event::Unloaded{{slot, 1}, UnloadReceipt{id, asked, freed, ++sequence[{slot, id}], bytes, 0, {}}});
-    }
-    std::vector<Action> detach_and_answer(std::uint32_t slot, std::uint64_t id) {
-        const Bytes freed = held[{slot, id}];
-        held.erase({slot, id});
-        auto actions = send(event::Unloaded{{slot, 1}, UnloadReceipt{id, freed, freed, ++sequence[{slot, id}], 0, 0, {}}});
-        const auto more = send(event::Dropped{{slot, 1}, id});
-        actions.insert(actions.end(), more.begin(), more.end());
-        return actions;
-    }
-    // Every owner carries out every command as it comes, freeing exactly what is asked;
-    // `actions` and everything decided meanwhile, in order.
-    std::vector<Action> answer_all(std::vector<Action> actions) {
-        for (std::size_t next = 0; next < actions.size(); ++next) {
-            std::vector<Action> more;
-            if (const auto* d = std::get_if<action::SendDetach>(&actions[next])) {
-                more = detach_and_answer(d->to.slot, d->command.model_id);
-            } else if (const auto* p = std::get_if<action::SendPartialUnload>(&actions[next])) {
-                more = free_and_answer(p->to.slot, p->command.model_id, p->command.bytes, p->command.bytes);
-            }
-            actions.insert(actions.end(), more.begin(), more.end());
-        }
-        return actions;
-    }
-};
-
-template <class A>
-std::vector<A> only(const std::vector<Action>& actions) {
-    std::vector<A> found;
-    for (const auto& a : actions) {
-        if (const auto* x = std::get_if<A>(&a)) found.push_back(*x);
-    }
-    return found;
-}
-
-}  // namespace
+using namespace comfy::arbiter::test;
 
 TEST_CASE("eviction order: each sort key decides in its turn") {
     Ledger ledger(16);
@@ -878,38 +798,21 @@ TEST_CASE("a ledger quota leaves the other owners room however many models one r
     CHECK(ledger.within_quota(1, 2, 30'000, kQuota));
 }
 
-namespace {
-
-StandInUnload standin_of(std::uint32_t owner, std::uint64_t id, Bytes bytes, bool detach = false) {
-    return StandInUnload{owner, 1, id, detach ? 0 : bytes, static_cast<std::uint8_t>(detach), {}};
-}
-
-template <class A>
-std::vector<A> all_of_kind(const std::vector<Action>& actions) {
-    std::vector<A> found;
-    for (const auto& a : actions) {
-        if (const auto* typed = std::get_if<A>(&a)) found.push_back(*typed);
-    }
-    return found;
-}
-
-}  // namespace
-
 TEST_CASE("a stand-in unload goes to the owner as it was asked and is answered with the owner's receipt") {
     World w;
     w.join(0);
     w.join(1);
     w.load(1, model(7, 8 * kGiB, 8 * kGiB));
     auto actions = w.send(event::StandIn{{0, 1}, 42, standin_of(1, 7, 3 * kGiB)});
-    const auto asked = all_of_kind<action::SendPartialUnload>(actions);
+    const auto asked = only<action::SendPartialUnload>(actions);
     REQUIRE(asked.size() == 1);
     CHECK(asked[0].to.slot == 1);
     CHECK(asked[0].command.bytes == 3 * kGiB);
-    CHECK(all_of_kind<action::AnswerStandIn>(actions).empty());
+    CHECK(only<action::AnswerStandIn>(actions).empty());
     CHECK(w.arbiter.unanswered(0) == 1);
 
     actions = w.free_and_answer(1, 7, 3 * kGiB, 3 * kGiB);
-    const auto answers = all_of_kind<action::AnswerStandIn>(actions);
+    const auto answers = only<action::AnswerStandIn>(actions);
     REQUIRE(answers.size() == 1);
     CHECK(answers[0].to.slot == 0);
     CHECK(answers[0].correlation == 42);
@@ -920,7 +823,7 @@ TEST_CASE("a stand-in unload goes to the owner as it was asked and is answered w
 
     // A detach asks the whole model.
     actions = w.send(event::StandIn{{0, 1}, 43, standin_of(1, 7, 0, true)});
-    CHECK(all_of_kind<action::SendDetach>(actions).size() == 1);
+    CHECK(only<action::SendDetach>(actions).size() == 1);
 }
 
 TEST_CASE("a stand-in unload of a model already being evicted joins that command instead of asking twice") {
@@ -931,14 +834,14 @@ TEST_CASE("a stand-in unload of a model already being evicted joins that command
     w.load(1, model(7, 12 * kGiB, 12 * kGiB));
     // Slot 2's admission asks slot 1 to free part of model 7.
     auto actions = w.send(event::Admission{{2, 1}, 1, load_of(14 * kGiB)});
-    const auto partial = all_of_kind<action::SendPartialUnload>(actions);
+    const auto partial = only<action::SendPartialUnload>(actions);
     REQUIRE(partial.size() == 1);
     const Bytes asked = partial[0].command.bytes;
     actions = w.send(event::StandIn{{0, 1}, 42, standin_of(1, 7, 1 * kGiB)});
-    CHECK(all_of_kind<action::SendPartialUnload>(actions).empty());
-    CHECK(all_of_kind<action::SendDetach>(actions).empty());
+    CHECK(only<action::SendPartialUnload>(actions).empty());
+    CHECK(only<action::SendDetach>(actions).empty());
     actions = w.free_and_answer(1, 7, asked, asked);
-    const auto answers = all_of_kind<action::AnswerStandIn>(actions);
+    const auto answers = only<action::AnswerStandIn>(actions);
     REQUIRE(answers.size() == 1);
     CHECK(answers[0].result.bytes_freed == asked);
 }
@@ -949,19 +852,21 @@ TEST_CASE("a stand-in unload whose owner is gone, dies, or does not answer is an
     w.join(1);
     w.load(1, model(7, 4 * kGiB, 4 * kGiB));
     const auto outcome_of = [](const std::vector<Action>& actions) {
-        const auto answers = all_of_kind<action::AnswerStandIn>(actions);
+        const auto answers = only<action::AnswerStandIn>(actions);
         REQUIRE(answers.size() == 1);
         return static_cast<StandInOutcome>(answers[0].result.outcome);
     };
     // A model the ledger does not hold, and the host's own slot.
     CHECK(outcome_of(w.send(event::StandIn{{0, 1}, 1, standin_of(1, 99, 1 * kGiB)})) == StandInOutcome::owner_gone);
     CHECK(outcome_of(w.send(event::StandIn{{0, 1}, 2, standin_of(0, 7, 1 * kGiB)})) == StandInOutcome::refused);
-    // No answer within the answer timeout.
-    w.send(event::StandIn{{0, 1}, 3, standin_of(1, 7, 1 * kGiB)});
-    w.now += ArbiterConfig{}.answer_timeout_ms;
-    CHECK(outcome_of(w.send(event::Tick{})) == StandInOutcome::timed_out);
-    // The owner dies while asked.
-    w.send(event::StandIn{{0, 1}, 4, standin_of(1, 7, 1 * kGiB)});
-    CHECK(outcome_of(w.send(event::Left{{1, 1}})) == StandInOutcome::owner_gone);
+    SECTION("no answer within the answer timeout") {
+        w.send(event::StandIn{{0, 1}, 3, standin_of(1, 7, 1 * kGiB)});
+        w.now += ArbiterConfig{}.answer_timeout_ms;
+        CHECK(outcome_of(w.send(event::Tick{})) == StandInOutcome::timed_out);
+    }
+    SECTION("the owner dies while asked") {
+        w.send(event::StandIn{{0, 1}, 4, standin_of(1, 7, 1 * kGiB)});
+        CHECK(outcome_of(w.send(event::Left{{1, 1}})) == StandInOutcome::owner_gone);
+    }
     CHECK(w.arbiter.unanswered(0) == 0);
 }

@@ -185,6 +185,23 @@ void play_session(RecordedWorld& world) {
     actions = world.send(event::Tick{});
     REQUIRE(first<action::Refuse>(actions));
     world.send(event::Left{{3, 1}});
+
+    // An owner that lets its eviction time out is deaf until it answers; its late answer
+    // frees what the waiting load needs.
+    world.other_use = 0;
+    world.load(1, model(10, 16 * kGiB, 16 * kGiB));
+    actions = world.send(event::Admission{{2, 1}, 3, load_of(8 * kGiB)});
+    const Bytes late = asked_of(1, actions);
+    world.now = 1000 + ArbiterConfig{}.answer_timeout_ms;
+    actions = world.send(event::Tick{});
+    const auto* deaf = first<action::Deafness>(actions);
+    REQUIRE(deaf);
+    CHECK(deaf->deaf);
+    actions = world.answer(1, 10, late, late);
+    const auto* heard = first<action::Deafness>(actions);
+    REQUIRE(heard);
+    CHECK_FALSE(heard->deaf);
+    REQUIRE(first<action::Grant>(actions));
 }
 
 // What the replay command prints on std::cout or std::cerr, kept out of the test's own
@@ -276,6 +293,8 @@ TEST_CASE("every decision kind survives the trip through JSON") {
         action::Grant{{1, 1}, 7, grant},
         action::Refuse{{1, 1}, 8, refusal},
         action::Note{"owner slot 3 (generation 1) is busy"},
+        action::Deafness{{4, 2}, true},
+        action::Deafness{{4, 2}, false},
     };
     for (const Action& original : actions) {
         const TraceJson line = to_json(original);
@@ -285,6 +304,7 @@ TEST_CASE("every decision kind survives the trip through JSON") {
         CHECK(to_json(parsed) == line);
     }
     CHECK(to_json(actions[2])["vram_state"] == "low_vram");
+    CHECK(to_json(actions[5]) == TraceJson::parse(R"({"decision":"deaf","slot":4,"generation":2,"deaf":true})"));
     CHECK(std::get<action::Refuse>(parse_decision_line(to_json(actions[3]), 5)).refusal.reason ==
           static_cast<std::uint32_t>(RefusalReason::timed_out));
 }
@@ -331,7 +351,7 @@ TEST_CASE("a recorded session replays to the same decisions") {
     for (const auto& line : lines) {
         if (line.starts_with("{\"decision\"")) recorded_decisions += line + '\n';
     }
-    for (const char* kind : {"partial_unload", "detach", "grant", "refuse", "note"}) {
+    for (const char* kind : {"partial_unload", "detach", "grant", "refuse", "note", "deaf"}) {
         CHECK_THAT(recorded_decisions, Contains(std::string("\"decision\":\"") + kind + '"'));
     }
 

@@ -340,6 +340,22 @@ TEST_CASE("names, states and kinds out of range are shown, not trusted") {
     CHECK_FALSE(ctl::slot_in_use(ParticipantRecord{}));
 }
 
+TEST_CASE("a participant the arbiter passes over is shown deaf; flag bits it does not know are left alone") {
+    auto record = participant("filler", 300, 2, ParticipantState::ready);
+    CHECK_FALSE(ctl::worker_row(1, record).deaf);
+    record.flags = 0x8000;  // a later supervisor's flag
+    CHECK_FALSE(ctl::worker_row(1, record).deaf);
+    record.flags = kParticipantDeaf | 0x8000;
+    const auto row = ctl::worker_row(1, record);
+    CHECK(row.deaf);
+    CHECK(row.state == "ready");
+    ctl::SegmentReport report;
+    report.instance = "here";
+    report.workers.push_back(row);
+    CHECK_THAT(ctl::workers_text(report, ctl::wall_clock_ms()), Contains("ready (deaf)"));
+    CHECK(ctl::workers_json(report)["workers"][0]["deaf"] == true);
+}
+
 TEST_CASE("census rows are current or stale, and the device adds up live current ones") {
     auto segment = create_segment(test::test_instance("ctl"), kCaps, 24 * kGiB);
     fill(view_of(segment), ctl::wall_clock_ms());
@@ -444,6 +460,7 @@ TEST_CASE("the JSON forms carry raw integers and every field") {
     CHECK(pack["pid"] == 200);
     CHECK(pack["generation"] == 3);
     CHECK(pack["state"] == "busy");
+    CHECK(pack["deaf"] == false);
     CHECK(pack["restarts"] == 2);
     CHECK(pack["last_exit_status"] == -1);
     CHECK(pack["last_exit_signal"] == 9);
@@ -595,6 +612,7 @@ TEST_CASE("every table fits 100 columns for five participants") {
                                   slot == 0 ? ParticipantKind::host : ParticipantKind::worker);
         record.restarts = 123;
         record.last_exit_signal = SIGTERM;
+        record.flags = kParticipantDeaf;  // the widest state shown
         record.started_at_ms = now - 50'000'000;
         put(view.participant(slot).record, record);
         CensusRecord c = census(12, 15 * kGiB + slot * 100 * kMiB);

@@ -130,12 +130,25 @@ TEST_CASE("the memory history keeps its last samples only") {
     CHECK(json["samples"][2]["participants"][0] == nlohmann::json{{"name", "p"}, {"device_bytes", 5}, {"pinned_bytes", 1}});
 }
 
+TEST_CASE("the metrics say which participant is deaf, how often one was found so, and what was passed over") {
+    MetricsInput in;
+    in.participants = {{"filler", ParticipantState::ready, 0, true}, {"video", ParticipantState::busy, 1, false}};
+    in.totals.deaf_marked = 3;
+    in.totals.passed_over = 681;
+    const auto text = metrics_text(in);
+    CHECK_THAT(text, Contains("# TYPE comfy_worker_deaf gauge\n"));
+    CHECK_THAT(text, Contains("comfy_worker_deaf{pack=\"filler\"} 1\n"));
+    CHECK_THAT(text, Contains("comfy_worker_deaf{pack=\"video\"} 0\n"));
+    CHECK_THAT(text, Contains("# TYPE comfy_deaf_marks_total counter\ncomfy_deaf_marks_total 3\n"));
+    CHECK_THAT(text, Contains("# TYPE comfy_evictions_passed_over_total counter\ncomfy_evictions_passed_over_total 681\n"));
+}
+
 TEST_CASE("the metrics write the admission waits as a cumulative histogram in seconds") {
     MetricsInput in;
     in.admission_waits.cumulative = {1, 2, 2, 3, 3, 3, 3, 3, 4, 4};
     in.admission_waits.count = 5;
     in.admission_waits.sum_seconds = 42.5;
-    in.participants = {{"video", ParticipantState::dead, 2}};
+    in.participants = {{"video", ParticipantState::dead, 2, false}};
     const auto text = metrics_text(in);
     CHECK_THAT(text, Contains("# TYPE comfy_admission_wait_seconds histogram\n"));
     CHECK_THAT(text, Contains("comfy_admission_wait_seconds_bucket{le=\"0.001\"} 1\n"));
