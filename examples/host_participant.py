@@ -144,11 +144,10 @@ def call_isolated(isolated):
     started = time.perf_counter()
     (inverted,) = nodes["InvertImage"]().run(image=image)
     took_ms = (time.perf_counter() - started) * 1000
-    arena = isolated.bridges.links[pack].session.peer  # the worker's arena, as mapped here
-    in_place = arena.base <= inverted.data_ptr() < arena.base + arena.capacity
+    (where,) = nodes["MappingOf"]().run(value=image)  # where the worker reads its input
     say(f"InvertImage ran in pack {pack}'s worker in {took_ms:.1f} ms: a {'x'.join(map(str, image.shape))} IMAGE in "
-        f"and out, {'bit-exact' if torch.equal(inverted, 1.0 - image) else 'NOT bit-exact'}, the output "
-        f"{'read in place from the worker' + chr(39) + 's arena' if in_place else 'COPIED'}")
+        f"and out, {'bit-exact' if torch.equal(inverted, 1.0 - image) else 'NOT bit-exact'}; the worker reads its "
+        f"input in place, in {where.split()[0] if where else 'NO ARENA'}, and the host keeps a copy of the output")
     updates = []
     comfy.utils.set_progress_bar_global_hook(lambda value, total, preview, node_id=None: updates.append(value))
     (steps,) = nodes["SlowProgress"]().run(seconds=0.5)

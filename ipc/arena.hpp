@@ -1,10 +1,11 @@
 #pragma once
-// A value arena: one life's memory for the values it hands its peers (the outputs of the
-// nodes it runs). A sealed memfd that only its producer writes: the producer inherits it
-// writable, and each peer gets a read-only descriptor and maps it privately, so no peer
-// can write the producer's bytes. It is sparse: memory is used only where the producer
-// writes, and the kernel frees it when the last descriptor and mapping go, so a dead
-// life's arena lives exactly as long as a peer still reads from it.
+// A value arena: the memory one producer writes values in for one consumer (a pack life's
+// node outputs for the host, or what a host life sends one pack life). A sealed memfd that
+// only its producer writes: the producer gets it writable, and its consumer alone a
+// read-only descriptor, so no other process is handed what it holds. It is sparse: memory
+// is used only where the producer writes, and the kernel frees it when the last
+// descriptor and mapping go, so a dead life's arena lives exactly as long as its consumer
+// still reads from it.
 
 #include "ipc/unique_fd.hpp"
 

@@ -57,8 +57,8 @@ WorkerEnvironment WorkerEnvironment::from_process_environment() {
     if (std::getenv(kEnvDeviceTableFd) != nullptr) env.device_table_fd = number<int>(kEnvDeviceTableFd);
     env.heartbeat_interval = std::chrono::milliseconds(number<std::uint32_t>(kEnvHeartbeatMs));
     if (std::getenv(kEnvCudaDevice) != nullptr) env.cuda_device = number<int>(kEnvCudaDevice);
-    if (std::getenv(kEnvBridgeFd) != nullptr) {
-        env.bridge_fd = number<int>(kEnvBridgeFd);
+    if (std::getenv(kEnvBridgeFd) != nullptr) env.bridge_fd = number<int>(kEnvBridgeFd);
+    if (std::getenv(kEnvArenaFd) != nullptr) {
         env.arena_fd = number<int>(kEnvArenaFd);
         env.arena_bytes = number<std::uint64_t>(kEnvArenaBytes);
     }
@@ -90,8 +90,8 @@ std::map<std::string, std::string> WorkerEnvironment::to_variables() const {
     };
     if (cuda_device >= 0) variables[kEnvCudaDevice] = std::to_string(cuda_device);
     if (device_table_fd >= 0) variables[kEnvDeviceTableFd] = std::to_string(device_table_fd);
-    if (bridge_fd >= 0) {
-        variables[kEnvBridgeFd] = std::to_string(bridge_fd);
+    if (bridge_fd >= 0) variables[kEnvBridgeFd] = std::to_string(bridge_fd);
+    if (arena_fd >= 0) {
         variables[kEnvArenaFd] = std::to_string(arena_fd);
         variables[kEnvArenaBytes] = std::to_string(arena_bytes);
     }

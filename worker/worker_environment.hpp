@@ -26,8 +26,9 @@ inline constexpr const char* kEnvHeartbeatMs = "COMFY_SV_HEARTBEAT_MS";
 inline constexpr const char* kEnvCudaDevice = "COMFY_SV_CUDA_DEVICE";  // absent: the simulated device
 // Only for participants that bridge node calls (the ComfyUI host, and a pack run in the
 // config's "python" form): this life's end of its control socket (a Unix SOCK_SEQPACKET
-// socket on which the supervisor sends JSON events with descriptors attached), and its
-// value arena (a sealed memfd it alone writes) with its size in bytes.
+// socket on which the supervisor sends JSON events with descriptors attached), and for a
+// pack its value arena (a sealed memfd it alone writes) with its size in bytes; the host
+// gets an arena per pack life on the control socket instead.
 inline constexpr const char* kEnvBridgeFd = "COMFY_SV_BRIDGE_FD";
 inline constexpr const char* kEnvArenaFd = "COMFY_SV_ARENA_FD";
 inline constexpr const char* kEnvArenaBytes = "COMFY_SV_ARENA_BYTES";
@@ -49,7 +50,7 @@ struct WorkerEnvironment {
     std::chrono::milliseconds heartbeat_interval{500};
     int cuda_device = -1;  // the CUDA device to use, or -1 for the simulated device
     int bridge_fd = -1;    // the bridge's control socket, or -1 for a participant that does not bridge
-    int arena_fd = -1;     // this life's value arena, writable, or -1 likewise
+    int arena_fd = -1;     // a pack life's value arena, writable, or -1 (the host, or no bridge)
     std::uint64_t arena_bytes = 0;
 
     // Reads the COMFY_SV_* variables; throws std::runtime_error with one line naming

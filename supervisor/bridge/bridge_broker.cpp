@@ -20,6 +20,14 @@ namespace {
 
 constexpr const char* kNotReading = "does not read its bridge control socket";
 
+// An arena is named in /proc/PID/maps for its writer's life ("comfy-sv-arena-bridge-2"),
+// and the host's for the pack life it writes for ("comfy-sv-arena-host-1-to-bridge-2").
+constexpr const char* kArenaLabel = "comfy-sv-arena-";
+
+std::string life_name(const std::string& name, std::uint32_t generation) {
+    return name + "-" + std::to_string(generation);
+}
+
 }  // namespace
 
 BridgeBroker::BridgeBroker(const std::vector<std::unique_ptr<WorkerProcess>>& workers, Stop stop,
@@ -29,8 +37,11 @@ BridgeBroker::BridgeBroker(const std::vector<std::unique_ptr<WorkerProcess>>& wo
 std::optional<BridgeBroker::ChildEnds> BridgeBroker::open_life(const WorkerProcess& worker) {
     lives_.erase(worker.slot);
     if (!worker.pack.bridges) return std::nullopt;
-    const std::string label = "comfy-sv-arena-" + worker.pack.name + "-" + std::to_string(worker.generation);
-    ipc::Arena arena = ipc::create_arena(label, worker.pack.arena_bytes);
+    // The host has no arena of its own: it writes one for each pack life (pair()).
+    ipc::Arena arena;
+    if (worker.kind != ParticipantKind::host) {
+        arena = ipc::create_arena(kArenaLabel + life_name(worker.pack.name, worker.generation), worker.pack.arena_bytes);
+    }
     ipc::SocketPair control;
     try {
         control = ipc::make_socket_pair(SOCK_SEQPACKET);
@@ -104,17 +115,22 @@ void BridgeBroker::pair(WorkerProcess& host, WorkerProcess& pack) {
     const Life& host_life = lives_.at(host.slot);
     const Life& pack_life = lives_.at(pack.slot);
     ipc::SocketPair call;
+    ipc::Arena for_pack;
     try {
         call = ipc::make_socket_pair(SOCK_STREAM);
-    } catch (const std::system_error& error) {
-        log_line(pack.pack.name + ": cannot give it a call channel to the host: " + error.what());
+        // What the host sends this pack life lies in an arena no other pack is given.
+        for_pack = ipc::create_arena(kArenaLabel + life_name(host.pack.name, host_life.generation) + "-to-" +
+                                         life_name(pack.pack.name, pack_life.generation),
+                                     host.pack.arena_bytes);
+    } catch (const std::exception& error) {
+        log_line(pack.pack.name + ": cannot pair it with the host: " + error.what());
         return;
     }
-    // Each side gets its end and the other's arena; our copies of the ends close when
-    // `call` goes, so the channel is theirs alone.
+    // Our copies of the call channel's ends and of the host's arena for the pack close
+    // when `call` and `for_pack` go: they are the two sides' alone.
     send(host, bridge::pack_started(pack.pack.name, pack_life.generation),
-         std::array{call.first.get(), pack_life.arena_read_only.get()});
-    send(pack, bridge::host_started(host_life.generation), std::array{call.second.get(), host_life.arena_read_only.get()});
+         std::array{call.first.get(), pack_life.arena_read_only.get(), for_pack.writable.get()});
+    send(pack, bridge::host_started(host_life.generation), std::array{call.second.get(), for_pack.read_only.get()});
 }
 
 void BridgeBroker::send(WorkerProcess& to, const std::string& message, std::span<const int> fds) {

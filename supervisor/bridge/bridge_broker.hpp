@@ -4,9 +4,11 @@
 //
 // The supervisor's part in node calls between the ComfyUI host and the Python packs'
 // workers (docs/ARCHITECTURE.md, "Node calls"): it makes each bridging life's control
-// socket and value arena, and whenever a host life and a pack life both exist it gives
-// each a fresh call channel to the other and the other's arena, read-only. It never reads
-// the call traffic, nor maps an arena.
+// socket and each pack life's value arena, and whenever a host life and a pack life both
+// exist it gives each a fresh call channel to the other, the host the pack's arena
+// read-only, and both a fresh arena for what the host sends that pack life: writable to
+// the host, read-only to that pack alone, so that no pack can map what the host sent
+// another. It never reads the call traffic, nor maps an arena.
 
 #include "ipc/arena.hpp"
 #include "ipc/unique_fd.hpp"
@@ -34,16 +36,18 @@ public:
     // life's control socket.
     BridgeBroker(const std::vector<std::unique_ptr<WorkerProcess>>& workers, Stop stop, HostRequests& host_requests);
 
-    // What a bridging life inherits: its end of the control socket and its arena, writable.
+    // What a bridging life inherits: its end of the control socket and, for a pack, its
+    // arena, writable (the host writes one arena per pack life, handed over at pairing).
     struct ChildEnds {
         ipc::UniqueFd control;
-        ipc::UniqueFd arena;
+        ipc::UniqueFd arena;  // none for the host
         std::uint64_t arena_bytes = 0;
     };
 
     // Opens the life `worker` is about to start (its generation set): a fresh control
-    // socket and arena, the supervisor's ends kept here. Nothing for a participant that
-    // does not bridge. Throws std::runtime_error (one line) when the kernel refuses.
+    // socket and, for a pack, a fresh arena, the supervisor's ends kept here. Nothing for a
+    // participant that does not bridge. Throws std::runtime_error (one line) when the
+    // kernel refuses.
     std::optional<ChildEnds> open_life(const WorkerProcess& worker);
     // The life's process was spawned (the caller closes the child's ends): pairs it with
     // the other side's life, and tells a new host which packs there are.
@@ -60,13 +64,14 @@ private:
     // The supervisor's ends of one life.
     struct Life {
         std::uint32_t generation = 0;
-        ipc::UniqueFd control;        // non-blocking; only written
-        ipc::UniqueFd arena_read_only;  // handed to peers; never mapped here
+        ipc::UniqueFd control;          // non-blocking; only written
+        ipc::UniqueFd arena_read_only;  // a pack life's, handed to the host; never mapped here
     };
 
     WorkerProcess* host() const;
     static bool is_python_pack(const WorkerProcess& worker) { return worker.pack.python.has_value(); }
-    // Gives the host life and `pack`'s life a call channel to each other and each other's arena.
+    // Gives the host life and `pack`'s life a call channel to each other, the host the
+    // pack's arena, and both a new arena the host writes for that pack life alone.
     void pair(WorkerProcess& host, WorkerProcess& pack);
     void send(WorkerProcess& to, const std::string& message, std::span<const int> fds = {});
 

@@ -19,9 +19,11 @@ struct PackState {
 
 // To the host, first after its spawn: every Python pack in config order.
 std::string packs(const std::vector<PackState>& packs);
-// To the host, with [its end of the call channel, the pack life's arena, read-only].
+// To the host, with [its end of the call channel, the pack life's arena, read-only, the
+// arena the host writes for that pack life, writable].
 std::string pack_started(const std::string& pack, std::uint32_t generation);
-// To a pack's worker, with [its end of the call channel, the host life's arena, read-only].
+// To a pack's worker, with [its end of the call channel, the arena the host life writes
+// for this pack life, read-only].
 std::string host_started(std::uint32_t generation);
 // To the host when a pack's worker exited: status -1 when a signal ended it, signal 0
 // when it exited; `reason` in the words of the supervisor's log.

@@ -5,20 +5,25 @@ as arguments through them, in order. Each prints one line to stderr,
 "bridge_checks: NAME passed" or "bridge_checks: NAME failed: WHY", then the host runs
 until the supervisor's Shutdown. The packs are tests/packs/bridge_pack as "bridge" and
 again as "other" (a second pack with the same nodes), tests/packs/hostile_pack as
-"hostile" and tests/packs/bad_interface_pack as "bad".
+"hostile", tests/packs/bad_interface_pack as "bad" and tests/packs/arena_hostile_pack as
+"evil".
 
     interfaces   each proxy class has the pack's own interface
     values       every kind of value round-trips bit-exact
-    zero-copy    an output tensor lies in the worker's arena, not in a copy
-    sent-back    a tensor returned unchanged goes back to its producer's own block, with no
-                 copy, both ways; one a node wrote into is copied, and its source is untouched
+    copies       a tensor into a worker is read in place, in the arena the host writes for
+                 that pack life alone; an output is the host's own copy, and the host maps
+                 no worker's arena
+    sent-back    a tensor a worker returns as it came (whole or a part) is the host's own
+                 tensor again, or a copy where that tensor is gone; one a node wrote into
+                 comes back as written, and its source is untouched
     handles      an object stays in its worker: works with its pack, fails clearly elsewhere
     progress     the worker's ProgressBar drives the host's
     interrupt    ComfyUI's interrupt ends a node within 100 ms, as upstream's exception
     error        a node's exception comes with the worker's traceback
     oom          an out-of-memory error is upstream's OOM exception
     arena-idle   both arenas' used bytes return to zero once the outputs are released
-    death        a worker killed mid-node fails the node naming the signal; the next call works
+    death        a worker killed mid-node fails the node naming the signal, the host's arena
+                 for it goes back to the kernel, and the next call works
     kept-output  an output the host holds stays valid after its worker died and restarted
     parallel     two packs run at once; one pack runs one call at a time
     malformed    values a hostile worker could send are refused in one line, their blocks released
@@ -35,6 +40,11 @@ again as "other" (a second pack with the same nodes), tests/packs/hostile_pack a
                  and the next call runs in the new one
     bad-interface  the nodes of "bad" whose interface upstream could not use are left
                  out, and only they: its good node and every other pack's are registered
+    snoop[:everywhere]  pack evil finds a tensor the host sent pack bridge in none of the
+                 descriptors it holds; with "everywhere", nor in any descriptor of any
+                 process it can see nor in /dev/shm (for evil in a sandbox)
+    frozen       tensors pack evil handed the host (one it made, one it handed back) stay as
+                 they were after it wrote over every arena it can reach
 """
 
 import gc
@@ -110,7 +120,7 @@ def settled_arenas(pack="bridge"):
     while True:
         host.bridges.drain_idle()
         worker_used = link(pack).stats()["arena_used"]
-        host_used = host.bridges.arena.used
+        host_used = link(pack).session.own.used
         if (host_used, worker_used) == (0, 0) or time.monotonic() > deadline:
             return host_used, worker_used
         time.sleep(0.05)
@@ -164,49 +174,53 @@ def check_values():
         expect(same(back, value), f"{str(value)[:60]!r} came back as {str(back)[:60]!r}")
 
 
-def mapping_range(mapping):
-    """The addresses of an arena as this process maps it (arena._PrivateMapping)."""
-    return mapping.base, mapping.base + mapping.capacity
+def arenas_mapped_here():
+    """The names of the arenas this process maps, as /proc/self/maps says."""
+    with open("/proc/self/maps") as maps:
+        return sorted({line.split(maxsplit=5)[5].strip() for line in maps if "comfy-sv-arena-" in line})
 
 
-def check_zero_copy():
+def check_copies():
     image = torch.rand(1, 256, 256, 3)
+    generation = link().session.generation
+    (where,) = node("MappingOf").run(value=image)
+    expect(where.startswith("/memfd:comfy-sv-arena-host-") and f"-to-bridge-{generation} " in where,
+           f"the worker read its input in {where!r}, not in the arena the host writes for it")
     (inverted,) = node("InvertImage").run(image=image)
-    start, end = mapping_range(link().session.peer)
-    pointer = inverted.data_ptr()
-    expect(start <= pointer and pointer + inverted.numel() * inverted.element_size() <= end,
-           f"the output at {pointer:#x} is not in the worker's arena [{start:#x}, {end:#x})")
-    inverted[0, 0, 0, 0] = 42.0  # a node may write into what it received: its own copy of the page
-    (again,) = node("Echo").run(value=image)
-    expect(same(again, image), "a write into a received tensor reached the worker's arena")
-
-
-
-
-def lies_in(tensor, bounds):
-    return bounds[0] <= tensor.data_ptr() and tensor.data_ptr() + tensor.numel() * tensor.element_size() <= bounds[1]
+    expect(same(inverted, 1.0 - image), "InvertImage's output")
+    mapped = arenas_mapped_here()
+    expect(mapped and all("-to-" in name for name in mapped), f"the host maps a worker's arena: {mapped}")
 
 
 def check_sent_back():
     image = torch.rand(1, 128, 128, 3)
     (back,) = node("Echo").run(value=image)
-    expect(same(back, image) and lies_in(back, mapping_range(host.bridges.arena.returned)),
-           "the host's image returned unchanged is not over the host's own block")
+    expect(same(back, image) and back.data_ptr() == image.data_ptr(),
+           "the host's image returned unchanged is not the host's own tensor")
+    rows = torch.rand(4, 16)
+    (part,) = node("DropFirst").run(value=rows)
+    expect(same(part, rows[1:]) and part.data_ptr() == rows[1:].data_ptr(),
+           "a part of the host's tensor returned unchanged is not over the host's own tensor")
+    forgotten = torch.arange(1000, dtype=torch.int32)
+    node("Remember").run(value=forgotten.clone())  # the host's tensor goes before the worker returns it
+    gc.collect()
+    (recalled,) = node("Recall").run()
+    expect(same(recalled, forgotten), "a tensor the worker kept and returned later came back changed")
     (inverted,) = node("InvertImage").run(image=image)
     (again,) = node("Echo").run(value=inverted)
-    expect(same(again, inverted), "the pack's output passed back to it and returned changed")
+    expect(same(again, inverted) and again.data_ptr() == inverted.data_ptr(),
+           "the pack's output passed back to it and returned is not the host's tensor")
     (sliced,) = node("Echo").run(value=inverted[0, 10:20])
     expect(same(sliced, inverted[0, 10:20]), "a part of the pack's output passed back to it and returned changed")
     source = torch.zeros(4, 1024)
     (added,) = node("AddOneInPlace").run(value=source)
     expect(same(added, torch.ones(4, 1024)) and same(source, torch.zeros(4, 1024)),
            "a tensor the node wrote into did not come back as it wrote it, or its source changed")
-    expect(not lies_in(added, mapping_range(host.bridges.arena.returned)), "a tensor the node wrote into came back over the host's block")
     kept = inverted.clone()
     (added_again,) = node("AddOneInPlace").run(value=inverted)
     expect(same(added_again, kept + 1) and same(inverted, kept),
            "a node's write into its own earlier output changed the host's copy, or did not come back")
-    del back, inverted, again, sliced, added, added_again
+    del back, part, recalled, inverted, again, sliced, added, added_again
     used = settled_arenas()
     expect(used == (0, 0), f"arenas in use after the tensors went: host {used[0]}, worker {used[1]}")
 
@@ -279,22 +293,39 @@ def check_oom():
 
 def check_arena_idle():
     outputs = [node("InvertImage").run(image=torch.rand(1, 128, 128, 3)) for _ in range(3)]
-    outputs.append(node("Echo").run(value={"samples": torch.rand(4, 4, 16, 16)}))
-    expect(link().stats()["arena_used"] > 0, "the outputs are not in the worker's arena")
-    del outputs
+    outputs.append(node("CloneImage").run(image=torch.rand(4, 4, 16, 16)))
+    # The host holds copies: every block is let go once read, while the outputs live on.
     used = settled_arenas()
-    expect(used == (0, 0), f"arenas in use after the outputs went: host {used[0]}, worker {used[1]}")
+    expect(used == (0, 0), f"arenas in use while the host holds the outputs: host {used[0]}, worker {used[1]}")
+    expect(all(output[0].shape[0] in (1, 4) for output in outputs), "the outputs")
+
+
+def resident_kib(name_part):
+    """The resident KiB of this process's mappings whose name holds `name_part` (/proc/self/smaps)."""
+    total, counting = 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split(maxsplit=1)[0]
+            if "-" in head and not head.endswith(":"):  # a mapping's first line: its range
+                counting = name_part in line
+            elif counting and head == "Rss:":
+                total += int(line.split()[1])
+    return total
 
 
 def check_death():
-    generation = link().session.generation
+    session = link().session
+    node("Remember").run(value=torch.rand(64, 64))  # a block of the host's the worker holds when it dies
+    arena = f"-to-bridge-{session.generation} "
+    expect(resident_kib(arena) > 0, "the host's arena for the worker holds nothing before it dies")
     error = raises(lambda: node("ExitMidNode").run(), proxy_nodes.PackWorkerDied)
     expect(str(error) == "pack bridge's worker died during node ExitMidNode (killed by SIGKILL); "
                          "the supervisor restarts it: queue the prompt again", f"death: {error}")
-    expect(host.bridges.arena.used == 0, f"{host.bridges.arena.used} host arena bytes still lent to the dead worker")
+    expect(session.own.used == 0, f"{session.own.used} host arena bytes still lent to the dead worker")
+    expect(resident_kib(arena) == 0, f"the host's arena for the dead worker still holds {resident_kib(arena)} KiB")
     expect(node("PlainValues").run(count=1, scale=1.0, text="ok", flag=False) == (2, 2.0, "ko", True),
            "the call after the restart")
-    expect(link().session.generation > generation, "no new life")
+    expect(link().session.generation > session.generation, "no new life")
 
 
 def check_kept_output():
@@ -471,14 +502,38 @@ def check_bad_interface():
     expect({"InvertImage", "Echo", "PlainValues"} <= set(classes["bridge"]), "pack bridge's nodes")
 
 
-CHECKS = {"interfaces": check_interfaces, "values": check_values, "zero-copy": check_zero_copy,
+def check_snoop(where=""):
+    secret = torch.randint(0, 256, (1 << 16,), dtype=torch.uint8)
+    needle = bytes(secret[30000:30064].numpy())
+    (back,) = node("Echo").run(value=secret)
+    expect(same(back, secret), "pack bridge's Echo")
+    (seen,) = node("HostileSnoop", "evil").run(needle=needle.hex(), everywhere=where == "everywhere")
+    expect(seen["looked_at"] > 0, "pack evil could look at nothing")
+    expect(seen["found"] == [], f"pack evil read what the host sent pack bridge, through {seen['found']}")
+    say(f"snoop: pack evil looked in {seen['looked_at']} files and found nothing")
+
+
+def check_frozen():
+    source = torch.rand(1, 64, 64, 3)
+    sent = source.clone()
+    ones = torch.ones(1, 64, 64, 3)
+    handed, back = node("HostileHandover", "evil").run(size=64, value=source)
+    expect(same(handed, ones) and same(back, sent), "pack evil's outputs, before its attack")
+    (reached,) = node("HostileRewrite", "evil").run()
+    expect(reached["arenas"] > 0, f"pack evil's attack reached no arena: {reached}")
+    expect(same(handed, ones), f"a tensor pack evil made changed after the call: it reads {handed.flatten()[0].item()!r}")
+    expect(same(back, sent), f"a tensor pack evil handed back changed after the call: it reads {back.flatten()[0].item()!r}")
+    say(f"frozen: pack evil wrote over {reached}; what it handed over is unchanged")
+
+
+CHECKS = {"interfaces": check_interfaces, "values": check_values, "copies": check_copies,
           "sent-back": check_sent_back,
           "handles": check_handles, "progress": check_progress, "interrupt": check_interrupt, "error": check_error,
           "oom": check_oom, "arena-idle": check_arena_idle, "death": check_death, "kept-output": check_kept_output,
           "parallel": check_parallel, "malformed": check_malformed, "cuda-handshake": check_cuda_handshake,
           "browser": check_browser, "front-end": check_front_end, "cancel": check_cancel,
           "cancel-progress": check_cancel_progress, "host-protocol": check_host_protocol,
-          "bad-interface": check_bad_interface}
+          "bad-interface": check_bad_interface, "frozen": check_frozen}
 
 
 def check_failed(pack):
@@ -486,7 +541,7 @@ def check_failed(pack):
     expect(not any(getattr(cls, "PACK", None) == pack for cls in classes["all"].values()), "its nodes are registered")
 
 
-ARGUED = {"failed": check_failed, "protocol": check_protocol}  # NAME:ARGUMENT
+ARGUED = {"failed": check_failed, "protocol": check_protocol, "snoop": check_snoop}  # NAME:ARGUMENT
 
 
 def main():

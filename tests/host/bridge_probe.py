@@ -9,14 +9,16 @@ then reads its control socket and writes one JSON line per thing seen to REPORT:
   found, its own arena's size and seals, and any descriptor it holds that its environment
   does not name (none should leak in);
 - "event": each control message, with what each descriptor attached to it is: its kind,
-  access mode, size and seals, and for an arena whether a shared writable mapping is
-  refused and a private one allowed;
+  access mode, inode, size and seals, and for an arena whether a shared writable mapping
+  is refused and a private one allowed;
 - "call": for each call channel, that a line went across and back: the host writes
   "ping NAME GEN", the pack answers "pong " and what it read; then the reader of each
-  side's arena reads the marker its producer wrote there first.
+  arena reads the marker its producer wrote there first.
 
-A producer writes "arena of ROLE generation GEN" at the start of its own arena before it
-joins, so that a peer that hears from it on the call channel finds the marker there.
+A pack writes "arena of pack generation GEN" at the start of its own arena before it
+joins, and the host writes "arena of host generation GEN for NAME generation GEN" at the
+start of the arena it was handed for a pack life before it pings that life, so that a
+reader that hears from the producer on the call channel finds the marker there.
 With --deaf it never reads its control socket (the supervisor must stop it once the
 socket is full).
 """
@@ -92,7 +94,7 @@ def describe(fd):
         kind.close()
         return described
     described = {"kind": "file" if stat.S_ISREG(st.st_mode) else oct(st.st_mode), "access": mode,
-                 "size": st.st_size, "seals": seals_of(fd)}
+                 "inode": st.st_ino, "size": st.st_size, "seals": seals_of(fd)}
     try:
         mmap.mmap(fd, st.st_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE).close()
         described["shared_writable"] = "mapped"
@@ -127,7 +129,14 @@ def read_line(sock):
     return data.decode().rstrip("\n")
 
 
-def call_as_host(pack, generation, call, arena):
+def write_marker(fd, marker):
+    own = mmap.mmap(fd, os.fstat(fd).st_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    own[:len(marker) + 1] = marker.encode() + b"\0"
+    own.close()
+
+
+def call_as_host(pack, generation, call, arena, for_pack):
+    write_marker(for_pack, f"arena of host generation {GENERATION} for {pack} generation {generation}")
     try:
         call.sendall(f"ping {pack} {generation}\n".encode())
         answer = read_line(call)
@@ -136,7 +145,8 @@ def call_as_host(pack, generation, call, arena):
     if answer is None:
         write({"call": pack, "peer_generation": generation, "answer": None})
         return
-    write({"call": pack, "peer_generation": generation, "answer": answer, "peer_arena": marker_in(arena)})
+    write({"call": pack, "peer_generation": generation, "answer": answer, "peer_arena": marker_in(arena),
+           "own_arena": marker_in(for_pack)})
 
 
 def call_as_pack(generation, call, arena):
@@ -163,10 +173,10 @@ def serve_bridge(control):
             return
         event = json.loads(message)
         write({"event": event, "fds": [describe(fd) for fd in fds]})
-        if event["event"] in ("pack_started", "host_started") and len(fds) == 2:
+        if (event["event"], len(fds)) in (("pack_started", 3), ("host_started", 2)):
             call = socket.socket(fileno=fds[0])
             if event["event"] == "pack_started":
-                target, call_args = call_as_host, (event["pack"], event["generation"], call, fds[1])
+                target, call_args = call_as_host, (event["pack"], event["generation"], call, fds[1], fds[2])
             else:
                 target, call_args = call_as_pack, (event["generation"], call, fds[1])
             threading.Thread(target=target, args=call_args, daemon=True).start()
@@ -179,12 +189,8 @@ def write_own_arena():
     if "COMFY_SV_ARENA_FD" not in os.environ:
         return None
     fd = int(os.environ["COMFY_SV_ARENA_FD"])
-    size = os.fstat(fd).st_size
-    own = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-    marker = f"arena of {args.role} generation {GENERATION}".encode()
-    own[:len(marker) + 1] = marker + b"\0"
-    own.close()
-    return {"size": size, "seals": seals_of(fd), "access": access_of(fd),
+    write_marker(fd, f"arena of {args.role} generation {GENERATION}")
+    return {"size": os.fstat(fd).st_size, "seals": seals_of(fd), "access": access_of(fd),
             "allocated_bytes": os.fstat(fd).st_blocks * 512}
 
 

@@ -1,9 +1,10 @@
 """How CUDA tensors cross between the host and a pack's worker (comfy_supervisor.bridge's
 values and cuda_ipc), for scripts/gpu-check. Two parts:
 
-- staging: in one process over a real sealed memfd arena, mapped as the two sides map it,
-  a CUDA tensor written once into the arena comes out on the receiver's CUDA device,
-  bit-exact; where this torch has no CUDA, the fallback: it stays on the CPU, bit-exact.
+- staging: in one process over a real sealed memfd arena, read as the two sides read it
+  (a worker in place, the host by copying), a CUDA tensor written once into the arena
+  comes out on the receiver's CUDA device, bit-exact; where this torch has no CUDA, the
+  fallback: it stays on the CPU, bit-exact.
 - IPC (only where torch has CUDA): a real second process plays the worker, with real
   sessions over a socket pair and two arenas, as the supervisor would hand them out. The
   host's CUDA tensors reach the worker by CUDA IPC, over the host's own memory (no copy);
@@ -25,7 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 from check_report import CheckReport  # noqa: E402
-from comfy_supervisor.bridge.arena import OwnArena, PeerArena  # noqa: E402
+from comfy_supervisor.bridge.arena import CopiedArena, OwnArena, PeerArena  # noqa: E402
 from comfy_supervisor.bridge.session import PeerSession  # noqa: E402
 from comfy_supervisor.bridge.values import Decoder, Encoder  # noqa: E402
 
@@ -54,18 +55,22 @@ def cases(device):
 
 def check_staging(results, cuda):
     own_fd, read_only = sealed_arena()
-    own, peer = OwnArena(own_fd, ARENA_BYTES), PeerArena(read_only)
+    own = OwnArena(own_fd, ARENA_BYTES)
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
-    for name, tensor in cases(device).items():
-        encoder = Encoder(own, handle_of=None)  # no CUDA IPC: staged
-        encoded = encoder.encode(tensor)
-        back = Decoder(peer, lambda offset: None, resolve=None).decode(encoded)
-        expected = "cuda" if cuda else "cpu"
-        results.check(back.device.type == expected and back.dtype == tensor.dtype and torch.equal(back.cpu(), tensor.cpu()),
-                      f"staged {name}: sent from {tensor.device}, {encoded['nbytes']} arena bytes, received on {back.device}")
-        del back
-        for offset in encoder.lent:
-            own.free(offset)
+    for reader, peer in (("a worker", PeerArena(os.dup(read_only))), ("the host", CopiedArena(os.dup(read_only)))):
+        for name, tensor in cases(device).items():
+            encoder = Encoder(own, handle_of=None)  # no CUDA IPC: staged
+            encoded = encoder.encode(tensor)
+            back = Decoder(peer, lambda offset: None, resolve=None).decode(encoded)
+            expected = "cuda" if cuda else "cpu"
+            results.check(back.device.type == expected and back.dtype == tensor.dtype and
+                          torch.equal(back.cpu(), tensor.cpu()),
+                          f"staged {name} to {reader}: sent from {tensor.device}, {encoded['nbytes']} arena bytes, "
+                          f"received on {back.device}")
+            del back
+            for offset in encoder.lent:
+                own.free(offset)
+    os.close(read_only)
 
 
 class Session(PeerSession):
@@ -102,8 +107,8 @@ def check_ipc(results):
     fds = [worker_end.fileno(), worker_arena, host_read_only]
     worker = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", *map(str, fds)], pass_fds=fds)
     worker_end.close()
-    session = Session(host_end, worker_read_only, OwnArena(host_arena, ARENA_BYTES), 1, "host",
-                      copy_cuda_received=True)
+    session = Session(host_end, CopiedArena(worker_read_only), OwnArena(host_arena, ARENA_BYTES), 1, "host",
+                      copy_received=True)
     try:
         sent = cases(torch.device("cuda", 0))
         encoder = session.encoder(handle_of=None)
@@ -145,8 +150,8 @@ def worker_main(sock_fd, own_fd, peer_fd):
     """The worker's side of check_ipc."""
     torch.cuda.init()
     torch.empty(1, device="cuda")
-    session = Session(socket.socket(fileno=sock_fd), peer_fd, OwnArena(own_fd, ARENA_BYTES), 1, "worker",
-                      copy_cuda_received=False)
+    session = Session(socket.socket(fileno=sock_fd), PeerArena(peer_fd), OwnArena(own_fd, ARENA_BYTES), 1, "worker",
+                      copy_received=False)
     call = next_reply(session)
     inputs = session.decoder(resolve=None).decode(call["inputs"])
     checks = [(f"{name} arrived bit-exact on {tensor.device}, over the host's memory",

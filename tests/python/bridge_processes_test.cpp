@@ -1,10 +1,11 @@
 // The supervisor's part in node calls, end to end: a host and Python packs that are
 // probes (tests/host/bridge_probe.py) report what their control sockets bring. The host
 // hears of every Python pack first, then each pack's life is paired with the host's: a
-// call channel that works both ways and each side's arena, read-only to the other; a
-// pack's death, restart and failure reach the host; a host's next life hears of the packs
-// again and is paired with the live ones; a participant that does not bridge gets none of
-// it; one that does not read its control socket is stopped.
+// call channel that works both ways, the pack's arena read-only to the host, and an arena
+// of the host's for that pack life alone, writable by the host and read-only to the pack;
+// a pack's death, restart and failure reach the host; a host's next life hears of the
+// packs again and is paired with the live ones; a participant that does not bridge gets
+// none of it; one that does not read its control socket is stopped.
 #include <catch2/catch.hpp>
 
 #include "tests/support/supervisor_process.hpp"
@@ -13,6 +14,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 
 using namespace comfy;
@@ -89,15 +91,19 @@ json start_of(const std::vector<json>& records, const std::string& generation) {
     });
 }
 
-// What a peer must see of an arena handed to it: the producer's size and seals, a
-// read-only descriptor that maps privately but never shared and writable.
-void check_peer_arena(const json& fd, std::uint64_t bytes) {
+enum class Role { reader, writer };
+
+// What a side must see of an arena handed to it: the size and seals the supervisor made it
+// with, and what its role allows. A reader's descriptor is read-only: it maps privately but
+// never shared and writable. The host writes the arena made for one pack life.
+void check_arena(const json& fd, std::uint64_t bytes, Role role) {
     INFO(fd.dump());
+    const bool writer = role == Role::writer;
     CHECK(fd["kind"] == "file");
-    CHECK(fd["access"] == "read-only");
+    CHECK(fd["access"] == (writer ? "read-write" : "read-only"));
     CHECK(fd["size"] == bytes);
     CHECK(fd["seals"] == json::array({"grow", "seal", "shrink"}));
-    CHECK(fd["shared_writable"] == "refused: Permission denied");
+    CHECK(fd["shared_writable"] == (writer ? "mapped" : "refused: Permission denied"));
     CHECK(fd["private"] == "mapped");
 }
 
@@ -214,12 +220,10 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
         const json start = start_of(host, "1");
         REQUIRE_FALSE(start.is_null());
         CHECK(start["start"]["stray"] == json::array());
-        CHECK(start["start"]["variables"]["COMFY_SV_ARENA_BYTES"] == std::to_string(kDefaultArena));
-        const json& own = start["start"]["own_arena"];
-        CHECK(own["size"] == kDefaultArena);
-        CHECK(own["access"] == "read-write");
-        CHECK(own["seals"] == json::array({"grow", "seal", "shrink"}));
-        CHECK(own["allocated_bytes"] <= 64 * 1024);  // sparse: only the page written
+        // No arena of its own: one per pack life, handed over with each pairing.
+        CHECK(start["start"]["variables"]["COMFY_SV_ARENA_FD"].is_null());
+        CHECK(start["start"]["variables"]["COMFY_SV_ARENA_BYTES"].is_null());
+        CHECK(start["start"]["own_arena"].is_null());
 
         // The packs first, before any pairing; states as comfyctl names them (the host is
         // started first, so neither pack has started yet).
@@ -237,12 +241,14 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
             INFO("alpha generation " << generation);
             const json started = event_named(host, "pack_started", "alpha", generation);
             REQUIRE_FALSE(started.is_null());
-            REQUIRE(started["fds"].size() == 2);
+            REQUIRE(started["fds"].size() == 3);
             check_call_end(started["fds"][0]);
-            check_peer_arena(started["fds"][1], 16 * kMiB);
+            check_arena(started["fds"][1], 16 * kMiB, Role::reader);
+            check_arena(started["fds"][2], kDefaultArena, Role::writer);
             const json call = call_with(host, "alpha", generation);
             CHECK(call["answer"] == "pong ping alpha " + std::to_string(generation));
             CHECK(call["peer_arena"] == "arena of pack generation " + std::to_string(generation));
+            CHECK(call["own_arena"] == "arena of host generation 1 for alpha generation " + std::to_string(generation));
         }
         CHECK(event_named(host, "pack_exited", "alpha", 1)["event"] ==
               json({{"event", "pack_exited"}, {"pack", "alpha"}, {"generation", 1}, {"status", -1}, {"signal", 9},
@@ -272,8 +278,9 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
                                            {{"name", "broken"}, {"state", "failed"}, {"folder", broken_pack},
                                             {"cancel_grace_ms", 3000}}})}}));
         CHECK(events[1]["event"] == json({{"event", "pack_started"}, {"pack", "alpha"}, {"generation", 2}}));
-        REQUIRE(events[1]["fds"].size() == 2);
-        check_peer_arena(events[1]["fds"][1], 16 * kMiB);
+        REQUIRE(events[1]["fds"].size() == 3);
+        check_arena(events[1]["fds"][1], 16 * kMiB, Role::reader);
+        check_arena(events[1]["fds"][2], kDefaultArena, Role::writer);
         CHECK(call_with(second, "alpha", 2)["peer_arena"] == "arena of pack generation 2");
         CHECK(start_of(second, "2")["start"]["stray"] == json::array());
     }
@@ -289,7 +296,11 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
             CHECK(start["start"]["pythonpath"] == std::string(PARTICIPANT_PYTHONPATH) + ":/extra");
             CHECK(start["start"]["stray"] == json::array());
             CHECK(start["start"]["variables"]["COMFY_SV_ARENA_BYTES"] == std::to_string(16 * kMiB));
-            CHECK(start["start"]["own_arena"]["size"] == 16 * kMiB);
+            const json& own = start["start"]["own_arena"];
+            CHECK(own["size"] == 16 * kMiB);
+            CHECK(own["access"] == "read-write");
+            CHECK(own["seals"] == json::array({"grow", "seal", "shrink"}));
+            CHECK(own["allocated_bytes"] <= 64 * 1024);  // sparse: only the page written
         }
         // Each life hears of the host's first life, with its arena; the second life hears
         // of the host's second life too.
@@ -301,7 +312,7 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
             INFO(heard.dump());
             REQUIRE(heard["fds"].size() == 2);
             check_call_end(heard["fds"][0]);
-            check_peer_arena(heard["fds"][1], kDefaultArena);
+            check_arena(heard["fds"][1], kDefaultArena, Role::reader);
         }
         CHECK(first_events[0]["event"] == json({{"event", "host_started"}, {"generation", 1}}));
         CHECK(second_events[0]["event"] == json({{"event", "host_started"}, {"generation", 1}}));
@@ -309,13 +320,29 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
         for (const int generation : {1, 2}) {
             const json call = call_of_life(alpha_records, std::to_string(generation));
             CHECK(call["asked"] == "ping alpha " + std::to_string(generation));
-            CHECK(call["peer_arena"] == "arena of host generation 1");
+            CHECK(call["peer_arena"] == "arena of host generation 1 for alpha generation " + std::to_string(generation));
         }
         const json with_second_host = first_of(alpha_records, [](const json& r) {
             return r.value("call", "") == "host" && r.value("peer_generation", 0) == 2;
         });
         CHECK(with_second_host["asked"] == "ping alpha 2");
-        CHECK(with_second_host["peer_arena"] == "arena of host generation 2");
+        CHECK(with_second_host["peer_arena"] == "arena of host generation 2 for alpha generation 2");
+
+        // Each pack life is handed the very arena the host writes for it, and no other
+        // life, nor another pack, is handed that one.
+        const auto host_second_life = life_of(host, "2");
+        const std::vector<std::pair<json, json>> pairings{
+            {event_named(host, "pack_started", "alpha", 1), first_events[0]},
+            {event_named(host, "pack_started", "alpha", 2), second_events[0]},
+            {event_named(host_second_life, "pack_started", "alpha", 2), second_events[1]}};
+        std::set<std::uint64_t> handed;
+        for (const auto& [to_host, to_pack] : pairings) {
+            const std::uint64_t inode = to_host["fds"][2]["inode"];
+            CHECK(to_pack["fds"][1]["inode"] == inode);
+            handed.insert(inode);
+        }
+        handed.insert(event_named(host, "pack_started", "broken", 1)["fds"][2]["inode"].get<std::uint64_t>());
+        CHECK(handed.size() == 4);
     }
 
     {  // what the pack that does not bridge saw

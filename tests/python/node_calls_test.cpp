@@ -1,9 +1,11 @@
 // Node calls from the ComfyUI host to packs in workers of their own, end to end: a live
 // supervisor, the host (tests/host/bridge_checks.py over our model of upstream) calling
 // tests/packs/bridge_pack's nodes through its proxy nodes, each pack in the `python`
-// form of the config. Each check is one line of the host's ("NAME passed").
+// form of the config, and a pack hostile to what the others hand over
+// (tests/packs/arena_hostile_pack). Each check is one line of the host's ("NAME passed").
 #include <catch2/catch.hpp>
 
+#include "tests/support/sandbox_skip.hpp"
 #include "tests/support/sanitizer_reports.hpp"
 #include "tests/support/supervisor_process.hpp"
 
@@ -47,8 +49,8 @@ std::string run_checks(const std::vector<std::string>& checks, const json& packs
 
 }  // namespace
 
-TEST_CASE("proxy nodes carry the pack's interface, values cross bit-exact and in place, and objects stay as handles") {
-    run_checks({"interfaces", "values", "zero-copy", "sent-back", "handles", "malformed", "cuda-handshake", "arena-idle"},
+TEST_CASE("proxy nodes carry the pack's interface, values cross bit-exact, in place into a worker, and objects stay as handles") {
+    run_checks({"interfaces", "values", "copies", "sent-back", "handles", "malformed", "cuda-handshake", "arena-idle"},
                json::array({python_pack("bridge", "bridge_pack"), python_pack("other", "bridge_pack")}));
 }
 
@@ -111,4 +113,17 @@ TEST_CASE("a pack's node whose interface upstream could not use is left out alon
     CHECK(count_of(log, "comfy-supervisor: pack bad: 2 of its 3 nodes cannot be proxied and are left out: ") == 1);
     CHECK_THAT(log, Contains("'ListInputs' (its INPUT_TYPES() is a list, not a dict of sections)"));
     CHECK_THAT(log, Contains("'NumberReturns' (its RETURN_TYPES is an int, not a list of types)"));
+}
+
+TEST_CASE("a hostile pack finds nothing the host sent another pack, and cannot change what it handed over") {
+    run_checks({"snoop", "frozen", "values"},
+               json::array({python_pack("bridge", "bridge_pack"), python_pack("evil", "arena_hostile_pack")}));
+}
+
+TEST_CASE("a hostile pack in a sandbox finds what the host sent another pack nowhere it can look") {
+    SKIP_WITHOUT_BWRAP();
+    json evil = python_pack("evil", "arena_hostile_pack");
+    evil["sandbox"] = json::object();
+    run_checks({"snoop:everywhere", "frozen"}, json::array({python_pack("bridge", "bridge_pack"), evil}));
+    reap_orphans();
 }

@@ -85,6 +85,18 @@ def tensor_rtt_ms(node, input_name, image):
     return statistics.median(timed(round_trip, TENSOR_RUNS)) * 1e3
 
 
+def copy_on_receipt_ms(session, nbytes):
+    """What the host adds to each block a worker hands it: the copy out of the worker's
+    arena into the host's own memory (bridge/arena.py, CopiedArena), of the block the
+    worker wrote its last 16 MiB output into (the first, as blocks are taken first-fit)."""
+    from comfy_supervisor.bridge.arena import CONTROL_BYTES
+
+    def copy():
+        session.peer.take(CONTROL_BYTES, nbytes, lambda offset: None)
+    copy()
+    return statistics.median(timed(copy, TENSOR_RUNS)) * 1e3
+
+
 def memcpy_ms(image):
     target = torch.empty_like(image)
     target.copy_(image)
@@ -140,8 +152,10 @@ def main():
         "python_socket_rtt_us": python_socket_rtt_us(),
         # In, and back out as it came (Echo: no copy back, as for any tensor returned unchanged).
         "tensor_16mib_rtt_ms": tensor_rtt_ms(classes["Echo"](), "value", image),
-        # In, and a new 16 MiB IMAGE out (CloneImage: the node's own copy, then the output's).
+        # In, and a new 16 MiB IMAGE out (CloneImage: the node's own copy, the output's, and
+        # the host's copy of it as it arrives).
         "tensor_16mib_new_output_rtt_ms": tensor_rtt_ms(classes["CloneImage"](), "image", image),
+        "copy_on_receipt_16mib_ms": copy_on_receipt_ms(host.bridges.links["bridge"].session, image.numel() * 4),
         "memcpy_16mib_ms": memcpy_ms(image),
         "pickle_uds_16mib_ms": pickle_uds_ms(image),
     }

@@ -62,6 +62,65 @@ class Echo(Node):
         return (value,)
 
 
+class DropFirst(Node):
+    """Returns its input without the first row: a part of what it was given, as it came."""
+    RETURN_TYPES = ("*",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": ("*",)}}
+
+    def run(self, value):
+        return (value[1:],)
+
+
+class Remember(Node):
+    """Keeps its input in the worker; Recall returns it in a later call."""
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    kept = None
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": ("*",)}}
+
+    def run(self, value):
+        Remember.kept = value
+        return ()
+
+
+class Recall(Node):
+    RETURN_TYPES = ("*",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def run(self):
+        kept, Remember.kept = Remember.kept, None
+        return (kept,)
+
+
+class MappingOf(Node):
+    """The name of the mapping its input tensor lies in, as /proc/self/maps says: where
+    the worker reads what the host sent it."""
+    RETURN_TYPES = ("STRING",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": ("*",)}}
+
+    def run(self, value):
+        address = value.data_ptr()
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split(maxsplit=5)
+                start, end = (int(bound, 16) for bound in fields[0].split("-"))
+                if start <= address < end:
+                    return (fields[5].strip() if len(fields) > 5 else "",)
+        return ("",)
+
+
 class CloneImage(Node):
     """Returns a new IMAGE with its input's values: a node that makes its output."""
     RETURN_TYPES = ("IMAGE",)
@@ -213,8 +272,9 @@ class Nothing(Node):
         return ()
 
 
-NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (InvertImage, EmptyLatent, Echo, CloneImage, AddOneInPlace,
-                                                      PlainValues, LoadTinyModel, ApplyTinyModel, SlowProgress, Raise,
-                                                      RaiseOutOfMemory, ExitMidNode, NotifyBrowser, Nothing)}
+NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (InvertImage, EmptyLatent, Echo, DropFirst, Remember, Recall,
+                                                      MappingOf, CloneImage, AddOneInPlace, PlainValues, LoadTinyModel,
+                                                      ApplyTinyModel, SlowProgress, Raise, RaiseOutOfMemory,
+                                                      ExitMidNode, NotifyBrowser, Nothing)}
 NODE_DISPLAY_NAME_MAPPINGS = {"InvertImage": "Invert image (isolated)"}
 WEB_DIRECTORY = "./web"

@@ -7,6 +7,7 @@
 #include "supervisor/lifecycle/process_spawner.hpp"
 #include "supervisor/lifecycle/sandbox.hpp"
 #include "supervisor/lifecycle/sandbox_check.hpp"
+#include "tests/support/sandbox_skip.hpp"
 #include "tests/support/supervisor_process.hpp"
 
 #include <fcntl.h>
@@ -28,32 +29,6 @@ using supervisor::SandboxConfig;
 using nlohmann::json;
 
 namespace {
-
-// bwrap's pid 1 may outlive bwrap by a moment; orphaned, it becomes this test process's
-// child (a subreaper, for the leak check) and is reaped here.
-void reap_orphans() {
-    eventually([] { return ::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD; }, std::chrono::seconds(2));
-}
-
-// Why bwrap cannot make a sandbox here, or nothing when it can.
-std::optional<std::string> sandbox_unavailable() {
-    supervisor::Config config;
-    config.source = "the sandbox tests";
-    supervisor::PackConfig pack;
-    pack.name = "probe";
-    pack.working_directory = "/";
-    pack.sandbox = SandboxConfig{};
-    config.packs.push_back(pack);
-    const auto problem = supervisor::sandbox_problem(config);
-    reap_orphans();
-    return problem;
-}
-
-#define SKIP_WITHOUT_BWRAP()                                                     \
-    if (const auto reason = sandbox_unavailable()) {                             \
-        WARN("not run: " << *reason);                                            \
-        return;                                                                  \
-    }
 
 // A TCP listener on the host's 127.0.0.1 that a process outside the sandbox could reach.
 class Listener {

@@ -1,22 +1,36 @@
 """Value arenas: where a tensor's bytes cross between the ComfyUI host and a pack's worker.
 
-Each life of a participant that takes part in node calls has one arena of its own: a
-memfd the supervisor made for that life and sealed against resizing (COMFY_SV_ARENA_FD,
-COMFY_SV_ARENA_BYTES). Only that process writes it. A tensor it sends is written once into
-a block of its arena. The peer maps the arena from a read-only descriptor the supervisor
-handed it (PeerArena), privately: its tensor is built over the same pages, and a node that
-writes into a tensor it received gets copies of the pages it touches, never the
-producer's. When the peer's tensor storage is collected, the peer drops the copies it made
-of that block's pages (else its mapping would keep showing them when the producer writes
-the block again) and says so, and the producer frees the block. Blocks are whole pages, so
-that no two share one. When a life ends, its arena goes with the last
-mapping of it: the kernel frees it, whoever held blocks.
+Each producer and consumer pair has an arena of its own: a memfd the supervisor made and
+sealed against resizing, which only the producer writes and only its consumer is given.
 
-The arena's first page is not for blocks: it holds the interrupt word, the id of the
-node call its owner asks to stop (the host writes it, the worker's interrupt checks read
-it: no thread and no message between a Cancel and the node's next check). A whole page,
-so that a peer writing into a tensor it received never copies that page privately and
-stops seeing the word.
+- A pack's worker writes one per life (COMFY_SV_ARENA_FD, COMFY_SV_ARENA_BYTES): its
+  outputs, which the host's lives read.
+- The host writes one for each pack life it is paired with (handed to it with
+  pack_started, and to that pack alone, read-only, with host_started): what the host
+  sends a pack lies where no other pack can map it.
+
+A block is whole pages, so that no two share one. The two directions are read
+differently, because what matters is who can still write a block once it was handed over:
+
+- A worker reads the host's blocks in place (PeerArena). It maps the arena privately from
+  its read-only descriptor: its tensor is built over the same pages, and a node that
+  writes into a tensor it received gets copies of the pages it touches, never the
+  host's. When its tensor storage is collected, it drops the copies it made of that
+  block's pages (else its mapping would keep showing them when the host writes the block
+  again) and says so, and the host frees the block. A worker can reopen its descriptor
+  writable (a memfd's mode lets its owner) and write the arena the host writes for it:
+  that changes only what the host sent that worker. The host keeps nothing over it: a
+  tensor the worker sends back as it came is the host's own tensor again (session.py).
+- The host copies a worker's blocks as they arrive (CopiedArena) and lets each go at
+  once: the worker that wrote a block can write it again after its node returned, and
+  ComfyUI caches node outputs. It reads them with pread, so the worker's arena is never
+  mapped here and its holes read as zeros without taking memory.
+
+The arena the host writes for a pack starts with a page that is not for blocks: it holds
+the interrupt word, the id of the node call the host asks that pack to stop (the worker's
+interrupt checks read it: no thread and no message between a Cancel and the node's next
+check). A whole page, so that a worker writing into a tensor it received never copies
+that page privately and stops seeing the word. A worker's arena keeps the page unused.
 
 The block allocator is our own, a first-fit free list in the producer's private memory:
 the arena's bytes are data only, and the peer can neither see nor corrupt the bookkeeping.
@@ -33,7 +47,8 @@ import weakref
 PAGE = mmap.PAGESIZE
 ALIGNMENT = PAGE  # a page holds one block's bytes only: a peer's private copies go with the block
 # Freed bytes kept in memory for the next write (a write into fresh pages faults each one
-# in); past this, a freed block's pages go back to the kernel.
+# in), over all the arenas a process writes; past this, a freed block's pages go back to
+# the kernel.
 KEEP_RESIDENT_BYTES = 256 << 20
 
 
@@ -100,25 +115,42 @@ class BlockAllocator:
         self.free_sizes[start] = size
 
 
+class _KeptPages:
+    """Freed bytes left in memory for the next write, counted over every arena this process
+    writes (the host writes one per pack life): at most KEEP_RESIDENT_BYTES in all."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.bytes = 0
+
+    def take(self, nbytes):
+        with self.lock:
+            if self.bytes + nbytes > KEEP_RESIDENT_BYTES:
+                return False
+            self.bytes += nbytes
+            return True
+
+    def give_back(self, nbytes):
+        with self.lock:
+            self.bytes -= nbytes
+
+
+_KEPT = _KeptPages()
+
+
 class OwnArena:
-    """This process's arena, mapped shared and writable: the blocks it lends to peers.
+    """An arena this process writes, mapped shared and writable: the blocks it lends its
+    peer, each freed when the peer lets go of it or the session ends."""
 
-    A block is freed when its last holder lets go: the peer it was lent to (its release,
-    or the end of its life), and tensors of ours built over it when the peer sent it back
-    to us as it was (values.py: a tensor returned unchanged crosses back without a copy)."""
-
-    def __init__(self, fd, nbytes):
+    def __init__(self, fd, nbytes=None):
+        nbytes = os.fstat(fd).st_size if nbytes is None else nbytes
         self.map = mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        # Our own blocks sent back to us are read through a private mapping, as a peer's
-        # are: a node that writes into one gets its own copy, and neither the block the
-        # peer still reads nor what we lent changes under anyone.
-        self.returned = _PrivateMapping(fd, nbytes)
         os.close(fd)
         self.capacity = nbytes
         self.allocator = BlockAllocator(nbytes, start=CONTROL_BYTES)
         self.lock = threading.Lock()  # blocks are taken by the calling thread, freed by readers
-        self.kept_resident = 0
-        self.holders = {}  # start of an allocated block -> how many hold it
+        self.kept = 0                 # freed bytes of this arena left in memory (counted in _KEPT)
+        self.closed = False
 
     @classmethod
     def from_environment(cls):
@@ -141,8 +173,9 @@ class OwnArena:
                 raise ArenaFull(f"the value arena has no free block of {nbytes} bytes "
                                 f"({self.allocator.used} of {self.capacity} bytes in use): "
                                 "raise arena_bytes in the supervisor's config")
-            self.kept_resident = max(0, self.kept_resident - nbytes)
-            self.holders[offset] = 1
+            reused = min(self.kept, nbytes)
+            self.kept -= reused
+            _KEPT.give_back(reused)
             return offset
 
     def size_of(self, offset):
@@ -150,41 +183,29 @@ class OwnArena:
         with self.lock:
             return self.allocator.blocks.get(offset)
 
-    def held_view(self, offset, at, nbytes):
-        """A view of `nbytes` at `at` in our block `offset`, which holds the block until the
-        view and every tensor over it are collected."""
-        with self.lock:
-            self.holders[offset] += 1
-        import numpy
-        array = numpy.frombuffer(self.returned.map, dtype=numpy.uint8, count=nbytes, offset=offset + at)
-        weakref.finalize(array, self._returned_released, offset)
-        return array
-
-    def _returned_released(self, offset):
-        size = self.size_of(offset)
-        if size is not None:
-            self.returned.drop_copies(offset, size)
-        self.free(offset)
-
     def free(self, offset):
-        """One holder of the block at `offset` lets go; the last frees it. False when no
-        block starts there (a peer's bad release)."""
+        """Frees the block at `offset`; False when no block starts there (a peer's bad release)."""
         with self.lock:
-            holders = self.holders.get(offset)
-            if holders is None:
-                return False
-            if holders > 1:
-                self.holders[offset] = holders - 1
-                return True
-            del self.holders[offset]
             size = self.allocator.free(offset)
-            if self.kept_resident + size <= KEEP_RESIDENT_BYTES:
-                self.kept_resident += size
+            if size is None:
+                return False
+            if not self.closed and _KEPT.take(size):
+                self.kept += size
             else:
                 start, end = _round_up(offset, PAGE), (offset + size) // PAGE * PAGE
                 if end > start:
                     self.map.madvise(mmap.MADV_REMOVE, start, end - start)
             return True
+
+    def close(self):
+        """The peer's life is over and nothing of ours lies in the arena any more (the host's
+        arena for one pack life): its memory goes back to the kernel now, not when the
+        mapping is collected. A block written after this is freed as any other."""
+        with self.lock:
+            self.closed = True
+            _KEPT.give_back(self.kept)
+            self.kept = 0
+            self.map.madvise(mmap.MADV_REMOVE, 0, self.capacity)
 
     def interrupt(self, call_id):
         """Asks the peer to stop node call `call_id` (at the node's next interrupt check)."""
@@ -195,20 +216,49 @@ class OwnArena:
         import numpy
         return numpy.frombuffer(self.map, dtype=numpy.uint8, count=nbytes, offset=offset)
 
+    def copy(self, offset, nbytes):
+        """A copy of `nbytes` at `offset`, in this process's own memory."""
+        return self.view(offset, nbytes).copy()
 
-class _PrivateMapping:
-    """An arena mapped privately (MAP_PRIVATE): its pages are the producer's until this
-    process writes one, which then becomes this process's own copy."""
 
-    def __init__(self, fd, capacity):
-        self.capacity = capacity
-        self.map = mmap.mmap(fd, capacity, flags=mmap.MAP_PRIVATE,
-                             prot=mmap.PROT_READ | mmap.PROT_WRITE) if capacity else None
+class PeerArena:
+    """A peer's arena read in place: mapped privately (MAP_PRIVATE) from a read-only
+    descriptor, its pages are the producer's until this process writes one, which then
+    becomes this process's own copy."""
+
+    def __init__(self, fd):
+        self.capacity = os.fstat(fd).st_size
+        self.map = mmap.mmap(fd, self.capacity, flags=mmap.MAP_PRIVATE,
+                             prot=mmap.PROT_READ | mmap.PROT_WRITE) if self.capacity else None
+        os.close(fd)
         self.base = 0
         if self.map is not None:
             anchor = ctypes.c_char.from_buffer(self.map)
             self.base = ctypes.addressof(anchor)
             del anchor
+        self.viewed = {}  # offset -> size of the peer's blocks we hold views of
+
+    def interrupted(self, call_id):
+        """The peer asked to stop node call `call_id`."""
+        return self.map is not None and self.capacity >= CONTROL_BYTES and \
+            _INTERRUPT_WORD.unpack_from(self.map, 0)[0] == call_id & 0xFFFFFFFF
+
+    def take(self, offset, nbytes, on_release):
+        """A numpy view of the peer's block; `on_release(offset)` runs once when the view and
+        every tensor over it are collected. The view keeps the mapping alive."""
+        import numpy
+        if self.map is None or offset < CONTROL_BYTES or nbytes < 0 or offset + nbytes > self.capacity:
+            raise ValueError(f"a block of {nbytes} bytes at {offset} is outside the peer's "
+                             f"{self.capacity}-byte arena")
+        array = numpy.frombuffer(self.map, dtype=numpy.uint8, count=nbytes, offset=offset)
+        self.viewed[offset] = nbytes
+        weakref.finalize(array, self._released, offset, nbytes, on_release)
+        return array
+
+    def _released(self, offset, nbytes, on_release):
+        self.viewed.pop(offset, None)
+        self.drop_copies(offset, nbytes)
+        on_release(offset)
 
     def block_holding(self, address, nbytes):
         """(block offset, offset within it) of a peer's block we hold a view of that holds
@@ -239,35 +289,46 @@ class _PrivateMapping:
         self.map.madvise(mmap.MADV_DONTNEED, start, length)
 
 
-class PeerArena(_PrivateMapping):
-    """A peer's arena, mapped privately from a read-only descriptor: read in place."""
+class CopiedArena:
+    """A peer's arena read by copying: each block read into this process's own memory as
+    it arrives (pread: the arena is never mapped here, and its holes read as zeros without
+    taking memory) and let go at once, so that what the peer writes into it afterwards
+    changes nothing here."""
 
     def __init__(self, fd):
-        super().__init__(fd, os.fstat(fd).st_size)
-        os.close(fd)
-        self.viewed = {}  # offset -> size of the peer's blocks we hold views of
+        self.fd = fd
+        self.capacity = os.fstat(fd).st_size
+        self.lock = threading.Lock()  # close() never frees the descriptor's number under a read
 
-    def interrupted(self, call_id):
-        """The peer asked to stop node call `call_id`."""
-        return self.map is not None and self.capacity >= CONTROL_BYTES and \
-            _INTERRUPT_WORD.unpack_from(self.map, 0)[0] == call_id & 0xFFFFFFFF
-
-    def view(self, offset, nbytes, on_release):
-        """A numpy view of the peer's block; `on_release(offset)` runs once when the view and
-        every tensor over it are collected. The view keeps the mapping alive."""
+    def take(self, offset, nbytes, on_release):
+        """A copy of the peer's block, in a numpy array of this process's; `on_release(offset)`
+        has run when it returns."""
         import numpy
-        if self.map is None or offset < CONTROL_BYTES or nbytes < 0 or offset + nbytes > self.capacity:
+        if offset < CONTROL_BYTES or nbytes < 0 or offset + nbytes > self.capacity:
             raise ValueError(f"a block of {nbytes} bytes at {offset} is outside the peer's "
                              f"{self.capacity}-byte arena")
-        array = numpy.frombuffer(self.map, dtype=numpy.uint8, count=nbytes, offset=offset)
-        self.viewed[offset] = nbytes
-        weakref.finalize(array, self._released, offset, nbytes, on_release)
+        array = numpy.empty(nbytes, dtype=numpy.uint8)
+        target, done = memoryview(array), 0
+        with self.lock:
+            if self.fd is None:
+                raise ValueError("the peer's arena is closed: its session ended")
+            while done < nbytes:  # a read returns at most 2 GiB
+                try:
+                    got = os.preadv(self.fd, [target[done:]], offset + done)
+                except OSError as error:
+                    raise ValueError(f"reading the peer's block at {offset} failed: {error.strerror}") from None
+                if got <= 0:
+                    raise ValueError(f"the peer's arena ended inside its block at {offset}")
+                done += got
+        on_release(offset)
         return array
 
-    def _released(self, offset, nbytes, on_release):
-        self.viewed.pop(offset, None)
-        self.drop_copies(offset, nbytes)
-        on_release(offset)
+    def close(self):
+        """The session ended: the peer's arena is not kept alive from here."""
+        with self.lock:
+            if self.fd is not None:
+                os.close(self.fd)
+                self.fd = None
 
 
 _PAGEMAP = None  # this process's /proc/self/pagemap, opened once; False: cannot be read

@@ -2,8 +2,9 @@
 
 - The bridge control socket (COMFY_SV_BRIDGE_FD, a SOCK_SEQPACKET end made for this life):
   the supervisor's datagrams, each one JSON object, some with descriptors attached: which
-  peers exist, a fresh call socket to each with the peer's arena (read-only), and which
-  peers exited or failed. Only the supervisor writes it.
+  peers exist, a fresh call socket to each with the arenas of the pairing (the pack's,
+  read-only to the host; the host's for that pack, writable to the host and read-only to
+  the pack), and which peers exited or failed. Only the supervisor writes it.
 - A call socket (SOCK_STREAM), one per host life and pack life: frames of a 4-byte
   little-endian length and one UTF-8 JSON object, both ways.
 

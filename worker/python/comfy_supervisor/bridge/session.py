@@ -5,6 +5,13 @@ the peer (freed when the peer says it let go, or all at once when the session en
 the releases they owe the peer for its blocks, handles and node instances they let go of.
 The host's PackSession and the worker's HostSession add what each side does with a call.
 
+The host copies what it receives (copy_received): a worker's blocks and CUDA tensors
+alike, since the worker can still write them once its node returned, and ComfyUI caches
+node outputs. A tensor the worker returns as it came is the host's own tensor again (the
+one the host wrote the block from, as in one process a node returns its input itself),
+or a copy of the block where that tensor is gone: the worker can write the arena the host
+lent it too.
+
 Who reads the call socket: whoever holds read_lock. The thread that waits for a call's
 reply (the host) or for the next call (the worker) reads it itself: no thread handoff
 on either side of a call, which is most of a call's cost in Python. Between calls the
@@ -19,8 +26,8 @@ session opens.
 
 import threading
 import time
+import weakref
 
-from .arena import PeerArena
 from .channel import Channel, ProtocolError, ReleaseQueue
 from .cuda_ipc import CudaExchange
 from .values import Decoder, Encoder, ValueCrossingError
@@ -33,26 +40,33 @@ _READ_SLICE_S = 0.05
 
 
 class PeerSession:
-    def __init__(self, sock, peer_arena_fd, own_arena, generation, name, copy_cuda_received):
+    """`peer`: the arena the peer writes for us, as we read it (arena.PeerArena in place, or
+    arena.CopiedArena); `own`: the arena we write for the peer (arena.OwnArena);
+    `copy_received`: we keep nothing the peer can still write (the host)."""
+
+    def __init__(self, sock, peer, own, generation, name, copy_received):
         self.name = name              # for thread names and messages
         self.generation = generation  # the peer's life
         self.channel = Channel(sock)
-        self.peer = PeerArena(peer_arena_fd)
-        self.own = own_arena
+        self.peer = peer
+        self.own = own
+        self.copy_received = copy_received
         self.lent = set()             # offsets of our blocks the peer holds
+        self.sources = {}             # a lent block -> weak reference to the tensor whose bytes it holds
         self.lent_lock = threading.Lock()
         self.releases = ReleaseQueue(self.channel, name)
         self.closed = threading.Event()
         self.protocol_error = None
         self.read_lock = threading.Lock()
         self.cuda = CudaExchange(self.channel.send, lambda lend: self.releases.push("cuda", lend),
-                                 self.await_cuda_answer, copy_cuda_received)
+                                 self.await_cuda_answer, copy_received)
         self.cuda.hello()
 
     # ---- values ----
 
     def encoder(self, handle_of):
-        return Encoder(self.own, handle_of, peer=self.peer, cuda=self.cuda)
+        # A side that copies what it receives holds nothing in the peer's blocks to send back.
+        return Encoder(self.own, handle_of, peer=None if self.copy_received else self.peer, cuda=self.cuda)
 
     def lend(self, encoder):
         """The blocks and CUDA tensors `encoder` lent are the peer's to release from now on."""
@@ -61,6 +75,8 @@ class PeerSession:
                 self.take_back(encoder)
             elif encoder.lent:
                 self.lent.update(encoder.lent)
+                if self.copy_received:
+                    self.sources.update((offset, weakref.ref(tensor)) for offset, tensor in encoder.sources.items())
 
     def take_back(self, encoder):
         """What `encoder` lent never reached the peer (the message was not sent)."""
@@ -69,18 +85,30 @@ class PeerSession:
         self.cuda.let_go(encoder.cuda_lent)
 
     def decoder(self, resolve):
-        return Decoder(self.peer, lambda offset: self.releases.push("blocks", offset), resolve, self.own_block,
-                       self.cuda)
+        return Decoder(self.peer, lambda offset: self.releases.push("blocks", offset), resolve,
+                       self.own_block if self.copy_received else None, self.cuda)
 
-    def own_block(self, block, at, nbytes):
-        """A view of our block `block`, lent to the peer, which sent part of it back."""
+    def own_block(self, block, at, nbytes, dtype, shape):
+        """The tensor for `nbytes` at `at` of our block `block`, lent to the peer, which sent
+        that part of it back as it came: over the tensor we wrote the block from, where it
+        lives and its bytes are the block's; else a copy of the block, which the peer can
+        write. The caller still holds the reading lock, so the peer's release of the block,
+        sent after this, is not read before the copy is made."""
         with self.lent_lock:
             lent = block in self.lent
+            source = self.sources.get(block) if lent else None
         size = self.own.size_of(block) if lent else None
         if size is None or at < 0 or nbytes < 0 or at + nbytes > size:
             raise ValueCrossingError(f"a tensor sent back in a block of ours it does not hold "
                                      f"({nbytes} bytes at {at} of block {block})")
-        return self.own.held_view(block, at, nbytes)
+        import torch
+        tensor = source() if source is not None else None
+        if tensor is not None:
+            try:
+                return tensor.detach().reshape(-1).view(torch.uint8)[at:at + nbytes].view(dtype).view(shape)
+            except RuntimeError:
+                pass  # a part whose place or dtype no view of the tensor can take
+        return torch.from_numpy(self.own.copy(block + at, nbytes)).view(dtype).view(shape)
 
     # ---- reading ----
 
@@ -146,6 +174,7 @@ class PeerSession:
             for offset in blocks if isinstance(blocks, list) else ():
                 if type(offset) is int and offset in self.lent:  # never another session's block
                     self.lent.discard(offset)
+                    self.sources.pop(offset, None)
                     self.own.free(offset)
         self.cuda.let_go(cuda if isinstance(cuda, list) else ())
         self.on_release(message)
@@ -159,6 +188,7 @@ class PeerSession:
             for offset in self.lent:
                 self.own.free(offset)
             self.lent.clear()
+            self.sources.clear()
         self.cuda.close()
         self.releases.close()
         self.channel.close()

@@ -7,11 +7,12 @@ A value crosses as JSON, never pickled and never evaluated:
 - tuples, and dicts with other keys or a "$" key, as tagged objects {"$": "tuple", ...};
 - a torch tensor of any dtype in DTYPES, any shape, contiguous or not, as
   {"$": "tensor", "dtype", "shape", "offset", "nbytes"}: its bytes written once into the
-  sender's arena (arena.py), the receiver's tensor built over the same bytes. A tensor
-  that lies, unchanged, in a block the receiver lent us (a node returning its input, or a
-  part of it; the host passing a pack's output back to the same pack) goes back as
-  {"yours": block, "at": offset in it} instead: no copy, and the receiver's tensor is over
-  its own block again;
+  arena the sender writes for the receiver (arena.py). A worker's tensor is built over
+  those bytes; the host's is a copy of them, since the worker that wrote them can write
+  them again. A tensor a worker returns as it came (a node returning its input, or a part
+  of it) lies, unchanged, in a block the host lent it, and goes back as {"yours": block,
+  "at": offset in it} instead: the host's tensor is over the host's own tensor again,
+  with no copy either way;
 - a CUDA tensor ("device": "cuda") by CUDA IPC where both sides can (cuda_ipc.py):
   {"cuda_ipc": {"handle", "device", "at", "lend"}}, or {"yours_cuda": lend, "at"} for one
   that lies in a tensor the receiver lent us; else staged through the arena as above, and
@@ -45,10 +46,11 @@ def is_plain_key(key):
 class Encoder:
     """Encodes one message's values. `arena`: the sender's OwnArena; `handle_of(value)`:
     the handle dict for a value that stays (or raises ValueCrossingError); `peer`: the
-    receiver's arena as we map it (PeerArena), for tensors that go back as they came;
-    `cuda`: the session's CudaExchange, where CUDA tensors may go by IPC. The blocks it
-    wrote are in `lent`, and the CUDA tensors it lent in `cuda_lent`, for the caller to
-    account or take back."""
+    receiver's arena as we map it (PeerArena), for tensors that go back as they came
+    (None where we hold copies); `cuda`: the session's CudaExchange, where CUDA tensors
+    may go by IPC. The blocks it wrote are in `lent`, and the CUDA tensors it lent in
+    `cuda_lent`, for the caller to account or take back; `sources` maps each block that
+    holds exactly a tensor's own bytes to that tensor."""
 
     def __init__(self, arena, handle_of, peer=None, cuda=None):
         self.arena = arena
@@ -57,6 +59,7 @@ class Encoder:
         self.cuda = cuda
         self.lent = []
         self.cuda_lent = []
+        self.sources = {}
 
     def encode(self, value):
         if value is None or isinstance(value, (bool, str)):
@@ -109,16 +112,19 @@ class Encoder:
         self.lent.append(offset)
         target = torch.from_numpy(self.arena.view(offset, nbytes)).view(source.dtype).view(source.shape)
         target.copy_(source)  # the one write: strides, devices and all
+        if value.device.type == "cpu" and value.is_contiguous() and not value.is_conj() and not value.is_neg():
+            self.sources[offset] = value  # the block's bytes are the value's own, as they lie
         encoded["offset"] = offset
         return encoded
 
 
 class Decoder:
-    """Decodes one message's values. `peer`: the sender's PeerArena; `release(offset)`:
-    called once when the receiver's tensor over that block is collected;
-    `resolve(handle_dict)`: the value a handle stands for here; `own_block(block, at,
-    nbytes)`: a view of our own block lent to the sender, which it sent back (or raises
-    ValueCrossingError); `cuda`: the session's CudaExchange, for CUDA tensors by IPC."""
+    """Decodes one message's values. `peer`: the sender's arena as we read it (PeerArena or
+    CopiedArena); `release(offset)`: called once we let go of that block (when the tensor
+    over it is collected, or once it is copied); `resolve(handle_dict)`: the value a handle
+    stands for here; `own_block(block, at, nbytes, dtype, shape)`: the tensor for part of
+    our own block lent to the sender, which it sent back (or raises ValueCrossingError);
+    `cuda`: the session's CudaExchange, for CUDA tensors by IPC."""
 
     def __init__(self, peer, release, resolve, own_block=None, cuda=None):
         self.peer = peer
@@ -225,15 +231,14 @@ class Decoder:
         if value["nbytes"] == 0:
             result = torch.empty(value["shape"], dtype=dtype)
         elif "yours" in value:
-            block = self.own_block(value["yours"], value["at"], value["nbytes"])
-            result = torch.from_numpy(block).view(dtype).view(value["shape"])
+            result = self.own_block(value["yours"], value["at"], value["nbytes"], dtype, value["shape"])
         elif "cuda_ipc" in value:
             self.viewed.add(("cuda", value["cuda_ipc"]["lend"]))
             return self.cuda.receive(value["cuda_ipc"], value["nbytes"]).view(dtype).view(value["shape"])
         elif "yours_cuda" in value:
             return self.cuda.own(value["yours_cuda"], value["at"], value["nbytes"]).view(dtype).view(value["shape"])
         else:
-            block = self.peer.view(value["offset"], value["nbytes"], self.release)
+            block = self.peer.take(value["offset"], value["nbytes"], self.release)
             self.viewed.add(("block", value["offset"]))
             result = torch.from_numpy(block).view(dtype).view(value["shape"])
         if value.get("device") == "cuda" and torch.cuda.is_available():

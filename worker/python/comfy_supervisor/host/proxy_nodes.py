@@ -2,7 +2,8 @@
 node in its pack's worker (the host side of docs/PACKS.md).
 
 The supervisor tells this life, on its bridge control socket, which packs run in workers
-(packs), hands it a call socket and the arena of each pack life (pack_started), and says
+(packs), hands it a call socket, the arena of each pack life and the arena to write for
+that life alone (pack_started), and says
 when one exits (pack_exited, with the signal) or is failed (pack_failed). At install the
 host waits for each pack's node interfaces (PACK_WAIT_S) and registers, per node, a class
 with the pack's own INPUT_TYPES, RETURN_TYPES, RETURN_NAMES, FUNCTION, CATEGORY,
@@ -12,18 +13,19 @@ out, in one line for its pack); IS_CHANGED and VALIDATE_INPUTS go to the worker.
 - waits for the pack's worker if it is (re)starting, and fails with one line if the pack
   is failed;
 - runs one at a time per pack; packs run in parallel;
-- sends the inputs (tensors written once into the host's arena, plain values as data,
-  the pack's own objects as their handles) and waits, reading the reply itself; ComfyUI's
-  interrupt (upstream's interrupt_current_processing, wrapped) reaches the worker's
-  interrupt checks as it happens (the interrupt word, bridge/arena.py), and the
-  worker's progress drives the host's ProgressBar;
+- sends the inputs (tensors written once into the arena the host writes for that pack
+  life, plain values as data, the pack's own objects as their handles) and waits, reading
+  the reply itself; ComfyUI's interrupt (upstream's interrupt_current_processing, wrapped)
+  reaches the worker's interrupt checks as it happens (that arena's interrupt word,
+  bridge/arena.py), and the worker's progress drives the host's ProgressBar;
 - is ended with its worker when the node still runs the pack's cancel_grace_ms after
   ComfyUI's Cancel: the host asks the supervisor (on the control socket,
   supervisor/bridge/host_requests.hpp), which restarts the pack at once, and the call
   raises upstream's InterruptProcessingException; the next call runs in the new life;
 - while it waits, the host's own models may be evicted at once (the prompt thread holds
   none in use), so a pack's load never waits on the host's prompt;
-- returns the outputs built over the worker's arena, its other objects as PackObjects; or
+- returns the outputs copied out of the worker's arena (the worker could change them
+  afterwards), its other objects as PackObjects; or
   raises upstream's InterruptProcessingException, upstream's OOM exception, PackNodeError
   with the worker's traceback, or PackWorkerDied naming the signal.
 
@@ -43,7 +45,7 @@ import threading
 import time
 import weakref
 
-from ..bridge.arena import OwnArena
+from ..bridge.arena import CopiedArena, OwnArena
 from ..bridge.channel import control_socket, receive_control
 from ..bridge.session import SESSION_OPS, PeerSession
 from ..bridge.values import ValueCrossingError
@@ -99,11 +101,11 @@ class PackObject:
 class PackSession(PeerSession):
     """One life of a pack's worker, as the host sees it."""
 
-    def __init__(self, link, sock, arena_fd, generation, own_arena):
-        # The host copies a worker's CUDA tensors (bridge/cuda_ipc.py): ComfyUI caches
-        # outputs beyond the worker's life.
-        super().__init__(sock, arena_fd, own_arena, generation, f"pack {link.name} {generation}",
-                         copy_cuda_received=True)
+    def __init__(self, link, sock, arena_fd, own_fd, generation):
+        # The host copies what a worker hands it (bridge/session.py): ComfyUI caches outputs
+        # beyond the worker's life, and the worker could write them after its node returned.
+        super().__init__(sock, CopiedArena(arena_fd), OwnArena(own_fd), generation, f"pack {link.name} {generation}",
+                         copy_received=True)
         self.link = link
 
     def on_message(self, message):
@@ -116,6 +118,8 @@ class PackSession(PeerSession):
             self.link.answered(self, message)
 
     def on_close(self):
+        self.own.close()  # written for this life alone: nothing of it is needed any more
+        self.peer.close()
         self.link.session_closed(self)
 
 
@@ -338,12 +342,13 @@ class PackLink:
             self.active = None
 
     def interrupt(self):
-        """ComfyUI's interrupt, to the node call running now, if any: through the host
-        arena's interrupt word, which the worker's interrupt checks read; and the pack's
-        grace period starts, after which a node still running is ended with its worker."""
+        """ComfyUI's interrupt, to the node call running now, if any: through the interrupt
+        word of the arena the host writes for that life, which its interrupt checks read; and
+        the pack's grace period starts, after which a node still running is ended with its
+        worker."""
         active = self.active
         if active is not None:
-            self.bridges.arena.interrupt(active[1])
+            active[0].own.interrupt(active[1])
             self.watch_cancel(active)
 
     def watch_cancel(self, active):
@@ -466,9 +471,8 @@ def to_browser(message):
 class Bridges:
     """The host's side of every isolated pack, fed by the bridge control socket."""
 
-    def __init__(self, control, arena, memory):
+    def __init__(self, control, memory):
         self.control = control
-        self.arena = arena
         self.memory = memory       # comfyui._Host, for the prompt epoch and evictions while waiting
         self.links = {}            # pack name -> PackLink
         self.listed = False        # the supervisor's packs message came
@@ -478,10 +482,10 @@ class Bridges:
 
     @classmethod
     def start(cls, memory):
-        control, arena = control_socket(), OwnArena.from_environment()
-        if control is None or arena is None:
+        control = control_socket()
+        if control is None:
             return None
-        bridges = cls(control, arena, memory)
+        bridges = cls(control, memory)
         threading.Thread(target=bridges.take_events, name="bridge control", daemon=True).start()
         bridges.hear_interrupts()
         return bridges
@@ -513,7 +517,7 @@ class Bridges:
 
     def take_events(self):
         while True:
-            received = receive_control(self.control, {"pack_started": 2})
+            received = receive_control(self.control, {"pack_started": 3})
             if received is None:
                 return
             event, fds = received
@@ -530,7 +534,7 @@ class Bridges:
                     self.changed.notify_all()
             elif kind == "pack_started" and isinstance(name, str):
                 link = self.link(name)
-                link.started(PackSession(link, self.socket_of(fds[0]), fds[1], event.get("generation"), self.arena))
+                link.started(PackSession(link, self.socket_of(fds[0]), fds[1], fds[2], event.get("generation")))
             elif kind == "pack_exited" and isinstance(name, str):
                 self.link(name).exited(event)
             elif kind == "pack_failed" and isinstance(name, str):

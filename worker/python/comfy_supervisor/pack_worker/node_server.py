@@ -1,14 +1,15 @@
 """A pack's worker runs the host's node calls (the worker side of docs/PACKS.md).
 
-The supervisor hands this life a call socket for each host life (the bridge control
-socket's host_started). The main thread reads the host's messages and runs its calls one
-at a time, which makes the pack the unit of concurrency; nothing else reads the socket.
-While a node runs, the host's Cancel reaches it through the interrupt word of the host's
-arena (bridge/arena.py), which upstream's interrupt checks, wrapped here, read; the
-releases the host sends meanwhile wait in the socket for the node's end. A call:
+The supervisor hands this life a call socket for each host life, and the arena that host
+life writes for this pack life alone (the bridge control socket's host_started). The main
+thread reads the host's messages and runs its calls one at a time, which makes the pack
+the unit of concurrency; nothing else reads the socket. While a node runs, the host's
+Cancel reaches it through that arena's interrupt word (bridge/arena.py), which upstream's
+interrupt checks, wrapped here, read; the releases the host sends meanwhile wait in the
+socket for the node's end. A call:
 
-- decodes its inputs over the host's arena (bridge/values.py), with the handles of this
-  life;
+- decodes its inputs over the host's arena, in place (bridge/values.py), with the handles
+  of this life;
 - runs the node as upstream runs it: one instance per host node (kept until the host's
   proxy instance goes), its FUNCTION, or its IS_CHANGED or VALIDATE_INPUTS classmethod;
 - reports comfy.utils.ProgressBar updates to the host as they happen, and hears Cancel
@@ -32,6 +33,7 @@ import sys
 import threading
 import traceback
 
+from ..bridge.arena import PeerArena
 from ..bridge.channel import receive_control
 from ..bridge.session import PeerSession
 from ..bridge.values import ValueCrossingError
@@ -48,7 +50,7 @@ class HostSession(PeerSession):
     """One host life, as this worker sees it."""
 
     def __init__(self, server, sock, arena_fd, generation):
-        super().__init__(sock, arena_fd, server.arena, generation, f"host {generation}", copy_cuda_received=False)
+        super().__init__(sock, PeerArena(arena_fd), server.arena, generation, f"host {generation}", copy_received=False)
         self.server = server
         self.handles = {}     # id -> an object this life made, which the host holds a handle of
         self.instances = {}   # the host's node instance id -> the pack's node object
