@@ -87,6 +87,25 @@ TEST_CASE("the descriptor a creator hands down is read-only too") {
     CHECK(view_of(adopted).capacities().participants == 4);
 }
 
+TEST_CASE("the segment a participant is handed cannot be written, resized or mapped writable, even reopened") {
+    const auto instance = test::test_instance("seg");
+    auto created = create_segment(instance, Capacities{4, 8, 4});
+    const std::string path = "/proc/self/fd/" + std::to_string(created.read_only_fd());
+    // A hostile participant: its inherited read-only descriptor, reopened writable.
+    ChildProcess participant([&] {
+        const int writable = ::open(path.c_str(), O_RDWR);
+        if (writable < 0) return 0;
+        if (::ftruncate(writable, 0) == 0) return 1;
+        if (::ftruncate(writable, static_cast<off_t>(2 * created.size())) == 0) return 2;
+        if (::mmap(nullptr, created.size(), PROT_READ | PROT_WRITE, MAP_SHARED, writable, 0) != MAP_FAILED) return 3;
+        if (::pwrite(writable, "x", 1, 0) == 1) return 4;
+        return 0;
+    });
+    CHECK(participant.wait() == 0);
+    CHECK(created.header().magic == ipc::kSegmentMagic);
+    CHECK_NOTHROW(attach_segment(instance));
+}
+
 TEST_CASE("the segment is created with mode 0600 whatever the umask") {
     const auto instance = test::test_instance("seg");
     const mode_t old = ::umask(0);

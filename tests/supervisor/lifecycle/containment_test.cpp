@@ -20,7 +20,8 @@ namespace {
 
 json hostile(const std::string& mode) { return misbehaving_pack(mode, mode); }
 
-// Eight prompts that each load a model and compute: every one needs the device's figures.
+// Eight prompts that each load a model and compute with a cast buffer of their own: every
+// one needs the device's figures, and allocates.
 json eight_loading_prompts() {
     json prompts = json::array();
     for (int i = 0; i < 8; ++i) prompts.push_back({node("honest", "work")});
@@ -35,8 +36,8 @@ struct Run {
 };
 Run run_beside_honest(const std::string& mode) {
     TempFolder packs("hostile");
-    const json honest =
-        reference_pack(packs, "honest", {{"nodes", {{"work", {step_load("weights", "6GiB"), step_compute(150)}}}}});
+    const json compute = {{"op", "compute"}, {"ms", 150}, {"cast_buffer", "1GiB"}};
+    const json honest = reference_pack(packs, "honest", {{"nodes", {{"work", {step_load("weights", "6GiB"), compute}}}}});
     json config = memory_config_of({hostile(mode), honest});
     config["limits"]["heartbeat_timeout_ms"] = 1000;
     SupervisorProcess supervisor(config, eight_loading_prompts());
@@ -47,8 +48,8 @@ Run run_beside_honest(const std::string& mode) {
 }  // namespace
 
 TEST_CASE("a hostile participant's writes outside its own region fault in it alone, and every prompt runs") {
-    const std::string mode = GENERATE(as<std::string>{}, "write-header", "write-device-total", "write-ledger",
-                                      "write-participant", "write-ring-half");
+    const std::string mode = GENERATE(as<std::string>{}, "write-header", "write-device-total", "write-device-use",
+                                      "write-ledger", "write-participant", "write-ring-half");
     const auto [log, output] = run_beside_honest(mode);
     INFO(log);
     CHECK_THAT(log, Contains(mode + ": worker pid") && Contains("killed by SIGSEGV"));
