@@ -21,8 +21,8 @@
 //                   slot's participant record, the supervisor's half of its own incoming
 //                   ring): the write must fault here, in this process alone
 //   write-device-total  writes over the simulated device's total in the segment header
-//   write-device-use    claims the whole simulated device in every other participant's name,
-//                   where the device's accounting is kept
+//   write-device-use    writes over the simulated device's use, where its accounting is
+//                   published (the whole device claimed, for everyone)
 //   census-garbage  leaves its own census mid-write (an odd sequence)
 //   ring-garbage    moves its own outgoing ring's head more than a lap ahead, then idles
 //   With --when-signalled a hostile mode does its misdeed at SIGUSR1 instead of 200 ms
@@ -112,13 +112,7 @@ bool hostile_write(const std::string& mode, const worker::ParticipantMemory& mem
     } else if (mode == "write-ring-half") {
         test::write_expecting_fault(view.to_participant_producer_side(slot));
     } else if (mode == "write-device-use") {
-        for (;;) {
-            for (std::uint32_t other = 0; other < memory.device_table.participants(); ++other) {
-                // Relaxed: the misdeed itself, repeated so that no honest write undoes it.
-                if (other != slot) memory.device_table.row(other).used_bytes.store(kMaxBytes, std::memory_order_relaxed);
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
+        test::write_expecting_fault(&view.device().used_bytes);
     } else {
         return false;
     }
