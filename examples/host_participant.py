@@ -5,7 +5,7 @@ before each load, and answers eviction and release commands from a background th
 with the bytes it measured freed (its device use before minus after).
 
     host_participant.py [--hold NAME=SIZE]... [--later NAME=SIZE --when-free-below SIZE [--later-keeps-held]]
-                        [--call-isolated]
+                        [--call-isolated] [--hostile-calls PACK]
 
 --hold loads at start; --later loads once the device's free memory falls below the
 threshold (another participant loaded), so the test decides the order; with
@@ -13,11 +13,19 @@ threshold (another participant loaded), so the test decides the order; with
 models, and keeps them all loaded. --call-isolated calls nodes of the packs that run in
 workers of their own (the `python` form, docs/PACKS.md) through the host's proxy nodes,
 as ComfyUI would, with comfy_supervisor.host.proxy_nodes over our model of upstream's comfy
-package (tests/host/fake_comfyui on the PYTHONPATH). It runs until the supervisor's Shutdown. Every event
-is one line on stderr, for the test to read.
+package (tests/host/fake_comfyui on the PYTHONPATH). --hostile-calls runs, for the soak
+(tests/soak), one call to PACK (tests/packs/hostile_pack) at each signal: at SIGUSR1 a node
+that never ends, cancelled as ComfyUI's Cancel does, which must end with its worker; at
+SIGUSR2 a node that breaks the call protocol, whose worker's life must be ended; each then
+runs the pack's next call in its new life, and says "hostile calls: cancel passed" (or
+"protocol", or "failed: WHY"). It runs until the supervisor's Shutdown. Every event is one
+line on stderr, for the test to read.
 """
 
 import argparse
+import queue
+import random
+import signal
 import sys
 import threading
 import time
@@ -105,17 +113,29 @@ class Host:
         say(f"{what} of model {command.model_id}: freed {freed} bytes of {asked} asked")
 
 
-def call_isolated():
+class Isolated:
+    """The packs that run in workers of their own, through the host's proxy nodes, which
+    are registered once, as ComfyUI registers them, at the first call."""
+
+    def __init__(self, bridges):
+        self.bridges = bridges
+        self.lock = threading.Lock()
+        self.classes = None
+
+    def nodes(self):
+        with self.lock:
+            if self.classes is None:
+                self.classes, _ = self.bridges.proxy_nodes()
+            return self.classes
+
+
+def call_isolated(isolated):
     """Runs a few of tests/packs/bridge_pack's nodes in its worker, as a prompt would."""
     import comfy.utils
     import torch
     from comfy_supervisor.host import proxy_nodes
 
-    bridges = proxy_nodes.Bridges.start(None)
-    if bridges is None:
-        say("--call-isolated: the supervisor gave this life no bridge (no pack in the python form?)")
-        return
-    nodes, _ = bridges.proxy_nodes()
+    nodes = isolated.nodes()
     if "InvertImage" not in nodes:
         say(f"--call-isolated: no InvertImage node among the isolated packs' {sorted(nodes)}")
         return
@@ -124,7 +144,7 @@ def call_isolated():
     started = time.perf_counter()
     (inverted,) = nodes["InvertImage"]().run(image=image)
     took_ms = (time.perf_counter() - started) * 1000
-    arena = bridges.links[pack].session.peer  # the worker's arena, as mapped here
+    arena = isolated.bridges.links[pack].session.peer  # the worker's arena, as mapped here
     in_place = arena.base <= inverted.data_ptr() < arena.base + arena.capacity
     say(f"InvertImage ran in pack {pack}'s worker in {took_ms:.1f} ms: a {'x'.join(map(str, image.shape))} IMAGE in "
         f"and out, {'bit-exact' if torch.equal(inverted, 1.0 - image) else 'NOT bit-exact'}, the output "
@@ -143,6 +163,40 @@ def call_isolated():
         say(f"Raise failed in the host as it did in the worker: {str(error).splitlines()[0]}")
 
 
+HOSTILE_CALLS = {signal.SIGUSR1: "cancel", signal.SIGUSR2: "protocol"}
+
+
+def serve_hostile_calls(isolated, pack, asked):
+    """The soak's hostile calls to `pack`, one at a time, as the signals ask for them."""
+    while True:
+        hostile_call(isolated, pack, asked.get())
+
+
+def hostile_call(isolated, pack, what):
+    """One of the soak's hostile calls to `pack`, and the pack's next call after it."""
+    import comfy.model_management as mm
+    from comfy_supervisor.host import proxy_nodes
+
+    try:
+        nodes = {name: cls for name, cls in isolated.nodes().items() if getattr(cls, "PACK", None) == pack}
+        if what == "cancel":
+            threading.Timer(0.2, mm.interrupt_current_processing, args=(True,)).start()
+            expected, call = mm.InterruptProcessingException, lambda: nodes["LoopForever"]().run()
+        else:
+            kind = random.choice(("oversize", "nested"))
+            expected, call = proxy_nodes.PackWorkerDied, lambda: nodes["BreakProtocol"]().run(kind=kind)
+        try:
+            call()
+            raise RuntimeError(f"the {what} call returned")
+        except expected:
+            pass
+        if nodes["Add"]().run(a=2, b=3) != (5,):
+            raise RuntimeError("the next call answered wrong")
+        say(f"hostile calls: {what} passed")
+    except Exception as error:  # noqa: BLE001 (any failure is the round's, said in one line)
+        say(f"hostile calls: {what} failed: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--hold", type=model, action="append", default=[])
@@ -150,7 +204,13 @@ def main():
     parser.add_argument("--when-free-below", type=size, default=0)
     parser.add_argument("--later-keeps-held", action="store_true")
     parser.add_argument("--call-isolated", action="store_true")
+    parser.add_argument("--hostile-calls", metavar="PACK")
     options = parser.parse_args()
+    asked = queue.SimpleQueue()  # the hostile calls signals asked for (put is safe in a handler)
+    if options.hostile_calls:
+        # Before the Hello: the soak may signal as soon as this participant is ready.
+        for number in HOSTILE_CALLS:
+            signal.signal(number, lambda signum, frame: asked.put(HOSTILE_CALLS[signum]))
     try:
         link = sv.Participant(capabilities=sv.CAP_PARTIAL_UNLOAD)
     except sv.ParticipantError as error:
@@ -163,9 +223,20 @@ def main():
     commands.start()
     for name, nbytes in options.hold:
         host.load(name, nbytes)
-    if options.call_isolated:
-        # Beside the main thread, which must be free to end at the supervisor's Shutdown.
-        threading.Thread(target=call_isolated, name="call isolated", daemon=True).start()
+    if options.call_isolated or options.hostile_calls:
+        from comfy_supervisor.host import proxy_nodes
+        bridges = proxy_nodes.Bridges.start(None)
+        if bridges is None:
+            flag = "--call-isolated" if options.call_isolated else "--hostile-calls"
+            say(f"{flag}: the supervisor gave this life no bridge (no pack in the python form?)")
+        else:
+            isolated = Isolated(bridges)
+            if options.call_isolated:
+                # Beside the main thread, which must be free to end at the supervisor's Shutdown.
+                threading.Thread(target=call_isolated, args=(isolated,), name="call isolated", daemon=True).start()
+            if options.hostile_calls:
+                threading.Thread(target=serve_hostile_calls, args=(isolated, options.hostile_calls, asked),
+                                 name="hostile calls", daemon=True).start()
     if options.later:
         while link.device_free() >= options.when_free_below and not host.stopped.is_set():
             time.sleep(0.01)

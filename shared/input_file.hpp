@@ -37,6 +37,8 @@ public:
     std::size_t read(char* buffer, std::size_t size);
 
     const std::string& path() const noexcept { return path_; }
+    // What was opened, for a caller that also judges its owner or mode (fstat).
+    int descriptor() const noexcept { return fd_; }
 
 private:
     [[noreturn]] void fail(const std::string& why) const;

@@ -59,14 +59,17 @@ Supervisor::Supervisor(Config config, const std::string& instance)
              [this](WorkerProcess& worker) { flush(worker); }, [this] { publish_census_reports(); }}),
       signals_(io_, SIGINT, SIGTERM),
       operator_signals_(io_, SIGUSR1, SIGHUP),
+      child_signals_(io_, SIGCHLD),
       heartbeat_timer_(io_),
       shutdown_timer_(io_),
-      bridge_(workers_, [this](WorkerProcess& worker, const std::string& reason) { terminate(worker, reason); }),
+      host_requests_(io_, *this),
+      bridge_(workers_, [this](WorkerProcess& worker, const std::string& reason) { terminate(worker, reason); },
+              host_requests_),
       log_limiter_(kLogLinesPerWindow, kLogWindow),
       memory_(config_, *this, census_, writes_, journal_),
       releases_(config_.host, *this, census_, memory_, journal_),
       ops_(io_, OpsEndpoints::Sources{*this, config_, instance_, segment_, census_, memory_, releases_, journal_,
-                                      *this}),
+                                      *this, refusals_}),
       operator_(*this, releases_, {config_.memory.reserve_bytes, view_.device_total_bytes()}) {
     // The table is indexed by slot from first_slot_: the host's slot 0 is in it only when
     // configured, so without a host nothing changes.
@@ -90,6 +93,7 @@ Supervisor::~Supervisor() {
             ::waitpid(worker->process.pid, nullptr, 0);
         }
     }
+    strays_.sweep([](pid_t) { return false; });
 }
 
 int Supervisor::run() {
@@ -97,6 +101,7 @@ int Supervisor::run() {
         if (!ec) begin_shutdown(std::string("received SIG") + sigabbrev_np(signal));
     });
     watch_signals();
+    watch_children();
     start_control();
     const bool with_host = !workers_.empty() && workers_.front()->kind == ParticipantKind::host;
     log_line("segment " + segment_.name() + " created; starting " + (with_host ? "the ComfyUI host and " : "") +
@@ -218,6 +223,7 @@ void Supervisor::on_exit(WorkerProcess& worker) {
               {"signal", worker.last_exit_signal},
               {"reason", worker.kill_reason}});
     notify(WorkerEvent::exited, worker);
+    end_strays(&worker);
     bridge_.exited(worker, how);
 
     // Its memory went with the process: return its device use and drop its census, its
@@ -244,6 +250,48 @@ void Supervisor::on_exit(WorkerProcess& worker) {
     }
     if (operator_.after_exit(worker)) return;
     schedule_restart(worker);
+}
+
+void Supervisor::end_strays(const WorkerProcess* ended) {
+    // A participant's exit its pidfd's handler has yet to take sweeps then, naming it; lives
+    // that end together (a shutdown) are swept at the last one's end, naming none of them.
+    if (std::any_of(workers_.begin(), workers_.end(), [&](const auto& w) { return w.get() != ended && w->exited(); })) {
+        strays_shared_ = strays_shared_ || ended != nullptr;
+        return;
+    }
+    if (std::exchange(strays_shared_, false)) ended = nullptr;
+    auto ended_now = strays_.sweep([this](pid_t pid) {
+        return std::any_of(workers_.begin(), workers_.end(), [pid](const auto& w) { return w->process.pid == pid; });
+    });
+    // A sandbox's first process (bwrap's, in its pid namespace) outlives the bwrap we spawned
+    // by a moment at every end, and dies with it anyway (--die-with-parent): ended, not news.
+    // Nothing else of a sandboxed life can come here: the rest is inside its pid namespace.
+    const bool sandboxes = std::any_of(workers_.begin(), workers_.end(), [](const auto& w) { return w->pack.sandbox; });
+    if (sandboxes) std::erase_if(ended_now, [](const Strays::Stray& stray) { return stray.command == "bwrap"; });
+    if (!ended_now.empty()) {
+        constexpr std::size_t kNamed = 8;  // a fork bomb's thousands are counted, not listed
+        std::string named;
+        for (std::size_t i = 0; i < std::min(kNamed, ended_now.size()); ++i) {
+            named += (i ? ", " : "") + std::to_string(ended_now[i].pid) + " (" + ended_now[i].command + ")";
+        }
+        if (ended_now.size() > kNamed) named += " and " + std::to_string(ended_now.size() - kNamed) + " more";
+        const std::string text = "ended " + std::to_string(ended_now.size()) + " process(es) " +
+                                 (ended ? "its life left behind" : "left behind by a life that ended") + ": " + named;
+        if (ended) {
+            happened(LogLevel::warning, *ended, "strays", text, {{"count", ended_now.size()}});
+        } else {
+            log_line(LogLevel::warning, text);
+        }
+    }
+}
+
+void Supervisor::watch_children() {
+    child_signals_.async_wait([this](const boost::system::error_code& ec, int) {
+        if (ec) return;
+        end_strays(nullptr);
+        finish_if_done();  // the last stray of a shutdown reaped
+        watch_children();
+    });
 }
 
 void Supervisor::schedule_restart(WorkerProcess& worker) {
@@ -559,6 +607,7 @@ void Supervisor::begin_shutdown(const std::string& why) {
 void Supervisor::finish_if_done() {
     if (!shutting_down_) return;
     if (std::any_of(workers_.begin(), workers_.end(), [](const auto& w) { return w->alive(); })) return;
+    if (strays_.unreaped() > 0) return;  // killed; each death is a SIGCHLD that sweeps again
     shutdown_timer_.cancel();
     pump_.stop();
     io_.stop();
@@ -604,7 +653,7 @@ void Supervisor::on_node_finished(WorkerProcess& worker, const NodeFinished& nod
 }
 
 void Supervisor::start_control() {
-    control_.emplace(io_, ctl::control_socket_path(instance_), operator_.handlers(), journal_);
+    control_.emplace(io_, ctl::control_socket_path(instance_), operator_.handlers(), journal_, refusals_);
     control_->start();
     log_line("control: listening on " + control_->path().string() + " (comfyctl, this user only)");
 }

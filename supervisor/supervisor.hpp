@@ -8,6 +8,7 @@
 #include "supervisor/bridge/bridge_broker.hpp"
 #include "supervisor/config/config.hpp"
 #include "supervisor/lifecycle/message_pump.hpp"
+#include "supervisor/lifecycle/strays.hpp"
 #include "supervisor/lifecycle/worker_access.hpp"
 #include "supervisor/lifecycle/worker_process.hpp"
 #include "supervisor/memory/census_reader.hpp"
@@ -23,6 +24,7 @@
 #include "supervisor/ops/log/log_limiter.hpp"
 #include "supervisor/ops/operator_actions.hpp"
 #include "supervisor/ops/ops_endpoints.hpp"
+#include "supervisor/ops/refusals.hpp"
 #include "supervisor/ops/supervised.hpp"
 #include "worker/device.hpp"
 
@@ -86,6 +88,9 @@ private:
     void keep_stopped(WorkerProcess& worker) override;
 
     void watch_exit(WorkerProcess& worker);
+    // Ends what lives left behind (strays.hpp); `ended` is the life whose end found them.
+    void end_strays(const WorkerProcess* ended);
+    void watch_children();
     void on_exit(WorkerProcess& worker);
     void schedule_restart(WorkerProcess& worker);
 
@@ -123,6 +128,9 @@ private:
     // The CUDA device the workers share, when one is configured and usable; the
     // supervisor reads its free memory from it. Null for the simulated device.
     std::unique_ptr<worker::Device> cuda_;
+    // What the HTTP endpoints and the control socket turned away; before io_, so it
+    // outlives every handler they leave on the loop.
+    Refusals refusals_;
     boost::asio::io_context io_;
     ipc::SharedSegment segment_;
     SegmentView view_;
@@ -136,9 +144,13 @@ private:
     MessagePump pump_;  // the participants' messages, in turns
     boost::asio::signal_set signals_;
     boost::asio::signal_set operator_signals_;  // SIGUSR1: full release; SIGHUP: retry failed packs
+    Strays strays_;                          // the subreaper's: what ended lives left behind
+    bool strays_shared_ = false;             // a sweep put off while lives ended together
+    boost::asio::signal_set child_signals_;  // SIGCHLD: a stray died, and its children are ours now
     boost::asio::steady_timer heartbeat_timer_;
     boost::asio::steady_timer shutdown_timer_;
     std::vector<std::unique_ptr<WorkerProcess>> workers_;  // workers_[i] runs in slot first_slot_ + i
+    HostRequests host_requests_;  // the host's asks to end a pack's life (a Cancel outrun, a broken session)
     BridgeBroker bridge_;  // node calls between the host and the Python packs: descriptors only
     std::uint32_t first_slot_ = 0;
     std::vector<std::function<void()>> all_started_;

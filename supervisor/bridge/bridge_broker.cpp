@@ -22,8 +22,9 @@ constexpr const char* kNotReading = "does not read its bridge control socket";
 
 }  // namespace
 
-BridgeBroker::BridgeBroker(const std::vector<std::unique_ptr<WorkerProcess>>& workers, Stop stop)
-    : workers_(workers), stop_(std::move(stop)) {}
+BridgeBroker::BridgeBroker(const std::vector<std::unique_ptr<WorkerProcess>>& workers, Stop stop,
+                           HostRequests& host_requests)
+    : workers_(workers), stop_(std::move(stop)), host_requests_(host_requests) {}
 
 std::optional<BridgeBroker::ChildEnds> BridgeBroker::open_life(const WorkerProcess& worker) {
     lives_.erase(worker.slot);
@@ -41,9 +42,14 @@ std::optional<BridgeBroker::ChildEnds> BridgeBroker::open_life(const WorkerProce
     if (flags < 0 || ::fcntl(control.first.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
         throw std::runtime_error(std::string("bridge control socket: fcntl: ") + std::strerror(errno));
     }
-    // Nothing the child writes is read here; shut for reading, its writes fail at once
-    // (EPIPE) rather than pile up, descriptors and all, in our receive queue.
-    ::shutdown(control.first.get(), SHUT_RD);
+    // Nothing a pack writes is read here; shut for reading, its writes fail at once
+    // (EPIPE) rather than pile up, descriptors and all, in our receive queue. The host's
+    // requests are read (host_requests.hpp).
+    if (worker.kind == ParticipantKind::host) {
+        host_requests_.listen(control.first.get());
+    } else {
+        ::shutdown(control.first.get(), SHUT_RD);
+    }
     lives_[worker.slot] = Life{worker.generation, std::move(control.first), std::move(arena.read_only)};
     return ChildEnds{std::move(control.second), std::move(arena.writable), arena.bytes};
 }
@@ -55,7 +61,8 @@ void BridgeBroker::spawned(WorkerProcess& worker) {
         for (const auto& pack : workers_) {
             if (is_python_pack(*pack)) {
                 packs.push_back({pack->pack.name, ctl::state_name(static_cast<std::uint8_t>(pack->state)),
-                                 pack->pack.python->pack});
+                                 pack->pack.python->pack,
+                                 static_cast<std::uint64_t>(pack->pack.python->cancel_grace.count())});
             }
         }
         send(worker, bridge::packs(packs));
@@ -77,6 +84,7 @@ void BridgeBroker::exited(WorkerProcess& worker, const std::string& reason) {
 }
 
 void BridgeBroker::close_life(const WorkerProcess& worker) {
+    if (worker.kind == ParticipantKind::host) host_requests_.stop();
     lives_.erase(worker.slot);
 }
 

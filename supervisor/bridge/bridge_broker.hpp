@@ -10,6 +10,7 @@
 
 #include "ipc/arena.hpp"
 #include "ipc/unique_fd.hpp"
+#include "supervisor/bridge/host_requests.hpp"
 #include "supervisor/lifecycle/worker_process.hpp"
 
 #include <cstdint>
@@ -29,8 +30,9 @@ public:
     using Stop = std::function<void(WorkerProcess&, const std::string& reason)>;
 
     // `workers` is the supervisor's table, read to find the host, the Python packs and
-    // their states; it outlives the broker.
-    BridgeBroker(const std::vector<std::unique_ptr<WorkerProcess>>& workers, Stop stop);
+    // their states; it outlives the broker, as do `host_requests`, which reads each host
+    // life's control socket.
+    BridgeBroker(const std::vector<std::unique_ptr<WorkerProcess>>& workers, Stop stop, HostRequests& host_requests);
 
     // What a bridging life inherits: its end of the control socket and its arena, writable.
     struct ChildEnds {
@@ -70,6 +72,7 @@ private:
 
     const std::vector<std::unique_ptr<WorkerProcess>>& workers_;
     Stop stop_;
+    HostRequests& host_requests_;
     std::map<std::uint32_t, Life> lives_;  // by slot: the lives open now
 };
 

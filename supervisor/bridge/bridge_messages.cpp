@@ -19,7 +19,10 @@ std::string text(const json& message) {
 std::string packs(const std::vector<PackState>& packs) {
     json list = json::array();
     for (const auto& pack : packs) {
-        list.push_back({{"name", pack.name}, {"state", pack.state}, {"folder", pack.folder}});
+        list.push_back({{"name", pack.name},
+                        {"state", pack.state},
+                        {"folder", pack.folder},
+                        {"cancel_grace_ms", pack.cancel_grace_ms}});
     }
     return text({{"event", "packs"}, {"packs", std::move(list)}});
 }

@@ -14,6 +14,7 @@ struct PackState {
     std::string name;
     std::string state;   // as comfyctl names it: spawning, ready, busy, draining, dead, failed
     std::string folder;  // the config's python.pack: the host serves the pack's web directory from it
+    std::uint64_t cancel_grace_ms = 0;  // the config's python.cancel_grace_ms (host_requests.hpp)
 };
 
 // To the host, first after its spawn: every Python pack in config order.

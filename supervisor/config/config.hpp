@@ -67,6 +67,12 @@ struct HttpConfig {
     bool enabled = false;
     std::string address;      // an IPv4 or IPv6 address, e.g. 127.0.0.1
     unsigned short port = 0;  // 0: any free port (the log says which)
+    // Host names a request's Host may carry besides localhost and IP addresses, lower case.
+    std::vector<std::string> allowed_hosts;
+    // What a request that changes something (POST /free) must bear (Authorization:
+    // Bearer), read from http.token_file; empty when none is configured, which only a
+    // loopback listen address allows.
+    std::string token;
 };
 
 struct Limits {
@@ -107,6 +113,9 @@ struct PythonPack {
     // unless the pack is sandboxed (a peer that maps our memory can read and write the
     // whole allocation around a tensor).
     std::optional<bool> cuda_ipc;
+    // How long a node may run on after ComfyUI's Cancel before the host has its worker
+    // ended and restarted (docs/PACKS.md, "A node call").
+    Milliseconds cancel_grace{3'000};
 };
 
 struct PackConfig {

@@ -15,6 +15,8 @@ namespace comfy::supervisor::config_loader {
 namespace {
 
 constexpr const char* kPackFolderRule = "a custom node pack's folder (a directory with __init__.py)";
+// 0: a node that is still running at Cancel is ended at once; at most an hour.
+constexpr Range kCancelGraceMs{0, 3'600'000};
 
 // Empty when `folder` is what ComfyUI imports as a custom node pack; otherwise why not.
 std::string pack_folder_problem(const fs::path& folder) {
@@ -53,7 +55,8 @@ std::string read_pack_folder(const ConfigReader& reader, const Node& node) {
 }  // namespace
 
 void read_python(const ConfigReader& reader, const Node& node, PackConfig& pack, const std::string& checkout) {
-    reader.expect_object(node, {"pack", "interpreter", "comfyui", "comfyui_args", "arena_bytes", "cuda_ipc"});
+    reader.expect_object(node,
+                         {"pack", "interpreter", "comfyui", "comfyui_args", "arena_bytes", "cuda_ipc", "cancel_grace_ms"});
     PythonPack python;
     python.pack = read_pack_folder(reader, reader.required(node, "pack", kPackFolderRule));
     if (const auto interpreter = member(node, "interpreter")) {
@@ -78,6 +81,7 @@ void read_python(const ConfigReader& reader, const Node& node, PackConfig& pack,
     if (const auto arena = member(node, "arena_bytes")) pack.arena_bytes = reader.read_size(*arena, kArenaBytes);
     if (const auto flags = member(node, "comfyui_args")) python.comfyui_args = reader.read_args(*flags);
     if (const auto ipc = member(node, "cuda_ipc")) python.cuda_ipc = reader.read_flag(*ipc);
+    if (const auto grace = member(node, "cancel_grace_ms")) python.cancel_grace = reader.read_ms(*grace, kCancelGraceMs);
     pack.command = python.interpreter;
     pack.bridges = true;
     pack.python = std::move(python);

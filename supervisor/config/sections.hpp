@@ -34,8 +34,9 @@ Limits read_limits(const ConfigReader& reader, const Node& node);
 MemoryConfig read_memory(const ConfigReader& reader, const Node& node, const Capacities& capacities);
 HostMemoryConfig read_host(const ConfigReader& reader, const Node& node);
 
-// /http (http_section.cpp)
+// /http (http_section.cpp), and its token_file (token_file.cpp): the token itself.
 HttpConfig read_http(const ConfigReader& reader, const Node& node);
+std::string read_token_file(const ConfigReader& reader, const Node& node);
 
 // /comfyui, the ComfyUI host's process (comfyui_section.cpp). Its checkout is read by
 // config.cpp, which hands it to the packs.

@@ -63,6 +63,10 @@ int child_main(void* plan_pointer) {
     }
     if (::setpgid(0, 0) != 0) child_fail(plan.report_fd);
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(plan.report_fd);
+    // The subreaper of its own tree (kept across exec): what it starts stays below it
+    // even after a double fork or setsid(), and comes to the supervisor, a subreaper too,
+    // when it ends, to be ended then (strays.hpp).
+    if (::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) child_fail(plan.report_fd);
     if (::getppid() != plan.parent) ::_exit(127);  // the parent died before prctl took hold
     sigset_t all;
     sigemptyset(&all);

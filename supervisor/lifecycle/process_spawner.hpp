@@ -1,7 +1,8 @@
 #pragma once
 // Starts a worker process: its own process group, a minimal environment, exactly the
-// descriptors it is meant to have, death with its parent (PR_SET_PDEATHSIG), and a pidfd
-// so the event loop sees its exit at once.
+// descriptors it is meant to have, death with its parent (PR_SET_PDEATHSIG), the subreaper
+// of what it starts (PR_SET_CHILD_SUBREAPER, strays.hpp), and a pidfd so the event loop
+// sees its exit at once.
 //
 // clone+exec by hand rather than Boost.Process: we need PR_SET_PDEATHSIG and setpgid in
 // the child before exec, chosen inherited descriptors, a pidfd for our own Asio loop, and

@@ -2,6 +2,7 @@
 
 #include "supervisor/config/install_layout.hpp"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -11,6 +12,12 @@
 #include <cstring>
 
 namespace comfy::supervisor {
+
+bool WorkerProcess::exited() const {
+    if (!alive()) return false;
+    pollfd exit{process.pidfd, POLLIN, 0};
+    return ::poll(&exit, 1, 0) == 1;
+}
 
 std::string WorkerProcess::reap() {
     int status = 0;

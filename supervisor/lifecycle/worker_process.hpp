@@ -40,8 +40,10 @@ struct PendingRequest {
 };
 
 // What an operator asked for a participant's life that is ending (ops/operator_actions.cpp):
-// nothing, to keep it stopped, or to start it again at once.
-enum class OperatorIntent { none, stop, restart };
+// nothing, to keep it stopped, or to start it again at once; or, for a pack's worker, that
+// ComfyUI's Cancel ended it (its node outran the grace period; bridge/host_requests.hpp),
+// to start again at once too.
+enum class OperatorIntent { none, stop, restart, cancelled };
 
 struct WorkerProcess {
     // `keep_limit`: the most models one admission may keep (the ledger's capacity).
@@ -93,6 +95,8 @@ struct WorkerProcess {
     // Ready or busy: past its Hello and taking messages (not draining, dead or failed).
     bool up() const noexcept { return state == ParticipantState::ready || state == ParticipantState::busy; }
 
+    // Its process has exited, and its pidfd's handler has yet to reap it.
+    bool exited() const;
     // Reaps this life's exited process, kills what it left in its group, and records how it
     // ended; returns that in words ("killed by SIGKILL (hung: ...)").
     std::string reap();

@@ -21,10 +21,10 @@ namespace {
 
 using boost::asio::local::stream_protocol;
 
-constexpr std::size_t kMaxConnections = 16;
-constexpr std::chrono::seconds kRequestWait{5};  // a client that connects and says nothing
 // What a follower that stopped reading may have waiting; past it, it is let go.
 constexpr std::size_t kMaxQueuedBytes = 1 << 20;
+
+std::string pid_text(const ucred& peer) { return "pid " + std::to_string(peer.pid); }
 
 }  // namespace
 
@@ -32,27 +32,29 @@ constexpr std::size_t kMaxQueuedBytes = 1 << 20;
 // for events --follow, then every new event until it goes.
 class ControlServer::Connection : public std::enable_shared_from_this<Connection> {
 public:
-    Connection(ControlServer& server, stream_protocol::socket socket, std::uint64_t id)
-        : server_(server), socket_(std::move(socket)), deadline_(server.io_), id_(id) {}
+    Connection(ControlServer& server, stream_protocol::socket socket, std::uint64_t id, const ucred& peer)
+        : server_(server), socket_(std::move(socket)), deadline_(server.io_), id_(id), peer_(peer) {}
+
+    pid_t peer_pid() const noexcept { return peer_.pid; }
 
     void begin() {
-        ucred peer{};
-        socklen_t size = sizeof peer;
-        if (::getsockopt(socket_.native_handle(), SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0) {
-            close();
-            return;
-        }
-        if (peer.uid != ::geteuid()) {
-            log_warning("control: refused a connection from uid " + std::to_string(peer.uid) + " (pid " +
-                        std::to_string(peer.pid) + "): only uid " + std::to_string(::geteuid()) +
-                        ", the supervisor's, may use " + server_.path_.string());
+        if (peer_.uid != ::geteuid()) {
+            // Every one of these is logged: another user knocking is worth a line each.
+            server_.refusals_.count(ControlRefusal::uid);
+            log_warning("control: refused a connection from uid " + std::to_string(peer_.uid) + " (" + pid_text(peer_) +
+                        "): only uid " + std::to_string(::geteuid()) + ", the supervisor's, may use " +
+                        server_.path_.string());
             finish(ctl::error_line(ctl::ControlError::not_permitted,
                                    "only uid " + std::to_string(::geteuid()) + " may use this supervisor's control socket"));
             return;
         }
         deadline_.expires_after(kRequestWait);
         deadline_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
-            if (!ec) self->close();
+            if (ec) return;
+            self->server_.refuse(ControlRefusal::timeout, "control: closed a connection from " + pid_text(self->peer_) +
+                                                              " that sent no whole request within " +
+                                                              std::to_string(kRequestWait.count()) + " s");
+            self->close();
         });
         boost::asio::async_read_until(socket_, boost::asio::dynamic_buffer(input_, ctl::kMaxRequestBytes), '\n',
                                       [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
@@ -76,6 +78,9 @@ private:
         if (closed_) return;
         deadline_.cancel();
         if (ec == boost::asio::error::not_found) {
+            server_.refuse(ControlRefusal::too_large, "control: refused a request of more than " +
+                                                          std::to_string(ctl::kMaxRequestBytes) + " bytes from " +
+                                                          pid_text(peer_));
             finish(ctl::error_line(ctl::ControlError::bad_request, "a request has at most " +
                                                                       std::to_string(ctl::kMaxRequestBytes) + " bytes"));
             return;
@@ -126,8 +131,9 @@ private:
         if (queued_bytes_ + line.size() > kMaxQueuedBytes) {
             // Told from inside the journal's record(): the close waits for the loop.
             dropping_ = true;
-            log_warning("control: a follower of the events fell " + std::to_string(kMaxQueuedBytes) +
-                        " bytes behind; letting it go");
+            server_.refuse(ControlRefusal::slow_follower, "control: a follower of the events (" + pid_text(peer_) +
+                                                              ") fell " + std::to_string(kMaxQueuedBytes) +
+                                                              " bytes behind; letting it go");
             boost::asio::post(server_.io_, [self = shared_from_this()] { self->close(); });
             return;
         }
@@ -160,6 +166,7 @@ private:
     stream_protocol::socket socket_;
     boost::asio::steady_timer deadline_;
     std::uint64_t id_;
+    ucred peer_;
     std::string input_;
     std::deque<std::string> output_;
     std::size_t queued_bytes_ = 0;
@@ -172,9 +179,9 @@ private:
 };
 
 ControlServer::ControlServer(boost::asio::io_context& io, std::filesystem::path socket_path, ControlHandlers handlers,
-                             EventJournal& journal)
-    : io_(io), path_(std::move(socket_path)), handlers_(std::move(handlers)), journal_(journal), acceptor_(io),
-      accept_pause_(io) {}
+                             EventJournal& journal, Refusals& refusals)
+    : io_(io), path_(std::move(socket_path)), handlers_(std::move(handlers)), journal_(journal), refusals_(refusals),
+      acceptor_(io), accept_pause_(io) {}
 
 ControlServer::~ControlServer() { stop(); }
 
@@ -191,6 +198,7 @@ void ControlServer::stop() {
     acceptor_.close(ignored);
     accept_pause_.cancel();
     ::unlink(path_.c_str());
+    for (const auto& line : refusal_log_.flush()) log_warning(line);
     auto open = connections_;
     for (auto& [id, weak] : open) {
         if (const auto connection = weak.lock()) connection->close();
@@ -230,16 +238,43 @@ void ControlServer::take(int fd) {
         ::close(fd);
         return;
     }
-    if (connections_.size() >= kMaxConnections) {
-        const std::string line = ctl::error_line(ctl::ControlError::refused,
-                                                 "too many control connections at once; try again");
+    ucred peer{};
+    socklen_t size = sizeof peer;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0) return;  // the socket closes as it goes
+    // One process's share first, so that the one that hogs is told so, and the others
+    // keep the rest of the connections.
+    std::size_t of_peer = 0;
+    for (const auto& [id, weak] : connections_) {
+        if (const auto connection = weak.lock(); connection && connection->peer_pid() == peer.pid) ++of_peer;
+    }
+    std::optional<std::string> refused;
+    if (of_peer >= kMaxConnectionsPerProcess) {
+        refuse(ControlRefusal::client_connections,
+               "control: turned away a connection from " + pid_text(peer) + ": it holds " +
+                   std::to_string(kMaxConnectionsPerProcess) + " open already, the most one process may");
+        refused = "this process holds " + std::to_string(kMaxConnectionsPerProcess) +
+                  " control connections already, the most one process may; close one and try again";
+    } else if (connections_.size() >= kMaxConnections) {
+        refuse(ControlRefusal::connections, "control: turned away a connection from " + pid_text(peer) + ": " +
+                                                std::to_string(kMaxConnections) + " are open, the most");
+        refused = "too many control connections at once; try again";
+    }
+    if (refused) {
+        const std::string line = ctl::error_line(ctl::ControlError::refused, *refused);
         [[maybe_unused]] const auto sent = ::send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         return;  // the socket closes as it goes
     }
     const std::uint64_t id = next_connection_++;
-    auto connection = std::make_shared<Connection>(*this, std::move(socket), id);
+    auto connection = std::make_shared<Connection>(*this, std::move(socket), id, peer);
     connections_.emplace(id, connection);
     connection->begin();
+}
+
+void ControlServer::refuse(ControlRefusal reason, std::string line) {
+    refusals_.count(reason);
+    for (const auto& out : refusal_log_.pass("control", refusal_name(reason), std::move(line), LogLimiter::Clock::now())) {
+        log_warning(out);
+    }
 }
 
 ActionAnswer ControlServer::act(const ctl::ControlRequest& request) const {

@@ -4,17 +4,23 @@
 // every connection's peer must be of the supervisor's effective uid (SO_PEERCRED). It
 // speaks supervisor/ctl/control_protocol.hpp: one request per connection, answered from
 // `ControlHandlers`, or, for events, from the journal (following it while the client
-// stays). Bounded: the request's size and the wait for it, the connections open at once,
-// and what a follower that does not read may have queued. Every descriptor is
-// close-on-exec. Lives on the supervisor's event loop.
+// stays). Bounded: the request's size and the wait for it, the connections open at once
+// and those of one process (by its SO_PEERCRED pid, so that one process, a follower of
+// the events or a client that says nothing, cannot lock comfyctl out), and what a
+// follower that does not read may have queued. Each refusal is counted
+// (comfy_control_refused_total). Every descriptor is close-on-exec. Lives on the
+// supervisor's event loop.
 
 #include "supervisor/ctl/control_protocol.hpp"
 #include "supervisor/ops/log/event_journal.hpp"
+#include "supervisor/ops/log/log_limiter.hpp"
+#include "supervisor/ops/refusals.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -52,8 +58,13 @@ public:
 
 class ControlServer {
 public:
+    static constexpr std::size_t kMaxConnections = 16;
+    static constexpr std::size_t kMaxConnectionsPerProcess = 4;
+    static constexpr std::chrono::seconds kRequestWait{5};  // a client that connects and says nothing
+
+    // `journal` and `refusals` outlive the server.
     ControlServer(boost::asio::io_context& io, std::filesystem::path socket_path, ControlHandlers handlers,
-                  EventJournal& journal);
+                  EventJournal& journal, Refusals& refusals);
     ~ControlServer();
     ControlServer(const ControlServer&) = delete;
     ControlServer& operator=(const ControlServer&) = delete;
@@ -71,6 +82,8 @@ private:
 
     void accept();
     void take(int fd);
+    // Counts a refusal and logs `line`, unless its reason had its line in this window.
+    void refuse(ControlRefusal reason, std::string line);
     // The answer to a request other than events.
     ActionAnswer act(const ctl::ControlRequest& request) const;
 
@@ -78,6 +91,8 @@ private:
     std::filesystem::path path_;
     ControlHandlers handlers_;
     EventJournal& journal_;
+    Refusals& refusals_;
+    LogLimiter refusal_log_{1, std::chrono::seconds(10)};
     boost::asio::local::stream_protocol::acceptor acceptor_;
     boost::asio::steady_timer accept_pause_;  // after accept failed for want of descriptors
     std::map<std::uint64_t, std::weak_ptr<Connection>> connections_;

@@ -96,6 +96,17 @@ std::string metrics_text(const MetricsInput& in) {
            in.host.low_water);
     single("comfy_host_pinned_bytes", "gauge", "Host memory pinned by every participant together, from their censuses.",
            in.host.pinned);
+    metric("comfy_http_refused_total", "counter",
+           "HTTP connections and requests the endpoints turned away, closed or refused, by reason.");
+    for (std::size_t i = 0; i < kHttpRefusalNames.size(); ++i) {
+        value(std::string("comfy_http_refused_total{reason=\"") + kHttpRefusalNames[i] + "\"}", in.refusals.http[i]);
+    }
+    metric("comfy_control_refused_total", "counter",
+           "Control-socket connections turned away, closed or let go by a bound, by reason.");
+    for (std::size_t i = 0; i < kControlRefusalNames.size(); ++i) {
+        value(std::string("comfy_control_refused_total{reason=\"") + kControlRefusalNames[i] + "\"}",
+              in.refusals.control[i]);
+    }
     if (in.host.available) {
         single("comfy_host_available_bytes", "gauge",
                "Host RAM available for pins: the budget left, else the cgroup's headroom or MemAvailable.",

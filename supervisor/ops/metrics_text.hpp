@@ -5,6 +5,7 @@
 
 #include "supervisor/memory/admission_waits.hpp"
 #include "supervisor/memory/host_memory.hpp"
+#include "supervisor/ops/refusals.hpp"
 #include "supervisor/ops/supervised.hpp"
 
 #include <optional>
@@ -29,6 +30,7 @@ struct MetricsInput {
     std::vector<CensusRow> census;
     HostFigures host;
     AdmissionWaits::Histogram admission_waits;
+    Refusals refusals;
 };
 
 std::string metrics_text(const MetricsInput& in);

@@ -162,6 +162,11 @@ bool OperatorActions::after_exit(WorkerProcess& worker) {
             lives_.happened(LogLevel::info, worker, "restarting", "restarting now, as an operator asked");
             lives_.start_worker(worker);
             return true;
+        case OperatorIntent::cancelled:
+            // Nor is a node that ignored ComfyUI's Cancel: the user asked for it to end.
+            lives_.happened(LogLevel::info, worker, "restarting", "restarting now: ComfyUI's Cancel ended its node");
+            lives_.start_worker(worker);
+            return true;
     }
     return false;
 }

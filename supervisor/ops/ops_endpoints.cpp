@@ -24,10 +24,12 @@ void OpsEndpoints::start() {
                               [this](std::uint64_t since, std::size_t limit) {
                                   return events_json(from_.journal, since, limit);
                               },
-                              [this](const FreeRequest& request) { answer_free(request); }});
+                              [this](const FreeRequest& request) { answer_free(request); }},
+                  HttpAccess{http.allowed_hosts, http.token}, from_.refusals);
     http_->start();
     log_line("http: listening on " + http.address + ":" + std::to_string(http_->port()) +
-             " (GET / for the dashboard, GET /census, /metrics, /history, /events; POST /free)");
+             " (GET / for the dashboard, GET /census, /metrics, /history, /events; POST /free" +
+             (http.token.empty() ? "" : " with the token of http.token_file") + ")");
 }
 
 void OpsEndpoints::stop() {
@@ -74,6 +76,7 @@ std::string OpsEndpoints::metrics_text() {
     in.census = from_.supervisor.census_rows();
     in.host = from_.releases.host_figures();
     in.admission_waits = from_.memory.admission_waits();
+    in.refusals = from_.refusals;
     return supervisor::metrics_text(in);
 }
 

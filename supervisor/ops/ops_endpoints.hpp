@@ -13,6 +13,7 @@
 #include "supervisor/ops/free_request.hpp"
 #include "supervisor/ops/log/event_journal.hpp"
 #include "supervisor/ops/ops_http.hpp"
+#include "supervisor/ops/refusals.hpp"
 #include "supervisor/ops/supervised.hpp"
 
 #include <boost/asio/io_context.hpp>
@@ -39,6 +40,7 @@ public:
         ReleaseScheduler& releases;
         EventJournal& journal;
         WorkerAccess& workers;
+        Refusals& refusals;  // counted by the HTTP server, read by the metrics
     };
     OpsEndpoints(boost::asio::io_context& io, Sources sources);
     ~OpsEndpoints();

@@ -1,9 +1,12 @@
 #include "supervisor/ops/ops_http.hpp"
 
+#include "supervisor/ctl/control_protocol.hpp"
 #include "supervisor/ops/log/log.hpp"
 
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+
+#include <optional>
 
 namespace comfy::supervisor {
 
@@ -24,30 +27,96 @@ http::response<http::string_body> http_response(OpsResponse answer, unsigned ver
     return response;
 }
 
-// One connection: read a request, answer it, close. Counted open while it lives.
+// A header by its field or, for one Beast has no field for, its name.
+template <typename Key>
+std::optional<std::string_view> header(const http::request<http::string_body>& request, Key key) {
+    const auto found = request.find(key);
+    if (found == request.end()) return std::nullopt;
+    return std::string_view(found->value());
+}
+
+std::string seconds(std::chrono::seconds time) { return std::to_string(time.count()) + " s"; }
+
+// One connection: read a request within its time-outs and limits, answer it, close.
+// Counted open, and against its client's share, while it lives.
 class Session : public std::enable_shared_from_this<Session> {
 public:
-    Session(tcp::socket socket, std::shared_ptr<OpsHttpServer::Shared> shared)
-        : stream_(std::move(socket)), shared_(std::move(shared)) {
+    Session(tcp::socket socket, std::shared_ptr<OpsHttpServer::Shared> shared, std::string client, std::string peer)
+        : stream_(std::move(socket)), shared_(std::move(shared)), client_(std::move(client)), peer_(std::move(peer)) {
         ++shared_->open;
+        ++shared_->open_by_client[client_];
     }
-    ~Session() { --shared_->open; }
+    ~Session() {
+        --shared_->open;
+        if (--shared_->open_by_client[client_] == 0) shared_->open_by_client.erase(client_);
+    }
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
 
     void run() {
-        // A client that sends nothing in time does not hold a connection open.
-        stream_.expires_after(std::chrono::seconds(10));
-        http::async_read(stream_, buffer_, request_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-            if (!ec) self->answer();
+        parser_.header_limit(OpsHttpServer::kMaxHeaderBytes);
+        parser_.body_limit(OpsHttpServer::kMaxBodyBytes);
+        // The head first, then the body, each against its own clock: a client that
+        // trickles bytes holds a connection no longer than the two together.
+        stream_.expires_after(OpsHttpServer::kHeaderTimeout);
+        http::async_read_header(stream_, buffer_, parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+            if (ec) {
+                self->failed(ec, HttpRefusal::header_timeout,
+                             "no whole request head within " + seconds(OpsHttpServer::kHeaderTimeout));
+            } else {
+                self->read_body();
+            }
         });
     }
 
 private:
+    void read_body() {
+        stream_.expires_after(OpsHttpServer::kBodyTimeout);
+        http::async_read(stream_, buffer_, parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+            if (ec) {
+                self->failed(ec, HttpRefusal::body_timeout,
+                             "no whole body within " + seconds(OpsHttpServer::kBodyTimeout) + " of its head");
+            } else {
+                self->answer();
+            }
+        });
+    }
+
+    // A time-out (the stream is closed already) or a limit is a refusal; a client that
+    // went or sent what is not HTTP is let go.
+    void failed(const beast::error_code& ec, HttpRefusal timeout, const std::string& late) {
+        if (ec == beast::error::timeout) {
+            shared_->refuse(timeout, "http: closed a connection from " + peer_ + " that sent " + late);
+            return;
+        }
+        const bool head = ec == http::error::header_limit;
+        if (!head && ec != http::error::body_limit) return;
+        const std::string what = head ? "a request head has at most " + std::to_string(OpsHttpServer::kMaxHeaderBytes)
+                                      : "a request body has at most " + std::to_string(OpsHttpServer::kMaxBodyBytes);
+        shared_->refuse(HttpRefusal::too_large, "http: refused a request from " + peer_ + ": " + what + " bytes");
+        write(error_response(head ? 431 : 413, what + " bytes"), 11);
+    }
+
     void answer() {
-        response_ = http_response(route(shared_->handlers, std::string_view(request_.method_string()),
-                                        std::string_view(request_.target()), request_.body()),
-                                  request_.version());
+        const auto& request = parser_.get();
+        const RequestHead head{request.method_string(), request.target(), header(request, http::field::host),
+                               header(request, http::field::origin), header(request, "Sec-Fetch-Site"),
+                               header(request, http::field::authorization)};
+        if (auto refused = screen(shared_->access, head)) {
+            shared_->refuse(refused->reason, "http: refused " + ctl::printable(head.method, 16) + " " +
+                                                 ctl::printable(head.target.substr(0, head.target.find('?')), 60) +
+                                                 " from " + peer_ + ": " + refused->text);
+            write(std::move(refused->answer), request.version(), refused->authenticate);
+            return;
+        }
+        write(route(shared_->handlers, head.method, head.target, request.body()), request.version());
+    }
+
+    void write(OpsResponse answer, unsigned version, const std::string& authenticate = {}) {
+        response_ = http_response(std::move(answer), version);
+        if (!authenticate.empty()) response_.set(http::field::www_authenticate, authenticate);
+        // A client that does not read its answer does not hold the connection either.
+        stream_.expires_after(OpsHttpServer::kWriteTimeout);
         http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code, std::size_t) {
             beast::error_code ignored;
             self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
@@ -56,18 +125,17 @@ private:
 
     beast::tcp_stream stream_;
     std::shared_ptr<OpsHttpServer::Shared> shared_;
+    std::string client_;  // whose share it counts against
+    std::string peer_;    // its address, for the log
     beast::flat_buffer buffer_;
-    http::request<http::string_body> request_;
+    http::request_parser<http::string_body> parser_;
     http::response<http::string_body> response_;
 };
 
-// Past the cap: one small answer, written without waiting (non-blocking: it fits a fresh
+// Past a cap: one small answer, written without waiting (non-blocking: it fits a fresh
 // socket's buffer), and the connection closed.
-void turn_away(tcp::socket socket) {
-    auto busy = http_response(error_response(503, "too many open connections (" +
-                                                      std::to_string(OpsHttpServer::kMaxConnections) +
-                                                      "); try again when some have closed"),
-                              11);
+void turn_away(tcp::socket socket, OpsResponse answer) {
+    const auto busy = http_response(std::move(answer), 11);
     boost::system::error_code ignored;
     socket.non_blocking(true, ignored);
     http::write(socket, busy, ignored);
@@ -81,12 +149,28 @@ void turn_away(tcp::socket socket) {
 
 }  // namespace
 
+std::string client_key(const boost::asio::ip::address& address) {
+    if (address.is_v4()) return address.to_string();
+    const auto v6 = address.to_v6();
+    if (v6.is_v4_mapped()) return boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, v6).to_string();
+    auto bytes = v6.to_bytes();
+    std::fill(bytes.begin() + 8, bytes.end(), 0);
+    return boost::asio::ip::address_v6(bytes).to_string() + "/64";
+}
+
+void OpsHttpServer::Shared::refuse(HttpRefusal reason, std::string line) {
+    refusals.count(reason);
+    for (const auto& out : refusal_log.pass("http", refusal_name(reason), std::move(line), LogLimiter::Clock::now())) {
+        log_warning(out);
+    }
+}
+
 OpsHttpServer::OpsHttpServer(boost::asio::io_context& io, const std::string& address, unsigned short port,
-                             OpsHandlers handlers)
+                             OpsHandlers handlers, HttpAccess access, Refusals& refusals)
     : acceptor_(io, tcp::endpoint(boost::asio::ip::make_address(address), port)),
       retry_(io),
       summary_(io),
-      shared_(std::make_shared<Shared>(Shared{std::move(handlers), 0})) {}
+      shared_(std::make_shared<Shared>(std::move(handlers), std::move(access), refusals)) {}
 
 unsigned short OpsHttpServer::port() const { return acceptor_.local_endpoint().port(); }
 
@@ -98,6 +182,7 @@ void OpsHttpServer::stop() {
     retry_.cancel();
     summary_.cancel();
     for (const auto& line : log_limiter_.flush()) log_warning(line);
+    for (const auto& line : shared_->refusal_log.flush()) log_warning(line);
 }
 
 void OpsHttpServer::accept() {
@@ -113,11 +198,29 @@ void OpsHttpServer::accept() {
 }
 
 void OpsHttpServer::accepted(tcp::socket socket) {
-    if (shared_->open >= kMaxConnections) {
-        turn_away(std::move(socket));
+    boost::system::error_code ec;
+    const auto peer = socket.remote_endpoint(ec);
+    if (ec) return;  // it went already
+    const auto client = client_key(peer.address());
+    const auto held = shared_->open_by_client.find(client);
+    if (held != shared_->open_by_client.end() && held->second >= kMaxConnectionsPerClient) {
+        shared_->refuse(HttpRefusal::client_connections,
+                        "http: turned away a connection from " + peer.address().to_string() + ": its client (" +
+                            client + ") holds " + std::to_string(kMaxConnectionsPerClient) +
+                            " open already, the most one client may");
+        turn_away(std::move(socket),
+                  error_response(429, "too many open connections from this client (" +
+                                          std::to_string(kMaxConnectionsPerClient) + "); try again when some have closed"));
         return;
     }
-    std::make_shared<Session>(std::move(socket), shared_)->run();
+    if (shared_->open >= kMaxConnections) {
+        shared_->refuse(HttpRefusal::connections, "http: turned away a connection from " + peer.address().to_string() +
+                                                      ": " + std::to_string(kMaxConnections) + " are open, the most");
+        turn_away(std::move(socket), error_response(503, "too many open connections (" + std::to_string(kMaxConnections) +
+                                                             "); try again when some have closed"));
+        return;
+    }
+    std::make_shared<Session>(std::move(socket), shared_, client, peer.address().to_string())->run();
 }
 
 void OpsHttpServer::accept_failed(const boost::system::error_code& ec) {

@@ -4,7 +4,8 @@ the isolated packs' proxy nodes as ComfyUI would register them, and runs the che
 as arguments through them, in order. Each prints one line to stderr,
 "bridge_checks: NAME passed" or "bridge_checks: NAME failed: WHY", then the host runs
 until the supervisor's Shutdown. The packs are tests/packs/bridge_pack as "bridge" and
-again as "other" (a second pack with the same nodes).
+again as "other" (a second pack with the same nodes), tests/packs/hostile_pack as
+"hostile" and tests/packs/bad_interface_pack as "bad".
 
     interfaces   each proxy class has the pack's own interface
     values       every kind of value round-trips bit-exact
@@ -22,12 +23,25 @@ again as "other" (a second pack with the same nodes).
     parallel     two packs run at once; one pack runs one call at a time
     malformed    values a hostile worker could send are refused in one line, their blocks released
     failed:PACK  PACK is failed: its nodes are not registered and the host said why
+    cancel       a node that never checks for interrupts ends at Cancel after the grace
+                 period: its worker is ended and restarted, the call raises upstream's
+                 InterruptProcessingException, and the next call runs in the new life
+    cancel-progress  a node that only reports progress ends at Cancel in its worker, as
+                 upstream's progress hook ends it in one process, with no restart, though
+                 the host's own hook (upstream's) gave up on the call first
+    protocol:KIND  a frame the host must refuse (KIND oversize or nested) fails the node in
+                 one line; that life is ended and the next call runs in the new one
+    host-protocol  a frame the worker must refuse, from the host: the worker ends its life,
+                 and the next call runs in the new one
+    bad-interface  the nodes of "bad" whose interface upstream could not use are left
+                 out, and only they: its good node and every other pack's are registered
 """
 
 import gc
 import importlib
 import math
 import os
+import struct
 import sys
 import threading
 import time
@@ -396,17 +410,83 @@ def check_cuda_handshake():
         f"{sorted(session.cuda.accepted) or 'none'}")
 
 
+def upstream_progress_hook(value, total, preview, node_id=None):
+    """As upstream's main.py hooks ProgressBar (hijack_progress): it raises at Cancel,
+    before it sends the update to the browser."""
+    mm.throw_exception_if_processing_interrupted()
+
+
+def cancel_after(seconds):
+    """ComfyUI's Cancel (POST /interrupt), `seconds` from now."""
+    threading.Timer(seconds, mm.interrupt_current_processing, args=(True,)).start()
+
+
+def check_cancel():
+    generation = link("hostile").session.generation
+    cancel_after(0.3)
+    raises(lambda: node("LoopForever", "hostile").run(), mm.InterruptProcessingException)
+    expect(not mm.processing_interrupted(), "the interrupt flag stayed set")
+    expect(node("Add", "hostile").run(a=2, b=3) == (5,), "the call after the restart")
+    expect(link("hostile").session.generation > generation, "no new life")
+
+
+def check_cancel_progress():
+    generation = link("hostile").session.generation
+    comfy.utils.set_progress_bar_global_hook(upstream_progress_hook)
+    try:
+        cancel_after(0.3)
+        raises(lambda: node("ProgressOnly", "hostile").run(seconds=30), mm.InterruptProcessingException)
+    finally:
+        comfy.utils.set_progress_bar_global_hook(None)
+    expect(not mm.processing_interrupted(), "the interrupt flag stayed set")
+    expect(node("Add", "hostile").run(a=1, b=1) == (2,), "the next call")
+    expect(link("hostile").session.generation == generation, "the worker was restarted")
+
+
+def check_protocol(kind):
+    generation = link("hostile").session.generation
+    error = raises(lambda: node("BreakProtocol", "hostile").run(kind=kind), proxy_nodes.PackWorkerDied)
+    text = str(error)
+    expect("\n" not in text and text.startswith("pack hostile's worker broke the call protocol during node "
+                                                "BreakProtocol (") and
+           text.endswith("; the supervisor restarts it: queue the prompt again"), f"the node failed with {text!r}")
+    expect(node("Add", "hostile").run(a=2, b=2) == (4,), "the call after the restart")
+    expect(link("hostile").session.generation > generation, "no new life")
+
+
+def check_host_protocol():
+    session = link("hostile").session
+    os.write(session.channel.fd, struct.pack("<I", (64 << 20) + 1))  # a frame over 64 MiB, announced
+    deadline = time.monotonic() + 30
+    while link("hostile").session is session and time.monotonic() < deadline:
+        host.bridges.drain_idle()
+        time.sleep(0.05)
+    expect(node("Add", "hostile").run(a=1, b=2) == (3,), "the call after the restart")
+    expect(link("hostile").session.generation > session.generation, "no new life")
+
+
+def check_bad_interface():
+    expect(set(classes.get("bad", {})) == {"Fine"}, f"pack bad's nodes registered: {sorted(classes.get('bad', {}))}")
+    expect(node("Fine", "bad").run(value=4) == (8,), "its good node")
+    expect({"InvertImage", "Echo", "PlainValues"} <= set(classes["bridge"]), "pack bridge's nodes")
+
+
 CHECKS = {"interfaces": check_interfaces, "values": check_values, "zero-copy": check_zero_copy,
           "sent-back": check_sent_back,
           "handles": check_handles, "progress": check_progress, "interrupt": check_interrupt, "error": check_error,
           "oom": check_oom, "arena-idle": check_arena_idle, "death": check_death, "kept-output": check_kept_output,
           "parallel": check_parallel, "malformed": check_malformed, "cuda-handshake": check_cuda_handshake,
-          "browser": check_browser, "front-end": check_front_end}
+          "browser": check_browser, "front-end": check_front_end, "cancel": check_cancel,
+          "cancel-progress": check_cancel_progress, "host-protocol": check_host_protocol,
+          "bad-interface": check_bad_interface}
 
 
 def check_failed(pack):
     expect(host.bridges.links[pack].failure is not None, f"pack {pack} is not failed")
     expect(not any(getattr(cls, "PACK", None) == pack for cls in classes["all"].values()), "its nodes are registered")
+
+
+ARGUED = {"failed": check_failed, "protocol": check_protocol}  # NAME:ARGUMENT
 
 
 def main():
@@ -430,7 +510,7 @@ def main():
     for check in sys.argv[1:]:
         name, _, argument = check.partition(":")
         try:
-            check_failed(argument) if name == "failed" else CHECKS[name]()
+            ARGUED[name](argument) if name in ARGUED else CHECKS[name]()
             say(f"{check} passed")
         except Exception as error:  # noqa: BLE001 (any failure is the check's)
             say(f"{check} failed: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")

@@ -1,7 +1,8 @@
 """deploy/'s Prometheus and Kubernetes files: each parses, and they agree with each other
 and with the supervisor's config format where they meet (the port the DaemonSet's config
-listens on is the container's metrics port and the one its annotations name; the scrape
-config keeps pods by the label the DaemonSet gives them).
+listens on is the container's metrics port and the one its annotations name; its token
+file comes from a Secret closed to others; the scrape config keeps pods by the label the
+DaemonSet gives them).
 
     deploy_files.py SOURCE_DIR
 """
@@ -34,7 +35,19 @@ def main():
     if not listen_port == ports["metrics"] == annotated:
         fail(f"the config listens on {listen_port}, the container names {ports['metrics']}, "
              f"the annotation {annotated}: make them one port")
-    shm = [v for v in pod["spec"]["volumes"] if v["name"] == "dshm"][0]
+    # Listening beyond loopback, the supervisor starts only with a token file; it must be
+    # mounted from a Secret, closed to other users.
+    token_file = config["http"].get("token_file")
+    if not token_file:
+        fail("the config listens beyond loopback without http.token_file: the supervisor would refuse to start")
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    holders = [name for name, path in mounts.items() if os.path.dirname(token_file) == path]
+    if len(holders) != 1 or "secret" not in volumes[holders[0]]:
+        fail(f"http.token_file {token_file} is not in a volume mounted from a Secret")
+    if volumes[holders[0]]["secret"].get("defaultMode", 0o644) & 0o077:
+        fail("the token's Secret volume must have defaultMode 0400 or 0600: the supervisor refuses a token others can read")
+    shm = volumes["dshm"]
     if shm["emptyDir"].get("medium") != "Memory":
         fail("the /dev/shm volume must be memory-backed (emptyDir medium: Memory)")
     if documents["DaemonSet"]["spec"]["selector"]["matchLabels"] != pod["metadata"]["labels"]:

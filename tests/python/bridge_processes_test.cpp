@@ -227,8 +227,10 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
         REQUIRE_FALSE(events.empty());
         CHECK(events[0]["event"] ==
               json({{"event", "packs"},
-                    {"packs", json::array({{{"name", "alpha"}, {"state", "empty"}, {"folder", alpha_pack}},
-                                           {{"name", "broken"}, {"state", "empty"}, {"folder", broken_pack}}})}}));
+                    {"packs", json::array({{{"name", "alpha"}, {"state", "empty"}, {"folder", alpha_pack},
+                                            {"cancel_grace_ms", 3000}},
+                                           {{"name", "broken"}, {"state", "empty"}, {"folder", broken_pack},
+                                            {"cancel_grace_ms", 3000}}})}}));
         CHECK(events[0]["fds"] == json::array());
 
         for (const int generation : {1, 2}) {
@@ -265,8 +267,10 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
         REQUIRE(events.size() >= 2);
         CHECK(events[0]["event"] ==
               json({{"event", "packs"},
-                    {"packs", json::array({{{"name", "alpha"}, {"state", "ready"}, {"folder", alpha_pack}},
-                                           {{"name", "broken"}, {"state", "failed"}, {"folder", broken_pack}}})}}));
+                    {"packs", json::array({{{"name", "alpha"}, {"state", "ready"}, {"folder", alpha_pack},
+                                            {"cancel_grace_ms", 3000}},
+                                           {{"name", "broken"}, {"state", "failed"}, {"folder", broken_pack},
+                                            {"cancel_grace_ms", 3000}}})}}));
         CHECK(events[1]["event"] == json({{"event", "pack_started"}, {"pack", "alpha"}, {"generation", 2}}));
         REQUIRE(events[1]["fds"].size() == 2);
         check_peer_arena(events[1]["fds"][1], 16 * kMiB);

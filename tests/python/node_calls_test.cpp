@@ -77,3 +77,38 @@ TEST_CASE("a pack that fails to import is failed in the host too, and its nodes 
                                 json::array({python_pack("broken", "broken_pack"), python_pack("bridge", "bridge_pack")}));
     CHECK_THAT(log, Contains("comfy-supervisor: pack broken is failed ("));
 }
+
+TEST_CASE("a node that ignores Cancel ends with its worker after the grace period, and the pack restarts at once") {
+    // The default grace period: the node that only reports progress has that long to end
+    // by itself, however loaded the machine.
+    const auto log = run_checks({"cancel", "cancel-progress"}, json::array({python_pack("hostile", "hostile_pack")}));
+    // One life ended, in one line.
+    CHECK(count_of(log, "hostile: stopping pid") == 1);
+    CHECK_THAT(log, Contains("hostile: stopping pid") &&
+                        Contains("its node did not end within 3000 ms of ComfyUI's Cancel (node LoopForever)"));
+    CHECK_THAT(log, Contains("hostile: restarting now: ComfyUI's Cancel ended its node"));
+    // Not a crash: no backoff, nothing counted against the restart limit.
+    CHECK(count_of(log, "hostile: restarting in") == 0);
+}
+
+TEST_CASE("a worker that breaks the call protocol is ended in one line, and the next call runs in its next life") {
+    const auto log = run_checks({"protocol:oversize", "protocol:nested", "host-protocol"},
+                                json::array({python_pack("hostile", "hostile_pack")}));
+    CHECK(count_of(log, "hostile: stopping pid") == 2);
+    CHECK_THAT(log, Contains("its call session with the host broke: it broke the call protocol (a frame of 67108865 "
+                             "bytes (at most 67108864))"));
+    CHECK_THAT(log, Contains("its call session with the host broke: it broke the call protocol (a frame that is not "
+                             "JSON"));
+    CHECK_THAT(log, !Contains("did not start within"));
+    // The other way: the worker ends its own life, in one line of its own.
+    CHECK(count_of(log, "hostile: pack_worker: the host broke the call protocol (a frame of 67108865 bytes (at most "
+                        "67108864)); ending this life") == 1);
+}
+
+TEST_CASE("a pack's node whose interface upstream could not use is left out alone, in one line") {
+    const auto log = run_checks({"bad-interface", "values"},
+                                json::array({python_pack("bad", "bad_interface_pack"), python_pack("bridge", "bridge_pack")}));
+    CHECK(count_of(log, "comfy-supervisor: pack bad: 2 of its 3 nodes cannot be proxied and are left out: ") == 1);
+    CHECK_THAT(log, Contains("'ListInputs' (its INPUT_TYPES() is a list, not a dict of sections)"));
+    CHECK_THAT(log, Contains("'NumberReturns' (its RETURN_TYPES is an int, not a list of types)"));
+}

@@ -7,9 +7,9 @@ namespace comfy::soak {
 namespace {
 
 // One deck: every kind but the supervisor's kill, the hostile packs twice (they are many).
-constexpr FaultKind kDeck[] = {FaultKind::kill_worker,       FaultKind::kill_mid_eviction, FaultKind::kill_mid_admission,
-                               FaultKind::stop_short,        FaultKind::stop_long,         FaultKind::hostile,
-                               FaultKind::hostile};
+constexpr FaultKind kDeck[] = {FaultKind::kill_worker, FaultKind::kill_mid_eviction, FaultKind::kill_mid_admission,
+                               FaultKind::stop_short,  FaultKind::stop_long,         FaultKind::hostile,
+                               FaultKind::hostile,     FaultKind::hostile_call};
 
 // One supervisor kill per started five minutes, all in the first half, so that the last
 // supervisor runs long enough for its memory and descriptors to tell.
@@ -25,6 +25,7 @@ const char* fault_name(FaultKind kind) noexcept {
         case FaultKind::stop_short: return "stop-short";
         case FaultKind::stop_long: return "stop-long";
         case FaultKind::hostile: return "hostile";
+        case FaultKind::hostile_call: return "hostile-call";
         case FaultKind::kill_supervisor: return "kill-supervisor";
     }
     return "?";

@@ -17,6 +17,7 @@ enum class FaultKind {
     stop_short,          // SIGSTOP for less than the heartbeat time-out, then SIGCONT
     stop_long,           // SIGSTOP for more: the supervisor must stop and replace it
     hostile,             // a hostile pack signalled to do its misdeed
+    hostile_call,        // the host signalled to call a hostile Python pack's node (Cancel, a broken protocol)
     kill_supervisor,     // SIGKILL of the supervisor; a new one on the same instance
 };
 const char* fault_name(FaultKind kind) noexcept;

@@ -92,6 +92,11 @@ std::vector<InstanceProcess> instance_processes(const std::string& instance) {
     return found;
 }
 
+bool is_live(pid_t pid) {
+    const auto stat = state_and_name(pid);
+    return stat && stat->first != 'Z' && stat->first != 'X';
+}
+
 void reap_exited_children() {
     while (::waitpid(-1, nullptr, WNOHANG) > 0) {
     }

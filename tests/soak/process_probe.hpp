@@ -27,6 +27,9 @@ struct InstanceProcess {
 };
 std::vector<InstanceProcess> instance_processes(const std::string& instance);
 
+// Whether `pid` is a live process (a zombie is not).
+bool is_live(pid_t pid);
+
 // Reaps every child that has exited. The soak is the subreaper of the supervisor's
 // orphans; call it only while no supervisor of its own runs, which it would reap too.
 void reap_exited_children();

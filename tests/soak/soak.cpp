@@ -324,6 +324,18 @@ bool Soak::wait_until(const std::function<bool()>& condition, milliseconds timeo
     }
 }
 
+bool Soak::watch_log(std::size_t from, const std::function<bool(const std::string& raw)>& take, milliseconds timeout) {
+    auto& log = life().run->log();
+    return wait_until(
+        [&] {
+            for (const auto& lines = log.lines(); from < lines.size();) {
+                if (take(lines[from++])) return true;
+            }
+            return false;
+        },
+        timeout);
+}
+
 std::optional<Soak::Participant> Soak::up_in(const ctl::SegmentReport& report, const std::string& name) {
     for (const auto& row : report.workers) {
         if (!row.busy && row.name == name && (row.state == "ready" || row.state == "busy") && row.pid > 0) {

@@ -67,6 +67,13 @@ private:
     std::optional<std::string> kill_at_eviction(FaultKind kind);
     std::optional<std::string> stop(FaultKind kind);
     std::optional<std::string> provoke_hostile();
+    // The escape mode's fault, once signalled at log line `from`: the soak kills the worker,
+    // and what it started outside its process group must end with it.
+    std::string provoke_escape(const Participant& who, const std::string& what, std::size_t from);
+    // The host calls a node of the hostile Python pack that outruns Cancel, or one that
+    // breaks the call protocol: the supervisor must end that life, and the host's next
+    // call run in the new one.
+    std::optional<std::string> provoke_hostile_call();
     std::optional<std::string> kill_supervisor();
     // Signals `who`'s process, marked as a target of this life (and as one whose death the
     // log must report, when `fatal`).
@@ -78,6 +85,10 @@ private:
     // Polls `condition` until it holds or `timeout` passes (or the supervisor is gone,
     // unless the soak is ending it).
     bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+    // Hands the log's lines from line `from` on to `take`, as they come, until it returns
+    // true (then true) or `timeout` passes (as wait_until).
+    bool watch_log(std::size_t from, const std::function<bool(const std::string& raw)>& take,
+                   std::chrono::milliseconds timeout);
     static std::optional<Participant> up_in(const ctl::SegmentReport& report, const std::string& name);
     std::optional<Participant> up_now(const std::string& name);
     std::optional<Participant> wait_up(const std::string& name);

@@ -20,6 +20,7 @@ using std::chrono::seconds;
 constexpr seconds kRecoveryTimeout{30};
 constexpr seconds kEvictionWait{15};  // for the next eviction to be asked
 constexpr seconds kOutcomeTimeout{15};
+constexpr seconds kEscapedTimeout{5};  // for what an escaping worker started to end after it
 
 }  // namespace
 
@@ -36,6 +37,7 @@ std::optional<std::string> Soak::inject(FaultKind kind) {
         case FaultKind::stop_short:
         case FaultKind::stop_long: return stop(kind);
         case FaultKind::hostile: return provoke_hostile();
+        case FaultKind::hostile_call: return provoke_hostile_call();
         case FaultKind::kill_supervisor: return kill_supervisor();
     }
     return std::nullopt;
@@ -77,16 +79,12 @@ std::optional<std::string> Soak::kill(const std::string& name, FaultKind kind) {
 std::optional<std::string> Soak::kill_at_eviction(FaultKind kind) {
     // Best effort: the owner is killed a few milliseconds after the supervisor logged its
     // ask, so it may have answered already; or the asker, still waiting for its grant.
-    auto& log = life().run->log();
-    std::size_t seen = log.lines().size();
     std::optional<EvictionAsk> ask;
-    wait_until(
-        [&] {
-            const auto& lines = log.lines();
-            for (; seen < lines.size() && !ask; ++seen) {
-                const auto line = parse_log_line(lines[seen]);
-                if (line) ask = parse_eviction_ask(line->text);
-            }
+    watch_log(
+        life().run->log().lines().size(),
+        [&](const std::string& raw) {
+            const auto line = parse_log_line(raw);
+            if (line) ask = parse_eviction_ask(line->text);
             return ask.has_value();
         },
         kEvictionWait);
@@ -131,20 +129,89 @@ std::optional<std::string> Soak::provoke_hostile() {
     if (!who) return std::nullopt;
     const std::string what = std::string("hostile ") + mode.mode;
     say(what + " (pid " + std::to_string(who->pid) + ", generation " + std::to_string(who->generation) + ")");
+    const std::size_t from = life().run->log().lines().size();
     if (!hit(*who, SIGUSR1, true)) return std::nullopt;
-    auto& log = life().run->log();
-    const bool answered = wait_until(
-        [&] {
-            for (const auto& raw : log.lines()) {
-                const auto line = parse_log_line(raw);
-                if (line && says_outcome(line->text, who->name, who->pid, mode.outcome)) return true;
-            }
-            return false;
+    if (mode.escapes) return provoke_escape(*who, what, from);
+    const bool answered = watch_log(
+        from,
+        [&](const std::string& raw) {
+            const auto line = parse_log_line(raw);
+            return line && says_outcome(line->text, who->name, who->pid, mode.outcome);
         },
         kOutcomeTimeout);
     if (!answered && !supervisor_gone()) {
         breach(who->name + " (pid " + std::to_string(who->pid) + ") did its misdeed, but the log did not say \"" +
                mode.outcome + "\" of it within " + std::to_string(kOutcomeTimeout.count()) + " s");
+    }
+    await_replacement(*who, what);
+    return what;
+}
+
+std::string Soak::provoke_escape(const Participant& who, const std::string& what, std::size_t from) {
+    std::optional<Escaped> escaped;
+    watch_log(
+        from,
+        [&](const std::string& raw) {
+            const auto line = parse_child_line(raw);
+            if (line) escaped = parse_escaped(*line, who.name);
+            return escaped.has_value();
+        },
+        kOutcomeTimeout);
+    if (!escaped) {
+        if (!supervisor_gone()) {
+            breach(who.name + " (pid " + std::to_string(who.pid) + ") did not say what it started within " +
+                   std::to_string(kOutcomeTimeout.count()) + " s of its signal");
+        }
+        return what;
+    }
+    say(who.name + " started " + std::to_string(escaped->setsid_child) + " (setsid) and " +
+        std::to_string(escaped->daemon) + " (daemon); killing its worker");
+    if (hit(who, SIGKILL, true)) await_replacement(who, what);
+    const auto alive = [&] { return is_live(escaped->setsid_child) || is_live(escaped->daemon); };
+    if (!wait_until([&] { return !alive(); }, kEscapedTimeout) && alive() && !supervisor_gone()) {
+        breach(who.name + "'s processes " + std::to_string(escaped->setsid_child) + " and " +
+               std::to_string(escaped->daemon) + ", started outside its worker's process group, outlived the worker (pid " +
+               std::to_string(who.pid) + ") by " + std::to_string(kEscapedTimeout.count()) + " s; killing them to go on");
+        ::kill(escaped->setsid_child, SIGKILL);
+        ::kill(escaped->daemon, SIGKILL);
+    }
+    return what;
+}
+
+std::optional<std::string> Soak::provoke_hostile_call() {
+    const HostileCall& call = kHostileCalls[plan_.pick(std::size(kHostileCalls))];
+    const auto who = wait_up(kHostileCallsPack);
+    const auto host = wait_up("host");
+    if (!who || !host) return std::nullopt;
+    const std::string what = std::string("hostile-call ") + call.what;
+    say(what + " (pack pid " + std::to_string(who->pid) + ", generation " + std::to_string(who->generation) +
+        "; host pid " + std::to_string(host->pid) + ")");
+    const std::size_t from = life().run->log().lines().size();
+    // The supervisor ends the pack's life on the host's word: its death is this fault's.
+    life().targeted.insert(who->pid);
+    life().must_die.insert(who->pid);
+    if (!hit(*host, call.signal, false)) return std::nullopt;
+    const std::string said = std::string("host: host_participant: hostile calls: ") + call.what + " ";
+    bool ended = false;
+    std::optional<std::string> verdict;
+    watch_log(
+        from,
+        [&](const std::string& raw) {
+            if (const auto line = parse_log_line(raw)) {
+                ended = ended || says_outcome(line->text, who->name, who->pid, call.outcome);
+            } else if (const auto child = parse_child_line(raw); child && child->rfind(said, 0) == 0) {
+                verdict = child->substr(said.size());
+            }
+            return ended && verdict;
+        },
+        kOutcomeTimeout);
+    if (supervisor_gone()) return what;
+    if (!ended) {
+        breach(who->name + " (pid " + std::to_string(who->pid) + "): the log did not say \"" + call.outcome +
+               "\" of it within " + std::to_string(kOutcomeTimeout.count()) + " s of the host's " + what);
+    }
+    if (verdict != "passed") {
+        breach("the host's " + what + " " + (verdict ? *verdict : "said nothing within " + std::to_string(kOutcomeTimeout.count()) + " s"));
     }
     await_replacement(*who, what);
     return what;

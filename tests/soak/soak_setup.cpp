@@ -63,6 +63,16 @@ json soak_config(json demo, const std::filesystem::path& examples, const std::st
     }
     demo["packs"].push_back(
         {{"name", kDeafPack}, {"command", misbehaving}, {"args", {"deaf"}}, {"restart", restart_always()}});
+    demo["packs"].push_back({{"name", kHostileCallsPack},
+                             {"python",
+                              {{"pack", COMFY_HOSTILE_PACK_DIR},
+                               {"interpreter", "/usr/bin/python3"},
+                               {"cancel_grace_ms", kCancelGrace.count()}}},
+                             {"env", {{"PYTHONDONTWRITEBYTECODE", "1"}}},
+                             {"working_directory", examples.string()},
+                             {"restart", restart_always()}});
+    demo["comfyui"]["args"].push_back("--hostile-calls");
+    demo["comfyui"]["args"].push_back(kHostileCallsPack);
     return demo;
 }
 

@@ -1,9 +1,12 @@
 #pragma once
 // What the soak runs: the demo's config (examples/demo.json: the ComfyUI stand-in and the
 // three packs) with short time-outs and restarts that never give up, beside it one pack
-// per hostile mode of tests' misbehaving-worker (each waits for the soak's signal) and a
-// deaf pack; and the demo's prompts (examples/workload.json), repeated for longer than any
-// soak lasts.
+// per hostile mode of tests' misbehaving-worker (each waits for the soak's signal), a
+// deaf pack, and tests/packs/hostile_pack in the python form, whose nodes the stand-in
+// calls at the soak's signal (examples/host_participant.py --hostile-calls); and the
+// demo's prompts (examples/workload.json), repeated for longer than any soak lasts.
+
+#include <signal.h>
 
 #include <chrono>
 #include <filesystem>
@@ -13,10 +16,13 @@
 namespace comfy::soak {
 
 // A hostile mode, and the words the supervisor's log must have for its pack's pid once
-// the soak has signalled it.
+// the soak has signalled it; or, for a mode that `escapes`, the words of the worker's own
+// line that names the processes it started outside its process group, which must end
+// when the soak then kills the worker.
 struct HostileMode {
     const char* mode;
     const char* outcome;
+    bool escapes = false;
 };
 
 // Every hostile mode the soak signals. The floods (admission-flood, ledger-flood, on the
@@ -31,9 +37,25 @@ inline constexpr HostileMode kHostileModes[] = {
     {"write-ring-half", "killed by SIGSEGV"},
     {"census-garbage", "its census is unreadable at two heartbeat checks in a row"},
     {"ring-garbage", "its ring to the supervisor is corrupt"},
+    {"escape", "escaped: setsid child ", true},
 };
 
 inline constexpr const char* kDeafPack = "deaf";
+// The hostile calls: at SIGUSR1 the host cancels a node of this pack that never ends, at
+// SIGUSR2 it calls one that breaks the call protocol; the supervisor must end the pack's
+// life with the words of `outcome`, and the host must say that the call and the next one
+// went as they should ("host_participant: hostile calls: WHAT passed").
+inline constexpr const char* kHostileCallsPack = "hostile-calls";
+inline constexpr std::chrono::milliseconds kCancelGrace{500};
+struct HostileCall {
+    const char* what;
+    int signal;
+    const char* outcome;
+};
+inline constexpr HostileCall kHostileCalls[] = {
+    {"cancel", SIGUSR1, "its node did not end within"},
+    {"protocol", SIGUSR2, "its call session with the host broke"},
+};
 inline constexpr std::chrono::milliseconds kHeartbeatTimeout{2000};
 inline constexpr std::chrono::milliseconds kAnswerTimeout{1000};
 

@@ -64,6 +64,16 @@ TEST_CASE("the soak reads the log lines it acts on and checks, and only those") 
                              "hostile-write-ledger", 77, "killed by SIGSEGV"));
     CHECK(says_outcome("hostile-ring-garbage: stopping pid 9: its ring to the supervisor is corrupt",
                        "hostile-ring-garbage", 9, "its ring to the supervisor is corrupt"));
+    CHECK(parse_child_line("2026-12-01T15:08:45.473Z info  hostile-escape: misbehaving-worker: escaped") ==
+          std::optional<std::string>("hostile-escape: misbehaving-worker: escaped"));
+    CHECK_FALSE(parse_child_line("2026-12-01T15:08:47.270Z warn  comfy-supervisor [   2.023] escape: ended 2 process(es)"));
+    const auto escaped = parse_escaped("hostile-escape: misbehaving-worker: escaped: setsid child 81, daemon 83",
+                                       "hostile-escape");
+    REQUIRE(escaped);
+    CHECK(escaped->setsid_child == 81);
+    CHECK(escaped->daemon == 83);
+    CHECK_FALSE(parse_escaped("hostile-escape: misbehaving-worker: escaped: setsid child 81, daemon 83", "other"));
+    CHECK_FALSE(parse_escaped("hostile-escape: misbehaving-worker: escaped: setsid child 81", "hostile-escape"));
 }
 
 TEST_CASE("the soak reads the progress lines and the summary") {
@@ -163,7 +173,7 @@ TEST_CASE("a seed names the faults: the same plan, every kind in every deck, the
         }
     }
     CHECK(supervisor_kills == 3);  // one per five minutes started
-    // A deck is seven: every kind but the supervisor's kill, the hostile packs twice.
-    CHECK(std::set<FaultKind>(others.begin(), others.begin() + 7).size() == 6);
-    CHECK(std::set<FaultKind>(others.begin() + 7, others.begin() + 14).size() == 6);
+    // A deck is eight: every kind but the supervisor's kill, the hostile packs twice.
+    CHECK(std::set<FaultKind>(others.begin(), others.begin() + 8).size() == 7);
+    CHECK(std::set<FaultKind>(others.begin() + 8, others.begin() + 16).size() == 7);
 }

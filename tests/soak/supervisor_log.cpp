@@ -46,6 +46,19 @@ std::optional<LogLine> parse_log_line(const std::string& raw) {
     return LogLine{value, raw.substr(close + 2)};
 }
 
+std::optional<std::string> parse_child_line(const std::string& raw) {
+    if (parse_log_line(raw)) return std::nullopt;
+    const auto time_end = raw.find(' ');
+    const auto level = raw.find_first_not_of(' ', time_end);
+    const auto level_end = raw.find(' ', level);
+    const auto text = raw.find_first_not_of(' ', level_end);
+    if (time_end == std::string::npos || level == std::string::npos || level_end == std::string::npos ||
+        text == std::string::npos) {
+        return std::nullopt;
+    }
+    return raw.substr(text);
+}
+
 std::optional<Death> parse_death(const std::string& text) {
     const auto colon = text.find(": ");
     if (colon == std::string::npos || colon == 0) return std::nullopt;
@@ -114,6 +127,18 @@ std::optional<std::uint32_t> parse_passed_over(const std::string& text) {
     const auto slot = number_at(text, at);
     if (!slot) return std::nullopt;
     return static_cast<std::uint32_t>(*slot);
+}
+
+std::optional<Escaped> parse_escaped(const std::string& text, const std::string& name) {
+    constexpr std::string_view kSaid = "misbehaving-worker: escaped: setsid child ";
+    if (!starts_with(text, name + ": ") || text.compare(name.size() + 2, kSaid.size(), kSaid) != 0) return std::nullopt;
+    std::size_t at = name.size() + 2 + kSaid.size();
+    const auto child = number_at(text, at);
+    if (!child || text.compare(at, 9, ", daemon ") != 0) return std::nullopt;
+    at += 9;
+    const auto daemon = number_at(text, at);
+    if (!daemon) return std::nullopt;
+    return Escaped{static_cast<pid_t>(*child), static_cast<pid_t>(*daemon)};
 }
 
 bool says_outcome(const std::string& text, const std::string& name, pid_t pid, const std::string& outcome) {

@@ -16,6 +16,9 @@ struct LogLine {
     std::string text;
 };
 std::optional<LogLine> parse_log_line(const std::string& raw);
+// A participant's own output line, as the supervisor logs it ("TIME LEVEL NAME: LINE"):
+// its "NAME: LINE"; nothing for a line of the supervisor's own.
+std::optional<std::string> parse_child_line(const std::string& raw);
 
 // "NAME: worker pid P (generation G) HOW" (or "host: pid P ..."): a participant died.
 struct Death {
@@ -38,6 +41,14 @@ struct EvictionAsk {
     std::uint32_t owner_generation;
 };
 std::optional<EvictionAsk> parse_eviction_ask(const std::string& text);
+
+// "NAME: misbehaving-worker: escaped: setsid child P, daemon Q": the processes the escape
+// mode of NAME's worker started outside its process group.
+struct Escaped {
+    pid_t setsid_child;
+    pid_t daemon;
+};
+std::optional<Escaped> parse_escaped(const std::string& text, const std::string& name);
 
 // "prompt N: node X failed in its worker" or "prompt N: node X could not run: WHY".
 struct PromptFailure {

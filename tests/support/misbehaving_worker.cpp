@@ -25,6 +25,11 @@
 //                   published (the whole device claimed, for everyone)
 //   census-garbage  leaves its own census mid-write (an odd sequence)
 //   ring-garbage    moves its own outgoing ring's head more than a lap ahead, then idles
+//   escape          starts two processes that leave its process group, each keeping every
+//                   descriptor it has (the segment's, its region's, the doorbell): a child
+//                   that calls setsid(), and a daemon (setsid() and a second fork, its parent
+//                   gone at once); says "escaped: setsid child PID, daemon PID" and idles.
+//                   Both must end when this worker's life ends
 //   With --when-signalled a hostile mode does its misdeed at SIGUSR1 instead of 200 ms
 //   after its Hello, so that the soak chooses when.
 // Receipt mode:
@@ -45,6 +50,7 @@
 #include "worker/worker_runtime.hpp"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -117,6 +123,40 @@ bool hostile_write(const std::string& mode, const worker::ParticipantMemory& mem
         return false;
     }
     return true;
+}
+
+// Sleeps until killed. In a child forked from a process with threads only async-signal-safe
+// calls may run, and this makes none.
+[[noreturn]] void pause_forever() {
+    for (;;) ::pause();
+}
+
+// The escape mode's misdeed: two processes outside this worker's process group, holding
+// its descriptors. Returns false when a fork fails.
+bool escape() {
+    const pid_t setsid_child = ::fork();
+    if (setsid_child == 0) {
+        ::setsid();
+        pause_forever();
+    }
+    int report[2];
+    if (setsid_child < 0 || ::pipe(report) != 0) return false;
+    const pid_t middle = ::fork();
+    if (middle == 0) {
+        ::setsid();
+        const pid_t daemon = ::fork();
+        if (daemon == 0) pause_forever();
+        [[maybe_unused]] const auto n = ::write(report[1], &daemon, sizeof daemon);
+        ::_exit(0);
+    }
+    pid_t daemon = -1;
+    if (middle > 0 && ::read(report[0], &daemon, sizeof daemon) != static_cast<ssize_t>(sizeof daemon)) daemon = -1;
+    if (middle > 0) ::waitpid(middle, nullptr, 0);
+    ::close(report[0]);
+    ::close(report[1]);
+    std::fprintf(stderr, "misbehaving-worker: escaped: setsid child %d, daemon %d\n", static_cast<int>(setsid_child),
+                 static_cast<int>(daemon));
+    return daemon > 0;
 }
 
 // Holds a model through the real runtime, then stops listening for good.
@@ -266,6 +306,8 @@ int main(int argc, char* argv[]) {
             auto* side = static_cast<ipc::RingProducerSide*>(memory.outbound().producer_side);
             // Relaxed: as above; more than a lap ahead of anything the supervisor read.
             side->head.store(std::uint64_t{1} << 40, std::memory_order_relaxed);
+        } else if (mode == "escape") {
+            if (!escape()) std::fprintf(stderr, "misbehaving-worker: escape: fork failed\n");
         } else if (!hostile_write(mode, memory, env.slot)) {
             std::fprintf(stderr, "misbehaving-worker: unknown mode %s\n", mode.c_str());
             return 2;

@@ -104,9 +104,9 @@ TEST_CASE("an arena is sparse and sealed, and its read-only descriptor maps only
 }
 
 TEST_CASE("the bridge's control events have the formats the Python side reads") {
-    CHECK(bridge::packs({{"impact", "spawning", "/srv/impact"}, {"video", "failed", "/srv/video"}}) ==
-          R"({"event":"packs","packs":[{"name":"impact","state":"spawning","folder":"/srv/impact"},)"
-          R"({"name":"video","state":"failed","folder":"/srv/video"}]})");
+    CHECK(bridge::packs({{"impact", "spawning", "/srv/impact", 3000}, {"video", "failed", "/srv/video", 0}}) ==
+          R"({"event":"packs","packs":[{"name":"impact","state":"spawning","folder":"/srv/impact","cancel_grace_ms":3000},)"
+          R"({"name":"video","state":"failed","folder":"/srv/video","cancel_grace_ms":0}]})");
     CHECK(bridge::packs({}) == R"({"event":"packs","packs":[]})");
     CHECK(bridge::pack_started("impact", 3) == R"({"event":"pack_started","pack":"impact","generation":3})");
     CHECK(bridge::host_started(2) == R"({"event":"host_started","generation":2})");

@@ -267,7 +267,8 @@ TEST_CASE("a pack in the python form runs pack_worker in its interpreter, the su
         "packs": [
             {"name": "a", "python": {"pack": "pack", "interpreter": "link.sh"}},
             {"name": "b", "python": {"pack": "./pack/", "interpreter": "worker.sh", "comfyui": ".",
-                                     "comfyui_args": ["--cpu", "--lowvram"], "arena_bytes": 1048576},
+                                     "comfyui_args": ["--cpu", "--lowvram"], "arena_bytes": 1048576,
+                                     "cancel_grace_ms": 0},
              "env": {"PYTHONPATH": "/mine:/more", "OTHER": "1"}, "working_directory": "sub"},
             {"name": "c", "command": "worker.sh"}
         ]
@@ -291,6 +292,7 @@ TEST_CASE("a pack in the python form runs pack_worker in its interpreter, the su
     CHECK(a.bridges);
     CHECK(a.arena_bytes == kDefaultArenaBytes);
     CHECK(kDefaultArenaBytes == std::uint64_t{2} << 30);
+    CHECK(a.python->cancel_grace == std::chrono::milliseconds(3000));  // a few seconds after Cancel
 
     const PackConfig& b = config.packs.at(1);
     REQUIRE(b.python);
@@ -303,6 +305,7 @@ TEST_CASE("a pack in the python form runs pack_worker in its interpreter, the su
     CHECK(b.env == std::map<std::string, std::string>{{"OTHER", "1"},
                                                       {"PYTHONPATH", std::string(COMFY_SV_PYTHON_DIR) + ":/mine:/more"}});
     CHECK(b.arena_bytes == std::uint64_t{1} << 20);
+    CHECK(b.python->cancel_grace == std::chrono::milliseconds(0));  // ended at Cancel
     CHECK(b.working_directory == at("sub"));
 
     // A pack given by command does not bridge.
@@ -439,6 +442,26 @@ std::vector<BadConfig> bad_configs() {
          "at /http/listen: expected an address and port such as"},
         {"http port out of range", one_pack("", R"("http": {"listen": "127.0.0.1:70000"})"),
          "at /http/listen: expected an address and port such as"},
+        {"http beyond loopback without a token", one_pack("", R"("http": {"listen": "0.0.0.0:8189"})"),
+         "at /http/listen: expected a loopback address such as \"127.0.0.1:8189\", or http.token_file beside it (the "
+         "token every POST /free must then bear), found \"0.0.0.0:8189\" (reachable from other machines, with no token)"},
+        {"http on every IPv6 address without a token", one_pack("", R"("http": {"listen": "[::]:8189"})"),
+         "at /http/listen: expected a loopback address such as"},
+        {"http on a LAN address without a token", one_pack("", R"("http": {"listen": "192.168.1.20:8189"})"),
+         "at /http/listen: expected a loopback address such as"},
+        {"http allowed_hosts not a list", one_pack("", R"("http": {"allowed_hosts": "gpu-box"})"),
+         "at /http/allowed_hosts: expected a list of host names, found \"gpu-box\""},
+        {"http allowed host with a port", one_pack("", R"("http": {"allowed_hosts": ["gpu-box", "gpu-box:8189"]})"),
+         "at /http/allowed_hosts/1: expected a host name such as \"gpu-box.example.com\", without a port or scheme, "
+         "found \"gpu-box:8189\""},
+        {"http allowed host with a scheme", one_pack("", R"("http": {"allowed_hosts": ["http://gpu-box"]})"),
+         "at /http/allowed_hosts/0: expected a host name such as"},
+        {"http token file missing", one_pack("", R"("http": {"token_file": "no-token"})"),
+         "at /http/token_file: expected a file holding the token, found \"no-token\" ("},
+        {"http token file a folder", one_pack("", R"("http": {"token_file": "sub"})"),
+         "at /http/token_file: expected a file holding the token, found \"sub\" ("},
+        {"http token inline", one_pack("", R"("http": {"token": "0123456789abcdef"})"),
+         "at /http/token: expected one of the keys listen, allowed_hosts, token_file, found an unknown key"},
         {"unknown no-fit policy", one_pack("", R"("memory": {"no_fit": "pray"})"),
          R"(at /memory/no_fit: expected "admit", "wait" or "refuse", found "pray")"},
         {"unknown memory key", one_pack("", R"("memory": {"reserve": 1})"),
@@ -545,7 +568,7 @@ std::vector<BadConfig> bad_configs() {
          "at /packs/0/python: expected an object, found \"pack\""},
         {"unknown python key", python_pack(R"("pack": "pack", "venv": "x")", "", kHostWithCheckout),
          "at /packs/0/python/venv: expected one of the keys pack, interpreter, comfyui, comfyui_args, arena_bytes, cuda_ipc, "
-         "found an unknown key"},
+         "cancel_grace_ms, found an unknown key"},
         {"python without its pack", python_pack(R"("interpreter": "worker.sh")", "", kHostWithCheckout),
          "at /packs/0/python/pack: expected a custom node pack's folder (a directory with __init__.py) (required), found nothing"},
         {"python pack without __init__.py", python_pack(R"("pack": "sub", "interpreter": "worker.sh")", "", kHostWithCheckout),
@@ -575,6 +598,12 @@ std::vector<BadConfig> bad_configs() {
          "at /packs/0/python/arena_bytes: expected a size from 1MiB to 1TiB"},
         {"host arena not a size", one_pack("", R"("comfyui": {"command": "worker.sh", "arena_bytes": "2GB"})"),
          "at /comfyui/arena_bytes: expected a size from 1MiB to 1TiB"},
+        {"cancel grace beyond an hour",
+         python_pack(R"("pack": "pack", "interpreter": "worker.sh", "cancel_grace_ms": 3600001)", "", kHostWithCheckout),
+         "at /packs/0/python/cancel_grace_ms: expected a whole number of milliseconds from 0 to 3600000, found 3600001"},
+        {"cancel grace negative",
+         python_pack(R"("pack": "pack", "interpreter": "worker.sh", "cancel_grace_ms": -1)", "", kHostWithCheckout),
+         "at /packs/0/python/cancel_grace_ms: expected a whole number of milliseconds from 0 to 3600000, found -1"},
         {"PYTHONPATH passed through to a Python pack",
          python_pack(R"("pack": "pack", "interpreter": "worker.sh")", R"("env_allowlist": ["HOME", "PYTHONPATH"])",
                      kHostWithCheckout),
@@ -647,6 +676,70 @@ TEST_CASE("a bad config is refused with one line: file, JSON path, expectation, 
     CHECK_THAT(message, StartsWith(file + ": "));
     CHECK(message.find('\n') == std::string::npos);
     CHECK_THAT(message, Contains(row.message_part));
+}
+
+TEST_CASE("the http section: its address, allowed names in lower case, and the token from a file of its own") {
+    const ConfigFolder folder;
+    const std::string token = "0123456789abcdef0123456789abcdef";
+    const auto token_file = folder.write("http-token", token + "\n");
+    fs::permissions(token_file, static_cast<fs::perms>(0600));
+    const auto exposed = load_config(folder.config(
+        one_pack("", R"("http": {"listen": "0.0.0.0:8189", "allowed_hosts": ["GPU-Box.example.com"], "token_file": "http-token"})")));
+    CHECK(exposed.http.enabled);
+    CHECK(exposed.http.address == "0.0.0.0");
+    CHECK(exposed.http.port == 8189);
+    CHECK(exposed.http.allowed_hosts == std::vector<std::string>{"gpu-box.example.com"});
+    CHECK(exposed.http.token == token);
+    // On loopback the token is optional; 127.0.0.0/8 and ::1 are loopback.
+    for (const auto* listen : {"127.0.0.1:8189", "127.1.2.3:0", "[::1]:8189", "[::ffff:127.0.0.1]:8189"}) {
+        INFO(listen);
+        const auto local = load_config(folder.config(one_pack("", R"("http": {"listen": ")" + std::string(listen) + "\"}")));
+        CHECK(local.http.enabled);
+        CHECK(local.http.token.empty());
+    }
+    // Group may read it (a Kubernetes Secret with fsGroup), not write it; others nothing.
+    fs::permissions(token_file, static_cast<fs::perms>(0640));
+    CHECK(load_config(folder.config(one_pack("", R"("http": {"token_file": "http-token"})"))).http.token == token);
+}
+
+TEST_CASE("a token file others can read, or that is not a token, is refused without showing it") {
+    const ConfigFolder folder;
+    const auto config = folder.config(one_pack("", R"("http": {"listen": "0.0.0.0:8189", "token_file": "t"})"));
+    const auto token_file = folder.path() / "t";
+    const auto put = [&](const std::string& text, unsigned mode) {
+        folder.write("t", text);
+        fs::permissions(token_file, static_cast<fs::perms>(mode));
+    };
+    const auto with = [&](const std::string& text, unsigned mode) {
+        put(text, mode);
+        return load_error(config);
+    };
+    const std::string secret = "0123456789abcdef0123456789abcdef";
+    const auto readable = with(secret, 0644);
+    CHECK_THAT(readable, Contains("at /http/token_file: expected a file other users cannot read or write (chmod 600 " +
+                                  token_file.string() + "), found \"t\" (mode 0644)"));
+    CHECK_THAT(with(secret, 0620), Contains("found \"t\" (mode 0620)"));
+    const auto short_token = with("short\n", 0600);
+    CHECK_THAT(short_token, Contains("at /http/token_file: expected a file holding one line of 16 to 1024 visible ASCII "
+                                     "characters, no spaces (e.g. openssl rand -hex 32 > " +
+                                     token_file.string() + "), found \"t\" (5 characters)"));
+    CHECK_THAT(with("two words and more than sixteen\n", 0600), Contains("not all of them visible"));
+    CHECK_THAT(with(secret + "\n" + secret + "\n", 0600), Contains("not all of them visible"));
+    CHECK_THAT(with("", 0600), Contains("(0 characters)"));
+    CHECK_THAT(with(std::string(2000, 'x'), 0600), Contains("expected a file holding the token"));
+    for (const auto& message : {readable, short_token}) {
+        CHECK(message.find('\n') == std::string::npos);
+        CHECK(message.find("0123456789abcdef") == std::string::npos);
+    }
+    // Another user could choose the token of a file of theirs.
+    put(secret, 0600);
+    if (::geteuid() != 0) {
+        WARN("not root: no file of another user can be made, so its refusal is not tried");
+    } else {
+        REQUIRE(::chown(token_file.c_str(), 65534, 65534) == 0);
+        CHECK_THAT(load_error(config), Contains("at /http/token_file: expected a file of the supervisor's user (uid 0) or "
+                                                "root, found \"t\" (owned by uid 65534)"));
+    }
 }
 
 TEST_CASE("a pack's sandbox: its folder and the declared ones writable, links resolved, no network by default") {

@@ -6,10 +6,12 @@
 
 #include "supervisor/ctl/control_client.hpp"
 #include "supervisor/ctl/control_path.hpp"
+#include "tests/support/http_client.hpp"
 #include "tests/support/supervisor_process.hpp"
 #include "tests/support/test_instance.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/fsuid.h>
 #include <sys/socket.h>
@@ -63,14 +65,28 @@ bool both_ready(const SupervisorProcess& supervisor) {
     });
 }
 
-// One request on a fresh connection, as any client of this user could send it; the answer line.
-std::string raw_request(const std::string& path, const std::string& bytes) {
+// A fresh connection to the control socket at `path`, as any client of this user could open it.
+int connect_control(const std::string& path) {
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     REQUIRE(fd >= 0);
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
     std::memcpy(address.sun_path, path.c_str(), path.size());
     REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+    return fd;
+}
+
+// The first line `fd` receives, waiting at most 30 s; empty when none came whole.
+std::string first_line(int fd) {
+    std::string line;
+    char c = 0;
+    for (pollfd wait{fd, POLLIN, 0}; ::poll(&wait, 1, 30000) == 1 && ::recv(fd, &c, 1, 0) == 1 && c != '\n';) line += c;
+    return c == '\n' ? line : std::string();
+}
+
+// One request on a fresh connection; the answer line.
+std::string raw_request(const std::string& path, const std::string& bytes) {
+    const int fd = connect_control(path);
     [[maybe_unused]] const auto sent = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
     std::string answer;
     char chunk[512];
@@ -315,6 +331,58 @@ TEST_CASE("control requests are validated and bounded, and other users are refus
                          std::chrono::seconds(5)));
         CHECK_THAT(supervisor.log(), Contains("only uid 0, the supervisor's, may use"));
     }
+    CHECK(supervisor.stop() == 0);
+}
+
+TEST_CASE("one process holding control connections cannot lock comfyctl out, and a silent client is let go") {
+    // Before: one process following the events 16 times over took every connection, and
+    // comfyctl was refused for as long as it stayed.
+    TempFolder folder("control");
+    Json config = two_packs(folder);
+    config["http"] = {{"listen", "127.0.0.1:0"}};
+    SupervisorProcess supervisor(config);
+    REQUIRE(both_ready(supervisor));
+    const std::string path = ctl::control_socket_path(supervisor.instance()).string();
+    std::vector<int> hog;
+    for (int i = 0; i < 16; ++i) {
+        hog.push_back(connect_control(path));
+        const std::string follow = "{\"op\": \"events\", \"follow\": true}\n";
+        // One refused may be closed already: its answer waits to be read all the same.
+        [[maybe_unused]] const auto sent = ::send(hog.back(), follow.data(), follow.size(), MSG_NOSIGNAL);
+    }
+    // Accepted in order: the first four follow, each one after them is refused at once.
+    for (std::size_t i = 0; i < hog.size(); ++i) {
+        INFO("connection " << i);
+        const auto answer = Json::parse(first_line(hog[i]));
+        if (i < 4) {
+            CHECK(answer["ok"] == true);
+        } else {
+            CHECK(answer["error"] == "refused");
+            CHECK_THAT(answer["message"].get<std::string>(),
+                       Contains("this process holds 4 control connections already, the most one process may"));
+        }
+    }
+    const auto freed = comfyctl(supervisor.instance(), "free");
+    CHECK(freed.status == 0);
+    CHECK_THAT(freed.out, Contains("asked every running participant"));
+    CHECK_THAT(supervisor.log(), Contains("control: turned away a connection from pid " + std::to_string(::getpid()) +
+                                          ": it holds 4 open already, the most one process may"));
+    for (const int fd : hog) ::close(fd);
+
+    // A client that connects and says nothing is closed at the request's time-out.
+    const int silent = connect_control(path);
+    char byte = 0;
+    pollfd wait{silent, POLLIN, 0};
+    CHECK(::poll(&wait, 1, 30000) == 1);
+    CHECK(::recv(silent, &byte, 1, 0) == 0);
+    ::close(silent);
+    CHECK_THAT(supervisor.log(), Contains("control: closed a connection from pid " + std::to_string(::getpid()) +
+                                          " that sent no whole request within 5 s"));
+    const auto port = http_port(supervisor);
+    REQUIRE(port);
+    const auto metrics = http_request(*port, "GET", "/metrics").body;
+    CHECK_THAT(metrics, Contains("comfy_control_refused_total{reason=\"client_connections\"} 12"));
+    CHECK_THAT(metrics, Contains("comfy_control_refused_total{reason=\"timeout\"} 1"));
     CHECK(supervisor.stop() == 0);
 }
 

@@ -6,7 +6,8 @@ The supervisor tells this life, on its bridge control socket, which packs run in
 when one exits (pack_exited, with the signal) or is failed (pack_failed). At install the
 host waits for each pack's node interfaces (PACK_WAIT_S) and registers, per node, a class
 with the pack's own INPUT_TYPES, RETURN_TYPES, RETURN_NAMES, FUNCTION, CATEGORY,
-OUTPUT_NODE; IS_CHANGED and VALIDATE_INPUTS go to the worker. A call:
+OUTPUT_NODE (node_interfaces.py; a node whose interface upstream could not use is left
+out, in one line for its pack); IS_CHANGED and VALIDATE_INPUTS go to the worker. A call:
 
 - waits for the pack's worker if it is (re)starting, and fails with one line if the pack
   is failed;
@@ -16,19 +17,27 @@ OUTPUT_NODE; IS_CHANGED and VALIDATE_INPUTS go to the worker. A call:
   interrupt (upstream's interrupt_current_processing, wrapped) reaches the worker's
   interrupt checks as it happens (the interrupt word, bridge/arena.py), and the
   worker's progress drives the host's ProgressBar;
+- is ended with its worker when the node still runs the pack's cancel_grace_ms after
+  ComfyUI's Cancel: the host asks the supervisor (on the control socket,
+  supervisor/bridge/host_requests.hpp), which restarts the pack at once, and the call
+  raises upstream's InterruptProcessingException; the next call runs in the new life;
 - while it waits, the host's own models may be evicted at once (the prompt thread holds
   none in use), so a pack's load never waits on the host's prompt;
 - returns the outputs built over the worker's arena, its other objects as PackObjects; or
   raises upstream's InterruptProcessingException, upstream's OOM exception, PackNodeError
   with the worker's traceback, or PackWorkerDied naming the signal.
+
+A session with a pack's life that breaks while the life goes on (the worker broke the
+call protocol, or closed its socket) is of no more use: the host asks the supervisor to
+end that life, which logs why and restarts it as after a crash.
 """
 
 import contextlib
-import inspect
 import itertools
-import keyword
+import json
 import logging
 import os
+import socket
 import sys
 import threading
 import time
@@ -39,6 +48,7 @@ from ..bridge.channel import control_socket, receive_control
 from ..bridge.session import SESSION_OPS, PeerSession
 from ..bridge.values import ValueCrossingError
 from ..upstream.comfyui_startup import prompt_server
+from .node_interfaces import proxy_class
 
 log = logging.getLogger("comfy_supervisor")
 
@@ -48,7 +58,7 @@ MAX_EVENT_NAME = 200  # a browser message's event name from a worker, at most
 STOPPED_REASON = "stopped by an operator"  # how the supervisor's pack_failed begins for comfyctl stop
 EXIT_NOTICE_WAIT_S = 2.0  # for the supervisor's pack_exited after a call socket closed
 SPIN_S = 100e-6           # a reply is watched this long before sleeping (bridge/channel.py says why)
-_OPTIONAL_INTERFACE = ("RETURN_NAMES", "OUTPUT_IS_LIST", "INPUT_IS_LIST", "DESCRIPTION")
+MAX_REQUEST_DETAIL = 200  # what a request to the supervisor says of its cause, at most
 
 
 class PackNodeError(RuntimeError):
@@ -102,6 +112,8 @@ class PackSession(PeerSession):
         gave up on): nothing waits for it."""
         if message.get("op") == "ui":
             to_browser(message)
+        else:
+            self.link.answered(self, message)
 
     def on_close(self):
         self.link.session_closed(self)
@@ -124,7 +136,12 @@ class PackLink:
         self.request_ids = itertools.count(1)
         self.instance_ids = itertools.count(1)
         self.handle_generation = {}  # node -> the life whose handles its last outputs held
-        self.active = None         # (session, request id) of the node call running now
+        self.cancel_grace_s = None  # how long a node may outrun Cancel (the config's, in the packs event)
+        # (session, request id, what) of the node call sent and not answered yet: the one
+        # running now, or one whose caller gave up (upstream's progress hook raised at Cancel).
+        self.active = None
+        self.cancel_watched = None  # the active call a Cancel grace timer runs for
+        self.cancelled = None      # the active call whose life the host had ended for outrunning Cancel
 
     # ---- the supervisor's events ----
 
@@ -142,12 +159,15 @@ class PackLink:
     def describe(self):
         try:
             reply = self.request({"op": "describe"}, "its interfaces")
-            nodes = reply.get("nodes")
-            if not isinstance(nodes, dict):
-                raise PackUnavailable(f"pack {self.name} described no nodes")
         except (PackUnavailable, PackWorkerDied) as error:
             log.error("comfy-supervisor: %s", error)
             return
+        nodes = reply.get("nodes")
+        if not isinstance(nodes, dict):
+            # Settled all the same: ComfyUI's start must not wait for it.
+            log.error("comfy-supervisor: pack %s described its nodes as %s, not a dict: none is registered",
+                      self.name, type(nodes).__name__)
+            nodes = {}
         with self.changed:
             self.interfaces = nodes
             self.web_directory = reply.get("web_directory")
@@ -169,12 +189,12 @@ class PackLink:
         return web
 
     def exited(self, event):
-        session = self.session
-        if session is not None and session.generation == event.get("generation"):
-            session.close()  # its socket says so too, but nobody may be reading it now
         with self.changed:
             self.exits[event.get("generation")] = event
             self.changed.notify_all()
+        session = self.session
+        if session is not None and session.generation == event.get("generation"):
+            session.close()  # its socket says so too, but nobody may be reading it now
 
     def failed(self, reason):
         with self.changed:
@@ -194,7 +214,27 @@ class PackLink:
         with self.changed:
             if self.session is session:
                 self.session = None
+            active = self.active
+            if active is not None and active[0] is session:
+                self.active = None
+            exited = session.generation in self.exits
             self.changed.notify_all()
+        if session.protocol_error:
+            self.bridges.end_life(self.name, session.generation, "broken_session",
+                                  f"it broke the call protocol ({session.protocol_error})")
+        elif not exited:
+            threading.Thread(target=self.end_if_alive, args=(session,), name=f"{self.name} session end",
+                             daemon=True).start()
+
+    def end_if_alive(self, session):
+        """The session's socket closed with no word of its life's exit: a worker that died
+        is announced within EXIT_NOTICE_WAIT_S; one that closed its socket and lives on
+        can run no more calls of this host, and the supervisor is asked to end it."""
+        with self.changed:
+            if self.changed.wait_for(lambda: session.generation in self.exits, timeout=EXIT_NOTICE_WAIT_S):
+                return
+        self.bridges.end_life(self.name, session.generation, "broken_session",
+                              "it closed its call socket and lives on")
 
     def settled(self):
         """Its interfaces are known, or it failed: ComfyUI need not wait for it."""
@@ -217,18 +257,34 @@ class PackLink:
                                       "see the supervisor's log")
             return self.session
 
+    def ready_session(self):
+        """The current life, once it answered the node call whose caller gave up on it
+        (upstream's progress hook raised at Cancel while the node ran on): the worker runs
+        one call at a time, so the next would only wait behind it. If that node outruns
+        the Cancel's grace period its life is ended, and the next call runs in the new one."""
+        while True:
+            session = self.current_session(CALL_WAIT_S)
+            active = self.active
+            if active is None or active[0] is not session:
+                return session
+            with session.read_lock:
+                try:
+                    self.await_reply(session, active[1], active[2], current=False)
+                except PackWorkerDied:
+                    pass  # that life ended: the loop waits for the next
+
     def request(self, message, what):
         """A request other than a node call, answered by one reply."""
         with self.call_lock:
-            session = self.current_session(CALL_WAIT_S)
+            session = self.ready_session()
             message["id"] = next(self.request_ids)
             with session.read_lock:
                 session.channel.send(message)
-                return self.await_reply(session, message["id"], what, interruptible=False)
+                return self.await_reply(session, message["id"], what, current=False)
 
     def call(self, node, kind, inputs, instance=None):
         with self.call_lock:
-            session = self.current_session(CALL_WAIT_S)
+            session = self.ready_session()
             encoder = session.encoder(lambda value: self.handle_ref(value, session))
             try:
                 encoded = encoder.encode(inputs)
@@ -249,37 +305,61 @@ class PackLink:
                     return self.outputs(session, node, reply.get("value"))
             raise self.error_of(self.bridges.mm, node, reply)
 
-    def await_reply(self, session, request_id, what, interruptible=True):
+    def await_reply(self, session, request_id, what, current=True):
         """The reply to `request_id`, read from the call socket by this thread (holding
-        the session's read_lock); the worker's progress drives a ProgressBar on the way.
-        An interruptible request takes ComfyUI's interrupts meanwhile (interrupt())."""
+        the session's read_lock). The call this thread makes now (`current`) is the
+        active one: it takes ComfyUI's interrupts meanwhile (interrupt()), and the
+        worker's progress drives a ProgressBar on the way."""
         progress = None
-        if interruptible:
-            self.active = (session, request_id)  # one store: interrupt() reads it from any thread
+        if current:
+            self.active = (session, request_id, what)  # one store: interrupt() reads it from any thread
             if self.bridges.mm.processing_interrupted():  # set before the call began
                 self.interrupt()
-        try:
-            while True:
-                reply = session.next_message(None, SPIN_S)
-                if not reply:
-                    raise self.died(session, what)
-                if reply.get("op") in SESSION_OPS or reply.get("op") == "ui":
-                    session.dispatch(reply)  # a "ui" message goes on to the browser (on_message)
-                elif reply.get("id") != request_id:
-                    continue  # a reply to a request given up on
-                elif reply.get("op") == "progress":
+        while True:
+            reply = session.next_message(None, SPIN_S)
+            if not reply:
+                raise self.died(session, request_id, what, current)
+            if reply.get("op") in SESSION_OPS or reply.get("op") == "ui":
+                session.dispatch(reply)  # a "ui" message goes on to the browser (on_message)
+            elif reply.get("id") != request_id:
+                self.answered(session, reply)  # a reply to a request given up on
+            elif reply.get("op") == "progress":
+                if current:
                     progress = self.progress(progress, reply)
-                else:
-                    return reply
-        finally:
+            else:
+                self.answered(session, reply)
+                return reply
+
+    def answered(self, session, reply):
+        """`reply` from `session` ends the active call if it is its result or error."""
+        active = self.active
+        if active is not None and active[0] is session and active[1] == reply.get("id") and \
+                reply.get("op") in ("result", "error"):
             self.active = None
 
     def interrupt(self):
         """ComfyUI's interrupt, to the node call running now, if any: through the host
-        arena's interrupt word, which the worker's interrupt checks read."""
+        arena's interrupt word, which the worker's interrupt checks read; and the pack's
+        grace period starts, after which a node still running is ended with its worker."""
         active = self.active
         if active is not None:
             self.bridges.arena.interrupt(active[1])
+            self.watch_cancel(active)
+
+    def watch_cancel(self, active):
+        grace = self.cancel_grace_s
+        if grace is None or self.cancel_watched is active:
+            return  # a supervisor without the setting, or a second Cancel of the same call
+        self.cancel_watched = active
+        timer = threading.Timer(grace, self.cancel_overdue, args=(active,))
+        timer.daemon = True
+        timer.start()
+
+    def cancel_overdue(self, active):
+        if self.active is not active:
+            return  # answered within the grace period
+        self.cancelled = active
+        self.bridges.end_life(self.name, active[0].generation, "cancel", active[2])
 
     @staticmethod
     def progress(bar, reply):
@@ -292,10 +372,16 @@ class PackLink:
         bar.update_absolute(value, total)
         return bar
 
-    def died(self, session, what):
+    def died(self, session, request_id, what, current):
+        """What the call `request_id` raises when its session ended before its reply."""
+        cancelled = self.cancelled
+        if current and cancelled is not None and cancelled[0] is session and cancelled[1] == request_id:
+            # Ended for outrunning ComfyUI's Cancel: as upstream's own check raises it.
+            self.bridges.mm.throw_exception_if_processing_interrupted()
+            return self.bridges.mm.InterruptProcessingException()
         if session.protocol_error:
             return PackWorkerDied(f"pack {self.name}'s worker broke the call protocol during {what} "
-                                  f"({session.protocol_error}); restart it with comfyctl restart {self.name}")
+                                  f"({session.protocol_error}); the supervisor restarts it: queue the prompt again")
         with self.changed:
             self.changed.wait_for(lambda: session.generation in self.exits, timeout=EXIT_NOTICE_WAIT_S)
             event = self.exits.get(session.generation, {})
@@ -351,6 +437,11 @@ class PackLink:
     def stats(self):
         """The worker's figures (its arena's bytes in use, what the host holds of it)."""
         return self.request({"op": "stats"}, "its figures")
+
+
+def one_line(error):
+    text = str(error)
+    return text.splitlines()[0][:200] if text else type(error).__name__
 
 
 def prompt_context():
@@ -429,7 +520,11 @@ class Bridges:
             kind, name = event["event"], event.get("pack")
             if kind == "packs":
                 for pack in event.get("packs") or ():
-                    self.link(str(pack.get("name"))).folder = pack.get("folder")
+                    link = self.link(str(pack.get("name")))
+                    link.folder = pack.get("folder")
+                    grace = pack.get("cancel_grace_ms")
+                    if type(grace) is int and grace >= 0:
+                        link.cancel_grace_s = grace / 1000
                 with self.changed:
                     self.listed = True
                     self.changed.notify_all()
@@ -450,6 +545,18 @@ class Bridges:
         """Upstream's interrupt_current_processing(True) happened: every running call hears it."""
         for link in list(self.links.values()):
             link.interrupt()
+
+    def end_life(self, pack, generation, cause, detail):
+        """Asks the supervisor to end `pack`'s life `generation` (`cause` "cancel" or
+        "broken_session", supervisor/bridge/host_requests.hpp); it logs why, in its words
+        and `detail`'s, and answers with pack_exited."""
+        request = {"request": "end_pack", "pack": pack, "generation": generation, "cause": cause,
+                   "detail": str(detail)[:MAX_REQUEST_DETAIL]}
+        try:
+            self.control.send(json.dumps(request).encode(), socket.MSG_DONTWAIT)
+        except OSError as error:
+            log.error("comfy-supervisor: cannot ask the supervisor to end pack %s's worker (%s): %s", pack, detail,
+                      error)
 
     def drain_idle(self):
         """What the packs' workers sent while no call waited (their releases of the host's
@@ -478,14 +585,17 @@ class Bridges:
         classes, names = {}, {}
         for link in self.wait_for_packs(timeout_s):
             self.serve_front_end(link)
+            left_out = []
             for node, interface in link.interfaces.items():
                 try:
                     classes[node] = proxy_class(link, node, interface)
-                except (TypeError, ValueError, KeyError) as error:
-                    log.error("comfy-supervisor: pack %s's node %s cannot be proxied (%s); it is left out",
-                              link.name, node, error)
+                except Exception as error:  # noqa: BLE001 (what a worker described is input: any fault is that node's)
+                    left_out.append(f"{node[:60]!r} ({one_line(error)})")
                     continue
                 names[node] = str(interface.get("display_name", node))
+            if left_out:
+                log.error("comfy-supervisor: pack %s: %d of its %d nodes cannot be proxied and are left out: %s",
+                          link.name, len(left_out), len(link.interfaces), "; ".join(left_out))
         log.info("comfy-supervisor: %d nodes of %d isolated packs registered", len(classes), len(self.links))
         return classes, names
 
@@ -497,70 +607,3 @@ class Bridges:
         web, nodes = link.web_files(), sys.modules.get("nodes")
         if web is not None and isinstance(getattr(nodes, "EXTENSION_WEB_DIRS", None), dict):
             nodes.EXTENSION_WEB_DIRS[os.path.basename(os.path.realpath(link.folder))] = web
-
-
-def _as_tuples(value):
-    """JSON's lists back into the tuples upstream's interfaces are written with; a list
-    of choices (a combo input's type) stays a list."""
-    if isinstance(value, list) and not all(isinstance(item, str) for item in value):
-        return tuple(_as_tuples(item) for item in value)
-    if isinstance(value, dict):
-        return {key: _as_tuples(item) for key, item in value.items()}
-    return value
-
-
-def _identifier(name, what):
-    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or name.startswith("__"):
-        raise ValueError(f"its {what} {str(name)[:40]!r} is not a name a method can have")
-    return name
-
-
-def proxy_class(link, node, interface):
-    """A class upstream runs as if it were the pack's node; it runs the node in the worker."""
-    function = _identifier(interface["FUNCTION"], "FUNCTION")
-    input_types = {section: {name: _as_tuples(spec) if isinstance(spec, list) else spec
-                             for name, spec in inputs.items()}
-                   for section, inputs in interface["INPUT_TYPES"].items()}
-    attributes = {
-        "__module__": __name__,
-        "__doc__": f"{node} of pack {link.name}, run in the pack's worker.",
-        "PACK": link.name,
-        "CATEGORY": str(interface.get("CATEGORY", "isolated")),
-        "RETURN_TYPES": tuple(interface.get("RETURN_TYPES", ())),
-        "FUNCTION": function,
-        "OUTPUT_NODE": bool(interface.get("OUTPUT_NODE", False)),
-        "INPUT_TYPES": classmethod(lambda cls: {section: dict(inputs) for section, inputs in input_types.items()}),
-    }
-    for member in _OPTIONAL_INTERFACE:
-        if member in interface:
-            value = interface[member]
-            attributes[member] = tuple(value) if isinstance(value, list) else value
-
-    def __init__(self):
-        self.instance = next(link.instance_ids)
-        weakref.finalize(self, link.forget_instance, self.instance)
-
-    def run(self, **inputs):
-        return link.call(node, "function", inputs, instance=self.instance)
-
-    def is_changed(cls, **inputs):
-        answer = link.call(node, "is_changed", inputs) if interface.get("IS_CHANGED") else None
-        generation = link.handle_generation.get(node)
-        return answer if generation is None else [answer, generation]
-
-    attributes["__init__"] = __init__
-    attributes[function] = run
-    attributes["IS_CHANGED"] = classmethod(is_changed)
-    validate = interface.get("VALIDATE_INPUTS")
-    if isinstance(validate, dict):
-        def validate_inputs(cls, **inputs):
-            return link.call(node, "validate_inputs", inputs)
-
-        # Upstream hands VALIDATE_INPUTS the inputs its signature names: the pack's own.
-        parameters = [inspect.Parameter(_identifier(name, "VALIDATE_INPUTS argument"),
-                                        inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in validate.get("args", [])]
-        if validate.get("varkw"):
-            parameters.append(inspect.Parameter("inputs", inspect.Parameter.VAR_KEYWORD))
-        validate_inputs.__signature__ = inspect.Signature(parameters)
-        attributes["VALIDATE_INPUTS"] = classmethod(validate_inputs)
-    return type(node if node.isidentifier() else "PackNode", (), attributes)

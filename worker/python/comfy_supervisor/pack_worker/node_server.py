@@ -11,7 +11,8 @@ releases the host sends meanwhile wait in the socket for the node's end. A call:
   life;
 - runs the node as upstream runs it: one instance per host node (kept until the host's
   proxy instance goes), its FUNCTION, or its IS_CHANGED or VALIDATE_INPUTS classmethod;
-- reports comfy.utils.ProgressBar updates to the host as they happen;
+- reports comfy.utils.ProgressBar updates to the host as they happen, and hears Cancel
+  there as upstream's own progress hook does (main.py's hijack_progress);
 - answers with its outputs written once into this life's arena, objects that are
   neither tensors nor plain values kept here as handles; or with the error: an
   interrupt as such, an out-of-memory error marked so the host raises upstream's own
@@ -24,6 +25,7 @@ releases the host sends meanwhile wait in the socket for the node's end. A call:
 """
 
 import itertools
+import os
 import queue
 import socket
 import sys
@@ -141,8 +143,19 @@ class NodeServer:
                     continue
                 if not message:
                     self.memory.idle()
+                    if session.protocol_error:
+                        self.broken(session)
                     break
                 session.dispatch(message)
+
+    @staticmethod
+    def broken(session):
+        """The host broke the call protocol: this life can serve no call of it any more
+        (the supervisor pairs lives only when one starts), so it ends, and the supervisor
+        starts the next."""
+        print(f"pack_worker: the host broke the call protocol ({session.protocol_error}); ending this life",
+              file=sys.stderr, flush=True)
+        os._exit(1)
 
     def take_host_lives(self):
         while True:
@@ -154,6 +167,9 @@ class NodeServer:
                 self.sessions.put(HostSession(self, socket.socket(fileno=fds[0]), fds[1], event.get("generation")))
 
     def progress(self, value, total, preview=None, node_id=None, **_):
+        # Upstream's hook checks first: in one process a node that only reports progress
+        # (a sampler) ends at Cancel there, and so it does here.
+        self.mm.throw_exception_if_processing_interrupted()
         current = self.current
         if current is not None:
             session, call_id = current

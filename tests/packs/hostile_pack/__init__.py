@@ -1,0 +1,97 @@
+"""A custom node pack that misbehaves toward the host, for the node-call bridge's tests
+(tests/python/node_calls_test.cpp) and the soak: a node that never ends and never checks
+for interrupts, a node that only reports progress, and a node that breaks the call
+protocol from inside its worker, as a compromised pack could (it reaches anything in its
+own process, the call socket included)."""
+
+import gc
+import os
+import struct
+import time
+
+import comfy.utils
+
+CATEGORY = "comfy-supervisor tests"
+# A frame's length word and a frame's JSON, as bridge/channel.py reads them.
+_LENGTH = struct.Struct("<I")
+OVERSIZE = (64 << 20) + 1  # one byte over the channel's MAX_FRAME_BYTES
+NESTING = 100_000          # deeper than Python's JSON decoder recurses
+
+
+class Node:
+    CATEGORY = CATEGORY
+    FUNCTION = "run"
+
+
+class LoopForever(Node):
+    """Never returns and never checks for interrupts: only ending its worker stops it."""
+    RETURN_TYPES = ("INT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def run(self):
+        while True:
+            time.sleep(0.01)
+
+
+class ProgressOnly(Node):
+    """Reports progress for `seconds` and never checks for interrupts itself: in ComfyUI's
+    own process, upstream's progress hook ends it at Cancel."""
+    RETURN_TYPES = ("INT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"seconds": ("FLOAT", {"default": 10.0})}}
+
+    def run(self, seconds):
+        steps = max(1, int(seconds / 0.01))
+        bar = comfy.utils.ProgressBar(steps)
+        for step in range(steps):
+            time.sleep(0.01)
+            bar.update_absolute(step + 1, steps)
+        return (steps,)
+
+
+def _call_socket():
+    """The worker's call socket to the host, as a hostile pack finds it: through the node
+    server running this call."""
+    server = next(obj for obj in gc.get_objects() if type(obj).__name__ == "NodeServer")
+    session, _ = server.current
+    return session.channel.fd
+
+
+class BreakProtocol(Node):
+    """Writes a frame the host must refuse into the call socket, then returns as if nothing
+    happened: "oversize" announces a frame over 64 MiB, "nested" sends JSON nested deeper
+    than the decoder goes."""
+    RETURN_TYPES = ("INT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"kind": (["oversize", "nested"],)}}
+
+    def run(self, kind):
+        if kind == "oversize":
+            frame = _LENGTH.pack(OVERSIZE)
+        else:
+            data = b"[" * NESTING + b"]" * NESTING
+            frame = _LENGTH.pack(len(data)) + data
+        os.write(_call_socket(), frame)
+        return (0,)
+
+
+class Add(Node):
+    """A well-behaved node: the pack's next life answers it."""
+    RETURN_TYPES = ("INT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"a": ("INT", {"default": 0}), "b": ("INT", {"default": 0})}}
+
+    def run(self, a, b):
+        return (a + b,)
+
+
+NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (LoopForever, ProgressOnly, BreakProtocol, Add)}

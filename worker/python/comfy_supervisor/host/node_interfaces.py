@@ -1,0 +1,146 @@
+"""What ComfyUI sees of an isolated pack's node: a proxy class with the pack's own
+interface, as its worker described it (pack_worker/__main__.py, describe()).
+
+The description comes from a worker, so it is input, not truth, and a node's odd interface
+(an INPUT_TYPES() that returns a list, a RETURN_TYPES that is a number) must cost that
+node alone: proxy_class() checks every member upstream reads before it builds the class,
+and raises InterfaceError with one line naming the member. Upstream's own expectations,
+which the checks follow: INPUT_TYPES() a dict of sections ("required", "optional",
+"hidden"), each a dict of input names; an input a list whose first item is its type (a
+name, or the list of a combo's choices) and whose second, if any, is a dict of options; a
+hidden input may be a bare name; RETURN_TYPES a list of types; RETURN_NAMES a list of
+names; OUTPUT_IS_LIST a list of flags; INPUT_IS_LIST a flag; FUNCTION a method's name.
+"""
+
+import inspect
+import keyword
+import weakref
+
+_OPTIONAL_INTERFACE = ("RETURN_NAMES", "OUTPUT_IS_LIST", "INPUT_IS_LIST", "DESCRIPTION")
+
+
+class InterfaceError(ValueError):
+    """A node's interface that ComfyUI could not use; the message is one line."""
+
+
+def _kind(value):
+    if value is None:
+        return "null"
+    name = type(value).__name__
+    if isinstance(value, (list, dict)) and not value:
+        return f"an empty {name}"
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+def _check(condition, member, value, wanted):
+    if not condition:
+        raise InterfaceError(f"its {member} is {_kind(value)}, not {wanted}")
+
+
+def _is_type(value):
+    """A node's input or output type: a name, or a combo's list of choices."""
+    return isinstance(value, str) or isinstance(value, list)
+
+
+def _check_input_types(sections):
+    _check(isinstance(sections, dict), "INPUT_TYPES()", sections, "a dict of sections")
+    for section, inputs in sections.items():
+        _check(isinstance(inputs, dict), f"INPUT_TYPES() section {section[:40]!r}", inputs, "a dict of inputs")
+        for name, spec in inputs.items():
+            where = f"input {name[:40]!r}"
+            if isinstance(spec, str) and section == "hidden":
+                continue
+            _check(isinstance(spec, list) and spec, where, spec, "a list of its type and options")
+            _check(_is_type(spec[0]), f"{where}'s type", spec[0], "a type name or a list of choices")
+            if len(spec) > 1:
+                _check(isinstance(spec[1], dict), f"{where}'s options", spec[1], "a dict")
+
+
+def check_interface(interface):
+    """Raises InterfaceError when upstream could not use `interface`, a node's description."""
+    _check(isinstance(interface, dict), "interface", interface, "a dict of members")
+    _check_input_types(interface.get("INPUT_TYPES"))
+    returns = interface.get("RETURN_TYPES", [])
+    _check(isinstance(returns, list) and all(_is_type(kind) for kind in returns), "RETURN_TYPES", returns,
+           "a list of types")
+    names = interface.get("RETURN_NAMES", [])
+    _check(isinstance(names, list) and all(isinstance(name, str) for name in names), "RETURN_NAMES", names,
+           "a list of names")
+    lists = interface.get("OUTPUT_IS_LIST", [])
+    _check(isinstance(lists, list) and all(isinstance(flag, bool) for flag in lists), "OUTPUT_IS_LIST", lists,
+           "a list of flags")
+    _check(isinstance(interface.get("INPUT_IS_LIST", False), bool), "INPUT_IS_LIST", interface.get("INPUT_IS_LIST"),
+           "a flag")
+    validate = interface.get("VALIDATE_INPUTS")
+    _check(validate is None or (isinstance(validate, dict) and isinstance(validate.get("args", []), list)),
+           "VALIDATE_INPUTS", validate, "a signature")
+
+
+def _as_tuples(value):
+    """JSON's lists back into the tuples upstream's interfaces are written with; a list
+    of choices (a combo input's type) stays a list."""
+    if isinstance(value, list) and not all(isinstance(item, str) for item in value):
+        return tuple(_as_tuples(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _as_tuples(item) for key, item in value.items()}
+    return value
+
+
+def _identifier(name, what):
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or name.startswith("__"):
+        raise InterfaceError(f"its {what} {str(name)[:40]!r} is not a name a method can have")
+    return name
+
+
+def proxy_class(link, node, interface):
+    """A class upstream runs as if it were the pack's node; it runs the node in the worker
+    through `link` (proxy_nodes.PackLink). Raises InterfaceError for an interface
+    upstream could not use."""
+    check_interface(interface)
+    function = _identifier(interface.get("FUNCTION"), "FUNCTION")
+    input_types = {section: {name: _as_tuples(spec) if isinstance(spec, list) else spec
+                             for name, spec in inputs.items()}
+                   for section, inputs in interface["INPUT_TYPES"].items()}
+    attributes = {
+        "__module__": __name__,
+        "__doc__": f"{node} of pack {link.name}, run in the pack's worker.",
+        "PACK": link.name,
+        "CATEGORY": str(interface.get("CATEGORY", "isolated")),
+        "RETURN_TYPES": tuple(interface.get("RETURN_TYPES", ())),
+        "FUNCTION": function,
+        "OUTPUT_NODE": bool(interface.get("OUTPUT_NODE", False)),
+        "INPUT_TYPES": classmethod(lambda cls: {section: dict(inputs) for section, inputs in input_types.items()}),
+    }
+    for member in _OPTIONAL_INTERFACE:
+        if member in interface:
+            value = interface[member]
+            attributes[member] = tuple(value) if isinstance(value, list) else value
+
+    def __init__(self):
+        self.instance = next(link.instance_ids)
+        weakref.finalize(self, link.forget_instance, self.instance)
+
+    def run(self, **inputs):
+        return link.call(node, "function", inputs, instance=self.instance)
+
+    def is_changed(cls, **inputs):
+        answer = link.call(node, "is_changed", inputs) if interface.get("IS_CHANGED") else None
+        generation = link.handle_generation.get(node)
+        return answer if generation is None else [answer, generation]
+
+    attributes["__init__"] = __init__
+    attributes[function] = run
+    attributes["IS_CHANGED"] = classmethod(is_changed)
+    validate = interface.get("VALIDATE_INPUTS")
+    if isinstance(validate, dict):
+        def validate_inputs(cls, **inputs):
+            return link.call(node, "validate_inputs", inputs)
+
+        # Upstream hands VALIDATE_INPUTS the inputs its signature names: the pack's own.
+        parameters = [inspect.Parameter(_identifier(name, "VALIDATE_INPUTS argument"),
+                                        inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in validate.get("args", [])]
+        if validate.get("varkw"):
+            parameters.append(inspect.Parameter("inputs", inspect.Parameter.VAR_KEYWORD))
+        validate_inputs.__signature__ = inspect.Signature(parameters)
+        attributes["VALIDATE_INPUTS"] = classmethod(validate_inputs)
+    return type(node if node.isidentifier() else "PackNode", (), attributes)
