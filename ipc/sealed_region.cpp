@@ -40,8 +40,8 @@ std::byte* map(int fd, const std::string& label, std::size_t bytes, Access acces
 
 }  // namespace
 
-UniqueFd create_sealed_memfd(const std::string& kind, const std::string& label, std::uint64_t bytes,
-                             bool reserve_pages, const std::string& advice) {
+UniqueFd create_sealable_memfd(const std::string& kind, const std::string& label, std::uint64_t bytes,
+                               bool reserve_pages, const std::string& advice) {
     const auto fail_at = [&](const std::string& step, int err) {
         throw SegmentError(kind + " " + label + ": " + step + " failed: " + std::strerror(err) + "; " + advice);
     };
@@ -53,8 +53,16 @@ UniqueFd create_sealed_memfd(const std::string& kind, const std::string& label, 
             fail_at("reserving the pages", err);
         }
     }
+    return fd;
+}
+
+UniqueFd create_sealed_memfd(const std::string& kind, const std::string& label, std::uint64_t bytes,
+                             bool reserve_pages, const std::string& advice) {
+    UniqueFd fd = create_sealable_memfd(kind, label, bytes, reserve_pages, advice);
     // F_SEAL_SEAL as well: nobody may later undo or add seals.
-    if (::fcntl(fd.get(), F_ADD_SEALS, kSizeSeals | F_SEAL_SEAL) != 0) fail_at("sealing", errno);
+    if (::fcntl(fd.get(), F_ADD_SEALS, kSizeSeals | F_SEAL_SEAL) != 0) {
+        throw SegmentError(kind + " " + label + ": sealing failed: " + std::strerror(errno) + "; " + advice);
+    }
     return fd;
 }
 

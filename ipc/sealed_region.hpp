@@ -15,11 +15,16 @@
 
 namespace comfy::ipc {
 
-// A new memfd of `bytes` named `label`, sealed against shrinking, growing and further
-// seals, close-on-exec: a region's, or a value arena's (ipc/arena.hpp). `reserve_pages`
-// reserves its memory now, so a shortage fails here rather than as SIGBUS on first touch;
-// an arena is left sparse. Throws SegmentError, one line: "`kind` `label`: the step that
-// failed, why; `advice`".
+// A new memfd of `bytes` named `label`, close-on-exec, not sealed yet: its creator seals
+// it once it has what it needs (the segment's creator maps it writable first, then seals
+// it against every other write, ipc/shm_segment.cpp). `reserve_pages` reserves its memory
+// now, so a shortage fails here rather than as SIGBUS on first touch; an arena is left
+// sparse. Throws SegmentError, one line: "`kind` `label`: the step that failed, why; `advice`".
+UniqueFd create_sealable_memfd(const std::string& kind, const std::string& label, std::uint64_t bytes,
+                               bool reserve_pages, const std::string& advice);
+
+// The same, sealed at once against shrinking, growing and further seals: a region's, or a
+// value arena's (ipc/arena.hpp).
 UniqueFd create_sealed_memfd(const std::string& kind, const std::string& label, std::uint64_t bytes,
                              bool reserve_pages, const std::string& advice);
 

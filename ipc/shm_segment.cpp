@@ -1,8 +1,9 @@
 #include "ipc/shm_segment.hpp"
 
 #include "ipc/descriptor_passing.hpp"
-
+#include "ipc/ofd_lock.hpp"
 #include "ipc/process_identity.hpp"
+#include "ipc/sealed_region.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -14,19 +15,20 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <new>
 #include <cstring>
-#include <utility>
+#include <new>
 #include <system_error>
+#include <utility>
 
 namespace comfy::ipc {
 
 namespace {
 
-constexpr const char* kShmDir = "/dev/shm";
 constexpr mode_t kMode = 0600;
-
-std::string path_of(const std::string& name) { return kShmDir + name; }
+// What the creator seals the segment with, once it has mapped it writable: no new
+// writable mapping and no write(2) by anyone (its own mapping stays), no change of size,
+// no change of seals. A participant refuses a descriptor without them.
+constexpr int kSegmentSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
 
 [[noreturn]] void fail(const std::string& name, const std::string& what) {
     throw SegmentError("segment " + name + ": " + what);
@@ -55,39 +57,45 @@ std::uint64_t random_epoch() {
     return value;
 }
 
-// A read-only look at a segment's identity through a private mapping of its header.
-struct HeaderPeek {
-    bool exists = false;
-    bool readable = false;
-    uid_t owner = 0;
-    off_t size = 0;
-    SegmentHeader header{};
-};
-
-HeaderPeek peek_header(const std::string& name) {
-    HeaderPeek peek;
-    const int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
-    if (fd < 0) {
-        peek.exists = errno != ENOENT;
-        return peek;
-    }
-    peek.exists = true;
+// The state of the copy `fd` is open on, without changing it.
+SegmentInspection inspect_open(int fd) {
+    SegmentInspection result;
     struct stat st {};
-    if (::fstat(fd, &st) == 0) {
-        peek.owner = st.st_uid;
-        peek.size = st.st_size;
-        if (st.st_size >= static_cast<off_t>(sizeof(SegmentHeader))) {
-            peek.readable = ::pread(fd, &peek.header, sizeof peek.header, 0) == static_cast<ssize_t>(sizeof peek.header);
-        }
+    if (::fstat(fd, &st) != 0) {
+        result.state = SegmentState::foreign;
+        result.detail = std::string("cannot be looked at (") + std::strerror(errno) + ")";
+        return result;
     }
-    ::close(fd);
-    return peek;
+    if (st.st_uid != ::geteuid()) {
+        result.state = SegmentState::foreign;
+        result.detail = "owned by uid " + std::to_string(st.st_uid) + ", not " + std::to_string(::geteuid());
+        return result;
+    }
+    SegmentHeader header{};
+    const bool readable = st.st_size >= static_cast<off_t>(sizeof header) &&
+                          ::pread(fd, &header, sizeof header, 0) == static_cast<ssize_t>(sizeof header) &&
+                          header.magic == kSegmentMagic;
+    if (readable) result.creator_pid = header.creator_pid;
+    // The lock first: a live supervisor's copy is live whatever another process wrote
+    // into it or cut off it.
+    if (file_lock_held_elsewhere(fd)) {
+        result.state = SegmentState::live;
+        return result;
+    }
+    if (!readable) {
+        result.state = SegmentState::foreign;
+        result.detail = "not a comfy-supervisor segment (size " + std::to_string(st.st_size) + ", no magic)";
+        return result;
+    }
+    result.state = SegmentState::stale;
+    result.detail = "no supervisor holds it (its creator was pid " + std::to_string(header.creator_pid) + ")";
+    return result;
 }
 
-// Removes "<name>.init-<pid>" files left by creators that died mid-creation.
+// Removes "<name>.init-<pid>" files left by creators that died mid-publication.
 void remove_dead_initialisers(const std::string& name) {
     const std::string prefix = name.substr(1) + ".init-";
-    DIR* dir = ::opendir(kShmDir);
+    DIR* dir = ::opendir("/dev/shm");
     if (dir == nullptr) return;
     while (const dirent* entry = ::readdir(dir)) {
         const std::string file = entry->d_name;
@@ -116,37 +124,27 @@ std::string segment_name(const std::string& instance) {
 }
 
 SegmentInspection inspect_segment(const std::string& name) {
-    const HeaderPeek peek = peek_header(name);
+    const UniqueFd fd(::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0));
+    if (fd) return inspect_open(fd.get());
     SegmentInspection result;
-    if (!peek.exists) return result;
-    if (!peek.readable || peek.header.magic != kSegmentMagic) {
+    if (errno != ENOENT) {
         result.state = SegmentState::foreign;
-        result.detail = "not a comfy-supervisor segment (size " + std::to_string(peek.size) + ", no magic)";
-        return result;
-    }
-    if (peek.owner != ::geteuid()) {
-        result.state = SegmentState::foreign;
-        result.detail = "owned by uid " + std::to_string(peek.owner) + ", not " + std::to_string(::geteuid());
-        return result;
-    }
-    result.creator_pid = peek.header.creator_pid;
-    const auto start = process_start_time(peek.header.creator_pid);
-    if (!start) {
-        result.state = SegmentState::stale;
-        result.detail = "creator pid " + std::to_string(peek.header.creator_pid) + " is gone";
-    } else if (*start != peek.header.creator_start_time) {
-        result.state = SegmentState::stale;
-        result.detail = "creator pid " + std::to_string(peek.header.creator_pid) +
-                        " was reused by another process (start time " + std::to_string(*start) + ", recorded " +
-                        std::to_string(peek.header.creator_start_time) + ")";
-    } else {
-        result.state = SegmentState::live;
+        result.detail = std::string("cannot be opened (") + std::strerror(errno) + ")";
     }
     return result;
 }
 
 bool remove_stale_segment(const std::string& name) {
-    if (inspect_segment(name).state != SegmentState::stale) return false;
+    const UniqueFd fd(::shm_open(name.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0));
+    if (!fd || inspect_open(fd.get()).state != SegmentState::stale) return false;
+    // Locked while it goes: a supervisor starting meanwhile finds it held and stops,
+    // rather than removing the copy that this one might just have published.
+    if (!take_file_lock(fd.get())) return false;
+    struct stat ours {}, named {};
+    if (::fstat(fd.get(), &ours) != 0 || ::stat(shm_path(name).c_str(), &named) != 0 || ours.st_ino != named.st_ino ||
+        ours.st_dev != named.st_dev) {
+        return false;
+    }
     return ::shm_unlink(name.c_str()) == 0;
 }
 
@@ -156,96 +154,79 @@ SharedSegment SharedSegment::create(const std::string& name, std::size_t total_b
     remove_dead_initialisers(name);
     const auto existing = inspect_segment(name);
     if (existing.state == SegmentState::live) {
-        fail(name, "in use by a live supervisor (pid " + std::to_string(existing.creator_pid) +
-                       "); stop it or choose another --instance");
+        throw InstanceTaken("segment " + name + ": in use by a live supervisor (pid " +
+                            std::to_string(existing.creator_pid) + " by its header); stop it or choose another --instance");
     }
     if (existing.state == SegmentState::foreign) {
-        fail(name, existing.detail + "; remove " + path_of(name) + " by hand if it is not in use");
+        fail(name, existing.detail + "; remove " + shm_path(name) + " by hand if it is not in use");
     }
-    if (existing.state == SegmentState::stale) ::shm_unlink(name.c_str());
+    if (existing.state == SegmentState::stale) remove_stale_segment(name);
 
-    // Build the segment under a private name, then link it into place fully formed.
-    const std::string init_name = name + ".init-" + std::to_string(::getpid());
-    const int fd = ::shm_open(init_name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, kMode);
-    if (fd < 0) fail_errno(name, "shm_open(" + init_name + ")", errno, "check that /dev/shm is mounted and writable");
-    auto abandon = [&](const std::string& call, int err, const std::string& advice) {
-        ::close(fd);
-        ::shm_unlink(init_name.c_str());
-        fail_errno(name, call, err, advice);
-    };
-    if (::fchmod(fd, kMode) != 0) abandon("fchmod", errno, "check the permissions of /dev/shm");
-    if (::ftruncate(fd, static_cast<off_t>(total_bytes)) != 0) {
-        abandon("ftruncate", errno, "free space in /dev/shm or lower the capacities");
-    }
-    // Reserve the pages now, so a /dev/shm too small for the segment fails here with a
-    // clear error instead of SIGBUS on first touch later.
-    if (const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(total_bytes)); err != 0) {
-        abandon("reserving " + std::to_string(total_bytes) + " bytes", err, "free space in /dev/shm or lower the capacities");
-    }
-    void* mapped = ::mmap(nullptr, total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (mapped == MAP_FAILED) abandon("mmap", errno, "free memory or space in /dev/shm");
-    auto* base = static_cast<std::byte*>(mapped);
-    auto* header = new (base) SegmentHeader{};
+    UniqueFd fd = create_sealable_memfd("segment", "comfy-sv-segment", total_bytes, true,
+                                        "free memory or lower the capacities");
+    void* mapped = ::mmap(nullptr, total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (mapped == MAP_FAILED) fail_errno(name, "mmap", errno, "free memory");
+    SharedSegment segment(name, fd.release(), static_cast<std::byte*>(mapped), total_bytes, true);
+    auto* header = new (segment.base_) SegmentHeader{};
     header->magic = kSegmentMagic;
     header->layout_version = layout_version;
     header->header_bytes = sizeof(SegmentHeader);
     header->total_bytes = total_bytes;
     header->creator_pid = ::getpid();
-    const auto start = process_start_time(::getpid());
-    header->creator_start_time = start.value_or(0);
+    header->creator_start_time = process_start_time(::getpid()).value_or(0);
     header->instance_epoch = random_epoch();
-    try {
-        initialise(base, total_bytes);
-    } catch (...) {
-        ::munmap(mapped, total_bytes);
-        ::close(fd);
-        ::shm_unlink(init_name.c_str());
-        throw;
+    initialise(segment.base_, total_bytes);
+    // Sealed only now, with this process's writable mapping in place: from here on nobody
+    // can map it writable or write(2) it, nor change its size, whatever descriptor they hold.
+    if (::fcntl(segment.fd_, F_ADD_SEALS, kSegmentSeals) != 0) {
+        fail_errno(name, "sealing", errno, "the kernel must be Linux 5.1 or later (F_SEAL_FUTURE_WRITE)");
     }
-    if (::link(path_of(init_name).c_str(), path_of(name).c_str()) != 0) {
-        const int err = errno;
-        ::munmap(mapped, total_bytes);
-        abandon("publishing as " + name, err,
-                err == EEXIST ? "another supervisor took this instance at the same moment; choose another --instance"
-                              : "check /dev/shm");
-    }
-    ::shm_unlink(init_name.c_str());
-    SharedSegment segment(name, fd, base, total_bytes, true);
     // Reopening through /proc gives a new open file description with its own, lesser, mode.
     try {
-        segment.read_only_fd_ = reopen_read_only(fd).release();
+        segment.read_only_fd_ = reopen_read_only(segment.fd_).release();
     } catch (const std::system_error& error) {
         fail_errno(name, "reopening read-only", error.code().value(), "check that /proc is mounted");
     }
+    segment.published_ = PublishedCopy::publish(name, segment.base_, total_bytes);
     return segment;
 }
 
 SharedSegment SharedSegment::attach(const std::string& name, std::uint32_t expected_layout_version) {
-    // Read-only: an attacher by name (comfyctl, a test) never writes the supervisor's segment.
+    // Read-only: an attacher by name (comfyctl, a test) never writes the supervisor's copy.
     const int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
     if (fd < 0) {
         fail_errno(name, "shm_open", errno,
                    errno == ENOENT ? "is the supervisor running with this --instance?" : "check /dev/shm");
     }
-    SharedSegment segment = map_read_only(name, fd, expected_layout_version);
-    const SegmentHeader& h = segment.header();
-    const auto start = process_start_time(h.creator_pid);
-    if (!start) {
-        fail(name, "creator pid " + std::to_string(h.creator_pid) +
-                       " is gone (stale segment); start the supervisor again, it removes it");
+    bool live = false;
+    try {
+        live = file_lock_held_elsewhere(fd);
+    } catch (...) {
+        ::close(fd);
+        throw;
     }
-    expect_field(name, "creator_start_time", h.creator_start_time, *start,
-                 "the creator's pid was reused (stale segment); start the supervisor again, it removes it");
-    return segment;
+    if (!live) {
+        ::close(fd);
+        fail(name, "no supervisor holds it (stale segment); start the supervisor again, it removes it");
+    }
+    return map_read_only(name, fd, expected_layout_version, true);
 }
 
 SharedSegment SharedSegment::adopt(int fd, std::uint32_t expected_layout_version) {
     // No liveness check: the supervisor handed this descriptor to its own child, which dies
     // with it, and inside a sandbox the supervisor's pid is not even visible.
-    return map_read_only("(descriptor " + std::to_string(fd) + ")", fd, expected_layout_version);
+    const std::string name = "(descriptor " + std::to_string(fd) + ")";
+    const int seals = ::fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & kSegmentSeals) != kSegmentSeals) {
+        ::close(fd);
+        fail(name, "is not the sealed segment the supervisor hands down; a participant must be started by "
+                   "comfy-supervisor of the same build");
+    }
+    return map_read_only(name, fd, expected_layout_version, false);
 }
 
-SharedSegment SharedSegment::map_read_only(const std::string& name, int fd, std::uint32_t expected_layout_version) {
+SharedSegment SharedSegment::map_read_only(const std::string& name, int fd, std::uint32_t expected_layout_version,
+                                           bool by_name) {
     auto refuse = [&](auto&& check) {
         try {
             check();
@@ -258,7 +239,7 @@ SharedSegment SharedSegment::map_read_only(const std::string& name, int fd, std:
     refuse([&] {
         if (::fstat(fd, &st) != 0) fail_errno(name, "fstat", errno, "check /dev/shm");
         expect_field(name, "owner uid", st.st_uid, ::geteuid(), "a segment of another user is never attached");
-        if ((st.st_mode & 0777) != kMode) {
+        if (by_name && (st.st_mode & 0777) != kMode) {
             char found[8];
             std::snprintf(found, sizeof found, "%03o", static_cast<unsigned>(st.st_mode & 0777));
             fail(name, std::string("mode is ") + found + ", expected 600; remove the segment and restart the supervisor");
@@ -271,6 +252,11 @@ SharedSegment SharedSegment::map_read_only(const std::string& name, int fd, std:
     void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
     if (mapped == MAP_FAILED) refuse([&] { fail_errno(name, "mmap", errno, "free memory"); });
     SharedSegment segment(name, fd, static_cast<std::byte*>(mapped), size, false);
+    // A copy found by name can be truncated under us from now on, before the header is read.
+    if (by_name) {
+        segment.by_name_ = true;
+        segment.guard_ = BusErrorGuard(mapped, size, PROT_READ);
+    }
     const SegmentHeader& h = segment.header();
     const char* rebuild = "this program and the supervisor come from different builds; use matching versions";
     expect_field(name, "magic", h.magic, kSegmentMagic, "this is not a comfy-supervisor segment");
@@ -278,6 +264,14 @@ SharedSegment SharedSegment::map_read_only(const std::string& name, int fd, std:
     expect_field(name, "header_bytes", h.header_bytes, std::uint32_t{sizeof(SegmentHeader)}, rebuild);
     expect_field(name, "total_bytes", h.total_bytes, std::uint64_t{size}, "the segment is damaged; restart the supervisor");
     return segment;
+}
+
+bool SharedSegment::outdated() const noexcept {
+    if (!by_name_) return false;
+    if (guard_.tripped()) return true;
+    struct stat ours {}, named {};
+    return ::fstat(fd_, &ours) != 0 || ::stat(shm_path(name_).c_str(), &named) != 0 || ours.st_ino != named.st_ino ||
+           ours.st_dev != named.st_dev;
 }
 
 SharedSegment::SharedSegment(std::string name, int fd, std::byte* base, std::size_t size, bool creator) noexcept
@@ -289,7 +283,12 @@ SharedSegment::SharedSegment(SharedSegment&& other) noexcept
       read_only_fd_(std::exchange(other.read_only_fd_, -1)),
       base_(std::exchange(other.base_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      creator_(std::exchange(other.creator_, false)) {}
+      creator_(std::exchange(other.creator_, false)),
+      published_(std::move(other.published_)),
+      by_name_(std::exchange(other.by_name_, false)),
+      guard_(std::move(other.guard_)) {
+    other.published_.reset();
+}
 
 SharedSegment& SharedSegment::operator=(SharedSegment&& other) noexcept {
     if (this != &other) {
@@ -300,6 +299,10 @@ SharedSegment& SharedSegment::operator=(SharedSegment&& other) noexcept {
         base_ = std::exchange(other.base_, nullptr);
         size_ = std::exchange(other.size_, 0);
         creator_ = std::exchange(other.creator_, false);
+        published_ = std::move(other.published_);
+        other.published_.reset();
+        by_name_ = std::exchange(other.by_name_, false);
+        guard_ = std::move(other.guard_);
     }
     return *this;
 }
@@ -307,13 +310,8 @@ SharedSegment& SharedSegment::operator=(SharedSegment&& other) noexcept {
 SharedSegment::~SharedSegment() { release(); }
 
 void SharedSegment::release() noexcept {
-    if (creator_ && fd_ >= 0) {
-        // Remove the name only if it still names our segment, never a successor's.
-        struct stat ours {}, named {};
-        if (::fstat(fd_, &ours) == 0 && ::stat(path_of(name_).c_str(), &named) == 0 && ours.st_ino == named.st_ino) {
-            ::shm_unlink(name_.c_str());
-        }
-    }
+    published_.reset();  // the name goes (while it names our copy), then its lock
+    guard_ = BusErrorGuard();  // unguarded before it is unmapped
     if (base_ != nullptr) ::munmap(base_, size_);
     if (fd_ >= 0) ::close(fd_);
     if (read_only_fd_ >= 0) ::close(read_only_fd_);
@@ -321,6 +319,7 @@ void SharedSegment::release() noexcept {
     fd_ = -1;
     read_only_fd_ = -1;
     creator_ = false;
+    by_name_ = false;
 }
 
 }  // namespace comfy::ipc

@@ -164,6 +164,13 @@ Check check(const RequestFailed& m) {
     if (m.signal < 0 || m.signal > 64) return "request_failed.signal";
     return nullptr;
 }
+Check check(const DeviceAllocate& m) { return is_bytes(m.bytes) ? nullptr : "device_allocate.bytes"; }
+Check check(const DeviceAllocation& m) {
+    if (!is_flag(m.granted)) return "device_allocation.granted";
+    if (!all_zero(m.reserved)) return "device_allocation.reserved";
+    return nullptr;
+}
+Check check(const DeviceRelease& m) { return is_bytes(m.bytes) ? nullptr : "device_release.bytes"; }
 
 // The variant's alternatives must follow MessageType order, one per type, so that
 // variant index + kFirstMessageType is the type.
@@ -243,6 +250,9 @@ std::string_view to_string(MessageType type) noexcept {
         case MessageType::admission_keep: return "admission_keep";
         case MessageType::standin_unload: return "standin_unload";
         case MessageType::standin_result: return "standin_result";
+        case MessageType::device_allocate: return "device_allocate";
+        case MessageType::device_allocation: return "device_allocation";
+        case MessageType::device_release: return "device_release";
     }
     return "unknown";
 }

@@ -19,7 +19,8 @@ using Payload = std::variant<Hello, HelloAck, Shutdown, ModelRegistered, Residen
                              AdmissionRequest, AdmissionGrant, AdmissionRefused, PartialUnload, Detach, UnloadReceipt,
                              ReleaseNodeBoundary, CastEpochBoundary, FullRelease, PartialRelease, ReleasePins,
                              ReleaseReceipt, PinRequest, PinGrant, NodeStarted, NodeFinished, WorkRequest, WorkResult,
-                             RequestFailed, AdmissionKeep, StandInUnload, StandInResult>;
+                             RequestFailed, AdmissionKeep, StandInUnload, StandInResult, DeviceAllocate,
+                             DeviceAllocation, DeviceRelease>;
 
 struct Message {
     MessageHeader header;

@@ -43,9 +43,12 @@ enum class MessageType : std::uint16_t {
     admission_keep,         // P->S  models the next admission_request keeps loaded (any number)
     standin_unload,         // P->S  the host's eviction reached a stand-in: unload its owner's model
     standin_result,         // S->P  what that unload freed, as the owner measured it
+    device_allocate,        // P->S  the simulated device: may this life allocate n bytes more?
+    device_allocation,      // S->P  the answer: granted or not
+    device_release,         // P->S  the simulated device: this life gave n bytes back
 };
 inline constexpr std::uint16_t kFirstMessageType = static_cast<std::uint16_t>(MessageType::hello);
-inline constexpr std::uint16_t kLastMessageType = static_cast<std::uint16_t>(MessageType::standin_result);
+inline constexpr std::uint16_t kLastMessageType = static_cast<std::uint16_t>(MessageType::device_release);
 
 std::string_view to_string(MessageType type) noexcept;
 

@@ -294,4 +294,22 @@ struct RequestFailed {
     std::uint32_t slot;
 };
 
+// The simulated device's allocations go through the supervisor, which keeps its one
+// account (supervisor/memory/simulated_device_use.hpp), as a GPU's go through its driver.
+struct DeviceAllocate {
+    static constexpr MessageType kType = MessageType::device_allocate;
+    std::uint64_t bytes;
+};
+
+struct DeviceAllocation {
+    static constexpr MessageType kType = MessageType::device_allocation;
+    std::uint8_t granted;  // 0 or 1
+    std::uint8_t reserved[7];
+};
+
+struct DeviceRelease {
+    static constexpr MessageType kType = MessageType::device_release;
+    std::uint64_t bytes;
+};
+
 }  // namespace comfy

@@ -1,11 +1,13 @@
 #pragma once
-// The layout of the supervisor's segment: a fixed header, then fixed-capacity tables
-// (participants, ledger) and the supervisor's half of each participant's two rings.
-// Everything is sized at creation from one Capacities value; nothing grows later.
+// The layout of the supervisor's segment: a fixed header, the simulated device's figures,
+// then fixed-capacity tables (participants, ledger) and the supervisor's half of each
+// participant's two rings. Everything is sized at creation from one Capacities value;
+// nothing grows later.
 //
 // The supervisor alone writes this segment; every other process maps it read-only. What
 // a participant writes (its census, its heartbeat, its outgoing ring, its consumer index
-// of the incoming one) is in a region of its own: shared/participant_region.hpp.
+// of the incoming one) is in a region of its own: shared/participant_region.hpp. Its
+// published copy (ipc/published_copy.hpp) has the same layout, for readers by name.
 
 #include "ipc/seqlock.hpp"
 #include "ipc/shm_segment.hpp"
@@ -21,7 +23,7 @@
 namespace comfy {
 
 // Bump on any change to the bytes of the segment or of a message.
-inline constexpr std::uint32_t kLayoutVersion = 2;
+inline constexpr std::uint32_t kLayoutVersion = 3;
 
 struct Capacities {
     std::uint32_t participants = 64;
@@ -39,10 +41,20 @@ struct LayoutHeader {
     std::uint32_t ledger_entries;
     std::uint32_t ring_slots;
     std::uint32_t message_slot_bytes;
+    std::uint64_t device_offset;
     std::uint64_t participants_offset;
     std::uint64_t ledger_offset;
     std::uint64_t rings_offset;
     std::uint64_t device_total_bytes;  // the simulated device's size; 0 for a real device
+};
+
+// The simulated device's figures. The supervisor decides every allocation on the
+// simulated device (supervisor/memory/simulated_device_use.hpp) and writes what it decided
+// here; every participant reads it for the device's free memory. 0 for a real device,
+// whose driver has the figures.
+struct alignas(ipc::kCacheLine) DeviceFigures {
+    // Bytes allocated by every live participant together; never above device_total_bytes.
+    std::atomic<std::uint64_t> used_bytes;
 };
 
 struct alignas(ipc::kCacheLine) ParticipantSlot {
@@ -63,6 +75,7 @@ bool is_valid_ledger_record(const LedgerRecord& record, std::uint32_t participan
 // Offsets of every region, derived from the capacities alone, so creator and attacher
 // compute the same map and can compare it with what the header claims.
 struct RegionMap {
+    std::size_t device_offset;
     std::size_t participants_offset;
     std::size_t ledger_offset;
     std::size_t rings_offset;
@@ -85,6 +98,7 @@ public:
     const Capacities& capacities() const noexcept { return capacities_; }
     // The simulated device's total bytes (0 when the device is real), from the header.
     std::uint64_t device_total_bytes() const noexcept;
+    DeviceFigures& device() const noexcept;
     ParticipantSlot& participant(std::uint32_t slot) const noexcept;
     LedgerSlot& ledger(std::uint32_t index) const noexcept;
     // The producer half of the ring the supervisor writes and participant `slot` reads.

@@ -84,6 +84,10 @@ int main(int argc, char* argv[]) {
     } catch (const DeviceUnavailable& e) {
         std::fprintf(stderr, "comfy-supervisor: %s\n", e.what());
         return 2;
+    } catch (const comfy::ipc::InstanceTaken& e) {
+        // Starting again cannot work while that supervisor runs.
+        std::fprintf(stderr, "comfy-supervisor: %s\n", e.what());
+        return 2;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "comfy-supervisor: %s\n", e.what());
         return 1;

@@ -46,17 +46,14 @@ Supervisor::Supervisor(Config config, const std::string& instance)
                                 config_.device.kind == DeviceKind::simulated ? config_.device.total_bytes : 0);
       }()),
       view_(view_of(segment_)),
-      writes_(view_),
-      device_table_region_([&]() -> std::optional<ipc::SealedRegion> {
+      published_view_(segment_.published()->base(), view_.capacities()),
+      writes_(view_, published_view_),
+      device_use_([&]() -> std::optional<SimulatedDeviceUse> {
           if (cuda_) return std::nullopt;
-          return ipc::SealedRegion::create("comfy-sv-device-table", device_table_bytes(view_.capacities().participants),
-                                           ipc::Access::read_only);
+          return std::make_optional<SimulatedDeviceUse>(view_.device_total_bytes(), view_.capacities().participants,
+                                                        writes_);
       }()),
-      device_table_([&]() -> std::optional<DeviceTable> {
-          if (!device_table_region_) return std::nullopt;
-          return DeviceTable(device_table_region_->base(), view_.capacities().participants);
-      }()),
-      census_(view_, device_table_ ? &*device_table_ : nullptr, cuda_.get()),
+      census_(view_, device_use_ ? &*device_use_ : nullptr, cuda_.get()),
       pump_(io_, doorbell_, *this,
             {[this](WorkerProcess& worker, const MessageSlot& slot) { handle_message(worker, slot); },
              [this](WorkerProcess& worker) { flush(worker); }, [this] { publish_census_reports(); }}),
@@ -150,6 +147,7 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     // write its Hello (the ring is empty, so there is nothing to miss).
     worker.from_worker->arm_doorbell();
     worker.outbox.clear();
+    worker.answers_due.clear();
 
     worker::WorkerEnvironment attach;
     attach.instance = instance_;
@@ -159,7 +157,6 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     attach.doorbell_fd = doorbell_.fd();
     attach.segment_fd = segment_.read_only_fd();
     attach.region_fd = worker.region.fd();
-    if (device_table_region_) attach.device_table_fd = device_table_region_->fd();
     attach.heartbeat_interval = std::max(Milliseconds(10), config_.limits.heartbeat_timeout / 5);
     if (cuda_) attach.cuda_device = config_.device.cuda_index;
     worker.state = ParticipantState::spawning;
@@ -230,9 +227,11 @@ void Supervisor::on_exit(WorkerProcess& worker) {
 
     // Its memory went with the process: return its device use and drop its census, its
     // region and its ledger entries (an eviction waiting on it counts as done). The table
-    // says it is dead first: the simulated device's free figure counts live participants'
-    // bytes, and a grant its death allows must not reach an asker that still sees them.
+    // says it is dead, and the simulated device's account has its bytes back, before its
+    // death is arbitrated: a grant its death allows must not reach an asker that would
+    // still find them taken (comfyctl counts live participants' census bytes).
     set_state(worker, ParticipantState::dead);
+    if (device_use_) device_use_->forget(worker.slot);
     memory_.forget(worker.slot);
     census_.forget(worker.slot);
     publish_census_reports();
@@ -329,8 +328,25 @@ void Supervisor::handle_message(WorkerProcess& worker, const MessageSlot& slot) 
         case MessageType::pin_request:
             if (memory_.may_ask(worker, message.type())) releases_.answer_pin_request(worker, message);
             break;
+        case MessageType::device_allocate:
+        case MessageType::device_release: on_device_use(worker, message); break;
         default: memory_.handle(worker, message); break;
     }
+}
+
+void Supervisor::on_device_use(WorkerProcess& worker, const Message& message) {
+    if (!device_use_) {
+        terminate(worker, "sent a " + std::string(to_string(message.type())) + ", but the device is a real one");
+        return;
+    }
+    if (message.type() == MessageType::device_release) {
+        device_use_->release(worker.slot, std::get<DeviceRelease>(message.payload).bytes);
+        return;
+    }
+    if (!memory_.may_ask(worker, message.type())) return;
+    DeviceAllocation answer{};
+    answer.granted = device_use_->allocate(worker.slot, std::get<DeviceAllocate>(message.payload).bytes) ? 1 : 0;
+    deliver(worker, encode(answer, worker.generation, message.header.correlation));
 }
 
 // ---- memory arbitration ----
@@ -394,6 +410,7 @@ void Supervisor::flush(WorkerProcess& worker) {
             terminate(worker, "its command ring is corrupt");
             return;
         }
+        worker.answers_due.sent(worker.outbox.front());
         worker.outbox.pop_front();
     }
 }
@@ -456,6 +473,7 @@ void Supervisor::check_heartbeats() {
         flush(worker);
     }
     memory_.arbitrate(arbiter::event::Tick{});
+    keep_published();
     for (const auto& line : log_limiter_.ended(now)) log_line(line);
     releases_.tick();
     // A tenth of the time-out, so a hang is seen within 10% of it; at most 250 ms, so the
@@ -464,6 +482,25 @@ void Supervisor::check_heartbeats() {
     heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
         if (!ec) check_heartbeats();
     });
+}
+
+void Supervisor::keep_published() {
+    ipc::PublishedCopy& copy = *segment_.published();
+    const auto damage = copy.damage();
+    if (!damage) return;
+    // Another process of this user did it; the supervisor and its workers go on with the
+    // sealed segment, and only readers by name (comfyctl) see the copy.
+    std::string line = "segment " + segment_.name() + ": its published copy (what comfyctl reads) " + *damage +
+                       ", by another process of this user";
+    try {
+        copy.republish(segment_.base());
+        line += "; published it again";
+    } catch (const ipc::SegmentError& e) {
+        line += std::string("; cannot publish it again: ") + e.what();
+    }
+    for (const auto& out : log_limiter_.pass("segment", "published copy", line, Clock::now())) {
+        log_line(LogLevel::warning, out);
+    }
 }
 
 // ---- the participant table ----

@@ -16,6 +16,7 @@
 #include "supervisor/memory/memory_broker.hpp"
 #include "supervisor/memory/release_scheduler.hpp"
 #include "supervisor/memory/segment_writer.hpp"
+#include "supervisor/memory/simulated_device_use.hpp"
 #include "supervisor/memory/supervised_device.hpp"
 #include "supervisor/ops/control_server.hpp"
 #include "supervisor/ops/log/event_journal.hpp"
@@ -42,7 +43,8 @@ class Supervisor : public Supervised, private WorkerAccess {
 public:
     // Opens the device and creates the segment (removing a stale one of the same
     // instance). Throws DeviceUnavailable when a CUDA device is configured, unusable, and
-    // the config says stop; ipc::SegmentError when the instance is taken by a live supervisor.
+    // the config says stop; ipc::InstanceTaken when the instance is a live supervisor's;
+    // ipc::SegmentError when the segment cannot be made.
     Supervisor(Config config, const std::string& instance);
     ~Supervisor();
 
@@ -90,6 +92,8 @@ private:
     void schedule_restart(WorkerProcess& worker);
 
     void handle_message(WorkerProcess& worker, const MessageSlot& slot);
+    // The simulated device's allocations and releases, which the supervisor decides.
+    void on_device_use(WorkerProcess& worker, const Message& message);
     void accept_hello(WorkerProcess& worker, const Message& message);
     void flush(WorkerProcess& worker);
     void dispatch_queued(WorkerProcess& worker);
@@ -103,6 +107,9 @@ private:
     void watch_signals();
 
     void check_heartbeats();
+    // Publishes the segment's copy again when another process damaged it (truncated it,
+    // took its name), saying so in the log.
+    void keep_published();
     // Republishes, for comfyctl, the censuses that changed since the last call.
     void publish_census_reports();
     void publish(const WorkerProcess& worker);
@@ -124,11 +131,11 @@ private:
     boost::asio::io_context io_;
     ipc::SharedSegment segment_;
     SegmentView view_;
-    SegmentWriter writes_;  // every write into the segment goes through it
-    // The simulated device's table (read-only here), handed to every participant; empty
-    // for a real device.
-    std::optional<ipc::SealedRegion> device_table_region_;
-    std::optional<DeviceTable> device_table_;
+    SegmentView published_view_;  // the segment's published copy, for readers by name
+    SegmentWriter writes_;  // every write into the segment (and its copy) goes through it
+    // The simulated device's account, which decides every allocation on it; empty for a
+    // real device.
+    std::optional<SimulatedDeviceUse> device_use_;
     CensusReader census_;  // every census read for decisions goes through it
     ipc::EventFd doorbell_;
     MessagePump pump_;  // the participants' messages, in turns

@@ -21,7 +21,7 @@ constexpr const char* kCorrupt = "the supervisor's command ring is corrupt; exit
 bool is_reply(MessageType type) {
     return type == MessageType::hello_ack || type == MessageType::admission_grant ||
            type == MessageType::admission_refused || type == MessageType::pin_grant ||
-           type == MessageType::standin_result;
+           type == MessageType::standin_result || type == MessageType::device_allocation;
 }
 
 }  // namespace

@@ -32,12 +32,6 @@ ParticipantMemory::ParticipantMemory(const WorkerEnvironment& environment)
     new (&own.census()) CensusSlot{};
     ipc::ring_initialize_consumer_side(own.inbound_consumer_side());
     ipc::ring_initialize_producer_side<MessageSlot>(own.outbound_producer_side(), view.capacities().ring_slots);
-    if (environment.device_table_fd >= 0) {
-        const std::uint32_t participants = view.capacities().participants;
-        device_table_region = ipc::SealedRegion::adopt(environment.device_table_fd, "of the simulated device",
-                                                       device_table_bytes(participants), ipc::Access::read_write);
-        device_table = DeviceTable(device_table_region->base(), participants);
-    }
 }
 
 }  // namespace comfy::worker

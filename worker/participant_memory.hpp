@@ -1,17 +1,14 @@
 #pragma once
 // The shared memory a participant maps, all from the descriptors the supervisor handed
-// down: the supervisor's segment read-only, its own region writable (fresh for this life,
-// its parts constructed here by their one writer), and, for the simulated device, the
-// device table writable. Nothing else: no other participant's region is reachable.
+// down: the supervisor's segment read-only (the simulated device's figures in it), and its
+// own region writable (fresh for this life, its parts constructed here by their one
+// writer). Nothing else: no other participant's region is reachable.
 
 #include "ipc/sealed_region.hpp"
 #include "ipc/shm_segment.hpp"
-#include "shared/device_accounting.hpp"
 #include "shared/participant_region.hpp"
 #include "shared/segment_layout.hpp"
 #include "worker/worker_environment.hpp"
-
-#include <optional>
 
 namespace comfy::worker {
 
@@ -24,8 +21,6 @@ struct ParticipantMemory {
     SegmentView view;
     ipc::SealedRegion region;    // this life's own, writable
     ParticipantRegionView own;
-    std::optional<ipc::SealedRegion> device_table_region;  // the simulated device's, writable
-    DeviceTable device_table;                               // empty for a real device
 
     ipc::RingPlace inbound() const noexcept { return to_participant_ring(view, own, slot); }
     ipc::RingPlace outbound() const noexcept { return from_participant_ring(view, own, slot); }

@@ -4,42 +4,35 @@
 
 namespace comfy::worker {
 
-SimulatedDevice::SimulatedDevice(const SegmentView& segment, const DeviceTable& table, std::uint32_t slot,
-                                 std::uint32_t generation, CensusWriter& census)
-    : segment_(segment), table_(table), row_(table.row(slot)), census_(census) {
-    // Relaxed: published by the release store of the generation just below.
-    row_.used_bytes.store(0, std::memory_order_relaxed);
-    // Release: a reader that sees this generation sees the zero above, never an earlier
-    // life's bytes under this life's name.
-    row_.generation.store(generation, std::memory_order_release);
-}
+SimulatedDevice::SimulatedDevice(const SegmentView& segment, DeviceAccountant& accountant, CensusWriter& census)
+    : segment_(segment), accountant_(accountant), census_(census) {}
 
 std::uint64_t SimulatedDevice::total_bytes() const { return segment_.device_total_bytes(); }
 
-std::uint64_t SimulatedDevice::free_bytes() const { return simulated_device_free(segment_, table_); }
+std::uint64_t SimulatedDevice::free_bytes() const {
+    const std::uint64_t total = total_bytes();
+    // Relaxed: a figure shown as is, like the driver's; allocate() asks the supervisor
+    // anyway, which decides with every participant's use.
+    const std::uint64_t used = segment_.device().used_bytes.load(std::memory_order_relaxed);
+    return used >= total ? 0 : total - used;
+}
 
 bool SimulatedDevice::allocate(std::uint64_t bytes) {
-    if (bytes > free_bytes()) return false;
-    // Publish first, then re-check: two processes allocating at once may both back off,
-    // but the device is never overcommitted (as with a real driver, an OOM is possible).
-    const std::uint64_t before = used_by_this_process();
-    set_used(before + bytes);
-    if (simulated_device_used(segment_, table_) > total_bytes()) {
-        set_used(before);
-        return false;
-    }
+    if (bytes == 0) return true;  // nothing to ask for
+    if (!accountant_.claim(bytes)) return false;
+    set_used(used_by_this_process() + bytes);
     return true;
 }
 
 void SimulatedDevice::release(std::uint64_t bytes) {
     const std::uint64_t used = used_by_this_process();
-    set_used(used - std::min(used, bytes));
+    const std::uint64_t given = std::min(used, bytes);
+    if (given == 0) return;
+    set_used(used - given);
+    accountant_.give_back(given);
 }
 
 void SimulatedDevice::set_used(std::uint64_t bytes) {
-    // Relaxed: simulated_device_used()'s seq_cst fence orders it before an allocation's
-    // re-check, and other readers only need the value eventually.
-    row_.used_bytes.store(bytes, std::memory_order_relaxed);
     census_.edit().device_used_bytes = bytes;
     census_.publish();
 }

@@ -54,7 +54,6 @@ WorkerEnvironment WorkerEnvironment::from_process_environment() {
     env.doorbell_fd = number<int>(kEnvDoorbellFd);
     env.segment_fd = number<int>(kEnvSegmentFd);
     env.region_fd = number<int>(kEnvRegionFd);
-    if (std::getenv(kEnvDeviceTableFd) != nullptr) env.device_table_fd = number<int>(kEnvDeviceTableFd);
     env.heartbeat_interval = std::chrono::milliseconds(number<std::uint32_t>(kEnvHeartbeatMs));
     if (std::getenv(kEnvCudaDevice) != nullptr) env.cuda_device = number<int>(kEnvCudaDevice);
     if (std::getenv(kEnvBridgeFd) != nullptr) env.bridge_fd = number<int>(kEnvBridgeFd);
@@ -89,7 +88,6 @@ std::map<std::string, std::string> WorkerEnvironment::to_variables() const {
         {kEnvHeartbeatMs, std::to_string(heartbeat_interval.count())},
     };
     if (cuda_device >= 0) variables[kEnvCudaDevice] = std::to_string(cuda_device);
-    if (device_table_fd >= 0) variables[kEnvDeviceTableFd] = std::to_string(device_table_fd);
     if (bridge_fd >= 0) variables[kEnvBridgeFd] = std::to_string(bridge_fd);
     if (arena_fd >= 0) {
         variables[kEnvArenaFd] = std::to_string(arena_fd);
@@ -100,7 +98,7 @@ std::map<std::string, std::string> WorkerEnvironment::to_variables() const {
 
 std::vector<int> WorkerEnvironment::descriptors() const {
     std::vector<int> fds;
-    for (const int fd : {doorbell_fd, segment_fd, region_fd, device_table_fd, bridge_fd, arena_fd}) {
+    for (const int fd : {doorbell_fd, segment_fd, region_fd, bridge_fd, arena_fd}) {
         if (fd >= 0) fds.push_back(fd);
     }
     return fds;

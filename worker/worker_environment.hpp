@@ -1,7 +1,7 @@
 #pragma once
 // What the supervisor hands a worker at spawn, through environment variables: which slot
 // and generation are its own, the token that proves it, and the descriptors it inherited:
-// the segment (read-only), its own region, the simulated device's table and the doorbell.
+// the segment (read-only), its own region and the doorbell.
 // A participant never opens any of these by name.
 
 #include <array>
@@ -21,7 +21,6 @@ inline constexpr const char* kEnvToken = "COMFY_SV_TOKEN";
 inline constexpr const char* kEnvDoorbellFd = "COMFY_SV_DOORBELL_FD";
 inline constexpr const char* kEnvSegmentFd = "COMFY_SV_SEGMENT_FD";
 inline constexpr const char* kEnvRegionFd = "COMFY_SV_REGION_FD";
-inline constexpr const char* kEnvDeviceTableFd = "COMFY_SV_DEVICE_TABLE_FD";  // absent: a real device
 inline constexpr const char* kEnvHeartbeatMs = "COMFY_SV_HEARTBEAT_MS";
 inline constexpr const char* kEnvCudaDevice = "COMFY_SV_CUDA_DEVICE";  // absent: the simulated device
 // Only for participants that bridge node calls (the ComfyUI host, and a pack run in the
@@ -46,7 +45,6 @@ struct WorkerEnvironment {
     int doorbell_fd = -1;
     int segment_fd = -1;       // the supervisor's segment, read-only
     int region_fd = -1;        // this life's own region, writable
-    int device_table_fd = -1;  // the simulated device's table, or -1 for a real device
     std::chrono::milliseconds heartbeat_interval{500};
     int cuda_device = -1;  // the CUDA device to use, or -1 for the simulated device
     int bridge_fd = -1;    // the bridge's control socket, or -1 for a participant that does not bridge

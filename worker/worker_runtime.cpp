@@ -13,14 +13,10 @@ namespace {
 
 constexpr auto kHandshakeTimeout = std::chrono::seconds(30);
 
-std::unique_ptr<Device> open_device(const WorkerEnvironment& environment, ParticipantMemory& memory,
-                                    CensusWriter& census) {
+std::unique_ptr<Device> open_device(const WorkerEnvironment& environment, const ParticipantMemory& memory,
+                                    DeviceAccountant& accountant, CensusWriter& census) {
     if (environment.cuda_device >= 0) return open_cuda_device(environment.cuda_device);
-    if (!memory.device_table_region) {
-        throw std::runtime_error("the supervisor handed down no simulated device table; use matching builds");
-    }
-    return std::make_unique<SimulatedDevice>(memory.view, memory.device_table, environment.slot,
-                                             environment.generation, census);
+    return std::make_unique<SimulatedDevice>(memory.view, accountant, census);
 }
 
 // For waits that end only with their answer: far enough never to come, near enough that
@@ -36,7 +32,7 @@ WorkerRuntime::WorkerRuntime(const WorkerEnvironment& environment, std::uint64_t
       outbound_(memory_.outbound(), memory_.view.capacities().ring_slots, &doorbell_),
       inbox_(memory_.inbound(), memory_.view.capacities().ring_slots, environment.generation),
       census_(memory_.own.census(), environment.generation),
-      device_(open_device(environment, memory_, census_)) {
+      device_(open_device(environment, memory_, *this, census_)) {
     heartbeat_ = std::thread([this] { heartbeat_loop(); });
     Hello hello{};
     hello.pid = ::getpid();
@@ -128,6 +124,14 @@ StandInResult WorkerRuntime::unload_standin(const StandInUnload& request, std::c
     none.outcome = static_cast<std::uint32_t>(StandInOutcome::timed_out);
     return none;
 }
+
+bool WorkerRuntime::claim(std::uint64_t bytes) {
+    const auto reply = ask(encode(DeviceAllocate{bytes}, environment_.generation, next_correlation()), no_deadline());
+    return reply && reply->type() == MessageType::device_allocation &&
+           std::get<DeviceAllocation>(reply->payload).granted != 0;
+}
+
+void WorkerRuntime::give_back(std::uint64_t bytes) { send(encode(DeviceRelease{bytes}, environment_.generation)); }
 
 std::optional<Message> WorkerRuntime::next_command(std::chrono::milliseconds timeout) {
     return inbox_.next_command(Inbox::Clock::now() + timeout);

@@ -30,7 +30,7 @@ public:
     virtual void on_command(const Message& command) = 0;
 };
 
-class WorkerRuntime {
+class WorkerRuntime : private DeviceAccountant {
 public:
     // Attaches, starts the heartbeat, says Hello and waits for the supervisor's answer.
     // Throws std::runtime_error with one line when any step fails.
@@ -92,6 +92,11 @@ public:
     const SegmentView& segment() const noexcept { return memory_.view; }
 
 private:
+    // DeviceAccountant, for the simulated device: an allocation asked of the supervisor
+    // (waiting for its answer as for an admission), and a release told to it.
+    bool claim(std::uint64_t bytes) override;
+    void give_back(std::uint64_t bytes) override;
+
     // Sends a request and waits for the reply with its correlation id, keeping other
     // commands for next_command(). Nothing when a Shutdown arrives first or the deadline passes.
     std::optional<Message> ask(const MessageSlot& request, Inbox::Clock::time_point deadline);

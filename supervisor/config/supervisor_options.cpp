@@ -55,10 +55,10 @@ po::options_description run_options() {
 
 constexpr const char* kRunExits =
     "  0   stopped cleanly: SIGTERM or SIGINT, or a workload with no failed prompt\n"
-    "  1   a workload's prompt failed, the instance is in use by a live supervisor, or\n"
-    "      an error after start-up (said in one line)\n"
-    "  2   bad command line, config, workload or --record file, or the configured\n"
-    "      CUDA device cannot be used and the config says stop\n";
+    "  1   a workload's prompt failed, or an error after start-up (said in one line)\n"
+    "  2   bad command line, config, workload or --record file, the configured CUDA\n"
+    "      device cannot be used and the config says stop, or the instance is in use\n"
+    "      by a live supervisor\n";
 
 constexpr const char* kReplayExits =
     "  0   every decision replayed as recorded\n"

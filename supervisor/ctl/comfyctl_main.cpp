@@ -126,7 +126,13 @@ int run(const std::vector<std::string>& args) {
             case ctl::Command::census:
             case ctl::Command::ledger: {
                 const auto segment = attach_segment(options.instance);
-                return print(render(options, ctl::read_report(options.instance, segment))) ? 0 : 1;
+                const auto report = ctl::read_report(options.instance, segment);
+                if (segment.outdated()) {
+                    complain("segment " + segment.name() + " was truncated or replaced while it was read (by "
+                             "another process of this user); run comfyctl again");
+                    return 1;
+                }
+                return print(render(options, report)) ? 0 : 1;
             }
             case ctl::Command::top: return ctl::run_top(options.instance);
             default: return ask_supervisor(options);

@@ -125,6 +125,11 @@ int run_top(const std::string& instance) {
                     break;
                 }
                 const auto report = read_report(instance, segment);
+                if (segment.outdated()) {
+                    gone = "segment " + segment.name() + " was truncated or replaced by another process of this " +
+                           "user; run comfyctl top again";
+                    break;
+                }
                 RawTerminal::write_out(screen_of(top_frame(report, {reserve, clock_text(), terminal_width()})));
                 next += std::chrono::seconds(1);
             }

@@ -13,7 +13,7 @@ MessageType type_of(const MessageSlot& message) { return static_cast<MessageType
 bool is_answer(MessageType type) {
     return type == MessageType::admission_grant || type == MessageType::admission_refused ||
            type == MessageType::pin_grant || type == MessageType::release_node_boundary ||
-           type == MessageType::standin_result;
+           type == MessageType::standin_result || type == MessageType::device_allocation;
 }
 
 // Releases the supervisor sends of its own accord: only the latest of a kind matters.

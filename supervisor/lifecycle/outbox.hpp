@@ -2,8 +2,8 @@
 // The messages for one participant that did not fit in its ring yet, in order. A
 // participant that stops reading its ring must not make this grow without bound, whatever
 // it or the others send:
-// - what answers its own messages (admission and pin answers, the release after a node it
-//   ended) is counted, and counts against its outstanding requests (limits.outstanding_requests);
+// - what answers its own messages (admission, pin and device allocation answers, the
+//   release after a node it ended) is counted, and counts against its outstanding requests (limits.outstanding_requests);
 // - what the others' doings send it is kept once: a later release of the same kind (epoch
 //   boundary, full, partial, pins) replaces the one still waiting, and a later eviction of
 //   a model replaces the one still waiting for that model (a detach is never weakened to a

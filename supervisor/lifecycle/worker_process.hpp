@@ -11,6 +11,7 @@
 #include "shared/message_codec.hpp"
 #include "shared/participant_region.hpp"
 #include "supervisor/config/config.hpp"
+#include "supervisor/lifecycle/answers_due.hpp"
 #include "supervisor/lifecycle/child_output.hpp"
 #include "supervisor/lifecycle/keep_list.hpp"
 #include "supervisor/lifecycle/outbox.hpp"
@@ -49,7 +50,7 @@ struct WorkerProcess {
     WorkerProcess(const PackConfig& config, std::uint32_t slot_index, ParticipantKind participant_kind,
                   boost::asio::io_context& io, std::size_t keep_limit)
         : pack(config), slot(slot_index), kind(participant_kind), restarts(config.restart), pidfd(io),
-          restart_timer(io), handshake_timer(io), kill_timer(io), keeping(keep_limit) {}
+          restart_timer(io), handshake_timer(io), kill_timer(io), keeping(keep_limit), answers_due(keep_limit) {}
 
     PackConfig pack;  // for the host: its "comfyui" section, named kHostParticipantName
     std::uint32_t slot;
@@ -89,6 +90,7 @@ struct WorkerProcess {
     KeepList keeping;  // the keep_loaded list of the admission it is sending
 
     Outbox outbox;                                   // waiting for room in the ring
+    AnswersDue answers_due;                          // in the ring, not answered yet
     std::deque<PendingRequest> queued;               // waiting for a ready worker
     std::map<std::uint64_t, ReplyHandler> in_flight;  // sent, by correlation id
 

@@ -16,8 +16,8 @@ bool plausible(const CensusRecord& census) {
 }
 }  // namespace
 
-CensusReader::CensusReader(const SegmentView& view, const DeviceTable* device_table, const worker::Device* cuda)
-    : view_(view), device_table_(device_table), cuda_(cuda), slots_(view.capacities().participants) {}
+CensusReader::CensusReader(const SegmentView& view, const SimulatedDeviceUse* simulated, const worker::Device* cuda)
+    : simulated_(simulated), cuda_(cuda), slots_(view.capacities().participants) {}
 
 void CensusReader::watch(std::uint32_t slot, const CensusSlot& census, std::uint32_t generation) {
     slots_.at(slot) = Slot{&census, generation};
@@ -84,22 +84,6 @@ CensusReport CensusReader::report(std::uint32_t slot) const {
     return report;
 }
 
-std::uint64_t CensusReader::simulated_device_used() const {
-    // device_accounting's rule, with the supervisor's own knowledge of which life runs in
-    // each slot in place of the participant records it publishes. No fence: the supervisor
-    // allocates nothing of its own that its reading must follow.
-    std::uint64_t used = 0;
-    for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {
-        if (slots_[slot].census == nullptr) continue;
-        const DeviceUseRow& row = device_table_->row(slot);
-        // Acquire: pairs with the participant's release of its generation (see DeviceUseRow).
-        if (row.generation.load(std::memory_order_acquire) != slots_[slot].generation) continue;
-        // Relaxed: ordered after the generation by the acquire above.
-        used = saturating_add(used, row.used_bytes.load(std::memory_order_relaxed));
-    }
-    return used;
-}
-
 const arbiter::Snapshot& CensusReader::snapshot(std::uint64_t now_ms) {
     refresh();
     snapshot_.now_ms = now_ms;
@@ -107,9 +91,9 @@ const arbiter::Snapshot& CensusReader::snapshot(std::uint64_t now_ms) {
         snapshot_.device_total = cuda_->total_bytes();
         snapshot_.device_free = cuda_->free_bytes();
     } else {
-        snapshot_.device_total = view_.device_total_bytes();
-        const std::uint64_t used = simulated_device_used();
-        snapshot_.device_free = used >= snapshot_.device_total ? 0 : snapshot_.device_total - used;
+        // The supervisor's own account: used never exceeds the total.
+        snapshot_.device_total = simulated_->total();
+        snapshot_.device_free = simulated_->total() - simulated_->used();
     }
     return snapshot_;
 }

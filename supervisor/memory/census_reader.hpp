@@ -10,14 +10,13 @@
 // The rules stay those of shared memory as input: a census is believed only when it carries
 // the generation the supervisor runs in that slot and holds figures a machine can have; a
 // corrupt or stale census costs only its own slot (its figures unknown). The simulated
-// device's "used" is device_accounting's rule over the device table, for the lives the
-// supervisor itself knows to be running.
+// device's figures are the supervisor's own account of it (simulated_device_use.hpp).
 
-#include "shared/device_accounting.hpp"
 #include "shared/participant_region.hpp"
 #include "shared/records.hpp"
 #include "shared/segment_layout.hpp"
 #include "supervisor/arbiter/arbiter_io.hpp"
+#include "supervisor/memory/simulated_device_use.hpp"
 #include "worker/device.hpp"
 
 #include <cstdint>
@@ -29,9 +28,9 @@ namespace comfy::supervisor {
 
 class CensusReader {
 public:
-    // `device_table`: the simulated device's rows, or null for a real device, whose free
-    // figure comes from `cuda`'s driver. All must outlive the reader.
-    CensusReader(const SegmentView& view, const DeviceTable* device_table, const worker::Device* cuda);
+    // `simulated`: the simulated device's account, or null for a real device, whose
+    // figures come from `cuda`'s driver. All must outlive the reader.
+    CensusReader(const SegmentView& view, const SimulatedDeviceUse* simulated, const worker::Device* cuda);
 
     // Reads `census`, in the region of the life `generation` runs in `slot`, from now on:
     // only a census carrying that generation is believed. The region must stay mapped
@@ -71,10 +70,8 @@ private:
     bool catch_up(Slot& s);
     // Puts the slot's census into, or takes it out of, the believable set and the figures.
     void judge(std::uint32_t slot);
-    std::uint64_t simulated_device_used() const;
 
-    SegmentView view_;
-    const DeviceTable* device_table_;
+    const SimulatedDeviceUse* simulated_;
     const worker::Device* cuda_;
     std::vector<Slot> slots_;
     std::map<std::uint32_t, CensusRecord> believable_;

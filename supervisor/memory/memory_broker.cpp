@@ -70,14 +70,19 @@ void MemoryBroker::handle(WorkerProcess& worker, const Message& message) {
         }
         case MessageType::unload_receipt: {
             const auto& receipt = std::get<UnloadReceipt>(message.payload);
-            totals_.bytes_evicted += receipt.bytes_freed;
+            if (!worker.answers_due.settle_eviction(receipt.model_id, receipt.deferred != 0)) {
+                refuse_unasked(worker, "an unload receipt for model " + std::to_string(receipt.model_id));
+                break;
+            }
+            const Bytes freed = releases_.bounded(receipt.bytes_freed, eviction_bound(who, receipt.model_id));
+            totals_.bytes_evicted = saturating_add(totals_.bytes_evicted, freed);
             journal_.record("eviction", worker.pack.name,
-                            "freed " + format_byte_size(receipt.bytes_freed) + " of model " +
+                            "freed " + format_byte_size(freed) + " of model " +
                                 std::to_string(receipt.model_id) + " (asked " +
                                 format_byte_size(receipt.bytes_requested) + ")",
                             {{"model_id", receipt.model_id},
                              {"bytes_requested", receipt.bytes_requested},
-                             {"bytes_freed", receipt.bytes_freed},
+                             {"bytes_freed", freed},
                              {"deferred", receipt.deferred != 0}});
             arbitrate(arbiter::event::Unloaded{who, receipt});
             break;
@@ -103,14 +108,36 @@ void MemoryBroker::handle(WorkerProcess& worker, const Message& message) {
 }
 
 void MemoryBroker::on_release_receipt(WorkerProcess& worker, const ReleaseReceipt& receipt) {
-    const auto kind = releases_.record(worker.slot, receipt);
-    if (kind && receipt.bytes_freed > 0) {
-        const std::string line = std::string(to_string(*kind)) + " release freed " + format_byte_size(receipt.bytes_freed);
+    const auto type = static_cast<MessageType>(receipt.release_type);
+    const auto asked = worker.answers_due.settle_release(type, receipt.deferred != 0);
+    if (!asked) {
+        refuse_unasked(worker, "a release receipt (" + std::string(to_string(type)) + ")");
+        return;
+    }
+    // Pins are host memory: no more than were asked; the rest is device memory.
+    const Bytes bound = type == MessageType::release_pins ? *asked : census_.snapshot(now_ms()).device_total;
+    const auto recorded = releases_.record(worker.slot, receipt, bound);
+    if (recorded && recorded->freed > 0) {
+        const std::string line =
+            std::string(to_string(recorded->kind)) + " release freed " + format_byte_size(recorded->freed);
         journal_.record("release", worker.pack.name, line,
-                        {{"release", to_string(*kind)}, {"bytes_freed", receipt.bytes_freed}});
+                        {{"release", to_string(recorded->kind)}, {"bytes_freed", recorded->freed}});
         workers_.log_about(worker, "releases", worker.pack.name + ": " + line);
     }
     arbitrate(arbiter::event::Released{{worker.slot, worker.generation}, receipt});
+}
+
+void MemoryBroker::refuse_unasked(WorkerProcess& worker, const std::string& what) {
+    releases_.refuse_unasked();
+    workers_.log_about(worker, "receipts",
+                       worker.pack.name + ": " + what + " answered nothing asked of it; not counted");
+}
+
+Bytes MemoryBroker::eviction_bound(const arbiter::Participant& who, std::uint64_t model_id) {
+    // No more than the model's size, while the ledger has it, nor than the device holds.
+    const Bytes device = census_.snapshot(now_ms()).device_total;
+    const auto row = arbiter_.ledger().find(who.slot, who.generation, model_id);
+    return row ? std::min(device, arbiter_.ledger().at(*row)->total_bytes) : device;
 }
 
 void MemoryBroker::note_fit_by_release(const WorkerProcess& worker, const AdmissionRequest& request) {

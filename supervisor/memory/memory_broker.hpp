@@ -31,7 +31,7 @@ struct MemoryTotals {
     std::uint64_t peak_device_used = 0;
     std::uint32_t admissions = 0;
     std::uint32_t evictions_asked = 0;  // partial unloads and detaches sent to owners
-    std::uint64_t bytes_evicted = 0;    // measured, from the owners' receipts
+    std::uint64_t bytes_evicted = 0;    // measured, from the owners' receipts (bounded, saturating)
     std::uint32_t granted = 0;          // shortfall or not
     std::uint32_t admitted_short = 0;   // granted with a shortfall (policy admit)
     std::uint32_t refused = 0;
@@ -70,6 +70,7 @@ public:
     const arbiter::Arbiter& arbiter() const noexcept { return arbiter_; }
     const MemoryTotals& totals() const noexcept { return totals_; }
     const ReleaseCounts& released() const noexcept { return releases_.counts(); }
+    const RefusedReceipts& receipts_refused() const noexcept { return releases_.refused(); }
     const AdmissionWaits::Histogram& admission_waits() const noexcept { return admission_waits_.histogram(); }
 
 private:
@@ -84,6 +85,10 @@ private:
     void on_release_receipt(WorkerProcess& worker, const ReleaseReceipt& receipt);
     // The arbiter found `d.who` deaf, or hears it again.
     void on_deafness(const arbiter::action::Deafness& d);
+    // A receipt (`what`) that answers nothing asked of `worker`: counted as refused, logged.
+    void refuse_unasked(WorkerProcess& worker, const std::string& what);
+    // The most an unload receipt of `who` for `model_id` can count.
+    Bytes eviction_bound(const arbiter::Participant& who, std::uint64_t model_id);
     // Logs a load that fits only because its worker's boundary releases ran before it.
     void note_fit_by_release(const WorkerProcess& worker, const AdmissionRequest& request);
     // Journals an admission's answer with what it asked and how long it waited.

@@ -3,6 +3,7 @@
 #include "shared/byte_size.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace comfy::supervisor {
 
@@ -34,17 +35,25 @@ Bytes total_freed(const ReleaseCounts& counts) noexcept {
     return sum;
 }
 
-std::optional<ReleaseKind> ReleaseTotals::record(std::uint32_t slot, const ReleaseReceipt& receipt) {
+std::optional<ReleaseTotals::Recorded> ReleaseTotals::record(std::uint32_t slot, const ReleaseReceipt& receipt,
+                                                             Bytes bound) {
     const auto kind = release_kind(static_cast<MessageType>(receipt.release_type));
     if (!kind) return std::nullopt;
+    const Bytes freed = bounded(receipt.bytes_freed, bound);
     ReleaseCount& count = counts_[static_cast<std::size_t>(*kind)];
-    ++count.receipts;
-    count.freed = saturating_add(count.freed, receipt.bytes_freed);
+    if (count.receipts < std::numeric_limits<std::uint32_t>::max()) ++count.receipts;
+    count.freed = saturating_add(count.freed, freed);
     if (*kind == ReleaseKind::node_boundary || *kind == ReleaseKind::epoch_boundary) {
         Bytes& most = boundary_freed_[slot];
-        most = std::max(most, receipt.bytes_freed);
+        most = std::max(most, freed);
     }
-    return kind;
+    return Recorded{*kind, freed};
+}
+
+Bytes ReleaseTotals::bounded(Bytes freed, Bytes bound) noexcept {
+    if (freed <= bound) return freed;
+    ++refused_.beyond_bound;
+    return bound;
 }
 
 Bytes ReleaseTotals::take_boundary_freed(std::uint32_t slot) {

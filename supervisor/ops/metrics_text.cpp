@@ -57,6 +57,11 @@ std::string metrics_text(const MetricsInput& in) {
            total_freed(totals.released));
     single("comfy_pin_release_rounds_total", "counter", "Rounds of release_pins sent under host memory pressure.",
            totals.pin_release_rounds);
+    metric("comfy_receipts_refused_total", "counter",
+           "Receipts not counted: for nothing asked of that life (unasked), or beyond what it could have freed "
+           "(beyond_bound, counted up to that).");
+    value("comfy_receipts_refused_total{reason=\"unasked\"}", totals.receipts_refused.unasked);
+    value("comfy_receipts_refused_total{reason=\"beyond_bound\"}", totals.receipts_refused.beyond_bound);
 
     const auto& waits = in.admission_waits;
     metric("comfy_admission_wait_seconds", "histogram",

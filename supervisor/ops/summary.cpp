@@ -42,6 +42,9 @@ void print_summary(const Totals& totals, Bytes device_total, const WorkloadRunne
                     format_byte_size(count.freed).c_str(), count.receipts);
     }
     std::printf("\n");
+    std::printf("  receipts refused   %llu for nothing asked, %llu beyond what could be freed (counted up to it)\n",
+                static_cast<unsigned long long>(totals.receipts_refused.unasked),
+                static_cast<unsigned long long>(totals.receipts_refused.beyond_bound));
     std::printf("  census at the end of the workload:\n");
     std::printf("    %-12s %8s %4s %8s %12s %12s %12s %12s\n", "pack", "pid", "gen", "restarts", "device", "pinned", "rss",
                 "cast bufs");

@@ -8,6 +8,7 @@ Totals totals_of(const MemoryBroker& memory, const ReleaseScheduler& releases,
     static_cast<MemoryTotals&>(totals) = memory.totals();
     totals.pin_release_rounds = releases.pin_release_rounds();
     totals.released = memory.released();
+    totals.receipts_refused = memory.receipts_refused();
     totals.withdrawn = memory.arbiter().withdrawn();
     totals.unanswered = memory.arbiter().unanswered();
     totals.passed_over = memory.arbiter().deaf().passed_over_count();

@@ -33,6 +33,7 @@ struct Totals : MemoryTotals {
     std::uint64_t passed_over = 0;         // evictions not asked: their owner was deaf
     std::uint32_t pin_release_rounds = 0;
     ReleaseCounts released{};              // measured, from release receipts, by kind
+    RefusedReceipts receipts_refused{};    // receipts not counted, or not counted whole
 };
 
 // What one worker holds now, read from its census slot.

@@ -39,8 +39,8 @@ parser.add_argument("--deaf", action="store_true")
 args, rest = parser.parse_known_args()
 
 GENERATION = os.environ.get("COMFY_SV_GENERATION", "?")
-NAMED = ("COMFY_SV_DOORBELL_FD", "COMFY_SV_SEGMENT_FD", "COMFY_SV_REGION_FD", "COMFY_SV_DEVICE_TABLE_FD",
-         "COMFY_SV_BRIDGE_FD", "COMFY_SV_ARENA_FD")
+NAMED = ("COMFY_SV_DOORBELL_FD", "COMFY_SV_SEGMENT_FD", "COMFY_SV_REGION_FD", "COMFY_SV_BRIDGE_FD",
+         "COMFY_SV_ARENA_FD")
 SEALS = {"seal": fcntl.F_SEAL_SEAL, "shrink": fcntl.F_SEAL_SHRINK, "grow": fcntl.F_SEAL_GROW,
          "write": fcntl.F_SEAL_WRITE}
 report_lock = threading.Lock()

@@ -1,6 +1,6 @@
 // The ring across two real processes, as the supervisor and a worker hold it: the parent
 // creates the segment and the participant's region (mapped read-only here), the child maps
-// the segment read-only and its region writable from the inherited descriptor.
+// the segment read-only and its region writable from the inherited descriptors.
 #include <catch2/catch.hpp>
 
 #include "ipc/sealed_region.hpp"
@@ -29,8 +29,8 @@ ipc::SealedRegion participant_region(const SegmentView& view) {
 
 // The participant's side of the same: the segment read-only, its region writable.
 struct ChildSide {
-    ChildSide(const std::string& instance, const ipc::SealedRegion& parent_region)
-        : segment(attach_segment(instance)),
+    ChildSide(const ipc::SharedSegment& parent_segment, const ipc::SealedRegion& parent_region)
+        : segment(adopt_segment(::dup(parent_segment.read_only_fd()))),
           view(view_of(segment)),
           region(ipc::SealedRegion::adopt(::dup(parent_region.fd()), "test", parent_region.size(),
                                           ipc::Access::read_write)),
@@ -42,8 +42,8 @@ struct ChildSide {
 };
 
 // The child's side: push `count` numbered messages on slot 0's ring.
-int produce(const std::string& instance, const ipc::SealedRegion& parent_region, std::uint64_t count) {
-    ChildSide child(instance, parent_region);
+int produce(const ipc::SharedSegment& parent_segment, const ipc::SealedRegion& parent_region, std::uint64_t count) {
+    ChildSide child(parent_segment, parent_region);
     ipc::RingProducer<MessageSlot> producer(from_participant_ring(child.view, child.parts, 0),
                                             child.view.capacities().ring_slots);
     for (std::uint64_t n = 0; n < count;) {
@@ -69,7 +69,7 @@ TEST_CASE("ten million messages cross two processes in order, none lost or dupli
     const ParticipantRegionView parts(region.base(), view.capacities().ring_slots);
     ipc::RingConsumer<MessageSlot> consumer(from_participant_ring(view, parts, 0), view.capacities().ring_slots);
 
-    ChildProcess child([&] { return produce(instance, region, kCount); });
+    ChildProcess child([&] { return produce(segment, region, kCount); });
     std::uint64_t expected = 0;
     std::uint64_t wrong = 0;
     MessageSlot slot{};
@@ -101,7 +101,7 @@ TEST_CASE("a consumer in another process sleeps on the futex and wakes for each 
     // futex word in the parent's segment, which it maps read-only (and the parent sleeps on
     // one in the child's region, which the parent maps read-only).
     ChildProcess child([&] {
-        ChildSide side(instance, region);
+        ChildSide side(segment, region);
         const auto ring_slots = side.view.capacities().ring_slots;
         ipc::RingConsumer<MessageSlot> in(to_participant_ring(side.view, side.parts, 0), ring_slots);
         ipc::RingProducer<MessageSlot> out(from_participant_ring(side.view, side.parts, 0), ring_slots);
@@ -135,7 +135,7 @@ TEST_CASE("a consumer in another process is woken through the eventfd doorbell")
     ipc::RingConsumer<MessageSlot> consumer(from_participant_ring(view, parts, 0), view.capacities().ring_slots);
 
     ChildProcess child([&] {
-        ChildSide side(instance, region);
+        ChildSide side(segment, region);
         ipc::RingProducer<MessageSlot> producer(from_participant_ring(side.view, side.parts, 0),
                                                 side.view.capacities().ring_slots, &doorbell);
         for (std::uint64_t n = 0; n < 20; ++n) {

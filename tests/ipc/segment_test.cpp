@@ -1,5 +1,7 @@
-// The supervisor's segment: creation, attach, refusal of mismatches with the field named,
-// stale-segment detection and removal, and the live segment left alone.
+// The supervisor's segment and its published copy: creation, attach, refusal of mismatches
+// with the field named, liveness by the copy's lock (never by its header), stale-copy
+// detection and removal, the live segment left alone, a segment no participant can write
+// or resize, and a copy that another process truncates or unnames.
 #include <catch2/catch.hpp>
 
 #include "shared/segment_layout.hpp"
@@ -19,8 +21,21 @@ using comfy::test::ChildProcess;
 
 namespace {
 
-ipc::SegmentHeader& writable_header(const ipc::SharedSegment& segment) {
-    return *reinterpret_cast<ipc::SegmentHeader*>(segment.base());
+// The creator's published copy, which attachers read, as a view.
+SegmentView published_view(ipc::SharedSegment& segment) {
+    return SegmentView(segment.published()->base(), view_of(segment).capacities());
+}
+
+ipc::SegmentHeader& published_header(ipc::SharedSegment& segment) {
+    return *reinterpret_cast<ipc::SegmentHeader*>(segment.published()->base());
+}
+
+// Truncates the file under `name` to `bytes`, as any process of the user can.
+void truncate_by_name(const std::string& name, off_t bytes) {
+    const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
+    REQUIRE(fd >= 0);
+    CHECK(::ftruncate(fd, bytes) == 0);
+    ::close(fd);
 }
 
 bool exists(const std::string& name) {
@@ -50,8 +65,8 @@ TEST_CASE("a created segment can be attached and shows its header and layout") {
     CHECK(view.capacities().ledger_entries == 32);
     CHECK(view.capacities().ring_slots == 16);
 
-    // What the creator writes is what the attacher reads.
-    ipc::SeqlockWriter<ParticipantRecord> writer(view_of(created).participant(3).record);
+    // What the creator writes into its published copy is what the attacher reads.
+    ipc::SeqlockWriter<ParticipantRecord> writer(published_view(created).participant(3).record);
     ParticipantRecord record{};
     record.pid = 77;
     writer.write(record);
@@ -87,6 +102,25 @@ TEST_CASE("the descriptor a creator hands down is read-only too") {
     CHECK(view_of(adopted).capacities().participants == 4);
 }
 
+TEST_CASE("the segment a participant is handed cannot be written, resized or mapped writable, even reopened") {
+    const auto instance = test::test_instance("seg");
+    auto created = create_segment(instance, Capacities{4, 8, 4});
+    const std::string path = "/proc/self/fd/" + std::to_string(created.read_only_fd());
+    // A hostile participant: its inherited read-only descriptor, reopened writable.
+    ChildProcess participant([&] {
+        const int writable = ::open(path.c_str(), O_RDWR);
+        if (writable < 0) return 0;
+        if (::ftruncate(writable, 0) == 0) return 1;
+        if (::ftruncate(writable, static_cast<off_t>(2 * created.size())) == 0) return 2;
+        if (::mmap(nullptr, created.size(), PROT_READ | PROT_WRITE, MAP_SHARED, writable, 0) != MAP_FAILED) return 3;
+        if (::pwrite(writable, "x", 1, 0) == 1) return 4;
+        return 0;
+    });
+    CHECK(participant.wait() == 0);
+    CHECK(created.header().magic == ipc::kSegmentMagic);
+    CHECK_NOTHROW(attach_segment(instance));
+}
+
 TEST_CASE("the segment is created with mode 0600 whatever the umask") {
     const auto instance = test::test_instance("seg");
     const mode_t old = ::umask(0);
@@ -117,7 +151,7 @@ TEST_CASE("impossible capacities are refused with the value named") {
 TEST_CASE("attach refuses a mismatch and names the field and both values") {
     const auto instance = test::test_instance("seg");
     auto segment = create_segment(instance, Capacities{2, 4, 4});
-    auto& header = writable_header(segment);
+    auto& header = published_header(segment);
 
     SECTION("magic") {
         header.magic = 0x1234;
@@ -132,13 +166,8 @@ TEST_CASE("attach refuses a mismatch and names the field and both values") {
         header.total_bytes += 64;
         CHECK_THROWS_WITH(attach_segment(instance), Contains("total_bytes is"));
     }
-    SECTION("creator start time, as after pid reuse") {
-        header.creator_start_time += 1;
-        CHECK_THROWS_WITH(attach_segment(instance), Contains("creator_start_time is"));
-        CHECK(ipc::inspect_segment(segment.name()).state == ipc::SegmentState::stale);
-    }
     SECTION("layout header") {
-        auto* layout = reinterpret_cast<LayoutHeader*>(segment.base() + 64);
+        auto* layout = reinterpret_cast<LayoutHeader*>(segment.published()->base() + 64);
         layout->ledger_offset += 64;
         CHECK_THROWS_WITH(attach_segment(instance), Contains("ledger_offset is"));
     }
@@ -161,7 +190,7 @@ TEST_CASE("a segment whose creator died is detected as stale and removed") {
 
     const auto inspection = ipc::inspect_segment(name);
     CHECK(inspection.state == ipc::SegmentState::stale);
-    CHECK_THAT(inspection.detail, Contains("is gone"));
+    CHECK_THAT(inspection.detail, Contains("no supervisor holds it"));
     CHECK_THROWS_WITH(attach_segment(instance), Contains("stale segment"));
 
     SECTION("removed on request") {
@@ -194,6 +223,93 @@ TEST_CASE("a live segment is never touched") {
     });
     CHECK(other.wait() == 0);
     CHECK(attach_segment(instance).header().instance_epoch == epoch);
+}
+
+TEST_CASE("whether a segment is live is its copy's lock, whatever its header names") {
+    const auto instance = test::test_instance("seg");
+    const auto name = ipc::segment_name(instance);
+    SECTION("a live creator's copy whose header names a dead pid stays live") {
+        auto segment = create_segment(instance, Capacities{2, 4, 4});
+        ChildProcess gone([] { return 0; });
+        REQUIRE(gone.wait() == 0);
+        published_header(segment).creator_pid = gone.pid();
+        published_header(segment).creator_start_time += 1;
+        CHECK(ipc::inspect_segment(name).state == ipc::SegmentState::live);
+        CHECK_FALSE(ipc::remove_stale_segment(name));
+        CHECK_THROWS_AS(create_segment(instance, Capacities{2, 4, 4}), ipc::InstanceTaken);
+        CHECK_NOTHROW(attach_segment(instance));
+    }
+    SECTION("a dead creator's copy whose header names a live pid is stale") {
+        ChildProcess creator([&] {
+            auto segment = create_segment(instance, Capacities{2, 4, 4});
+            published_header(segment).creator_pid = ::getppid();
+            ::_exit(0);
+            return 0;
+        });
+        REQUIRE(creator.wait() == 0);
+        CHECK(ipc::inspect_segment(name).state == ipc::SegmentState::stale);
+        CHECK(ipc::remove_stale_segment(name));
+    }
+}
+
+TEST_CASE("a published copy truncated under its creator is found, republished, and never faults anyone") {
+    const auto instance = test::test_instance("seg");
+    const Capacities caps{4, 8, 4};
+    auto segment = create_segment(instance, caps);
+    ipc::PublishedCopy& copy = *segment.published();
+    auto reader = attach_segment(instance);
+    const auto reader_view = view_of(reader);
+    CHECK_FALSE(copy.damage());
+
+    truncate_by_name(segment.name(), 0);
+    // The creator writes on, into the segment and its copy, as the supervisor does: no SIGBUS.
+    ParticipantRecord record{};
+    record.pid = 41;
+    ipc::SeqlockWriter<ParticipantRecord>(view_of(segment).participant(1).record).write(record);
+    ipc::SeqlockWriter<ParticipantRecord>(published_view(segment).participant(1).record).write(record);
+    // A reader of the copy reads zeros where the pages went, and knows it.
+    ParticipantRecord seen{};
+    CHECK(reader_view.participant(1).record.read(seen) == ipc::SeqlockRead::ok);
+    CHECK(seen.pid == 0);
+    CHECK(reader.outdated());
+    REQUIRE(copy.damage());
+    CHECK_THAT(*copy.damage(), Contains("to 0 bytes"));
+
+    copy.republish(segment.base());
+    CHECK_FALSE(copy.damage());
+    auto again = attach_segment(instance);
+    CHECK_FALSE(again.outdated());
+    CHECK(again.header().instance_epoch == segment.header().instance_epoch);
+    REQUIRE(view_of(again).participant(1).record.read(seen) == ipc::SeqlockRead::ok);
+    CHECK(seen.pid == 41);
+    // Later writes reach the new copy.
+    record.pid = 42;
+    ipc::SeqlockWriter<ParticipantRecord>(published_view(segment).participant(2).record).write(record);
+    REQUIRE(view_of(again).participant(2).record.read(seen) == ipc::SeqlockRead::ok);
+    CHECK(seen.pid == 42);
+    CHECK(ipc::inspect_segment(segment.name()).state == ipc::SegmentState::live);
+}
+
+TEST_CASE("a published copy that lost its name is named again, and a name another holds is left to it") {
+    const auto instance = test::test_instance("seg");
+    auto segment = create_segment(instance, Capacities{2, 4, 4});
+    ipc::PublishedCopy& copy = *segment.published();
+    const auto reader = attach_segment(instance);
+    REQUIRE(::shm_unlink(segment.name().c_str()) == 0);
+    REQUIRE(copy.damage());
+    CHECK_THAT(*copy.damage(), Contains("lost its name"));
+    CHECK(reader.outdated());
+    copy.republish(segment.base());
+    CHECK_FALSE(copy.damage());
+    CHECK(reader.outdated());  // it reads the copy that lost its name
+    CHECK(attach_segment(instance).header().instance_epoch == segment.header().instance_epoch);
+
+    // Another creator took the name while it was gone: that one's copy is never replaced.
+    REQUIRE(::shm_unlink(segment.name().c_str()) == 0);
+    auto other = create_segment(instance, Capacities{2, 4, 4});
+    CHECK_THAT(*copy.damage(), Contains("lost its name to another file"));
+    CHECK_THROWS_WITH(copy.republish(segment.base()), Contains("another live process holds a file under its name"));
+    CHECK(attach_segment(instance).header().instance_epoch == other.header().instance_epoch);
 }
 
 TEST_CASE("a foreign file under our name is refused and left alone") {

@@ -84,6 +84,9 @@ TEST_CASE("every message type survives a round trip") {
         good_keep(),
         StandInUnload{1, 1, 7, 1 << 20, 0, {}},
         StandInResult{7, 1 << 20, 3 << 20, 0, 0},
+        DeviceAllocate{1 << 30},
+        DeviceAllocation{1, {}},
+        DeviceRelease{1 << 30},
     };
     for (const auto& sample : samples) {
         std::visit(
@@ -190,6 +193,10 @@ TEST_CASE("out-of-range fields are rejected with the field named") {
     CHECK(rejected_field(StandInUnload{1, 0, 7, 0, 1, {}}) == "standin_unload.owner_generation");
     CHECK(rejected_field(StandInUnload{1, 1, kModelIdLimit, 0, 1, {}}) == "standin_unload.model_id");
     CHECK(rejected_field(StandInResult{7, 0, 0, kStandInOutcomeCount, 0}) == "standin_result.outcome");
+    CHECK(rejected_field(DeviceAllocate{kMaxBytes + 1}) == "device_allocate.bytes");
+    CHECK(rejected_field(DeviceAllocation{2, {}}) == "device_allocation.granted");
+    CHECK(rejected_field(DeviceAllocation{1, {1}}) == "device_allocation.reserved");
+    CHECK(rejected_field(DeviceRelease{kMaxBytes + 1}) == "device_release.bytes");
     CHECK(rejected_field(FullRelease{kFullReleaseReasonCount, 0}) == "full_release.reason");
     CHECK(rejected_field(ReleaseReceipt{static_cast<std::uint16_t>(MessageType::detach), 0, {}, 1, 1}) ==
           "release_receipt.release_type");

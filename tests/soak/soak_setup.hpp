@@ -31,6 +31,7 @@ struct HostileMode {
 inline constexpr HostileMode kHostileModes[] = {
     {"write-header", "killed by SIGSEGV"},
     {"write-device-total", "killed by SIGSEGV"},
+    {"write-device-use", "killed by SIGSEGV"},
     {"write-ledger", "killed by SIGSEGV"},
     {"write-participant", "killed by SIGSEGV"},
     {"write-ring-half", "killed by SIGSEGV"},

@@ -22,6 +22,8 @@
 //                   slot's participant record, the supervisor's half of its own incoming
 //                   ring): the write must fault here, in this process alone
 //   write-device-total  writes over the simulated device's total in the segment header
+//   write-device-use    writes over the simulated device's use, where its accounting is
+//                   published (the whole device claimed, for everyone)
 //   census-garbage  leaves its own census mid-write (an odd sequence)
 //   ring-garbage    moves its own outgoing ring's head more than a lap ahead, then idles
 //   escape          starts two processes that leave its process group, each keeping every
@@ -31,6 +33,11 @@
 //                   Both must end when this worker's life ends
 //   With --when-signalled a hostile mode does its misdeed at SIGUSR1 instead of 200 ms
 //   after its Hello, so that the soak chooses when.
+// Receipt mode:
+//   receipt-liar    after its Hello, 200 release receipts (full_release) and 16,400 unload
+//                   receipts that nothing asked for, each claiming 1 PiB freed (enough to
+//                   wrap a 64-bit sum); then it answers every release and eviction it is
+//                   asked for with 1 PiB freed
 // Deaf modes:
 //   deaf            says Hello, loads one model of 512 MiB (admitted, allocated and reported
 //                   as the reference worker does), then keeps its heartbeat and never reads
@@ -114,6 +121,8 @@ bool hostile_write(const std::string& mode, const worker::ParticipantMemory& mem
         test::write_expecting_fault(&view.participant((slot + 1) % view.capacities().participants));
     } else if (mode == "write-ring-half") {
         test::write_expecting_fault(view.to_participant_producer_side(slot));
+    } else if (mode == "write-device-use") {
+        test::write_expecting_fault(&view.device().used_bytes);
     } else {
         return false;
     }
@@ -184,6 +193,36 @@ std::uint64_t filler_count(const char* text) {
     return count;
 }
 
+// Counts what nobody asked for, then answers what it is asked with more than any device has.
+[[noreturn]] void run_receipt_liar(const worker::WorkerEnvironment& env) {
+    worker::WorkerRuntime runtime(env, 0);
+    constexpr std::uint64_t kUnaskedReleases = 200;
+    constexpr std::uint64_t kUnaskedUnloads = 16'400;  // 16,384 PiB is 2^64 bytes
+    for (std::uint64_t n = 0; n < kUnaskedReleases; ++n) {
+        runtime.send(encode(ReleaseReceipt{static_cast<std::uint16_t>(MessageType::full_release), 0, {}, 0, kMaxBytes},
+                            env.generation));
+    }
+    for (std::uint64_t n = 0; n < kUnaskedUnloads; ++n) {
+        runtime.send(encode(UnloadReceipt{n + 1, kMaxBytes, kMaxBytes, 1, 0, 0, {}}, env.generation));
+    }
+    std::fprintf(stderr, "misbehaving-worker: unasked receipts sent\n");
+    for (;;) {
+        const auto command = runtime.next_command(std::chrono::hours(1));
+        if (!command) continue;
+        if (command->type() == MessageType::shutdown) ::_exit(0);
+        if (is_release(command->type())) {
+            runtime.send(encode(ReleaseReceipt{command->header.type, 0, {}, 0, kMaxBytes}, env.generation,
+                                command->header.correlation));
+        } else if (is_eviction(command->type())) {
+            const std::uint64_t model_id = command->type() == MessageType::detach
+                                               ? std::get<Detach>(command->payload).model_id
+                                               : std::get<PartialUnload>(command->payload).model_id;
+            runtime.send(encode(UnloadReceipt{model_id, kMaxBytes, kMaxBytes, 1, 0, 0, {}}, env.generation,
+                                command->header.correlation));
+        }
+    }
+}
+
 }  // namespace
 
 int main(int argc, char* argv[]) {
@@ -202,6 +241,7 @@ int main(int argc, char* argv[]) {
     const auto env = worker::WorkerEnvironment::from_process_environment();
     if (mode == "deaf") run_deaf(env, 1, std::uint64_t{512} << 20);
     if (filler) run_deaf(env, filler_count(argv[2]), std::uint64_t{1} << 20);
+    if (mode == "receipt-liar") run_receipt_liar(env);
     worker::ParticipantMemory memory(env);
     ipc::EventFd doorbell(env.doorbell_fd);
     ipc::RingProducer<MessageSlot> out(memory.outbound(), memory.view.capacities().ring_slots, &doorbell);

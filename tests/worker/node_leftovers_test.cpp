@@ -87,17 +87,19 @@ TEST_CASE("the supervisor counts releases by kind and names a load that fits onl
     ReleaseReceipt pins{};
     pins.release_type = static_cast<std::uint16_t>(MessageType::release_pins);
     pins.bytes_freed = kGiB;
-    CHECK(totals.record(3, node) == supervisor::ReleaseKind::node_boundary);
+    constexpr Bytes kDevice = 24 * kGiB;
+    CHECK(totals.record(3, node, kDevice)->kind == supervisor::ReleaseKind::node_boundary);
     ReleaseReceipt smaller = node;
     smaller.bytes_freed = kGiB;
-    CHECK(totals.record(3, smaller) == supervisor::ReleaseKind::node_boundary);
-    CHECK(totals.record(3, pins) == supervisor::ReleaseKind::pins);
+    CHECK(totals.record(3, smaller, kDevice)->kind == supervisor::ReleaseKind::node_boundary);
+    CHECK(totals.record(3, pins, kGiB)->kind == supervisor::ReleaseKind::pins);
     ReleaseReceipt stray{};
     stray.release_type = static_cast<std::uint16_t>(MessageType::hello);
-    CHECK_FALSE(totals.record(3, stray));
+    CHECK_FALSE(totals.record(3, stray, kDevice));
     CHECK(totals.counts()[0].freed == 3 * kGiB);
     CHECK(totals.counts()[0].receipts == 2);
     CHECK(supervisor::total_freed(totals.counts()) == 4 * kGiB);
+    CHECK(totals.refused().beyond_bound == 0);
     // Only boundary releases count toward the next load, the largest one; taking starts again.
     CHECK(totals.take_boundary_freed(3) == 2 * kGiB);
     CHECK(totals.take_boundary_freed(3) == 0);

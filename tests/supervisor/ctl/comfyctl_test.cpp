@@ -100,6 +100,11 @@ void tear(ipc::Seqlock<T>& lock) {
 //   2: a worker busy after a SIGKILL restart, census from its previous generation (stale)
 //   3: a worker with an out-of-range state and a name without NUL
 //   5: generation 0 but state dead (not empty: shown)
+// What comfyctl reads of a segment a test created: its published copy, under its name.
+SegmentView published_view(ipc::SharedSegment& segment) {
+    return SegmentView(segment.published()->base(), view_of(segment).capacities());
+}
+
 void fill(const SegmentView& view, std::uint64_t now_ms) {
     auto host = participant("comfyui", 100, 1, ParticipantState::ready, ParticipantKind::host);
     host.started_at_ms = now_ms - 12'000;
@@ -700,7 +705,7 @@ TEST_CASE("control requests are validated: known ops, their fields, bounded size
 TEST_CASE("comfyctl prints the workers and census of a live segment as JSON and tables") {
     const auto instance = test::test_instance("ctl");
     auto segment = create_segment(instance, kCaps, 24 * kGiB);
-    fill(view_of(segment), ctl::wall_clock_ms());
+    fill(published_view(segment), ctl::wall_clock_ms());
 
     const auto workers = run_comfyctl({"--instance", instance, "workers", "--json"});
     REQUIRE(workers.status == 0);
@@ -782,7 +787,7 @@ TEST_CASE("comfyctl refuses a bad command line with status 2 and the usage") {
 TEST_CASE("comfyctl shows a torn record as busy and still finishes") {
     const auto instance = test::test_instance("ctl");
     auto segment = create_segment(instance, kCaps, 24 * kGiB);
-    const auto view = view_of(segment);
+    const auto view = published_view(segment);
     fill(view, ctl::wall_clock_ms());
     tear(view.participant(0).record);
     tear(view.participant(2).census);
@@ -821,7 +826,7 @@ TEST_CASE("comfyctl reads the segment of a supervisor stopped with SIGSTOP") {
     ChildProcess supervisor([&]() -> int {
         ::close(ready[0]);
         auto segment = create_segment(instance, kCaps, 24 * kGiB);
-        fill(view_of(segment), ctl::wall_clock_ms());
+        fill(published_view(segment), ctl::wall_clock_ms());
         const char byte = 1;
         if (::write(ready[1], &byte, 1) != 1) return 1;
         for (;;) ::pause();

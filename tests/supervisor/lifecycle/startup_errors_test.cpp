@@ -110,7 +110,7 @@ TEST_CASE("usage errors and an unreadable config give status 2 and say what to d
     CHECK_THAT(missing.stderr_text, Contains("/nonexistent/config.json: cannot read"));
 }
 
-TEST_CASE("a second supervisor on a live instance refuses to start and touches nothing") {
+TEST_CASE("a second supervisor on a live instance refuses to start with status 2 and touches nothing") {
     TempFolder packs("packs");
     const nlohmann::json config = {
         {"packs", {reference_pack(packs, "solo", idle_pack())}}};
@@ -118,8 +118,9 @@ TEST_CASE("a second supervisor on a live instance refuses to start and touches n
     REQUIRE(first.wait_for([](const auto& t) { return t.size() == 1 && t[0].state == comfy::ParticipantState::ready; }));
     const auto file = packs.write("config.json", config.dump());
     const auto second = run_supervisor("run --config " + file.string() + " --instance " + first.instance(), packs);
-    CHECK(second.status == 1);
+    CHECK(second.status == 2);
     CHECK_THAT(second.stderr_text, Contains("in use by a live supervisor"));
+    CHECK(std::count(second.stderr_text.begin(), second.stderr_text.end(), '\n') == 1);
     CHECK(first.participant("solo")->state == comfy::ParticipantState::ready);
     CHECK(first.stop() == 0);
 }

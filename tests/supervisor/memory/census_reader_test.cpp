@@ -1,11 +1,10 @@
 // The supervisor's census reader: it copies only the censuses that changed, and must still
 // notice every change, believe only what the live generation wrote whole and plausible,
-// let a corrupt census cost its own slot alone, and give the device figure of
-// device_accounting's rule.
+// let a corrupt census cost its own slot alone, and give the simulated device's figures
+// as the supervisor's account of it has them.
 #include <catch2/catch.hpp>
 
 #include "ipc/sealed_region.hpp"
-#include "shared/device_accounting.hpp"
 #include "shared/participant_region.hpp"
 #include "supervisor/memory/census_reader.hpp"
 #include "tests/support/test_instance.hpp"
@@ -23,13 +22,6 @@ namespace {
 constexpr Bytes kDevice = 24 * kGiB;
 constexpr Capacities kCaps{8, 16, 8};
 
-ParticipantRecord live(std::uint32_t generation) {
-    ParticipantRecord record{};
-    record.generation = generation;
-    record.state = static_cast<std::uint8_t>(ParticipantState::ready);
-    return record;
-}
-
 CensusRecord census(std::uint32_t generation, Bytes reserved) {
     CensusRecord record{};
     record.generation = generation;
@@ -38,20 +30,17 @@ CensusRecord census(std::uint32_t generation, Bytes reserved) {
     return record;
 }
 
-// The machine as the supervisor sees it: its segment, the device table, and one region
-// per slot written as the participants would (this test is every participant).
+// The machine as the supervisor sees it: its segment, its account of the simulated
+// device, and one region per slot written as the participants would (this test is every
+// participant).
 struct Machine {
     Machine()
         : segment(create_segment(test::test_instance("census"), kCaps, kDevice)),
           view(view_of(segment)),
-          table_region(ipc::SealedRegion::create("test-device", device_table_bytes(kCaps.participants),
-                                                 ipc::Access::read_write)),
-          table(table_region.base(), kCaps.participants),
-          reader(view, &table, nullptr) {
-        for (std::uint32_t slot = 0; slot < kCaps.participants; ++slot) {
-            records.emplace_back(view.participant(slot).record);
-            start(slot, 1);
-        }
+          writes(view, SegmentView(segment.published()->base(), kCaps)),
+          device(kDevice, kCaps.participants, writes),
+          reader(view, &device, nullptr) {
+        for (std::uint32_t slot = 0; slot < kCaps.participants; ++slot) start(slot, 1);
     }
 
     // A new life in `slot`: a fresh region, its participant record, and the reader told.
@@ -62,16 +51,16 @@ struct Machine {
         regions[slot].memory = ipc::SealedRegion::create("test-slot", bytes, ipc::Access::read_write);
         regions[slot].view = ParticipantRegionView(regions[slot].memory.base(), kCaps.ring_slots);
         regions[slot].census.emplace(regions[slot].view.census().census);
-        records[slot].write(live(generation));
+        device.forget(slot);
         reader.watch(slot, regions[slot].view.census(), generation);
         generations.resize(kCaps.participants);
         generations[slot] = generation;
     }
     void write_census(std::uint32_t slot, const CensusRecord& record) { regions[slot].census->write(record); }
-    // The participant's device use, as the simulated device publishes it.
-    void use_device(std::uint32_t slot, std::uint32_t generation, Bytes bytes) {
-        table.row(slot).used_bytes.store(bytes);
-        table.row(slot).generation.store(generation);
+    // The participant in `slot` now holds `bytes` of the device, when they fit.
+    bool use_device(std::uint32_t slot, Bytes bytes) {
+        device.forget(slot);
+        return device.allocate(slot, bytes);
     }
 
     struct Region {
@@ -81,10 +70,9 @@ struct Machine {
     };
     ipc::SharedSegment segment;
     SegmentView view;
-    ipc::SealedRegion table_region;
-    DeviceTable table;
+    supervisor::SegmentWriter writes;
+    supervisor::SimulatedDeviceUse device;
     CensusReader reader;
-    std::vector<ipc::SeqlockWriter<ParticipantRecord>> records;
     std::vector<Region> regions;
     std::vector<std::uint32_t> generations;
 };
@@ -105,9 +93,8 @@ TEST_CASE("the census reader notices a changed slot, and a corrupt or torn one c
     m.write_census(1, census(1, 2 * kGiB));
     m.write_census(2, census(1, 1 * kGiB));
     m.write_census(3, census(0, 5 * kGiB));  // another life's generation: not believed
-    m.use_device(1, 1, 3 * kGiB);
-    m.use_device(2, 1, 1 * kGiB);
-    m.use_device(3, 0, 5 * kGiB);  // an earlier life's row: not counted
+    REQUIRE(m.use_device(1, 3 * kGiB));
+    REQUIRE(m.use_device(2, 1 * kGiB));
 
     auto snap = m.reader.snapshot(7);
     CHECK(snap.now_ms == 7);
@@ -147,6 +134,7 @@ TEST_CASE("the census reader notices a changed slot, and a corrupt or torn one c
 
     // The slot's worker exits: its census is no longer believed and its device use is gone.
     m.reader.forget(2);
+    m.device.forget(2);
     snap = m.reader.snapshot(12);
     CHECK(snap.participants.count(2) == 0);
     CHECK(snap.device_free == kDevice - 3 * kGiB);
@@ -154,6 +142,7 @@ TEST_CASE("the census reader notices a changed slot, and a corrupt or torn one c
 
 TEST_CASE("the census reader's device figure and believed censuses match a full read after every change") {
     Machine m;
+    std::vector<Bytes> held(kCaps.participants, 0);  // what each slot holds, as this test counts it
     std::mt19937_64 random(GENERATE(1u, 2u, 3u));
     const auto uniform = [&](std::uint64_t lo, std::uint64_t hi) {
         return std::uniform_int_distribution<std::uint64_t>(lo, hi)(random);
@@ -163,11 +152,16 @@ TEST_CASE("the census reader's device figure and believed censuses match a full 
         switch (uniform(0, 5)) {
             case 0:  // a new life in the slot
                 m.start(slot, m.generations[slot] + 1);
+                held[slot] = 0;
                 break;
-            case 1:  // its device use changes (sometimes under another generation's name)
-                m.use_device(slot, m.generations[slot] - static_cast<std::uint32_t>(uniform(0, 1)),
-                             uniform(0, 4) * kGiB);
+            case 1: {  // its device use changes: granted only when it fits beside the others'
+                const Bytes bytes = uniform(0, 6) * kGiB;
+                Bytes others = 0;
+                for (std::uint32_t s = 0; s < kCaps.participants; ++s) others += s == slot ? 0 : held[s];
+                REQUIRE(m.use_device(slot, bytes) == (others + bytes <= kDevice));
+                held[slot] = others + bytes <= kDevice ? bytes : 0;
                 break;
+            }
             default: {
                 const Bytes reserved = uniform(0, 9) == 0 ? kMaxBytes + uniform(1, 9) : uniform(0, 8) * kGiB;
                 m.write_census(slot, census(m.generations[slot] - static_cast<std::uint32_t>(uniform(0, 1)), reserved));
@@ -175,7 +169,11 @@ TEST_CASE("the census reader's device figure and believed censuses match a full 
             }
         }
         const auto& snap = m.reader.snapshot(static_cast<std::uint64_t>(step));
-        REQUIRE(snap.device_free == simulated_device_free(m.view, m.table));
+        Bytes used = 0;
+        for (const Bytes bytes : held) used += bytes;
+        REQUIRE(snap.device_free == kDevice - used);
+        // Relaxed: this thread wrote it.
+        REQUIRE(m.view.device().used_bytes.load(std::memory_order_relaxed) == used);
         for (std::uint32_t s = 0; s < kCaps.participants; ++s) {
             CensusRecord read{};
             std::uint32_t sequence = 0;
