@@ -7,6 +7,7 @@
 #include "supervisor/lifecycle/liveness.hpp"
 #include "supervisor/lifecycle/message_pump.hpp"
 #include "supervisor/lifecycle/sandbox.hpp"
+#include "supervisor/memory/segment_upkeep.hpp"
 #include "supervisor/ops/log/log.hpp"
 
 #include <signal.h>
@@ -36,15 +37,7 @@ Supervisor::Supervisor(Config config, const std::string& instance)
     : config_(std::move(config)),
       instance_(instance),
       cuda_(open_configured_device(config_.device)),
-      segment_([&] {
-          const std::string name = ipc::segment_name(instance);
-          const auto found = ipc::inspect_segment(name);
-          if (found.state == ipc::SegmentState::stale) {
-              log_line("removing stale segment " + name + ": " + found.detail);
-          }
-          return create_segment(instance, config_.limits.capacities,
-                                config_.device.kind == DeviceKind::simulated ? config_.device.total_bytes : 0);
-      }()),
+      segment_(create_fresh_segment(instance, config_)),
       view_(view_of(segment_)),
       published_view_(segment_.published()->base(), view_.capacities()),
       writes_(view_, published_view_),
@@ -289,7 +282,6 @@ void Supervisor::terminate(WorkerProcess& worker, const std::string& reason) {
     });
 }
 
-
 // ---- messages from workers ----
 
 void Supervisor::publish_census_reports() {
@@ -485,20 +477,9 @@ void Supervisor::check_heartbeats() {
 }
 
 void Supervisor::keep_published() {
-    ipc::PublishedCopy& copy = *segment_.published();
-    const auto damage = copy.damage();
-    if (!damage) return;
-    // Another process of this user did it; the supervisor and its workers go on with the
-    // sealed segment, and only readers by name (comfyctl) see the copy.
-    std::string line = "segment " + segment_.name() + ": its published copy (what comfyctl reads) " + *damage +
-                       ", by another process of this user";
-    try {
-        copy.republish(segment_.base());
-        line += "; published it again";
-    } catch (const ipc::SegmentError& e) {
-        line += std::string("; cannot publish it again: ") + e.what();
-    }
-    for (const auto& out : log_limiter_.pass("segment", "published copy", line, Clock::now())) {
+    const auto line = republish_if_damaged(segment_);
+    if (!line) return;
+    for (const auto& out : log_limiter_.pass("segment", "published copy", *line, Clock::now())) {
         log_line(LogLevel::warning, out);
     }
 }
