@@ -110,7 +110,7 @@ TEST_CASE("a worker that breaks the call protocol is ended in one line, and the 
 }
 
 TEST_CASE("a pack's flood of messages to the browser is bounded and counted in a line or two, and its node goes on") {
-    const auto log = run_checks({"browser-flood"}, json::array({python_pack("hostile", "hostile_pack")}),
+    const auto log = run_checks({"browser-flood:20"}, json::array({python_pack("hostile", "hostile_pack")}),
                                 {{"browser_messages", {{"max_bytes", "64 KiB"}, {"per_second", 20}}}});
     // The first refusal said at once; what follows, at most every 10 s: not a line each.
     CHECK_THAT(log, Contains("comfy-supervisor: pack hostile: refused 1 of its messages to the browser (1 past 20 "
