@@ -67,8 +67,7 @@ class BrowserGate:
     def __init__(self, pack, limits=None, clock=time.monotonic):
         self.pack = pack
         self.clock = clock
-        self.lock = threading.Lock()  # a pack's session is read by one thread at a time, its gate may outlive it
-        self.forwarded = 0
+        self.lock = threading.Lock()  # between the thread reading the pack's session and the line's timer
         self.refused = dict.fromkeys(self.REASONS, 0)  # since the pack's first life
         self.unsaid = dict.fromkeys(self.REASONS, 0)   # since the last line said
         self.said_at = None      # when the last line was said
@@ -84,7 +83,7 @@ class BrowserGate:
 
     def forward(self, message, nbytes):
         """Sends `message` (a "ui" message of the pack's, whose frame was `nbytes`) to the
-        browser through this ComfyUI's PromptServer, or refuses it; True when it passed."""
+        browser through this ComfyUI's PromptServer, or refuses it."""
         event, sid = message.get("event"), message.get("sid")
         with self.lock:
             if not isinstance(event, str) or len(event) > MAX_EVENT_NAME or not (sid is None or isinstance(sid, str)):
@@ -100,15 +99,13 @@ class BrowserGate:
                 else:
                     self.messages.level -= 1
                     self.bytes.level -= nbytes
-                    self.forwarded += 1
                     reason = None
             if reason is not None:
                 self.refuse(reason)
-                return False
+                return
         server = prompt_server()
         if server is not None:
             server.send_sync(event, message.get("data"), sid)
-        return True
 
     def refuse(self, reason):
         """Counts a refusal (the lock held) and says it now, or schedules the line."""
