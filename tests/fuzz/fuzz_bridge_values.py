@@ -10,6 +10,7 @@ arenas and real sessions behind them. The promises:
   blocks of its own lent to the worker) and on the worker's (reading the host's arena in
   place), to a value made only of plain values, tuples, dicts, tensors of the dtypes that
   cross (a bool's bytes 0 or 1) and handles; or raises ValueCrossingError (one line);
+- the host copies no byte twice for one message, so that it copies at most the arenas;
 - nothing else: no other exception, no hang (10 s), no runaway memory (2 GiB).
 
     fuzz_bridge_values.py [--seconds N] [--seed S] [--work DIR] [--crashes DIR] CORPUS...
@@ -59,6 +60,36 @@ class Sink:
             pass
 
 
+class CountedCopies(arena.CopiedArena):
+    """The worker's arena as the host reads it, keeping what it copied for one message
+    (`copied`: (offset, size) of each block; the host's own blocks sent back are in
+    `own_copied`), so that a byte copied twice for one message is found: a message's
+    copies are bounded by the arenas only as long as none is."""
+    copied, own_copied = [], []
+
+    def take(self, offset, nbytes, on_release):
+        block = super().take(offset, nbytes, on_release)
+        CountedCopies.copied.append((offset, nbytes))
+        return block
+
+    @classmethod
+    def check(cls):
+        for name, copies in (("the worker's arena", cls.copied), ("its own arena", cls.own_copied)):
+            copies.sort()
+            for (offset, nbytes), (next_offset, _) in zip(copies, copies[1:]):
+                if offset + nbytes > next_offset:
+                    raise Finding(f"the host copied bytes {next_offset} to {offset + nbytes} of {name} twice "
+                                  "for one message: its copies are not bounded by the arena")
+
+
+class CountedOwn(arena.OwnArena):
+    """The host's own arena, keeping what it copied of blocks sent back (CountedCopies)."""
+
+    def copy(self, offset, nbytes):
+        CountedCopies.own_copied.append((offset, nbytes))
+        return super().copy(offset, nbytes)
+
+
 class Side(session.PeerSession):
     """One side of a session, as the host (copy_received) or a worker has it."""
 
@@ -89,7 +120,7 @@ class Sides:
         self.build()
 
     def build(self):
-        self.host = Side(Sink().near, arena.CopiedArena(os.dup(self.worker_fd)), arena.OwnArena(os.dup(self.host_fd)),
+        self.host = Side(Sink().near, CountedCopies(os.dup(self.worker_fd)), CountedOwn(os.dup(self.host_fd)),
                          1, "fuzz host", copy_received=True)
         self.worker = Side(Sink().near, arena.PeerArena(os.dup(self.host_fd)), arena.OwnArena(os.dup(self.worker_fd)),
                            1, "fuzz worker", copy_received=False)
@@ -185,7 +216,9 @@ def one_input(data):
     if message.get("op") in session.SESSION_OPS:
         for side in (SIDES.host, SIDES.worker):
             side.dispatch(message)
+    CountedCopies.copied, CountedCopies.own_copied = [], []
     decode(SIDES.host, message, lambda handle: Handle())
+    CountedCopies.check()
     decode(SIDES.worker, message, resolve_on_worker)
     gc.collect(0)  # the worker's views over the host's arena go, and their blocks with them
     SIDES.restore()
