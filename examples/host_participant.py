@@ -5,7 +5,7 @@ before each load, and answers eviction and release commands from a background th
 with the bytes it measured freed (its device use before minus after).
 
     host_participant.py [--hold NAME=SIZE]... [--later NAME=SIZE --when-free-below SIZE [--later-keeps-held]]
-                        [--call-isolated] [--hostile-calls PACK]
+                        [--call-isolated] [--hostile-calls PACK [--hostile-arena PACK]]
 
 --hold loads at start; --later loads once the device's free memory falls below the
 threshold (another participant loaded), so the test decides the order; with
@@ -14,12 +14,17 @@ models, and keeps them all loaded. --call-isolated calls nodes of the packs that
 workers of their own (the `python` form, docs/PACKS.md) through the host's proxy nodes,
 as ComfyUI would, with comfy_supervisor.host.proxy_nodes over our model of upstream's comfy
 package (tests/host/fake_comfyui on the PYTHONPATH). --hostile-calls runs, for the soak
-(tests/soak), one call to PACK (tests/packs/hostile_pack) at each signal: at SIGUSR1 a node
-that never ends, cancelled as ComfyUI's Cancel does, which must end with its worker; at
-SIGUSR2 a node that breaks the call protocol, whose worker's life must be ended; each then
-runs the pack's next call in its new life, and says "hostile calls: cancel passed" (or
-"protocol", or "failed: WHY"). It runs until the supervisor's Shutdown. Every event is one
-line on stderr, for the test to read.
+(tests/soak), one round of calls to PACK (tests/packs/hostile_pack) at each signal: at
+SIGUSR1 a node that never ends, cancelled as ComfyUI's Cancel does, which must end with
+its worker; at SIGUSR2 a node that breaks the call protocol, whose worker's life must be
+ended; at SIGRTMIN + 1 a node that floods the browser, of which no more than the host's
+limits may reach this ComfyUI's PromptServer, the rest counted; and at SIGRTMIN, to the
+--hostile-arena PACK (tests/packs/arena_hostile_pack), nodes that hand tensors over, then
+write over every arena they can reach, which must leave the host's tensors as they were.
+Each round then runs the pack's next call (in its new life where it was ended), and says
+"hostile calls: cancel passed" (or "protocol", "flood", "mutate", or "failed: WHY"). It
+runs until the supervisor's Shutdown. Every event is one line on stderr, for the test to
+read.
 """
 
 import argparse
@@ -162,38 +167,88 @@ def call_isolated(isolated):
         say(f"Raise failed in the host as it did in the worker: {str(error).splitlines()[0]}")
 
 
-HOSTILE_CALLS = {signal.SIGUSR1: "cancel", signal.SIGUSR2: "protocol"}
+HOSTILE_CALLS = {signal.SIGUSR1: "cancel", signal.SIGUSR2: "protocol", signal.SIGRTMIN: "mutate",
+                 signal.SIGRTMIN + 1: "flood"}
+FLOOD_MESSAGES = 20000  # small ones, then three over the host's limit on one message's size
 
 
-def serve_hostile_calls(isolated, pack, asked):
-    """The soak's hostile calls to `pack`, one at a time, as the signals ask for them."""
+def serve_hostile_calls(isolated, packs, asked):
+    """The soak's hostile calls (to packs["calls"], or packs["arena"] for "mutate"), one at
+    a time, as the signals ask for them."""
     while True:
-        hostile_call(isolated, pack, asked.get())
+        what = asked.get()
+        hostile_call(isolated, packs["arena" if what == "mutate" else "calls"], what)
 
 
 def hostile_call(isolated, pack, what):
-    """One of the soak's hostile calls to `pack`, and the pack's next call after it."""
+    """One of the soak's rounds of hostile calls to `pack`, and the pack's next call after it."""
     import comfy.model_management as mm
     from comfy_supervisor.host import proxy_nodes
 
     try:
         nodes = {name: cls for name, cls in isolated.nodes().items() if getattr(cls, "PACK", None) == pack}
-        if what == "cancel":
-            threading.Timer(0.2, mm.interrupt_current_processing, args=(True,)).start()
-            expected, call = mm.InterruptProcessingException, lambda: nodes["LoopForever"]().run()
+        if what == "mutate":
+            mutate_round(nodes)
+        elif what == "flood":
+            flood_round(isolated.bridges.links[pack], nodes)
         else:
-            kind = random.choice(("oversize", "nested"))
-            expected, call = proxy_nodes.PackWorkerDied, lambda: nodes["BreakProtocol"]().run(kind=kind)
-        try:
-            call()
-            raise RuntimeError(f"the {what} call returned")
-        except expected:
-            pass
-        if nodes["Add"]().run(a=2, b=3) != (5,):
-            raise RuntimeError("the next call answered wrong")
+            if what == "cancel":
+                threading.Timer(0.2, mm.interrupt_current_processing, args=(True,)).start()
+                expected, call = mm.InterruptProcessingException, lambda: nodes["LoopForever"]().run()
+            else:
+                kind = random.choice(("oversize", "nested"))
+                expected, call = proxy_nodes.PackWorkerDied, lambda: nodes["BreakProtocol"]().run(kind=kind)
+            try:
+                call()
+                raise RuntimeError(f"the {what} call returned")
+            except expected:
+                pass
+            if nodes["Add"]().run(a=2, b=3) != (5,):
+                raise RuntimeError("the next call answered wrong")
         say(f"hostile calls: {what} passed")
     except Exception as error:  # noqa: BLE001 (any failure is the round's, said in one line)
         say(f"hostile calls: {what} failed: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+
+
+def mutate_round(nodes):
+    """The arena pack hands over a tensor it made and one it was given, then writes over
+    every arena it can reach: the host's copies must read as before."""
+    import torch
+    source = torch.rand(1, 64, 64, 3)
+    sent = source.clone()
+    handed, back = nodes["HostileHandover"]().run(size=64, value=source)
+    if not (torch.equal(handed, torch.ones(1, 64, 64, 3)) and torch.equal(back, sent)):
+        raise RuntimeError("the pack's outputs were wrong before it wrote over anything")
+    (reached,) = nodes["HostileRewrite"]().run()
+    if not reached.get("arenas"):
+        raise RuntimeError(f"the pack's writes reached no arena: {reached}")
+    if not torch.equal(handed, torch.ones(1, 64, 64, 3)):
+        raise RuntimeError(f"a tensor the pack made changed after the call: it reads {handed.flatten()[0].item()!r}")
+    if not torch.equal(back, sent):
+        raise RuntimeError(f"a tensor the pack handed back changed after the call: it reads {back.flatten()[0].item()!r}")
+
+
+def flood_round(link, nodes):
+    """The pack floods the browser: no more than the host's limits may reach this
+    ComfyUI's PromptServer, every other message counted, and the next call answered."""
+    import server
+    gate, prompt_server = link.browser, server.PromptServer.instance
+    prompt_server.sent.clear()
+    before = dict(gate.refused)
+    started = time.monotonic()
+    nodes["FloodBrowser"]().run(count=FLOOD_MESSAGES, big=3, big_bytes=2 * gate.limits.max_bytes)
+    elapsed = time.monotonic() - started
+    passed = [event for event, _, _ in prompt_server.sent if event.startswith("hostile.flood")]
+    refused = {reason: gate.refused[reason] - before[reason] for reason in gate.refused}
+    bound = gate.limits.per_second * (1 + elapsed)  # a second's worth at once, then the rate
+    if len(passed) > bound or "hostile.flood.big" in passed:
+        raise RuntimeError(f"{len(passed)} messages reached the browser in {elapsed:.1f} s (at most {bound:.0f}), "
+                           f"{passed.count('hostile.flood.big')} of them over the size limit")
+    if refused["size"] != 3 or refused["rate"] != FLOOD_MESSAGES - len(passed):
+        raise RuntimeError(f"refusals counted {refused}, for {FLOOD_MESSAGES - len(passed)} small and 3 large "
+                           "messages kept back")
+    if nodes["Add"]().run(a=2, b=3) != (5,):
+        raise RuntimeError("the call after the flood answered wrong")
 
 
 def main():
@@ -204,6 +259,7 @@ def main():
     parser.add_argument("--later-keeps-held", action="store_true")
     parser.add_argument("--call-isolated", action="store_true")
     parser.add_argument("--hostile-calls", metavar="PACK")
+    parser.add_argument("--hostile-arena", metavar="PACK")
     options = parser.parse_args()
     asked = queue.SimpleQueue()  # the hostile calls signals asked for (put is safe in a handler)
     if options.hostile_calls:
@@ -234,7 +290,10 @@ def main():
                 # Beside the main thread, which must be free to end at the supervisor's Shutdown.
                 threading.Thread(target=call_isolated, args=(isolated,), name="call isolated", daemon=True).start()
             if options.hostile_calls:
-                threading.Thread(target=serve_hostile_calls, args=(isolated, options.hostile_calls, asked),
+                import server
+                server.PromptServer()  # as ComfyUI's main makes it: a pack's messages to the browser reach it
+                packs = {"calls": options.hostile_calls, "arena": options.hostile_arena}
+                threading.Thread(target=serve_hostile_calls, args=(isolated, packs, asked),
                                  name="hostile calls", daemon=True).start()
     if options.later:
         while link.device_free() >= options.when_free_below and not host.stopped.is_set():

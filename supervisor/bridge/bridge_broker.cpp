@@ -76,7 +76,8 @@ void BridgeBroker::spawned(WorkerProcess& worker) {
                                  static_cast<std::uint64_t>(pack->pack.python->cancel_grace.count())});
             }
         }
-        send(worker, bridge::packs(packs));
+        const auto& limits = worker.pack.browser_messages;
+        send(worker, bridge::packs(packs, {limits.max_bytes, limits.per_second, limits.bytes_per_second}));
         for (const auto& pack : workers_) {
             if (is_python_pack(*pack) && lives_.contains(pack->slot)) pair(worker, *pack);
         }

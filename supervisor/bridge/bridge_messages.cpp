@@ -16,7 +16,7 @@ std::string text(const json& message) {
 
 }  // namespace
 
-std::string packs(const std::vector<PackState>& packs) {
+std::string packs(const std::vector<PackState>& packs, const BrowserLimits& browser) {
     json list = json::array();
     for (const auto& pack : packs) {
         list.push_back({{"name", pack.name},
@@ -24,7 +24,12 @@ std::string packs(const std::vector<PackState>& packs) {
                         {"folder", pack.folder},
                         {"cancel_grace_ms", pack.cancel_grace_ms}});
     }
-    return text({{"event", "packs"}, {"packs", std::move(list)}});
+    return text({{"event", "packs"},
+                 {"packs", std::move(list)},
+                 {"browser_messages",
+                  {{"max_bytes", browser.max_bytes},
+                   {"per_second", browser.per_second},
+                   {"bytes_per_second", browser.bytes_per_second}}}});
 }
 
 std::string pack_started(const std::string& pack, std::uint32_t generation) {

@@ -17,8 +17,17 @@ struct PackState {
     std::uint64_t cancel_grace_ms = 0;  // the config's python.cancel_grace_ms (host_requests.hpp)
 };
 
-// To the host, first after its spawn: every Python pack in config order.
-std::string packs(const std::vector<PackState>& packs);
+// What the host forwards of a pack's messages to the browser (config.hpp's
+// BrowserMessageLimits, as the host's config gives them).
+struct BrowserLimits {
+    std::uint64_t max_bytes = 0;
+    std::uint64_t per_second = 0;
+    std::uint64_t bytes_per_second = 0;
+};
+
+// To the host, first after its spawn: every Python pack in config order, and the limits on
+// their messages to the browser.
+std::string packs(const std::vector<PackState>& packs, const BrowserLimits& browser);
 // To the host, with [its end of the call channel, the pack life's arena, read-only, the
 // arena the host writes for that pack life, writable].
 std::string pack_started(const std::string& pack, std::uint32_t generation);

@@ -129,6 +129,19 @@ struct PythonPack {
     Milliseconds cancel_grace{3'000};
 };
 
+// What the host forwards of a pack's messages to the browser (the pack's
+// PromptServer.send_sync in its worker; docs/SECURITY.md): the worker is the pack's code,
+// and upstream's queue to the browser has no bound. The defaults leave room for what
+// packs really send: ComfyUI's own progress previews are binary and stay in the worker
+// (only JSON crosses), so the largest JSON messages are previews a pack encodes into it
+// (base64 of a JPEG or PNG, a few hundred KiB for 1024 x 1024) and node outputs' lists of
+// files; the most frequent are progress updates, at a sampler's step rate (tens a second).
+struct BrowserMessageLimits {
+    std::uint64_t max_bytes = std::uint64_t{1} << 20;          // one message's frame, at most
+    std::uint64_t per_second = 100;                            // messages a second, per pack
+    std::uint64_t bytes_per_second = std::uint64_t{16} << 20;  // bytes a second, per pack
+};
+
 struct PackConfig {
     std::string name;                       // 1-31 of [A-Za-z0-9_-], unique
     std::string command;                    // absolute after loading (relative: to the config's folder)
@@ -144,6 +157,9 @@ struct PackConfig {
     // value arena of arena_bytes.
     bool bridges = false;
     std::uint64_t arena_bytes = kDefaultArenaBytes;
+    // The host's alone (the "comfyui" section): what it forwards of the packs' messages
+    // to the browser, told to it in the bridge's packs event.
+    BrowserMessageLimits browser_messages;
 };
 
 // The name the ComfyUI host process goes by in the participant table, comfyctl and logs.

@@ -36,6 +36,13 @@ again as "other" (a second pack with the same nodes), tests/packs/hostile_pack a
                  the host's own hook (upstream's) gave up on the call first
     protocol:KIND  a frame the host must refuse (KIND oversize or nested) fails the node in
                  one line; that life is ended and the next call runs in the new one
+    browser-flood:N  a flood of messages to the browser from "hostile" is bounded by the
+                 host's limits, which are the supervisor's config's (N messages a second,
+                 under 256 KiB each), and counted; the next call runs in the same life
+    bad-bool     a bool tensor from "hostile" whose bytes are other than 0 and 1 fails that
+                 node in one line, and the next call runs in the same life
+    repeat-block  tensors from "hostile" that all name one block fail that node in one
+                 line, before the host copies any of them
     host-protocol  a frame the worker must refuse, from the host: the worker ends its life,
                  and the next call runs in the new one
     bad-interface  the nodes of "bad" whose interface upstream could not use are left
@@ -485,6 +492,50 @@ def check_protocol(kind):
     expect(link("hostile").session.generation > generation, "no new life")
 
 
+def check_browser_flood(per_second):
+    """`per_second`: the messages a second the supervisor's config allows (the test's)."""
+    import server
+    prompt_server = server.PromptServer.instance
+    prompt_server.sent.clear()
+    generation = link("hostile").session.generation
+    big_bytes = 256 << 10  # over the test's 64 KiB a message
+    started = time.monotonic()
+    (sent,) = node("FloodBrowser", "hostile").run(count=5000, big=3, big_bytes=big_bytes)
+    elapsed = time.monotonic() - started
+    passed = [event for event, _, _ in prompt_server.sent if event.startswith("hostile.flood")]
+    # A second's worth at once, then the rate: the flood's own time bounds what may pass.
+    bound = int(per_second) * (1 + elapsed)
+    expect(0 < len(passed) <= bound, f"{len(passed)} of {sent} messages reached the browser in {elapsed:.1f} s, "
+                                     f"not 1 to {bound:.0f}")
+    expect("hostile.flood.big" not in passed, f"{passed.count('hostile.flood.big')} messages of {big_bytes} bytes passed")
+    gate = link("hostile").browser
+    expect(gate.limits.per_second == int(per_second) and gate.limits.max_bytes < big_bytes,
+           f"the host's limits are not the config's: {vars(gate.limits)}")
+    expect(gate.refused == {"size": 3, "rate": 5000 - len(passed), "malformed": 0},
+           f"refusals counted {gate.refused}, for {5000 - len(passed)} small and 3 large messages kept back")
+    expect(node("Add", "hostile").run(a=1, b=2) == (3,), "the call after the flood")
+    expect(link("hostile").session.generation == generation, "the flood cost the pack its life")
+    say(f"browser-flood: {len(passed)} of {sent} messages passed in {elapsed:.1f} s, refused {gate.refused}")
+
+
+def check_bad_bool():
+    generation = link("hostile").session.generation
+    error = raises(lambda: node("BadBool", "hostile").run(), proxy_nodes.PackNodeError)
+    expect(str(error) == "pack hostile's node BadBool returned a bool tensor with 2 bytes other than 0 and 1 "
+                         "(the first is 2)", f"the node failed with {str(error)!r}")
+    expect(node("Add", "hostile").run(a=2, b=2) == (4,), "the next call")
+    expect(link("hostile").session.generation == generation, "the bad bool cost the pack its life")
+
+
+def check_repeat_block():
+    generation = link("hostile").session.generation
+    error = raises(lambda: node("RepeatBlock", "hostile").run(nbytes=16 << 20, times=16), proxy_nodes.PackNodeError)
+    expect(str(error).startswith("pack hostile's node RepeatBlock returned tensors whose blocks overlap (16777216 "
+                                 "bytes at ") and "\n" not in str(error), f"the node failed with {str(error)!r}")
+    expect(node("Add", "hostile").run(a=3, b=2) == (5,), "the next call")
+    expect(link("hostile").session.generation == generation, "the repeated block cost the pack its life")
+
+
 def check_host_protocol():
     session = link("hostile").session
     os.write(session.channel.fd, struct.pack("<I", (64 << 20) + 1))  # a frame over 64 MiB, announced
@@ -533,6 +584,7 @@ CHECKS = {"interfaces": check_interfaces, "values": check_values, "copies": chec
           "parallel": check_parallel, "malformed": check_malformed, "cuda-handshake": check_cuda_handshake,
           "browser": check_browser, "front-end": check_front_end, "cancel": check_cancel,
           "cancel-progress": check_cancel_progress, "host-protocol": check_host_protocol,
+          "bad-bool": check_bad_bool, "repeat-block": check_repeat_block,
           "bad-interface": check_bad_interface, "frozen": check_frozen}
 
 
@@ -541,7 +593,8 @@ def check_failed(pack):
     expect(not any(getattr(cls, "PACK", None) == pack for cls in classes["all"].values()), "its nodes are registered")
 
 
-ARGUED = {"failed": check_failed, "protocol": check_protocol, "snoop": check_snoop}  # NAME:ARGUMENT
+ARGUED = {"failed": check_failed, "protocol": check_protocol, "snoop": check_snoop,  # NAME:ARGUMENT
+          "browser-flood": check_browser_flood}
 
 
 def main():

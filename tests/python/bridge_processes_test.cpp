@@ -25,6 +25,9 @@ namespace {
 
 constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 constexpr std::uint64_t kDefaultArena = std::uint64_t{2} << 30;
+// What the host is told of the packs' messages to the browser: the config's comfyui
+// browser_messages, its bytes a second the default.
+const json kBrowserMessages = {{"max_bytes", 64 * 1024}, {"per_second", 20}, {"bytes_per_second", 16 * kMiB}};
 
 // Every line of a probe's report, parsed.
 std::vector<json> report_of(const std::filesystem::path& file) {
@@ -161,7 +164,8 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
     config["comfyui"] = {{"command", PYTHON3_PATH},
                          {"args", {BRIDGE_PROBE, "--role", "host", "--report", host_report.string()}},
                          {"env", {{"PYTHONPATH", PARTICIPANT_PYTHONPATH}, {"PYTHONDONTWRITEBYTECODE", "1"}}},
-                         {"checkout", (folder.path() / "checkout").string()}};
+                         {"checkout", (folder.path() / "checkout").string()},
+                         {"browser_messages", {{"max_bytes", "64 KiB"}, {"per_second", 20}}}};
     SupervisorProcess supervisor(config);
 
     // The first lives: alpha paired and called across, broken paired, exited and failed.
@@ -234,7 +238,8 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
                     {"packs", json::array({{{"name", "alpha"}, {"state", "empty"}, {"folder", alpha_pack},
                                             {"cancel_grace_ms", 3000}},
                                            {{"name", "broken"}, {"state", "empty"}, {"folder", broken_pack},
-                                            {"cancel_grace_ms", 3000}}})}}));
+                                            {"cancel_grace_ms", 3000}}})},
+                    {"browser_messages", kBrowserMessages}}));
         CHECK(events[0]["fds"] == json::array());
 
         for (const int generation : {1, 2}) {
@@ -276,7 +281,8 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
                     {"packs", json::array({{{"name", "alpha"}, {"state", "ready"}, {"folder", alpha_pack},
                                             {"cancel_grace_ms", 3000}},
                                            {{"name", "broken"}, {"state", "failed"}, {"folder", broken_pack},
-                                            {"cancel_grace_ms", 3000}}})}}));
+                                            {"cancel_grace_ms", 3000}}})},
+                    {"browser_messages", kBrowserMessages}}));
         CHECK(events[1]["event"] == json({{"event", "pack_started"}, {"pack", "alpha"}, {"generation", 2}}));
         REQUIRE(events[1]["fds"].size() == 3);
         check_arena(events[1]["fds"][1], 16 * kMiB, Role::reader);

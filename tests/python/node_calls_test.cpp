@@ -24,19 +24,21 @@ json python_pack(const std::string& name, const std::string& folder) {
             {"restart", {{"initial_backoff_ms", 50}}}};
 }
 
-json config_checking(const std::vector<std::string>& checks, const json& packs) {
+// `host`: more keys of the comfyui section.
+json config_checking(const std::vector<std::string>& checks, const json& packs, const json& host) {
     json args = json::array({BRIDGE_CHECKS});
     for (const auto& check : checks) args.push_back(check);
     json config = memory_config_of(packs);
     config["comfyui"] = {{"command", PYTHON3_PATH},
                          {"args", args},
                          {"env", {{"PYTHONPATH", PARTICIPANT_PYTHONPATH}, {"PYTHONDONTWRITEBYTECODE", "1"}}}};
+    config["comfyui"].update(host);
     return config;
 }
 
 // Runs the checks to their end, stops the supervisor, and returns its log.
-std::string run_checks(const std::vector<std::string>& checks, const json& packs) {
-    SupervisorProcess supervisor(config_checking(checks, packs));
+std::string run_checks(const std::vector<std::string>& checks, const json& packs, const json& host = json::object()) {
+    SupervisorProcess supervisor(config_checking(checks, packs, host));
     const bool done = eventually([&] { return supervisor.log().find("bridge_checks: checks done") != std::string::npos; },
                                  std::chrono::seconds(120));
     const auto log = supervisor.log();
@@ -105,6 +107,22 @@ TEST_CASE("a worker that breaks the call protocol is ended in one line, and the 
     // The other way: the worker ends its own life, in one line of its own.
     CHECK(count_of(log, "hostile: pack_worker: the host broke the call protocol (a frame of 67108865 bytes (at most "
                         "67108864)); ending this life") == 1);
+}
+
+TEST_CASE("a pack's flood of messages to the browser is bounded and counted in a line or two, and its node goes on") {
+    const auto log = run_checks({"browser-flood:20"}, json::array({python_pack("hostile", "hostile_pack")}),
+                                {{"browser_messages", {{"max_bytes", "64 KiB"}, {"per_second", 20}}}});
+    // The first refusal said at once; what follows, at most every 10 s: not a line each.
+    CHECK_THAT(log, Contains("comfy-supervisor: pack hostile: refused 1 of its messages to the browser (1 past 20 "
+                             "messages or 16 MiB a second), 1 in all since it started: raise comfyui.browser_messages "
+                             "in the supervisor's config if the pack needs more"));
+    CHECK(count_of(log, "comfy-supervisor: pack hostile: refused ") <= 2);
+}
+
+TEST_CASE("a pack's values no encoder makes fail its node alone: a bool of other bytes, one block named again and again") {
+    json hostile = python_pack("hostile", "hostile_pack");
+    hostile["python"]["arena_bytes"] = "64 MiB";  // 16 tensors over one 16 MiB block would copy 4 times the arena
+    run_checks({"bad-bool", "repeat-block"}, json::array({hostile}));
 }
 
 TEST_CASE("a pack's node whose interface upstream could not use is left out alone, in one line") {

@@ -6,10 +6,11 @@ namespace comfy::soak {
 
 namespace {
 
-// One deck: every kind but the supervisor's kill, the hostile packs twice (they are many).
-constexpr FaultKind kDeck[] = {FaultKind::kill_worker, FaultKind::kill_mid_eviction, FaultKind::kill_mid_admission,
-                               FaultKind::stop_short,  FaultKind::stop_long,         FaultKind::hostile,
-                               FaultKind::hostile,     FaultKind::hostile_call};
+// One deck: every kind but the supervisor's kill, the hostile packs and the hostile calls
+// twice (they are many).
+constexpr FaultKind kDeck[] = {FaultKind::kill_worker,  FaultKind::kill_mid_eviction, FaultKind::kill_mid_admission,
+                               FaultKind::stop_short,   FaultKind::stop_long,         FaultKind::hostile,
+                               FaultKind::hostile,      FaultKind::hostile_call,      FaultKind::hostile_call};
 
 // One supervisor kill per started five minutes, all in the first half, so that the last
 // supervisor runs long enough for its memory and descriptors to tell.

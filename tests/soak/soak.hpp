@@ -70,9 +70,11 @@ private:
     // The escape mode's fault, once signalled at log line `from`: the soak kills the worker,
     // and what it started outside its process group must end with it.
     std::string provoke_escape(const Participant& who, const std::string& what, std::size_t from);
-    // The host calls a node of the hostile Python pack that outruns Cancel, or one that
-    // breaks the call protocol: the supervisor must end that life, and the host's next
-    // call run in the new one.
+    // The host calls a node of a hostile Python pack (soak_setup.hpp, kHostileCalls): one
+    // that outruns Cancel or breaks the call protocol, whose life the supervisor must end,
+    // the host's next call running in the new one; one that rewrites what it handed over,
+    // or floods the browser, whose life goes on while the host keeps its copies and its
+    // limits, and answers.
     std::optional<std::string> provoke_hostile_call();
     std::optional<std::string> kill_supervisor();
     // Signals `who`'s process, marked as a target of this life (and as one whose death the

@@ -180,29 +180,34 @@ std::string Soak::provoke_escape(const Participant& who, const std::string& what
 
 std::optional<std::string> Soak::provoke_hostile_call() {
     const HostileCall& call = kHostileCalls[plan_.pick(std::size(kHostileCalls))];
-    const auto who = wait_up(kHostileCallsPack);
+    const auto who = wait_up(call.pack);
     const auto host = wait_up("host");
     if (!who || !host) return std::nullopt;
     const std::string what = std::string("hostile-call ") + call.what;
-    say(what + " (pack pid " + std::to_string(who->pid) + ", generation " + std::to_string(who->generation) +
-        "; host pid " + std::to_string(host->pid) + ")");
+    say(what + " (pack " + who->name + " pid " + std::to_string(who->pid) + ", generation " +
+        std::to_string(who->generation) + "; host pid " + std::to_string(host->pid) + ")");
     const std::size_t from = life().run->log().lines().size();
-    // The supervisor ends the pack's life on the host's word: its death is this fault's.
-    life().targeted.insert(who->pid);
-    life().must_die.insert(who->pid);
+    if (call.outcome != nullptr) {
+        // The supervisor ends the pack's life on the host's word: its death is this fault's.
+        life().targeted.insert(who->pid);
+        life().must_die.insert(who->pid);
+    }
     if (!hit(*host, call.signal, false)) return std::nullopt;
-    const std::string said = std::string("host: host_participant: hostile calls: ") + call.what + " ";
-    bool ended = false;
+    const std::string verdict_line = std::string("host: host_participant: hostile calls: ") + call.what + " ";
+    const std::string host_line = std::string("host: ") + (call.host_says != nullptr ? call.host_says : "");
+    bool ended = call.outcome == nullptr;
+    bool host_said = call.host_says == nullptr;
     std::optional<std::string> verdict;
     watch_log(
         from,
         [&](const std::string& raw) {
             if (const auto line = parse_log_line(raw)) {
                 ended = ended || says_outcome(line->text, who->name, who->pid, call.outcome);
-            } else if (const auto child = parse_child_line(raw); child && child->rfind(said, 0) == 0) {
-                verdict = child->substr(said.size());
+            } else if (const auto child = parse_child_line(raw)) {
+                if (child->rfind(verdict_line, 0) == 0) verdict = child->substr(verdict_line.size());
+                host_said = host_said || child->rfind(host_line, 0) == 0;
             }
-            return ended && verdict;
+            return ended && host_said && verdict;
         },
         kOutcomeTimeout);
     if (supervisor_gone()) return what;
@@ -210,10 +215,14 @@ std::optional<std::string> Soak::provoke_hostile_call() {
         breach(who->name + " (pid " + std::to_string(who->pid) + "): the log did not say \"" + call.outcome +
                "\" of it within " + std::to_string(kOutcomeTimeout.count()) + " s of the host's " + what);
     }
+    if (!host_said) {
+        breach("the host did not say \"" + std::string(call.host_says) + "...\" within " +
+               std::to_string(kOutcomeTimeout.count()) + " s of its " + what);
+    }
     if (verdict != "passed") {
         breach("the host's " + what + " " + (verdict ? *verdict : "said nothing within " + std::to_string(kOutcomeTimeout.count()) + " s"));
     }
-    await_replacement(*who, what);
+    if (call.outcome != nullptr) await_replacement(*who, what);
     return what;
 }
 

@@ -75,8 +75,15 @@ json soak_config(json demo, const std::filesystem::path& examples, const std::st
                              {"env", {{"PYTHONDONTWRITEBYTECODE", "1"}}},
                              {"working_directory", examples.string()},
                              {"restart", restart_always()}});
-    demo["comfyui"]["args"].push_back("--hostile-calls");
-    demo["comfyui"]["args"].push_back(kHostileCallsPack);
+    demo["packs"].push_back({{"name", kHostileArenaPack},
+                             {"python", {{"pack", COMFY_ARENA_HOSTILE_PACK_DIR}, {"interpreter", "/usr/bin/python3"}}},
+                             {"env", {{"PYTHONDONTWRITEBYTECODE", "1"}}},
+                             {"working_directory", examples.string()},
+                             {"restart", restart_always()}});
+    for (const auto& [flag, pack] : {std::pair{"--hostile-calls", kHostileCallsPack}, {"--hostile-arena", kHostileArenaPack}}) {
+        demo["comfyui"]["args"].push_back(flag);
+        demo["comfyui"]["args"].push_back(pack);
+    }
     return demo;
 }
 

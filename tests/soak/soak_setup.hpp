@@ -2,9 +2,10 @@
 // What the soak runs: the demo's config (examples/demo.json: the ComfyUI stand-in and the
 // three packs) with short time-outs and restarts that never give up, beside it one pack
 // per hostile mode of tests' misbehaving-worker (each waits for the soak's signal), a
-// deaf pack, and tests/packs/hostile_pack in the python form, whose nodes the stand-in
-// calls at the soak's signal (examples/host_participant.py --hostile-calls); and the
-// demo's prompts (examples/workload.json), repeated for longer than any soak lasts.
+// deaf pack, and tests/packs/hostile_pack and tests/packs/arena_hostile_pack in the python
+// form, whose nodes the stand-in calls at the soak's signal
+// (examples/host_participant.py --hostile-calls, --hostile-arena); and the demo's prompts
+// (examples/workload.json), repeated for longer than any soak lasts.
 
 #include <signal.h>
 
@@ -42,20 +43,32 @@ inline constexpr HostileMode kHostileModes[] = {
 
 inline constexpr const char* kDeafPack = "deaf";
 inline constexpr unsigned kDeafPackModels = 128;  // within its ledger quota (4096 / 13 participants)
-// The hostile calls: at SIGUSR1 the host cancels a node of this pack that never ends, at
-// SIGUSR2 it calls one that breaks the call protocol; the supervisor must end the pack's
-// life with the words of `outcome`, and the host must say that the call and the next one
-// went as they should ("host_participant: hostile calls: WHAT passed").
+// The hostile calls, each a signal to the host, which then calls a hostile Python pack's
+// node and says how it went ("host_participant: hostile calls: WHAT passed"):
+// - cancel (SIGUSR1): a node of kHostileCallsPack that never ends, cancelled; the
+//   supervisor must end the pack's life with the words of `outcome`;
+// - protocol (SIGUSR2): a node that breaks the call protocol; likewise;
+// - mutate (SIGRTMIN): kHostileArenaPack hands tensors over, then writes over every arena
+//   it can reach; what the host holds must be unchanged, and the pack's life goes on;
+// - flood (SIGRTMIN + 1): a node of kHostileCallsPack floods the browser; the host must
+//   forward no more than its limits, count the rest, say so in a line with the words of
+//   `host_says`, and answer the next call, in the same life.
 inline constexpr const char* kHostileCallsPack = "hostile-calls";
+inline constexpr const char* kHostileArenaPack = "hostile-arena";
 inline constexpr std::chrono::milliseconds kCancelGrace{500};
 struct HostileCall {
     const char* what;
     int signal;
-    const char* outcome;
+    const char* pack;
+    const char* outcome = nullptr;    // the supervisor's words ending the pack's life; none: it goes on
+    const char* host_says = nullptr;  // the start of a line of the host's the round must bring, if any
 };
-inline constexpr HostileCall kHostileCalls[] = {
-    {"cancel", SIGUSR1, "its node did not end within"},
-    {"protocol", SIGUSR2, "its call session with the host broke"},
+// Not constexpr: SIGRTMIN is the C library's to say, at run time.
+inline const HostileCall kHostileCalls[] = {
+    {"cancel", SIGUSR1, kHostileCallsPack, "its node did not end within"},
+    {"protocol", SIGUSR2, kHostileCallsPack, "its call session with the host broke"},
+    {"mutate", SIGRTMIN, kHostileArenaPack},
+    {"flood", SIGRTMIN + 1, kHostileCallsPack, nullptr, "comfy-supervisor: pack hostile-calls: refused "},
 };
 inline constexpr std::chrono::milliseconds kHeartbeatTimeout{2000};
 inline constexpr std::chrono::milliseconds kAnswerTimeout{1000};

@@ -1,8 +1,10 @@
 """A custom node pack that misbehaves toward the host, for the node-call bridge's tests
 (tests/python/node_calls_test.cpp) and the soak: a node that never ends and never checks
-for interrupts, a node that only reports progress, and a node that breaks the call
-protocol from inside its worker, as a compromised pack could (it reaches anything in its
-own process, the call socket included)."""
+for interrupts, a node that only reports progress, a node that breaks the call protocol
+from inside its worker, a node that floods the browser with messages, and nodes that
+answer with values no encoder makes (a bool tensor of other bytes than 0 and 1, one block
+named again and again), as a compromised pack could: it reaches anything in its own
+process, the call socket and its arena included."""
 
 import gc
 import os
@@ -54,12 +56,32 @@ class ProgressOnly(Node):
         return (steps,)
 
 
+def _node_server():
+    """The worker's node server, as a hostile pack finds it: among the process's objects."""
+    return next(obj for obj in gc.get_objects() if type(obj).__name__ == "NodeServer")
+
+
 def _call_socket():
-    """The worker's call socket to the host, as a hostile pack finds it: through the node
-    server running this call."""
-    server = next(obj for obj in gc.get_objects() if type(obj).__name__ == "NodeServer")
-    session, _ = server.current
+    """The worker's call socket to the host: through the node server running this call."""
+    session, _ = _node_server().current
     return session.channel.fd
+
+
+def _answer_with(blocks, tensors):
+    """Answers the call running now with `tensors` (their JSON as the host reads them) over
+    `blocks` of the worker's arena ((nbytes, the bytes its start holds) each; a tensor's
+    "offset" is the index of its block), before the node returns: the host takes this as
+    the call's result, and the node server's own answer after it as a stale one."""
+    import numpy
+    server = _node_server()
+    session, call_id = server.current
+    offsets = []
+    for nbytes, data in blocks:
+        offset = server.arena.allocate(nbytes)
+        server.arena.view(offset, len(data))[:] = numpy.frombuffer(data, dtype=numpy.uint8)
+        offsets.append(offset)
+    value = [dict(tensor, offset=offsets[tensor["offset"]]) for tensor in tensors]
+    session.channel.send({"op": "result", "id": call_id, "value": value})
 
 
 class BreakProtocol(Node):
@@ -82,6 +104,57 @@ class BreakProtocol(Node):
         return (0,)
 
 
+class FloodBrowser(Node):
+    """Sends the browser `count` small messages as fast as it can, then `big` of `big_bytes`
+    each, through upstream's PromptServer, as a pack's send_sync would."""
+    RETURN_TYPES = ("INT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"count": ("INT", {"default": 100000}), "big": ("INT", {"default": 3}),
+                             "big_bytes": ("INT", {"default": 60 << 20})}}
+
+    def run(self, count, big, big_bytes):
+        from server import PromptServer
+        server = PromptServer.instance
+        for number in range(count):
+            server.send_sync("hostile.flood", {"number": number}, server.client_id)
+        junk = "x" * big_bytes
+        for number in range(big):
+            server.send_sync("hostile.flood.big", {"number": number, "junk": junk}, server.client_id)
+        return (count + big,)
+
+
+class BadBool(Node):
+    """Answers with a bool tensor whose bytes are 0, 1, 2 and 255: torch's own copy makes
+    every byte 0 or 1, so it writes the block itself."""
+    RETURN_TYPES = ("*",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def run(self):
+        _answer_with([(4, bytes([0, 1, 2, 255]))],
+                     [{"$": "tensor", "dtype": "bool", "shape": [4], "offset": 0, "nbytes": 4}])
+        return (None,)
+
+
+class RepeatBlock(Node):
+    """Answers with `times` tensors that all lie in one block of `nbytes`: a host that
+    copies each tensor it is handed would copy `times` x `nbytes`, more than the arena."""
+    RETURN_TYPES = ("*",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"nbytes": ("INT", {"default": 16 << 20}), "times": ("INT", {"default": 16})}}
+
+    def run(self, nbytes, times):
+        tensor = {"$": "tensor", "dtype": "uint8", "shape": [nbytes], "offset": 0, "nbytes": nbytes}
+        _answer_with([(nbytes, b"\x01")], [tensor] * times)
+        return (None,)
+
+
 class Add(Node):
     """A well-behaved node: the pack's next life answers it."""
     RETURN_TYPES = ("INT",)
@@ -94,4 +167,5 @@ class Add(Node):
         return (a + b,)
 
 
-NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (LoopForever, ProgressOnly, BreakProtocol, Add)}
+NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (LoopForever, ProgressOnly, BreakProtocol, FloodBrowser, BadBool,
+                                                      RepeatBlock, Add)}

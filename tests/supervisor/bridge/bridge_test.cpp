@@ -104,10 +104,13 @@ TEST_CASE("an arena is sparse and sealed, and its read-only descriptor maps only
 }
 
 TEST_CASE("the bridge's control events have the formats the Python side reads") {
-    CHECK(bridge::packs({{"impact", "spawning", "/srv/impact", 3000}, {"video", "failed", "/srv/video", 0}}) ==
+    CHECK(bridge::packs({{"impact", "spawning", "/srv/impact", 3000}, {"video", "failed", "/srv/video", 0}},
+                        {1048576, 100, 16777216}) ==
           R"({"event":"packs","packs":[{"name":"impact","state":"spawning","folder":"/srv/impact","cancel_grace_ms":3000},)"
-          R"({"name":"video","state":"failed","folder":"/srv/video","cancel_grace_ms":0}]})");
-    CHECK(bridge::packs({}) == R"({"event":"packs","packs":[]})");
+          R"({"name":"video","state":"failed","folder":"/srv/video","cancel_grace_ms":0}],)"
+          R"("browser_messages":{"max_bytes":1048576,"per_second":100,"bytes_per_second":16777216}})");
+    CHECK(bridge::packs({}, {1024, 1, 1024}) ==
+          R"({"event":"packs","packs":[],"browser_messages":{"max_bytes":1024,"per_second":1,"bytes_per_second":1024}})");
     CHECK(bridge::pack_started("impact", 3) == R"({"event":"pack_started","pack":"impact","generation":3})");
     CHECK(bridge::host_started(2) == R"({"event":"host_started","generation":2})");
     CHECK(bridge::pack_exited("impact", 3, -1, 9, "killed by SIGKILL") ==

@@ -262,6 +262,23 @@ TEST_CASE("the comfyui section lands as the host's process, absent when not give
     CHECK(load_config(folder.config(R"({"packs": [{"name": "host", "command": "worker.sh"}]})")).packs[0].name == "host");
 }
 
+TEST_CASE("the host's limits on the packs' messages to the browser land in its config") {
+    const ConfigFolder folder;
+    const Config config = load_config(folder.config(one_pack(
+        "", R"("comfyui": {"command": "worker.sh", "browser_messages": {"max_bytes": "256 KiB", "per_second": 20,
+                                                                       "bytes_per_second": 1048576}})")));
+    REQUIRE(config.comfyui);
+    CHECK(config.comfyui->browser_messages.max_bytes == std::uint64_t{256} << 10);
+    CHECK(config.comfyui->browser_messages.per_second == 20);
+    CHECK(config.comfyui->browser_messages.bytes_per_second == std::uint64_t{1} << 20);
+    // One key alone: the others keep their defaults.
+    const Config rate_only = load_config(folder.config(
+        one_pack("", R"("comfyui": {"command": "worker.sh", "browser_messages": {"per_second": 5}})")));
+    CHECK(rate_only.comfyui->browser_messages.per_second == 5);
+    CHECK(rate_only.comfyui->browser_messages.max_bytes == BrowserMessageLimits{}.max_bytes);
+    CHECK(rate_only.comfyui->browser_messages.bytes_per_second == BrowserMessageLimits{}.bytes_per_second);
+}
+
 TEST_CASE("a pack in the python form runs pack_worker in its interpreter, the supervisor's package first on its path") {
     const ConfigFolder folder;
     const Config config = load_config(folder.config(R"({
@@ -281,6 +298,11 @@ TEST_CASE("a pack in the python form runs pack_worker in its interpreter, the su
     CHECK(config.comfyui->bridges);
     CHECK(config.comfyui->arena_bytes == std::uint64_t{512} << 20);
     CHECK_FALSE(config.comfyui->python);
+    const BrowserMessageLimits defaults;
+    CHECK(config.comfyui->browser_messages.max_bytes == defaults.max_bytes);
+    CHECK(defaults.max_bytes == std::uint64_t{1} << 20);
+    CHECK(defaults.per_second == 100);
+    CHECK(defaults.bytes_per_second == std::uint64_t{16} << 20);
 
     const PackConfig& a = config.packs.at(0);
     REQUIRE(a.python);
@@ -490,7 +512,7 @@ std::vector<BadConfig> bad_configs() {
          "at /comfyui/command: expected an executable file, found \"venv/bin/python\" ("},
         {"comfyui section with a name", one_pack("", R"("comfyui": {"name": "ui", "command": "worker.sh"})"),
          "at /comfyui/name: expected one of the keys command, args, env_allowlist, env, working_directory, restart, "
-         "sandbox, checkout, arena_bytes, found an unknown key"},
+         "sandbox, checkout, arena_bytes, browser_messages, found an unknown key"},
         {"comfyui reserved env name", one_pack("", R"("comfyui": {"command": "worker.sh", "env": {"COMFY_SV_SLOT": "0"}})"),
          "at /comfyui/env/COMFY_SV_SLOT: expected a variable name not starting with COMFY_SV_"},
         {"comfyui restart out of range", one_pack("", R"("comfyui": {"command": "worker.sh", "restart": {"window_ms": 0}})"),
@@ -602,6 +624,26 @@ std::vector<BadConfig> bad_configs() {
          "at /packs/0/python/arena_bytes: expected a size from 1MiB to 1TiB"},
         {"host arena not a size", one_pack("", R"("comfyui": {"command": "worker.sh", "arena_bytes": "2GB"})"),
          "at /comfyui/arena_bytes: expected a size from 1MiB to 1TiB"},
+        {"browser messages not an object", one_pack("", R"("comfyui": {"command": "worker.sh", "browser_messages": 100})"),
+         "at /comfyui/browser_messages: expected an object, found 100"},
+        {"browser messages with an unknown key",
+         one_pack("", R"("comfyui": {"command": "worker.sh", "browser_messages": {"per_minute": 100}})"),
+         "at /comfyui/browser_messages/per_minute: expected one of the keys max_bytes, per_second, bytes_per_second, "
+         "found an unknown key"},
+        {"a browser message past a frame",
+         one_pack("", R"("comfyui": {"command": "worker.sh", "browser_messages": {"max_bytes": "65 MiB"}})"),
+         "at /comfyui/browser_messages/max_bytes: expected a size from 1KiB to 64MiB"},
+        {"no browser messages a second",
+         one_pack("", R"("comfyui": {"command": "worker.sh", "browser_messages": {"per_second": 0}})"),
+         "at /comfyui/browser_messages/per_second: expected a whole number from 1 to 1000000, found 0"},
+        {"browser bytes a second below one message",
+         one_pack("", R"("comfyui": {"command": "worker.sh",
+                                     "browser_messages": {"max_bytes": "4 MiB", "bytes_per_second": "2 MiB"}})"),
+         "at /comfyui/browser_messages/bytes_per_second: expected bytes_per_second of at least max_bytes (4MiB): a "
+         "message larger than a second's bytes could never be sent, found 2MiB"},
+        {"browser message above the default bytes a second",
+         one_pack("", R"("comfyui": {"command": "worker.sh", "browser_messages": {"max_bytes": "32 MiB"}})"),
+         "at /comfyui/browser_messages/bytes_per_second: expected bytes_per_second of at least max_bytes (32MiB)"},
         {"cancel grace beyond an hour",
          python_pack(R"("pack": "pack", "interpreter": "worker.sh", "cancel_grace_ms": 3600001)", "", kHostWithCheckout),
          "at /packs/0/python/cancel_grace_ms: expected a whole number of milliseconds from 0 to 3600000, found 3600001"},

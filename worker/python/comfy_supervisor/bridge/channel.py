@@ -46,6 +46,7 @@ class Channel:
         self.buffer = bytearray()  # received, not parsed yet
         self.end = False           # None once the peer closed its end
         self.timeout_s = None      # the socket's, as last set
+        self.last_frame_bytes = 0  # the length of the frame receive() returned last: what it cost to carry
         self.poller = select.poll()  # for receive()'s spin; one reader at a time uses it
         self.poller.register(sock, select.POLLIN)
 
@@ -91,6 +92,7 @@ class Channel:
             return self.end
         data = self.buffer[_LENGTH.size:_LENGTH.size + length]
         del self.buffer[:_LENGTH.size + length]
+        self.last_frame_bytes = length
         try:
             message = _decode(data.decode())
         except (ValueError, RecursionError) as error:

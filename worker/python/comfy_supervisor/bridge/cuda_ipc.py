@@ -137,7 +137,10 @@ class CudaExchange:
     def on_accepts(self, message):
         devices = message.get("devices")
         with self.lock:
-            self.accepted = {uuid for uuid in devices if uuid in self.devices} if isinstance(devices, list) else set()
+            # Only our own devices' names: anything else the peer lists (a list is not even
+            # a key to look up) accepts nothing.
+            self.accepted = {uuid for uuid in devices if isinstance(uuid, str) and uuid in self.devices} \
+                if isinstance(devices, list) else set()
             self.probes.clear()
         self.answered.set()
 

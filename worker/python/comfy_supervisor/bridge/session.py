@@ -88,12 +88,14 @@ class PeerSession:
         return Decoder(self.peer, lambda offset: self.releases.push("blocks", offset), resolve,
                        self.own_block if self.copy_received else None, self.cuda)
 
-    def own_block(self, block, at, nbytes, dtype, shape):
+    def own_block(self, block, at, nbytes, dtype, shape, copies):
         """The tensor for `nbytes` at `at` of our block `block`, lent to the peer, which sent
         that part of it back as it came: over the tensor we wrote the block from, where it
-        lives and its bytes are the block's; else a copy of the block, which the peer can
-        write. The caller still holds the reading lock, so the peer's release of the block,
-        sent after this, is not read before the copy is made."""
+        lives and its bytes are the block's; else over a copy of the block, which the peer
+        can write, made once per message (`copies`: block -> the copy), so that a message
+        copies at most the blocks it names, not each time it names one. The caller still
+        holds the reading lock, so the peer's release of the block, sent after this, is
+        not read before the copy is made."""
         with self.lent_lock:
             lent = block in self.lent
             source = self.sources.get(block) if lent else None
@@ -108,7 +110,14 @@ class PeerSession:
                 return tensor.detach().reshape(-1).view(torch.uint8)[at:at + nbytes].view(dtype).view(shape)
             except RuntimeError:
                 pass  # a part whose place or dtype no view of the tensor can take
-        return torch.from_numpy(self.own.copy(block + at, nbytes)).view(dtype).view(shape)
+        copy = copies.get(block)
+        if copy is None:
+            copy = copies[block] = torch.from_numpy(self.own.copy(block, size))
+        part = copy[at:at + nbytes]
+        try:
+            return part.view(dtype).view(shape)
+        except RuntimeError:
+            return part.clone().view(dtype).view(shape)  # a place no view of the dtype can take
 
     # ---- reading ----
 

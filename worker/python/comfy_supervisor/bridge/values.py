@@ -21,7 +21,11 @@ A value crosses as JSON, never pickled and never evaluated:
   "type"}, which the sender's side makes and only its maker resolves.
 
 Whatever a peer sent is input, not truth: Decoder checks every tag, dtype, shape, size and
-block, and raises ValueCrossingError with one line on anything else.
+block, and raises ValueCrossingError with one line on anything else. So a bool tensor
+holds 0 or 1 in each byte, as torch's own do (its kernels assume it), and the arena blocks
+one message names never overlap: the encoder writes each tensor into a block of its own,
+and a reader that copies blocks (the host) copies at most the arena for one message,
+however often a peer names one block.
 """
 
 import functools
@@ -122,8 +126,10 @@ class Decoder:
     """Decodes one message's values. `peer`: the sender's arena as we read it (PeerArena or
     CopiedArena); `release(offset)`: called once we let go of that block (when the tensor
     over it is collected, or once it is copied); `resolve(handle_dict)`: the value a handle
-    stands for here; `own_block(block, at, nbytes, dtype, shape)`: the tensor for part of
-    our own block lent to the sender, which it sent back (or raises ValueCrossingError);
+    stands for here; `own_block(block, at, nbytes, dtype, shape, copies)`: the tensor for
+    part of our own block lent to the sender, which it sent back (or raises
+    ValueCrossingError), `copies` the copies of our blocks made for this message (block ->
+    tensor), so that it copies each block at most once, however often the peer names it;
     `cuda`: the session's CudaExchange, for CUDA tensors by IPC."""
 
     def __init__(self, peer, release, resolve, own_block=None, cuda=None):
@@ -136,9 +142,10 @@ class Decoder:
     def decode(self, value):
         """The value; on a malformed one, every block and CUDA lend it named that no
         tensor was built over yet is released at once, and ValueCrossingError is raised."""
-        blocks, self.viewed = [], set()
+        blocks, extents, self.viewed, self.own_copies = [], [], set(), {}
         try:
-            self.collect_blocks(value, blocks, 0)
+            self.collect_blocks(value, blocks, extents, 0)
+            _check_apart(extents)
             return self.build(value)
         except (ValueCrossingError, TypeError, ValueError, KeyError, RuntimeError, RecursionError) as error:
             for kind, name in blocks:
@@ -152,31 +159,34 @@ class Decoder:
                 raise
             raise ValueCrossingError(f"a malformed value: {type(error).__name__}: {error}") from None
 
-    def collect_blocks(self, value, blocks, depth):
-        """Checks the whole value before anything is built from it."""
+    def collect_blocks(self, value, blocks, extents, depth):
+        """Checks the whole value before anything is built from it; `extents` gathers the
+        (offset, size) of each arena block it names that holds bytes."""
         if depth > MAX_DEPTH:
             raise ValueCrossingError(f"a value nested deeper than {MAX_DEPTH}")
         if isinstance(value, list):
             for item in value:
-                self.collect_blocks(item, blocks, depth + 1)
+                self.collect_blocks(item, blocks, extents, depth + 1)
         elif isinstance(value, dict):
             tag = value.get("$")
             if tag is None:
                 for item in value.values():
-                    self.collect_blocks(item, blocks, depth + 1)
+                    self.collect_blocks(item, blocks, extents, depth + 1)
             elif tag == "tensor":
                 form = self.check_tensor(value)
                 if form == "cuda_ipc":
                     blocks.append(("cuda", value["cuda_ipc"]["lend"]))
                 elif form == "arena":
                     blocks.append(("block", value["offset"]))
+                    if value["nbytes"]:
+                        extents.append((value["offset"], value["nbytes"]))
             elif tag in ("tuple", "dict"):
                 if not isinstance(value.get("items"), list):
                     raise ValueCrossingError(f"a {tag} without its items")
                 for item in value["items"]:
                     if tag == "dict" and not (isinstance(item, list) and len(item) == 2):
                         raise ValueCrossingError("a dict item that is not a key and a value")
-                    self.collect_blocks(item, blocks, depth + 1)
+                    self.collect_blocks(item, blocks, extents, depth + 1)
             elif tag != "handle":
                 raise ValueCrossingError(f"an unknown tag {str(tag)[:40]!r}")
         elif not (value is None or isinstance(value, (bool, int, float, str))):
@@ -228,22 +238,45 @@ class Decoder:
     def tensor(self, value):
         torch = _torch()
         dtype = getattr(torch, value["dtype"])
+        on_cuda = "cuda_ipc" in value or "yours_cuda" in value
         if value["nbytes"] == 0:
             result = torch.empty(value["shape"], dtype=dtype)
         elif "yours" in value:
-            result = self.own_block(value["yours"], value["at"], value["nbytes"], dtype, value["shape"])
+            result = self.own_block(value["yours"], value["at"], value["nbytes"], dtype, value["shape"], self.own_copies)
         elif "cuda_ipc" in value:
             self.viewed.add(("cuda", value["cuda_ipc"]["lend"]))
-            return self.cuda.receive(value["cuda_ipc"], value["nbytes"]).view(dtype).view(value["shape"])
+            result = self.cuda.receive(value["cuda_ipc"], value["nbytes"]).view(dtype).view(value["shape"])
         elif "yours_cuda" in value:
-            return self.cuda.own(value["yours_cuda"], value["at"], value["nbytes"]).view(dtype).view(value["shape"])
+            result = self.cuda.own(value["yours_cuda"], value["at"], value["nbytes"]).view(dtype).view(value["shape"])
         else:
             block = self.peer.take(value["offset"], value["nbytes"], self.release)
             self.viewed.add(("block", value["offset"]))
             result = torch.from_numpy(block).view(dtype).view(value["shape"])
-        if value.get("device") == "cuda" and torch.cuda.is_available():
+        if dtype is torch.bool:
+            _check_bools(torch, result)
+        if not on_cuda and value.get("device") == "cuda" and torch.cuda.is_available():
             result = result.to(torch.device("cuda", torch.cuda.current_device()))
         return result
+
+
+def _check_apart(extents):
+    """Arena blocks (offset, size) that one message names must not overlap."""
+    extents.sort()
+    for (offset, nbytes), (next_offset, next_nbytes) in zip(extents, extents[1:]):
+        if offset + nbytes > next_offset:
+            raise ValueCrossingError(f"tensors whose blocks overlap ({nbytes} bytes at {offset} and {next_nbytes} "
+                                     f"bytes at {next_offset}): each tensor comes in a block of its own")
+
+
+def _check_bools(torch, tensor):
+    """A bool tensor holds 0 or 1 in each byte; anything else would be undefined to torch."""
+    if tensor.numel() == 0:
+        return
+    raw = tensor.view(torch.uint8)
+    bad = raw[raw > 1]
+    if bad.numel():
+        raise ValueCrossingError(f"a bool tensor with {bad.numel()} bytes other than 0 and 1 "
+                                 f"(the first is {int(bad[0])})")
 
 
 def _hashable(key):

@@ -17,7 +17,9 @@ out, in one line for its pack); IS_CHANGED and VALIDATE_INPUTS go to the worker.
   life, plain values as data, the pack's own objects as their handles) and waits, reading
   the reply itself; ComfyUI's interrupt (upstream's interrupt_current_processing, wrapped)
   reaches the worker's interrupt checks as it happens (that arena's interrupt word,
-  bridge/arena.py), and the worker's progress drives the host's ProgressBar;
+  bridge/arena.py), the worker's progress drives the host's ProgressBar, and the pack's
+  messages to the browser go to this ComfyUI's PromptServer within the pack's bounds
+  (browser_messages.py);
 - is ended with its worker when the node still runs the pack's cancel_grace_ms after
   ComfyUI's Cancel: the host asks the supervisor (on the control socket,
   supervisor/bridge/host_requests.hpp), which restarts the pack at once, and the call
@@ -50,13 +52,13 @@ from ..bridge.channel import control_socket, receive_control
 from ..bridge.session import SESSION_OPS, PeerSession
 from ..bridge.values import ValueCrossingError
 from ..upstream.comfyui_startup import prompt_server
+from .browser_messages import BrowserGate, Limits
 from .node_interfaces import proxy_class
 
 log = logging.getLogger("comfy_supervisor")
 
 PACK_WAIT_S = float(os.environ.get("COMFY_SV_PACK_WAIT_S", "120"))  # for interfaces at ComfyUI's start
 CALL_WAIT_S = 60.0        # for a (re)starting worker, at a call
-MAX_EVENT_NAME = 200  # a browser message's event name from a worker, at most
 STOPPED_REASON = "stopped by an operator"  # how the supervisor's pack_failed begins for comfyctl stop
 EXIT_NOTICE_WAIT_S = 2.0  # for the supervisor's pack_exited after a call socket closed
 SPIN_S = 100e-6           # a reply is watched this long before sleeping (bridge/channel.py says why)
@@ -113,7 +115,7 @@ class PackSession(PeerSession):
         came after its caller stopped waiting (its worker answering a request the host
         gave up on): nothing waits for it."""
         if message.get("op") == "ui":
-            to_browser(message)
+            self.link.browser.forward(message, self.channel.last_frame_bytes)
         else:
             self.link.answered(self, message)
 
@@ -146,6 +148,7 @@ class PackLink:
         self.active = None
         self.cancel_watched = None  # the active call a Cancel grace timer runs for
         self.cancelled = None      # the active call whose life the host had ended for outrunning Cancel
+        self.browser = BrowserGate(name, bridges.browser_limits)  # its messages to the browser
 
     # ---- the supervisor's events ----
 
@@ -458,16 +461,6 @@ def prompt_context():
     return {"client_id": getattr(server, "client_id", None), "node_id": getattr(server, "last_node_id", None)}
 
 
-def to_browser(message):
-    """A pack's message to the browser ("ui": its PromptServer.send_sync in the worker),
-    sent by this ComfyUI's PromptServer, as the pack would in one process."""
-    server, event, sid = prompt_server(), message.get("event"), message.get("sid")
-    if server is None or not isinstance(event, str) or len(event) > MAX_EVENT_NAME or \
-            not (sid is None or isinstance(sid, str)):
-        return
-    server.send_sync(event, message.get("data"), sid)
-
-
 class Bridges:
     """The host's side of every isolated pack, fed by the bridge control socket."""
 
@@ -476,6 +469,7 @@ class Bridges:
         self.memory = memory       # comfyui._Host, for the prompt epoch and evictions while waiting
         self.links = {}            # pack name -> PackLink
         self.listed = False        # the supervisor's packs message came
+        self.browser_limits = Limits()  # on the packs' messages to the browser, as the packs message says
         self.changed = threading.Condition()
         import comfy.model_management as mm
         self.mm = mm               # upstream's, for its interrupt flag and its exceptions
@@ -523,6 +517,9 @@ class Bridges:
             event, fds = received
             kind, name = event["event"], event.get("pack")
             if kind == "packs":
+                self.browser_limits = Limits.from_event(event.get("browser_messages"))
+                for link in list(self.links.values()):
+                    link.browser.set_limits(self.browser_limits)
                 for pack in event.get("packs") or ():
                     link = self.link(str(pack.get("name")))
                     link.folder = pack.get("folder")
