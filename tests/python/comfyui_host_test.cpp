@@ -99,12 +99,13 @@ TEST_CASE("every path upstream unloads the host's models by reaches the ledger, 
 
 TEST_CASE("an exception from upstream during an eviction is answered as nothing freed and the thread goes on") {
     TempFolder packs("comfyui");
-    // b is first in the eviction order (as recent and as large as a) and cannot be
-    // unloaded; the asker's load then takes a's bytes.
+    // b cannot be unloaded, and is asked before a (as recent and as large, loaded later);
+    // the asker's load then takes a's bytes. c's load says b's unloads fail by now: the
+    // asker must not ask before (free memory went below 9 GiB with b's load already).
     const json config = config_with(
-        fake_comfyui({"load:a:8GiB", "load:b:8GiB", "fail-unload:b"}),
+        fake_comfyui({"load:a:8GiB", "load:b:8GiB", "fail-unload:b", "load:c:512MiB"}),
         json::array({reference_pack(packs, "asker",
-                                    {{"nodes", {{"load", {step_await_free_below("9GiB"), step_load("huge", "14GiB")}}}}})}));
+                                    {{"nodes", {{"load", {step_await_free_below("8GiB"), step_load("huge", "14GiB")}}}}})}));
     SupervisorProcess supervisor(config, workload_of({{node("asker", "load")}}));
     CHECK(supervisor.wait() == 0);
     const auto log = supervisor.log();
