@@ -1,0 +1,57 @@
+"""The idle benchmark's filler (run_idle_bench.py): a participant that, when the driver asks
+(a file named `fill` in the control folder), registers N models of its own in the ledger,
+reads the whole ledger once as a participant would (timed: what each look at the ledger
+cost when every look read it), says so (`filled`, a JSON object) and then sits idle,
+answering the supervisor's commands, until it is stopped.
+
+argv: CONTROL_FOLDER"""
+
+import json
+import os
+import sys
+import time
+
+from comfy_supervisor import participant as sv
+
+
+def wait_for(path):
+    while not os.path.exists(path):
+        time.sleep(0.05)
+
+
+def main():
+    folder = sys.argv[1]
+    link = sv.Participant()
+    with open(os.path.join(folder, "joined.tmp"), "w") as out:
+        json.dump({"pid": os.getpid(), "slot": link.slot}, out)
+    os.rename(os.path.join(folder, "joined.tmp"), os.path.join(folder, "joined"))
+    wait_for(os.path.join(folder, "fill"))
+    with open(os.path.join(folder, "fill")) as source:
+        models = json.load(source)["models"]
+    for model_id in range(1, models + 1):
+        link.register_model(model_id, 4096, 4096)
+    # The supervisor applies the reports in order: wait until the last is in the ledger.
+    while True:
+        started = time.perf_counter()
+        ledger = link.read_ledger()
+        read_ms = (time.perf_counter() - started) * 1e3
+        if len(ledger) >= models:
+            break
+        time.sleep(0.2)
+    with open(os.path.join(folder, "filled.tmp"), "w") as out:
+        json.dump({"rows": len(ledger), "ledger_read_ms": read_ms}, out)
+    os.rename(os.path.join(folder, "filled.tmp"), os.path.join(folder, "filled"))
+    while True:
+        command = link.next_command(1.0)
+        if command is None:
+            continue
+        if command.type == sv.SHUTDOWN:
+            return
+        if command.type in (sv.PARTIAL_UNLOAD, sv.DETACH):
+            link.send_unload_receipt(command, 0, 4096)
+        else:
+            link.send_release_receipt(command, 0)
+
+
+if __name__ == "__main__":
+    main()
