@@ -10,7 +10,12 @@ million models in the ledger, in the same run, so that one is compared with the 
 - ledger_read_1m_ms: one participant's read of that ledger when it changed (the C library's
   read and sort, and Python's objects): what every look cost each worker every 0.5 s when
   every look read it, so idle_cpu_1m_ledger_pct would have been about
-  8 * ledger_read_1m_ms / 500 ms of a CPU (polling_1m_estimate_pct)."""
+  8 * ledger_read_1m_ms / 500 ms of a CPU (polling_1m_estimate_pct);
+- ledger_look_unchanged_us: a look at the same ledger while it stands still (the
+  generation loaded, the tuple read last returned), in the same process.
+
+Each window starts once the workers have settled: their CPU over 2 s below 2% of a CPU
+(start-up imports, the reads while the ledger fills), or after 300 s."""
 
 import json
 import os
@@ -23,7 +28,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 WORKERS = 8
 MODELS = 1 << 20
 WINDOW_S = float(os.environ.get("COMFY_IDLE_WINDOW_S", "20"))
-SETTLE_S = 5.0  # after start-up or the fill: the workers' last reads and imports end
+SETTLED_PCT = 2.0  # the workers' CPU over 2 s below this: their imports and reads are done
+SETTLE_MAX_S = 300.0
 REFRESH_S = 0.5  # the participants' look at the ledger (comfy_supervisor.host.comfyui.REFRESH_S)
 
 
@@ -62,12 +68,20 @@ def cpu_ns(pid):
     return total
 
 
-def idle_cpu_pct(pids):
+def cpu_pct(pids, seconds):
     before = sum(cpu_ns(pid) for pid in pids)
     started = time.monotonic()
-    time.sleep(WINDOW_S)
+    time.sleep(seconds)
     spent = sum(cpu_ns(pid) for pid in pids) - before
     return 100.0 * spent / ((time.monotonic() - started) * 1e9)
+
+
+def settle(pids):
+    """Seconds until the workers' CPU over 2 s fell below SETTLED_PCT (or SETTLE_MAX_S)."""
+    started = time.monotonic()
+    while cpu_pct(pids, 2.0) >= SETTLED_PCT and time.monotonic() - started < SETTLE_MAX_S:
+        pass
+    return time.monotonic() - started
 
 
 def wait_for(what, ready, timeout_s, supervisor):
@@ -97,17 +111,18 @@ def run(supervisor_path, python):
             wait_for("ready pack workers", all_ready, 600, supervisor)
             wait_for("filler", lambda: os.path.exists(os.path.join(folder, "joined")), 60, supervisor)
             pids = [w["pid"] for w in workers(comfyctl, instance) if w["name"].startswith("idle")]
-            time.sleep(SETTLE_S)
-            figures = {"idle_cpu_empty_ledger_pct": idle_cpu_pct(pids)}
+            figures = {"settle_empty_s": settle(pids)}
+            figures["idle_cpu_empty_ledger_pct"] = cpu_pct(pids, WINDOW_S)
             with open(os.path.join(folder, "fill"), "w") as out:
                 json.dump({"models": MODELS}, out)
             wait_for("full ledger", lambda: os.path.exists(os.path.join(folder, "filled")), 900, supervisor)
             with open(os.path.join(folder, "filled")) as source:
                 filled = json.load(source)
-            time.sleep(SETTLE_S)
-            figures["idle_cpu_1m_ledger_pct"] = idle_cpu_pct(pids)
+            figures["settle_1m_s"] = settle(pids)
+            figures["idle_cpu_1m_ledger_pct"] = cpu_pct(pids, WINDOW_S)
             figures["ledger_rows"] = filled["rows"]
             figures["ledger_read_1m_ms"] = filled["ledger_read_ms"]
+            figures["ledger_look_unchanged_us"] = filled["ledger_look_unchanged_us"]
             figures["polling_1m_estimate_pct"] = 100.0 * WORKERS * filled["ledger_read_ms"] / 1e3 / REFRESH_S
             figures["window_s"] = WINDOW_S
             figures["workers"] = WORKERS
@@ -135,6 +150,7 @@ def main():
     print(f"  {figures['ledger_rows']} ledger rows: {figures['idle_cpu_1m_ledger_pct']:.3f} % (target < 1)")
     print(f"  one read of that ledger by a participant: {figures['ledger_read_1m_ms']:.1f} ms; read at every look "
           f"(every {REFRESH_S} s) it would cost about {figures['polling_1m_estimate_pct']:.1f} %")
+    print(f"  a look at it while it stands still: {figures['ledger_look_unchanged_us']:.2f} us")
 
 
 if __name__ == "__main__":
