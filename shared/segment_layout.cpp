@@ -23,12 +23,14 @@ void initialise(std::byte* base, const Capacities& caps, const RegionMap& map, s
     header->ring_slots = caps.ring_slots;
     header->message_slot_bytes = sizeof(MessageSlot);
     header->device_offset = map.device_offset;
+    header->ledger_generation_offset = map.ledger_generation_offset;
     header->participants_offset = map.participants_offset;
     header->ledger_offset = map.ledger_offset;
     header->rings_offset = map.rings_offset;
     header->device_total_bytes = device_total_bytes;
     // The mapping is fresh and zero-filled; construct the objects that live in it.
     new (base + map.device_offset) DeviceFigures{};
+    new (base + map.ledger_generation_offset) LedgerGeneration{};
     for (std::uint32_t i = 0; i < caps.participants; ++i) {
         new (base + map.participants_offset + i * sizeof(ParticipantSlot)) ParticipantSlot{};
         std::byte* halves = base + map.rings_offset + i * map.ring_halves_bytes;
@@ -67,7 +69,8 @@ std::string Capacities::validate() const {
 RegionMap RegionMap::compute(const Capacities& caps) {
     RegionMap map{};
     map.device_offset = align_up(kLayoutHeaderOffset + sizeof(LayoutHeader), ipc::kCacheLine);
-    map.participants_offset = align_up(map.device_offset + sizeof(DeviceFigures), ipc::kCacheLine);
+    map.ledger_generation_offset = align_up(map.device_offset + sizeof(DeviceFigures), ipc::kCacheLine);
+    map.participants_offset = align_up(map.ledger_generation_offset + sizeof(LedgerGeneration), ipc::kCacheLine);
     map.ledger_offset = align_up(map.participants_offset + caps.participants * sizeof(ParticipantSlot), ipc::kCacheLine);
     map.rings_offset = align_up(map.ledger_offset + caps.ledger_entries * sizeof(LedgerSlot), ipc::kCacheLine);
     map.consumer_half_offset = align_up(ipc::ring_producer_bytes<MessageSlot>(caps.ring_slots), ipc::kCacheLine);
@@ -85,6 +88,10 @@ std::uint64_t SegmentView::device_total_bytes() const noexcept {
 
 DeviceFigures& SegmentView::device() const noexcept {
     return *reinterpret_cast<DeviceFigures*>(base_ + map_.device_offset);
+}
+
+LedgerGeneration& SegmentView::ledger_generation() const noexcept {
+    return *reinterpret_cast<LedgerGeneration*>(base_ + map_.ledger_generation_offset);
 }
 
 ParticipantSlot& SegmentView::participant(std::uint32_t slot) const noexcept {
@@ -139,6 +146,8 @@ SegmentView view_of(const ipc::SharedSegment& segment) {
     const RegionMap map = RegionMap::compute(caps);
     expect_layout(name, "message_slot_bytes", std::size_t{header.message_slot_bytes}, sizeof(MessageSlot));
     expect_layout(name, "device_offset", std::size_t{header.device_offset}, map.device_offset);
+    expect_layout(name, "ledger_generation_offset", std::size_t{header.ledger_generation_offset},
+                  map.ledger_generation_offset);
     expect_layout(name, "participants_offset", std::size_t{header.participants_offset}, map.participants_offset);
     expect_layout(name, "ledger_offset", std::size_t{header.ledger_offset}, map.ledger_offset);
     expect_layout(name, "rings_offset", std::size_t{header.rings_offset}, map.rings_offset);

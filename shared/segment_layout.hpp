@@ -1,6 +1,6 @@
 #pragma once
 // The layout of the supervisor's segment: a fixed header, the simulated device's figures,
-// then fixed-capacity tables (participants, ledger) and the supervisor's half of each
+// the ledger's generation, then fixed-capacity tables (participants, ledger) and the supervisor's half of each
 // participant's two rings. Everything is sized at creation from one Capacities value;
 // nothing grows later.
 //
@@ -22,8 +22,9 @@
 
 namespace comfy {
 
-// Bump on any change to the bytes of the segment or of a message.
-inline constexpr std::uint32_t kLayoutVersion = 3;
+// Bump on any change to the bytes of the segment or of a message. 4: the ledger's
+// generation (LedgerGeneration).
+inline constexpr std::uint32_t kLayoutVersion = 4;
 
 struct Capacities {
     std::uint32_t participants = 64;
@@ -42,6 +43,7 @@ struct LayoutHeader {
     std::uint32_t ring_slots;
     std::uint32_t message_slot_bytes;
     std::uint64_t device_offset;
+    std::uint64_t ledger_generation_offset;
     std::uint64_t participants_offset;
     std::uint64_t ledger_offset;
     std::uint64_t rings_offset;
@@ -56,6 +58,19 @@ struct alignas(ipc::kCacheLine) DeviceFigures {
     // Bytes allocated by every live participant together; never above device_total_bytes.
     std::atomic<std::uint64_t> used_bytes;
 };
+
+// How many times the supervisor has changed the ledger's rows, so that a participant that
+// reads the ledger (to mirror it, as ComfyUI's host does with its stand-ins) can tell at
+// the cost of one load that nothing changed since it last read, and skip the read of up
+// to a million rows and their sort. The supervisor, the segment's one writer, adds one
+// after each batch of row writes, with release order; a reader loads it with acquire
+// order before it reads any row, so every row written before the count it loaded is what
+// it reads (or newer). A count that moved while it read only makes it read again next
+// time. A reader trusts nothing else of it: the count is only compared for equality.
+struct alignas(ipc::kCacheLine) LedgerGeneration {
+    std::atomic<std::uint64_t> value;
+};
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "the ledger generation is shared between processes");
 
 struct alignas(ipc::kCacheLine) ParticipantSlot {
     ipc::Seqlock<ParticipantRecord> record;
@@ -76,6 +91,7 @@ bool is_valid_ledger_record(const LedgerRecord& record, std::uint32_t participan
 // compute the same map and can compare it with what the header claims.
 struct RegionMap {
     std::size_t device_offset;
+    std::size_t ledger_generation_offset;
     std::size_t participants_offset;
     std::size_t ledger_offset;
     std::size_t rings_offset;
@@ -99,6 +115,7 @@ public:
     // The simulated device's total bytes (0 when the device is real), from the header.
     std::uint64_t device_total_bytes() const noexcept;
     DeviceFigures& device() const noexcept;
+    LedgerGeneration& ledger_generation() const noexcept;
     ParticipantSlot& participant(std::uint32_t slot) const noexcept;
     LedgerSlot& ledger(std::uint32_t index) const noexcept;
     // The producer half of the ring the supervisor writes and participant `slot` reads.

@@ -47,7 +47,7 @@ Supervisor::Supervisor(Config config, const std::string& instance)
                                                         writes_);
       }()),
       census_(view_, device_use_ ? &*device_use_ : nullptr, cuda_.get()),
-      pump_(io_, doorbell_, *this,
+      pump_(io_, *this,
             {[this](WorkerProcess& worker, const MessageSlot& slot) { handle_message(worker, slot); },
              [this](WorkerProcess& worker) { flush(worker); }, [this] { publish_census_reports(); }}),
       signals_(io_, SIGINT, SIGTERM),
@@ -75,6 +75,7 @@ Supervisor::Supervisor(Config config, const std::string& instance)
     for (std::size_t i = 0; i < config_.packs.size(); ++i) {
         workers_.push_back(std::make_unique<WorkerProcess>(
             config_.packs[i], kFirstPackSlot + static_cast<std::uint32_t>(i), ParticipantKind::worker, io_, keep_limit));
+        packs_by_name_.emplace(config_.packs[i].name, workers_.back().get());
     }
 }
 
@@ -117,37 +118,23 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     ++worker.generation;
     worker.token = new_token();
     worker.kill_reason.clear();
-    // A fresh region for this life: nothing the previous one wrote survives into it.
-    const std::uint32_t ring_slots = view_.capacities().ring_slots;
     try {
-        worker.region = ipc::SealedRegion::create("comfy-sv-slot-" + std::to_string(worker.slot),
-                                                  ParticipantRegionMap::compute(ring_slots).total_bytes,
-                                                  ipc::Access::read_only);
+        worker.open_region(view_);
+        pump_.watch(worker);  // this life's doorbell, armed before the child can write its Hello
     } catch (const std::exception& e) {
         happened(LogLevel::error, worker, "failed", std::string("cannot start: ") + e.what());
         schedule_restart(worker);
         return;
     }
-    worker.region_view = ParticipantRegionView(worker.region.base(), ring_slots);
-    // The previous process is reaped, so nobody reads our halves of its rings now.
-    ipc::ring_initialize_producer_side<MessageSlot>(view_.to_participant_producer_side(worker.slot), ring_slots);
-    ipc::ring_initialize_consumer_side(view_.from_participant_consumer_side(worker.slot));
     census_.watch(worker.slot, worker.region_view.census(), worker.generation);
     worker.census_problems = 0;
-    worker.to_worker.emplace(to_participant_ring(view_, worker.region_view, worker.slot), ring_slots);
-    worker.from_worker.emplace(from_participant_ring(view_, worker.region_view, worker.slot), ring_slots);
-    // The fresh ring has no waiter flag: ask for the doorbell before the worker can
-    // write its Hello (the ring is empty, so there is nothing to miss).
-    worker.from_worker->arm_doorbell();
-    worker.outbox.clear();
-    worker.answers_due.clear();
 
     worker::WorkerEnvironment attach;
     attach.instance = instance_;
     attach.slot = worker.slot;
     attach.generation = worker.generation;
     attach.token = worker.token;
-    attach.doorbell_fd = doorbell_.fd();
+    attach.doorbell_fd = worker.pump.doorbell->fd();
     attach.segment_fd = segment_.read_only_fd();
     attach.region_fd = worker.region.fd();
     attach.heartbeat_interval = std::max(Milliseconds(10), config_.limits.heartbeat_timeout / 5);
@@ -228,10 +215,8 @@ void Supervisor::on_exit(WorkerProcess& worker) {
     memory_.forget(worker.slot);
     census_.forget(worker.slot);
     publish_census_reports();
-    worker.to_worker.reset();
-    worker.from_worker.reset();
-    worker.region_view = ParticipantRegionView();
-    worker.region = ipc::SealedRegion();
+    pump_.forget(worker);
+    worker.close_region();
     memory_.arbitrate(arbiter::event::Left{{worker.slot, worker.generation}});
     worker.fail_requests(FailureReason::worker_died, false);
     if (shutting_down_) {
@@ -285,7 +270,6 @@ void Supervisor::terminate(WorkerProcess& worker, const std::string& reason) {
 // ---- messages from workers ----
 
 void Supervisor::publish_census_reports() {
-    census_.refresh();
     for (const auto slot : census_.take_changed()) writes_.census(slot, census_.report(slot));
 }
 
@@ -297,6 +281,7 @@ void Supervisor::handle_message(WorkerProcess& worker, const MessageSlot& slot) 
     }
     const Message& message = decoded.message;
     if (message.header.generation != worker.generation) return;  // from an older life of this slot
+    census_.heard_from(worker.slot);  // what it wrote before this message is what it means by it
     // Being stopped: nothing more it sends is acted on, however much it sends until it is gone.
     if (!worker.kill_reason.empty()) return;
     if (worker.state == ParticipantState::spawning) {
@@ -409,21 +394,20 @@ void Supervisor::flush(WorkerProcess& worker) {
 
 void Supervisor::submit(const std::string& pack, const std::string& node, std::uint64_t epoch, std::uint32_t index,
                         ReplyHandler reply) {
-    // Work goes to packs only: the host runs its own prompts.
-    const auto found = std::find_if(workers_.begin(), workers_.end(), [&](const auto& w) {
-        return w->kind == ParticipantKind::worker && w->pack.name == pack;
-    });
+    // Work goes to packs only: the host runs its own prompts. Found by name in one lookup,
+    // whatever the number of packs.
+    const auto found = packs_by_name_.find(pack);
     WorkRequest request{};
     request.prompt_epoch = epoch;
     request.node_index = index;
     std::strncpy(request.node_name, node.c_str(), sizeof request.node_name - 1);
     PendingRequest pending{encode(request, 0, next_correlation_++), std::move(reply)};
-    if (found == workers_.end()) {
+    if (found == packs_by_name_.end()) {
         const RequestFailed no_pack{static_cast<std::uint32_t>(FailureReason::no_such_pack), -1, 0, 0};
         pending.reply(request_failed(no_pack, 0, pending.message.header.correlation));
         return;
     }
-    WorkerProcess& worker = **found;
+    WorkerProcess& worker = *found->second;
     if (shutting_down_ || worker.state == ParticipantState::failed || worker.state == ParticipantState::stopped) {
         const auto reason = shutting_down_                                 ? FailureReason::shutting_down
                             : worker.state == ParticipantState::stopped ? FailureReason::worker_stopped
@@ -560,7 +544,7 @@ std::vector<CensusRow> Supervisor::census_rows() const { return census_rows_of(w
 void Supervisor::on_node_started(WorkerProcess& worker, const NodeStarted& node) {
     set_state(worker, ParticipantState::busy);
     memory_.arbitrate(arbiter::event::Busy{{worker.slot, worker.generation}, true});
-    releases_.start_epoch(node.prompt_epoch);  // the host's own prompts are seen here first
+    releases_.node_started(worker, node.prompt_epoch);
 }
 
 void Supervisor::on_node_finished(WorkerProcess& worker, const NodeFinished& node) {

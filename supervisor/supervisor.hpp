@@ -3,7 +3,6 @@
 // pack, watches each through its pidfd and heartbeat, restarts the dead with backoff,
 // routes requests to workers and answers every one of them, and shuts down cleanly.
 
-#include "ipc/eventfd.hpp"
 #include "shared/segment_layout.hpp"
 #include "supervisor/bridge/bridge_broker.hpp"
 #include "supervisor/config/config.hpp"
@@ -33,6 +32,7 @@
 
 #include <functional>
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <vector>
 
@@ -137,7 +137,6 @@ private:
     // real device.
     std::optional<SimulatedDeviceUse> device_use_;
     CensusReader census_;  // every census read for decisions goes through it
-    ipc::EventFd doorbell_;
     MessagePump pump_;  // the participants' messages, in turns
     boost::asio::signal_set signals_;
     boost::asio::signal_set operator_signals_;  // SIGUSR1: full release; SIGHUP: retry failed packs
@@ -145,6 +144,7 @@ private:
     boost::asio::steady_timer heartbeat_timer_;
     boost::asio::steady_timer shutdown_timer_;
     std::vector<std::unique_ptr<WorkerProcess>> workers_;  // workers_[i] runs in slot first_slot_ + i
+    std::unordered_map<std::string, WorkerProcess*> packs_by_name_;  // the packs' workers (not the host)
     HostRequests host_requests_;  // the host's asks to end a pack's life (a Cancel outrun, a broken session)
     BridgeBroker bridge_;  // node calls between the host and the Python packs: descriptors only
     std::uint32_t first_slot_ = 0;

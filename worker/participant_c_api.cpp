@@ -2,6 +2,7 @@
 // message for comfy_participant_last_error() and returns -1.
 #include "worker/participant_c_api.h"
 
+#include "worker/ledger_mirror.hpp"
 #include "worker/worker_runtime.hpp"
 
 #include <algorithm>
@@ -15,9 +16,12 @@
 
 struct comfy_participant {
     explicit comfy_participant(std::uint64_t capabilities)
-        : runtime(comfy::worker::WorkerEnvironment::from_process_environment(), capabilities) {}
+        : runtime(comfy::worker::WorkerEnvironment::from_process_environment(), capabilities),
+          ledger(runtime.segment()) {}
 
     comfy::worker::WorkerRuntime runtime;
+    comfy::worker::LedgerMirror ledger;  // guarded by ledger_mutex: any thread may read the ledger
+    std::mutex ledger_mutex;
     // Process-local: the census record is one local copy that several threads edit (the
     // simulated device keeps its accounting in it too) before publishing it whole.
     std::mutex census_mutex;
@@ -217,22 +221,23 @@ int comfy_participant_read_ledger(comfy_participant* participant, comfy_ledger_e
         if (count == nullptr || (entries == nullptr && capacity > 0)) {
             throw std::invalid_argument("read_ledger needs somewhere to put the entries and their count");
         }
-        const SegmentView& view = p.runtime.segment();
-        std::vector<comfy_ledger_entry> rows;
-        for (std::uint32_t index = 0; index < view.capacities().ledger_entries; ++index) {
-            LedgerRecord record{};
-            // A row mid-rewrite is left out: the caller reads again at its next refresh.
-            if (view.ledger(index).entry.read(record) != ipc::SeqlockRead::ok) continue;
-            if (record.owner_generation == 0 || !is_valid_ledger_record(record, view.capacities().participants)) continue;
-            rows.push_back({record.owner_slot, record.owner_generation, record.model_id, record.weights_id,
-                            record.total_bytes, record.loaded_bytes, record.load_order, record.device,
-                            record.references, record.kind, record.currently_used, record.dynamic, 0});
-        }
-        std::stable_sort(rows.begin(), rows.end(), [](const comfy_ledger_entry& a, const comfy_ledger_entry& b) {
-            return a.load_order > b.load_order;
-        });
+        const std::lock_guard lock(p.ledger_mutex);
+        const std::vector<LedgerRecord>& rows = p.ledger.rows();  // read again only if it changed
         *count = static_cast<uint32_t>(rows.size());
-        std::copy_n(rows.begin(), std::min<std::size_t>(rows.size(), capacity), entries);
+        std::transform(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(rows.size(), capacity)),
+                       entries, [](const LedgerRecord& r) {
+                           return comfy_ledger_entry{r.owner_slot, r.owner_generation, r.model_id, r.weights_id,
+                                                     r.total_bytes, r.loaded_bytes, r.load_order, r.device,
+                                                     r.references, r.kind, r.currently_used, r.dynamic, 0};
+                       });
+        return 0;
+    });
+}
+
+int comfy_participant_ledger_generation(comfy_participant* participant, uint64_t* generation) {
+    return guarded(participant, [&](comfy_participant& p) {
+        if (generation == nullptr) throw std::invalid_argument("ledger_generation needs somewhere to put the figure");
+        *generation = p.ledger.generation();
         return 0;
     });
 }

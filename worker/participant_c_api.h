@@ -130,9 +130,14 @@ typedef struct {
 
 /* Every ledger row of every participant (this one's included), most recently loaded
  * first; rows being rewritten or not valid are left out. *count is how many there are,
- * of which at most `capacity` are written to `entries`. */
+ * of which at most `capacity` are written to `entries`. The rows are read from the
+ * segment and sorted again only when the ledger's generation moved since the last call. */
 COMFY_PARTICIPANT_API int comfy_participant_read_ledger(comfy_participant* participant, comfy_ledger_entry* entries,
                                                         uint32_t capacity, uint32_t* count);
+/* The ledger's generation: the supervisor adds one each time it changes the ledger. Equal
+ * to a value read before, no row changed since, and a caller may skip reading it again.
+ * One load of shared memory; no system call. */
+COMFY_PARTICIPANT_API int comfy_participant_ledger_generation(comfy_participant* participant, uint64_t* generation);
 
 /* What a stand-in unload came to. */
 enum {

@@ -13,6 +13,26 @@
 
 namespace comfy::supervisor {
 
+void WorkerProcess::open_region(const SegmentView& segment) {
+    const std::uint32_t ring_slots = segment.capacities().ring_slots;
+    region = ipc::SealedRegion::create("comfy-sv-slot-" + std::to_string(slot),
+                                       ParticipantRegionMap::compute(ring_slots).total_bytes, ipc::Access::read_only);
+    region_view = ParticipantRegionView(region.base(), ring_slots);
+    ipc::ring_initialize_producer_side<MessageSlot>(segment.to_participant_producer_side(slot), ring_slots);
+    ipc::ring_initialize_consumer_side(segment.from_participant_consumer_side(slot));
+    to_worker.emplace(to_participant_ring(segment, region_view, slot), ring_slots);
+    from_worker.emplace(from_participant_ring(segment, region_view, slot), ring_slots);
+    outbox.clear();
+    answers_due.clear();
+}
+
+void WorkerProcess::close_region() {
+    to_worker.reset();
+    from_worker.reset();
+    region_view = ParticipantRegionView();
+    region = ipc::SealedRegion();
+}
+
 bool WorkerProcess::exited() const {
     if (!alive()) return false;
     pollfd exit{process.pidfd, POLLIN, 0};

@@ -17,6 +17,7 @@
 #include "supervisor/lifecycle/outbox.hpp"
 #include "supervisor/lifecycle/process_spawner.hpp"
 #include "supervisor/lifecycle/restart_policy.hpp"
+#include "supervisor/lifecycle/turn_list.hpp"
 #include "worker/worker_environment.hpp"
 
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -50,7 +51,7 @@ struct WorkerProcess {
     WorkerProcess(const PackConfig& config, std::uint32_t slot_index, ParticipantKind participant_kind,
                   boost::asio::io_context& io, std::size_t keep_limit)
         : pack(config), slot(slot_index), kind(participant_kind), restarts(config.restart), pidfd(io),
-          restart_timer(io), handshake_timer(io), kill_timer(io), keeping(keep_limit), answers_due(keep_limit) {}
+          restart_timer(io), handshake_timer(io), kill_timer(io), pump(io), keeping(keep_limit), answers_due(keep_limit) {}
 
     PackConfig pack;  // for the host: its "comfyui" section, named kHostParticipantName
     std::uint32_t slot;
@@ -71,6 +72,7 @@ struct WorkerProcess {
     ParticipantRegionView region_view;
     std::optional<ipc::RingProducer<MessageSlot>> to_worker;
     std::optional<ipc::RingConsumer<MessageSlot>> from_worker;
+    PumpState pump;  // its doorbell, and whether it waits for a turn (message_pump.hpp)
     std::uint32_t census_problems = 0;  // heartbeat checks in a row that found its census unreadable
 
     std::uint64_t last_heartbeat = 0;
@@ -97,6 +99,14 @@ struct WorkerProcess {
     bool alive() const noexcept { return process.pid > 0; }
     // Ready or busy: past its Hello and taking messages (not draining, dead or failed).
     bool up() const noexcept { return state == ParticipantState::ready || state == ParticipantState::busy; }
+
+    // A fresh region for a new life, nothing the previous one wrote surviving into it, and
+    // the rings joined from it and `segment` (the supervisor's halves emptied: the previous
+    // process is reaped, so nobody reads them now); nothing queued for an earlier life.
+    // Throws when the region cannot be made.
+    void open_region(const SegmentView& segment);
+    // The life ended: its rings and region go.
+    void close_region();
 
     // Its process has exited, and its pidfd's handler has yet to reap it.
     bool exited() const;

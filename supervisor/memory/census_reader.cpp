@@ -20,14 +20,21 @@ CensusReader::CensusReader(const SegmentView& view, const SimulatedDeviceUse* si
     : simulated_(simulated), cuda_(cuda), slots_(view.capacities().participants) {}
 
 void CensusReader::watch(std::uint32_t slot, const CensusSlot& census, std::uint32_t generation) {
-    slots_.at(slot) = Slot{&census, generation};
+    forget(slot);
+    slots_[slot].census = &census;
+    slots_[slot].generation = generation;
     catch_up(slots_[slot]);
     judge(slot);
 }
 
 void CensusReader::forget(std::uint32_t slot) {
-    slots_.at(slot) = Slot{};
-    judge(slot);
+    Slot& s = slots_.at(slot);
+    s.census = nullptr;
+    s.generation = 0;
+    s.value = CensusRecord{};
+    s.sequence = 1;
+    s.status = CensusStatus::unread;
+    judge(slot);  // takes it out of the believable set and the figures
 }
 
 bool CensusReader::catch_up(Slot& s) {
@@ -50,6 +57,10 @@ bool CensusReader::catch_up(Slot& s) {
     return true;
 }
 
+void CensusReader::heard_from(std::uint32_t slot) {
+    if (slot < slots_.size() && catch_up(slots_[slot])) judge(slot);
+}
+
 void CensusReader::refresh() {
     for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {
         if (catch_up(slots_[slot])) judge(slot);
@@ -57,15 +68,27 @@ void CensusReader::refresh() {
 }
 
 void CensusReader::judge(std::uint32_t slot) {
-    const Slot& s = slots_[slot];
+    Slot& s = slots_[slot];
     changed_.push_back(slot);
-    if (s.status == CensusStatus::ok) {
-        believable_[slot] = s.value;
-        snapshot_.participants[slot] = {s.value.allocator_reserved, s.value.allocator_active, s.value.pinned_bytes};
-    } else {
-        believable_.erase(slot);
-        snapshot_.participants.erase(slot);
+    if (s.status != CensusStatus::ok) {
+        if (s.believed) {
+            believable_.erase(*s.believed);
+            snapshot_.participants.erase(*s.figures);
+            s.believed.reset();
+            s.figures.reset();
+        }
+        return;
     }
+    const arbiter::ParticipantFigures figures{s.value.allocator_reserved, s.value.allocator_active,
+                                              s.value.pinned_bytes};
+    if (s.believed) {
+        // Believed before: updated in place, where it stands in both maps, whatever their size.
+        (*s.believed)->second = s.value;
+        (*s.figures)->second = figures;
+        return;
+    }
+    s.believed = believable_.insert_or_assign(slot, s.value).first;
+    s.figures = snapshot_.participants.insert_or_assign(slot, figures).first;
 }
 
 std::vector<std::uint32_t> CensusReader::take_changed() {
@@ -85,7 +108,6 @@ CensusReport CensusReader::report(std::uint32_t slot) const {
 }
 
 const arbiter::Snapshot& CensusReader::snapshot(std::uint64_t now_ms) {
-    refresh();
     snapshot_.now_ms = now_ms;
     if (cuda_ != nullptr) {
         snapshot_.device_total = cuda_->total_bytes();

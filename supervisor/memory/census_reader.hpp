@@ -5,12 +5,17 @@
 // fresh map per event made the supervisor's CPU per spawn grow with the worker count.
 //
 // Each census lives in its participant's own region, mapped read-only here. It is kept as
-// last read whole, with the seqlock sequence it was read at; a refresh loads each sequence
-// (one atomic load a slot) and copies and validates only the censuses whose sequence moved.
-// The rules stay those of shared memory as input: a census is believed only when it carries
-// the generation the supervisor runs in that slot and holds figures a machine can have; a
-// corrupt or stale census costs only its own slot (its figures unknown). The simulated
-// device's figures are the supervisor's own account of it (simulated_device_use.hpp).
+// last read whole, with the seqlock sequence it was read at, and read again only when its
+// sequence moved: when its participant is heard from (each message it sends: a
+// participant writes its census before the messages that depend on it, and the ring's
+// acquire makes that write visible), and at the heartbeat check and the host-memory
+// decisions, which read every slot. An event costs one census read, its sender's, however
+// many participants there are; a census written without a message after it is seen at the
+// next heartbeat check (at most 250 ms later). The rules stay those of shared memory as
+// input: a census is believed only when it carries the generation the supervisor runs in
+// that slot and holds figures a machine can have; a corrupt or stale census costs only its
+// own slot (its figures unknown). The simulated device's figures are the supervisor's own
+// account of it (simulated_device_use.hpp).
 
 #include "shared/participant_region.hpp"
 #include "shared/records.hpp"
@@ -31,6 +36,9 @@ public:
     // `simulated`: the simulated device's account, or null for a real device, whose
     // figures come from `cuda`'s driver. All must outlive the reader.
     CensusReader(const SegmentView& view, const SimulatedDeviceUse* simulated, const worker::Device* cuda);
+    // Each slot keeps its place in the reader's own maps: never copied.
+    CensusReader(const CensusReader&) = delete;
+    CensusReader& operator=(const CensusReader&) = delete;
 
     // Reads `census`, in the region of the life `generation` runs in `slot`, from now on:
     // only a census carrying that generation is believed. The region must stay mapped
@@ -39,11 +47,13 @@ public:
     // Nothing runs in `slot` any more: its census is dropped and its device use is gone.
     void forget(std::uint32_t slot);
 
-    // Catches up with the censuses that changed since the last call.
+    // The participant in `slot` sent a message: catches up with its census.
+    void heard_from(std::uint32_t slot);
+    // Catches up with every census that changed (one atomic load a slot).
     void refresh();
 
-    // The world as an event finds it, refreshed: the device's figures and each believable
-    // census's allocator figures. Valid until the next call.
+    // The world as an event finds it: the device's figures and each believable census's
+    // allocator figures, as last caught up with. Valid until the next call.
     const arbiter::Snapshot& snapshot(std::uint64_t now_ms);
 
     // The believable censuses as of the last refresh, by slot.
@@ -64,6 +74,10 @@ private:
         // the census mid-write) never matches, so it is read again.
         std::uint32_t sequence = 1;
         CensusStatus status = CensusStatus::unread;
+        // Where a believed census stands in believable_ and snapshot_ (map iterators stay
+        // valid until their own erase), so that a change costs no lookup.
+        std::optional<std::map<std::uint32_t, CensusRecord>::iterator> believed;
+        std::optional<std::map<std::uint32_t, arbiter::ParticipantFigures>::iterator> figures;
     };
 
     // Re-reads the slot's census if its sequence moved; true when anything changed.

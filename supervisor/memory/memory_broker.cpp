@@ -320,10 +320,13 @@ bool MemoryBroker::may_ask(WorkerProcess& worker, MessageType sent) {
 }
 
 void MemoryBroker::publish_ledger() {
-    for (const auto index : arbiter_.ledger().take_changed()) {
+    const auto changed = arbiter_.ledger().take_changed();
+    if (changed.empty()) return;  // the generation stays: idle readers skip their read
+    for (const auto index : changed) {
         const auto& entry = arbiter_.ledger().at(index);
         writes_.ledger(static_cast<std::uint32_t>(index), entry ? to_record(*entry) : LedgerRecord{});
     }
+    writes_.ledger_changed();
 }
 
 }  // namespace comfy::supervisor

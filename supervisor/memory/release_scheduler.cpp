@@ -9,19 +9,11 @@ using Clock = std::chrono::steady_clock;
 
 ReleaseScheduler::ReleaseScheduler(const HostMemoryConfig& host, WorkerAccess& workers, CensusReader& census,
                                    MemoryBroker& memory, EventJournal& journal)
-    : host_(host), workers_(workers), census_(census), memory_(memory), journal_(journal) {}
+    : host_(host), workers_(workers), census_(census), memory_(memory), journal_(journal), epochs_(workers) {}
 
-void ReleaseScheduler::start_epoch(std::uint64_t epoch) {
-    if (epoch <= prompt_epoch_) return;
-    // A new prompt: every worker drops the cast buffers of the earlier ones. Sent before
-    // the prompt's first node, so that node's worker frees them before it runs (a busy
-    // worker finds the message at its next boundary).
-    prompt_epoch_ = epoch;
-    for (auto& other : workers_.workers()) {
-        if (other->up()) {
-            workers_.deliver(*other, encode(CastEpochBoundary{prompt_epoch_}, other->generation));
-        }
-    }
+void ReleaseScheduler::node_started(const WorkerProcess& worker, std::uint64_t epoch) {
+    epochs_.node_started(worker);
+    epochs_.start_epoch(epoch);
 }
 
 void ReleaseScheduler::node_finished(WorkerProcess& worker, const NodeFinished& node) {

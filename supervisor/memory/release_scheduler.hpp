@@ -1,5 +1,6 @@
 #pragma once
-// The release paths beyond eviction: a prompt's cast_epoch_boundary to every worker, a
+// The release paths beyond eviction: a prompt's cast_epoch_boundary to the workers it
+// concerns (epoch_boundaries.hpp), a
 // node's release_node_boundary, the idle sweep's full release, the operator's full
 // release, and host RAM: pin requests answered against the budget, and release_pins
 // asked of the pin holders in proportion when available memory falls below low water.
@@ -7,6 +8,7 @@
 #include "supervisor/config/config.hpp"
 #include "supervisor/lifecycle/worker_access.hpp"
 #include "supervisor/memory/census_reader.hpp"
+#include "supervisor/memory/epoch_boundaries.hpp"
 #include "supervisor/memory/host_memory.hpp"
 #include "supervisor/memory/memory_broker.hpp"
 #include "supervisor/ops/log/event_journal.hpp"
@@ -22,8 +24,10 @@ public:
     ReleaseScheduler(const HostMemoryConfig& host, WorkerAccess& workers, CensusReader& census, MemoryBroker& memory,
                      EventJournal& journal);
 
-    // Sends cast_epoch_boundary to every worker when `epoch` is a new prompt.
-    void start_epoch(std::uint64_t epoch);
+    // Sends cast_epoch_boundary to the workers it concerns when `epoch` is a new prompt.
+    void start_epoch(std::uint64_t epoch) { epochs_.start_epoch(epoch); }
+    // `worker` started a node of prompt `epoch` (the host's own prompts are seen here first).
+    void node_started(const WorkerProcess& worker, std::uint64_t epoch);
     // `worker` finished a node: it is idle from now, and gets its node boundary release
     // when it declared it wants them.
     void node_finished(WorkerProcess& worker, const NodeFinished& node);
@@ -57,7 +61,7 @@ private:
     CensusReader& census_;
     MemoryBroker& memory_;
     EventJournal& journal_;
-    std::uint64_t prompt_epoch_ = 0;
+    EpochBoundaries epochs_;
     Clock::time_point last_pin_release_{};
     std::uint32_t pin_release_rounds_ = 0;
 };

@@ -3,7 +3,10 @@
 namespace comfy::supervisor {
 
 SegmentWriter::SegmentWriter(const SegmentView& view, const SegmentView& published)
-    : device_(view.device()), published_device_(published.device()) {
+    : device_(view.device()),
+      published_device_(published.device()),
+      ledger_generation_(view.ledger_generation()),
+      published_ledger_generation_(published.ledger_generation()) {
     const auto& caps = view.capacities();
     participants_.reserve(caps.participants);
     census_reports_.reserve(caps.participants);
@@ -25,6 +28,14 @@ void SegmentWriter::device_used(Bytes bytes) noexcept {
     // supervisor, never by what a reader loaded here.
     device_.used_bytes.store(bytes, std::memory_order_relaxed);
     published_device_.used_bytes.store(bytes, std::memory_order_relaxed);
+}
+
+void SegmentWriter::ledger_changed() noexcept {
+    ++ledger_generation_value_;
+    // Release: the rows written before it are visible to a reader that loads this count
+    // with acquire (its only use); the segment's one writer is this thread.
+    ledger_generation_.value.store(ledger_generation_value_, std::memory_order_release);
+    published_ledger_generation_.value.store(ledger_generation_value_, std::memory_order_release);
 }
 
 }  // namespace comfy::supervisor

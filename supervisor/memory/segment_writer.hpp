@@ -26,6 +26,9 @@ public:
     }
     void census(std::uint32_t slot, const CensusReport& report) noexcept { census_reports_[slot].write(report); }
     void ledger(std::uint32_t row, const LedgerRecord& record) noexcept { ledger_[row].write(record); }
+    // After a batch of ledger() writes: readers that check the ledger's generation read it
+    // again (shared/segment_layout.hpp, LedgerGeneration).
+    void ledger_changed() noexcept;
     // The simulated device's use, as the supervisor decided it.
     void device_used(Bytes bytes) noexcept;
 
@@ -43,6 +46,10 @@ private:
 
     DeviceFigures& device_;
     DeviceFigures& published_device_;
+    LedgerGeneration& ledger_generation_;
+    LedgerGeneration& published_ledger_generation_;
+    // Kept here, never read back from the segment, which a stray write could change.
+    std::uint64_t ledger_generation_value_ = 0;
     std::vector<Mirrored<ParticipantRecord>> participants_;
     std::vector<Mirrored<CensusReport>> census_reports_;
     std::vector<Mirrored<LedgerRecord>> ledger_;

@@ -5,9 +5,17 @@
 //   spawn_to_ready_ms  from fork+exec to the accepted Hello
 //   death_detect_ms    from our kill(SIGKILL) to the loop handling the pidfd
 //   restart_ready_ms   from our kill(SIGKILL) to the replacement's accepted Hello
+//
+// Then an echo to one worker with N-1 idle workers beside it, N = 1 and 1,023
+// (echo_workers.hpp), each in a child forked first thing:
+//   echo_p1_us, echo_p1023_us          the echo's round trip (p50, p99)
+//   echo_cpu_p1_us, echo_cpu_p1023_us  the supervisor's CPU per echo
+//   new_prompt_echo_cpu_p1_us, ..._p1023_us  the same when every echo is a new prompt
+// and the ratios of the 1,023 figures to the 1 figures (targets: <= 1.3).
 
 #include "supervisor/config/config.hpp"
 #include "supervisor/supervisor.hpp"
+#include "tests/bench/echo_workers.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +35,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using comfy::supervisor::Supervisor;
 constexpr int kCycles = 50;
+constexpr std::uint32_t kManyWorkers = 1023;
 
 struct Percentiles {
     double p50;
@@ -48,6 +57,15 @@ double ms_between(Clock::time_point from, Clock::time_point to) {
 int main(int argc, char* argv[]) {
     const bool json_output = argc > 1 && std::strcmp(argv[1], "--json") == 0;
     const std::filesystem::path bin = std::filesystem::canonical("/proc/self/exe").parent_path();
+    // First, while this process is small: each is measured in a child forked from it.
+    comfy::bench::EchoFigures one{}, many{};
+    try {
+        one = comfy::bench::echo_with_idle_workers(bin / "comfy-worker", 1);
+        many = comfy::bench::echo_with_idle_workers(bin / "comfy-worker", kManyWorkers);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench-lifecycle: %s\n", e.what());
+        return 1;
+    }
     const auto folder = std::filesystem::temp_directory_path() / ("comfy-bench-lifecycle-" + std::to_string(::getpid()));
     std::filesystem::create_directories(folder);
     std::ofstream(folder / "pack.json") << R"({"nodes": {"noop": [{"op": "compute", "ms": 1}]}})";
@@ -103,7 +121,17 @@ int main(int argc, char* argv[]) {
         std::printf("%s\n", nlohmann::json{{"spawn_to_ready_ms", entry(spawn)},
                                            {"death_detect_ms", entry(death)},
                                            {"restart_ready_ms", entry(restart)},
-                                           {"cycles", kCycles}}
+                                           {"cycles", kCycles},
+                                           {"echo_p1_us", entry({one.rtt_p50_us, one.rtt_p99_us})},
+                                           {"echo_p1023_us", entry({many.rtt_p50_us, many.rtt_p99_us})},
+                                           {"echo_p1023_vs_p1", many.rtt_p50_us / one.rtt_p50_us},
+                                           {"echo_cpu_p1_us", one.cpu_per_echo_us},
+                                           {"echo_cpu_p1023_us", many.cpu_per_echo_us},
+                                           {"echo_cpu_p1023_vs_p1", many.cpu_per_echo_us / one.cpu_per_echo_us},
+                                           {"new_prompt_echo_cpu_p1_us", one.cpu_per_new_prompt_echo_us},
+                                           {"new_prompt_echo_cpu_p1023_us", many.cpu_per_new_prompt_echo_us},
+                                           {"new_prompt_echo_cpu_p1023_vs_p1",
+                                            many.cpu_per_new_prompt_echo_us / one.cpu_per_new_prompt_echo_us}}
                                 .dump()
                                 .c_str());
         return 0;
@@ -114,5 +142,15 @@ int main(int argc, char* argv[]) {
     std::printf("  death_detect_ms    p50 %7.3f  p99 %7.3f   target p50 < 5    %s\n", death.p50, death.p99,
                 death.p50 < 5 ? "met" : "missed");
     std::printf("  restart_ready_ms   p50 %7.3f  p99 %7.3f\n", restart.p50, restart.p99);
+    const double rtt_ratio = many.rtt_p50_us / one.rtt_p50_us;
+    const double cpu_ratio = many.cpu_per_echo_us / one.cpu_per_echo_us;
+    std::printf("echo to one worker, with 0 and %u idle workers beside it\n", kManyWorkers - 1);
+    std::printf("  round trip p50 (us)       %8.1f  %8.1f   ratio %.2f   target <= 1.3   %s\n", one.rtt_p50_us,
+                many.rtt_p50_us, rtt_ratio, rtt_ratio <= 1.3 ? "met" : "missed");
+    std::printf("  round trip p99 (us)       %8.1f  %8.1f\n", one.rtt_p99_us, many.rtt_p99_us);
+    std::printf("  supervisor CPU/echo (us)  %8.2f  %8.2f   ratio %.2f   target <= 1.3   %s\n", one.cpu_per_echo_us,
+                many.cpu_per_echo_us, cpu_ratio, cpu_ratio <= 1.3 ? "met" : "missed");
+    std::printf("  ... each a new prompt     %8.2f  %8.2f   ratio %.2f\n", one.cpu_per_new_prompt_echo_us,
+                many.cpu_per_new_prompt_echo_us, many.cpu_per_new_prompt_echo_us / one.cpu_per_new_prompt_echo_us);
     return 0;
 }

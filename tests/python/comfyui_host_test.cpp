@@ -97,6 +97,16 @@ TEST_CASE("every path upstream unloads the host's models by reaches the ledger, 
                              "device used by the host: 0"));
 }
 
+TEST_CASE("the host's looks at a ledger that stands still return what it read, and a change is read") {
+    TempFolder packs("comfyui");
+    const std::vector<std::string> steps{"load:a:2GiB", "ledger-looks", "load:b:2GiB", "ledger-looks"};
+    SupervisorProcess supervisor(config_with(fake_comfyui(steps), json::array({reference_pack(packs, "idle", idle_pack())})));
+    const auto log = run_to_end(supervisor);
+    INFO(log);
+    CHECK_THAT(log, Contains("ledger looked at twice: the same tuple True, 1 row(s)"));
+    CHECK_THAT(log, Contains("ledger looked at twice: the same tuple True, 2 row(s)"));
+}
+
 TEST_CASE("an exception from upstream during an eviction is answered as nothing freed and the thread goes on") {
     TempFolder packs("comfyui");
     // b cannot be unloaded, and is asked before a (as recent and as large, loaded later);

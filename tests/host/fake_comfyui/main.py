@@ -111,6 +111,19 @@ def keep_standin(host):
     say(f"dead owner's stand-in: model_unload returned {detached}, {kept.model_loaded_memory()} bytes left")
 
 
+def ledger_looks(host):
+    """Looks at the ledger twice while it stands still: the tuple read first comes back."""
+    for _ in range(100):
+        generation = host.link.ledger_generation()
+        first = host.link.read_ledger()
+        second = host.link.read_ledger()
+        if host.link.ledger_generation() == generation:
+            say(f"ledger looked at twice: the same tuple {second is first}, {len(first)} row(s)")
+            return
+        time.sleep(0.01)  # it moved meanwhile: the host's own reports are still going in
+    say("ledger looked at twice: it never stood still")
+
+
 def run(host, step):
     word, *values = step.split(":")
     if word == "load":
@@ -140,6 +153,8 @@ def run(host, step):
         wait_until(lambda: host.link.device_free() < size(values[0]), timeout_s=60)
     elif word == "keep-standin":
         keep_standin(host)
+    elif word == "ledger-looks":
+        ledger_looks(host)
     elif word == "sleep":
         time.sleep(int(values[0]) / 1000)
     else:

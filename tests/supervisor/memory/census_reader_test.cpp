@@ -56,7 +56,14 @@ struct Machine {
         generations.resize(kCaps.participants);
         generations[slot] = generation;
     }
-    void write_census(std::uint32_t slot, const CensusRecord& record) { regions[slot].census->write(record); }
+    // The participant in `slot` writes its census, then sends a message (which the
+    // supervisor hears before it handles the message).
+    void write_census(std::uint32_t slot, const CensusRecord& record) {
+        write_census_silently(slot, record);
+        reader.heard_from(slot);
+    }
+    // The same with no message after it: only a full refresh (the heartbeat check) sees it.
+    void write_census_silently(std::uint32_t slot, const CensusRecord& record) { regions[slot].census->write(record); }
     // The participant in `slot` now holds `bytes` of the device, when they fit.
     bool use_device(std::uint32_t slot, Bytes bytes) {
         device.forget(slot);
@@ -126,6 +133,7 @@ TEST_CASE("the census reader notices a changed slot, and a corrupt or torn one c
     // A census left mid-write: that slot is not believed and is reported unreadable; the
     // device figure and every other slot are untouched.
     tear(m.regions[2].view.census().census);
+    m.reader.refresh();  // the heartbeat check, which reads every slot
     snap = m.reader.snapshot(11);
     CHECK(snap.device_free == kDevice - 4 * kGiB);
     CHECK(snap.participants.count(2) == 0);
@@ -138,6 +146,31 @@ TEST_CASE("the census reader notices a changed slot, and a corrupt or torn one c
     snap = m.reader.snapshot(12);
     CHECK(snap.participants.count(2) == 0);
     CHECK(snap.device_free == kDevice - 3 * kGiB);
+}
+
+TEST_CASE("an event reads only the census of the participant heard from; the heartbeat check reads every one") {
+    Machine m;
+    m.write_census(1, census(1, 2 * kGiB));
+    m.write_census(2, census(1, 1 * kGiB));
+    CHECK(m.reader.snapshot(1).participants.at(2).allocator_reserved == 1 * kGiB);
+    (void)m.reader.take_changed();
+
+    // Slot 2 writes without a message after it: the events that follow (slot 1's) do not
+    // read slot 2, so they cost the same however many participants sit idle.
+    m.write_census_silently(2, census(1, 3 * kGiB));
+    m.write_census(1, census(1, 4 * kGiB));
+    auto snap = m.reader.snapshot(2);
+    CHECK(snap.participants.at(1).allocator_reserved == 4 * kGiB);
+    CHECK(snap.participants.at(2).allocator_reserved == 1 * kGiB);
+    CHECK(m.reader.take_changed() == std::vector<std::uint32_t>{1});
+
+    // The heartbeat check's full refresh finds it; so does slot 2's next message.
+    m.reader.refresh();
+    CHECK(m.reader.snapshot(3).participants.at(2).allocator_reserved == 3 * kGiB);
+    CHECK(m.reader.take_changed() == std::vector<std::uint32_t>{2});
+    m.write_census_silently(2, census(1, 5 * kGiB));
+    m.reader.heard_from(2);
+    CHECK(m.reader.snapshot(4).participants.at(2).allocator_reserved == 5 * kGiB);
 }
 
 TEST_CASE("the census reader's device figure and believed censuses match a full read after every change") {

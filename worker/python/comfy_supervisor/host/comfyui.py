@@ -177,13 +177,15 @@ class _Host:
 
     def refresh(self, used=()):
         """The ledger from current_loaded_models (`used` as for sync_ledger), then the
-        stand-ins from the ledger."""
+        stand-ins from the ledger. A pack's worker keeps no stand-ins, so it does not read
+        the ledger at all: with a million rows, walking them every period was most of an
+        idle worker's CPU."""
         with self.lock:
             self.sync_ledger(used)
-            ledger = self.link.read_ledger()
-            own = {entry.model_id: entry.load_order for entry in ledger if entry.owner_slot == self.link.slot}
-            own_orders = {key: own[model_id] for key, model_id in self.ids.items() if model_id in own}
             if self.with_standins:
+                ledger = self.link.read_ledger()
+                own = {entry.model_id: entry.load_order for entry in ledger if entry.owner_slot == self.link.slot}
+                own_orders = {key: own[model_id] for key, model_id in self.ids.items() if model_id in own}
                 self.standins.refresh(ledger, own_orders)
             self.last_refresh = time.monotonic()
 

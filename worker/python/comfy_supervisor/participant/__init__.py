@@ -181,6 +181,7 @@ _SIGNATURES = {
                                                    ctypes.POINTER(_AdmissionAnswer)]),
     "comfy_participant_request_pin": (_int, [_p, _u64, ctypes.POINTER(_u64)]),
     "comfy_participant_read_ledger": (_int, [_p, ctypes.POINTER(_LedgerEntry), _u32, ctypes.POINTER(_u32)]),
+    "comfy_participant_ledger_generation": (_int, [_p, ctypes.POINTER(_u64)]),
     "comfy_participant_unload_standin": (_int, [_p, _u32, _u32, _u64, _u64, _int, _u32,
                                                 ctypes.POINTER(_StandInResult)]),
     "comfy_participant_node_started": (_int, [_p, _u64, _u32]),
@@ -219,6 +220,11 @@ class Participant:
             raise ParticipantError("cannot join the supervisor: " + self._error())
         self._sequences = {}  # model id -> last residency sequence sent
         self._sequence_lock = threading.Lock()
+        # The ledger as last read, and the generation it was read at: read again only when
+        # the supervisor changed it (read_ledger). Guarded by _ledger_lock.
+        self._ledger = ()
+        self._ledger_generation = None
+        self._ledger_lock = threading.Lock()
 
     def _error(self):
         return self._lib.comfy_participant_last_error().decode(errors="replace") or "unknown failure"
@@ -292,20 +298,38 @@ class Participant:
         self._check(self._lib.comfy_participant_request_pin(self._handle, nbytes, ctypes.byref(granted)))
         return granted.value
 
+    def ledger_generation(self):
+        """How many times the supervisor has changed the ledger: equal to a value read
+        before, no row of it changed since. One load of shared memory."""
+        generation = _u64()
+        self._check(self._lib.comfy_participant_ledger_generation(self._handle, ctypes.byref(generation)))
+        return generation.value
+
     def read_ledger(self):
         """Every model in the machine-wide ledger, this process's own included, most
-        recently loaded first."""
-        capacity = 256
-        while True:
-            rows = (_LedgerEntry * capacity)()
-            count = _u32()
-            self._check(self._lib.comfy_participant_read_ledger(self._handle, rows, capacity, ctypes.byref(count)))
-            if count.value <= capacity:
-                break
-            capacity = count.value  # it grew between the two reads; read again, larger
-        return [LedgerEntry(r.owner_slot, r.owner_generation, r.model_id, r.weights_id, r.total_bytes, r.loaded_bytes,
+        recently loaded first, as a tuple. While the ledger's generation stays where it
+        was, the tuple read last is returned again: an idle process that looks at the
+        ledger reads nothing and builds nothing."""
+        with self._ledger_lock:
+            generation = self.ledger_generation()
+            if generation == self._ledger_generation:
+                return self._ledger
+            capacity = max(256, len(self._ledger))
+            while True:
+                rows = (_LedgerEntry * capacity)()
+                count = _u32()
+                self._check(self._lib.comfy_participant_read_ledger(self._handle, rows, capacity, ctypes.byref(count)))
+                if count.value <= capacity:
+                    break
+                capacity = count.value  # more rows than room: read again, larger
+            # Read at `generation` or later: a change during the read moves the generation
+            # past it, so the next call reads again.
+            self._ledger = tuple(
+                LedgerEntry(r.owner_slot, r.owner_generation, r.model_id, r.weights_id, r.total_bytes, r.loaded_bytes,
                             r.load_order, r.device, r.references, r.kind, bool(r.currently_used), bool(r.dynamic))
-                for r in rows[:count.value]]
+                for r in rows[:count.value])
+            self._ledger_generation = generation
+            return self._ledger
 
     def unload_standin(self, entry, nbytes=0, detach=False, timeout_s=30.0):
         """Has the owner of ledger `entry` (another participant) free `nbytes` of it, or
