@@ -1,0 +1,243 @@
+"""Remote objects: an object stays with its owner, and the other side holds a proxy whose
+attribute reads, writes and calls run on the owner's side (docs/PACKS.md, "Remote objects").
+
+On the wire an object of the sender's is {"$": "remote", "id", "kind", "type"}, and one
+of the receiver's, going back, {"$": "own", "id"} (bridge/values.py encodes both). The
+owner keeps what it handed over in its Exports, by id: the peer can name only those ids,
+and an id it was never given, or one it let go, is an error and nothing else.
+
+A use of a proxy is one request to the owner, answered before anything else happens on
+that side of the conversation (bridge/session.py): {"op": "invoke", "call", "id", "do",
+"name", "args", "kwargs" | "value"} with "do" one of "get", "set", "call", answered by
+{"op": "invoked", "call", "value"} or {"op": "invoked", "call", "error", "type", ...}.
+The owner serves it as ComfyUI would run it in one process, on the thread that waits in
+the same conversation, so a pack's function the host's sampler calls, which calls the
+host's model again, nests as it would in one process.
+
+A proxy is an instance of a subclass of the receiver's own upstream class of its kind
+(bridge/object_kinds.py), so ComfyUI's isinstance checks pass. It is never pickled, and a
+copy of it is itself: what it stands for does not change by being copied. Once its
+owner's life ended, any use raises one line naming the owner and the object.
+"""
+
+import inspect
+import itertools
+import threading
+import types
+import weakref
+
+from .object_kinds import BY_NAME, CALLABLE, kind_of
+
+
+class RemoteError(RuntimeError):
+    """A remote object cannot be used, or a peer asked for one it cannot have; one line."""
+
+
+# Attributes a proxy answers itself: its own link, and what Python asks of any object.
+_LOCAL = frozenset(("_remote", "__class__", "__dict__", "__deepcopy__", "__copy__", "__reduce__",
+                    "__reduce_ex__", "__repr__", "__getattribute__", "__setattr__", "__init_subclass__"))
+
+
+class Exports:
+    """Our objects the peer holds, by id. The same object keeps its id while it is held,
+    so that it comes back as itself."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._objects = {}   # id -> (object, kind)
+        self._ids = {}       # id(object) -> id
+        self._next = itertools.count(1)
+
+    def export(self, value, kind):
+        with self._lock:
+            known = self._ids.get(id(value))
+            if known is not None and self._objects[known][0] is value:
+                return known
+            number = next(self._next)
+            self._objects[number] = (value, kind)
+            self._ids[id(value)] = number
+            return number
+
+    def get(self, number):
+        """The object and its kind; RemoteError for an id the peer was never given or let go."""
+        with self._lock:
+            found = self._objects.get(number) if type(number) is int else None
+        if found is None:
+            raise RemoteError(f"no object {str(number)[:20]} was handed over here, or it was let go")
+        return found
+
+    def release(self, numbers):
+        with self._lock:
+            for number in numbers:
+                found = self._objects.pop(number, None) if type(number) is int else None
+                if found is not None:
+                    self._ids.pop(id(found[0]), None)
+
+    def clear(self):
+        with self._lock:
+            self._objects.clear()
+            self._ids.clear()
+
+    def __len__(self):
+        return len(self._objects)
+
+
+class Link:
+    """What a proxy knows: the session that reaches its owner, the object's id there, its
+    kind and type, and whose it is, for messages ("the host", "pack impact")."""
+
+    def __init__(self, session, number, kind, type_name, owner):
+        self.session = session
+        self.id = number
+        self.kind = kind
+        self.type_name = type_name
+        self.owner = owner
+
+    def describe(self):
+        return f"{self.owner}'s {self.kind.name} ({self.type_name})"
+
+    def invoke(self, do, name, args=(), kwargs=None, value=None):
+        return self.session.invoke(self, do, name, list(args), dict(kwargs or {}), value)
+
+
+class RemoteMethod:
+    """A method of a remote object, called on its owner's side."""
+
+    def __init__(self, link, name):
+        self._link, self._name = link, name
+
+    def __call__(self, *args, **kwargs):
+        return self._link.invoke("call", self._name, args, kwargs)
+
+    def __repr__(self):
+        return f"<remote method {self._name} of {self._link.describe()}>"
+
+
+def _getattribute(proxy, name):
+    if name in _LOCAL:
+        return object.__getattribute__(proxy, name)
+    link = object.__getattribute__(proxy, "_remote")
+    if name.startswith("__") and name.endswith("__"):
+        return object.__getattribute__(proxy, name)
+    # A method of the upstream class is called on the owner's side without asking first.
+    if isinstance(inspect.getattr_static(type(proxy).__mro__[1], name, None), types.FunctionType):
+        return RemoteMethod(link, name)
+    return link.invoke("get", name)
+
+
+def _setattr(proxy, name, value):
+    object.__getattribute__(proxy, "_remote").invoke("set", name, value=value)
+
+
+def _no_delete(proxy, name):
+    raise RemoteError(f"{object.__getattribute__(proxy, '_remote').describe()}: {name} cannot be deleted from "
+                      "another process")
+
+
+def _nothing(*_, **__):
+    return None
+
+
+def _call(proxy, *args, **kwargs):
+    return object.__getattribute__(proxy, "_remote").invoke("call", "__call__", args, kwargs)
+
+
+def _no_pickle(proxy, *_):
+    raise TypeError(f"{object.__getattribute__(proxy, '_remote').describe()} is a remote object and is never "
+                    "pickled")
+
+
+def _itself(proxy, *_):
+    return proxy
+
+
+def _repr(proxy):
+    link = object.__getattribute__(proxy, "_remote")
+    return f"<remote {link.describe()}, object {link.id}>"
+
+
+_classes = {}
+_classes_lock = threading.Lock()
+
+
+def proxy_class(kind):
+    """The proxy class of `kind` in this process: a subclass of its upstream class where
+    that is imported here, else of object."""
+    base = kind.upstream_class() if kind is not CALLABLE else None
+    key = (kind.name, base)
+    with _classes_lock:
+        cls = _classes.get(key)
+        if cls is None:
+            namespace = {"__getattribute__": _getattribute, "__setattr__": _setattr, "__delattr__": _no_delete,
+                         "__reduce__": _no_pickle, "__reduce_ex__": _no_pickle, "__copy__": _itself,
+                         "__deepcopy__": _itself, "__repr__": _repr,
+                         # Never upstream's own set-up or clean-up, on an object that is not here.
+                         "__init__": _nothing, "__del__": _nothing}
+            if kind is CALLABLE or any("__call__" in vars(c) for c in (base or object).__mro__):
+                namespace["__call__"] = _call
+            cls = type(f"Remote{(base or object).__name__}", (base or object,), namespace)
+            _classes[key] = cls
+        return cls
+
+
+def make_proxy(link):
+    cls = proxy_class(link.kind)
+    proxy = object.__new__(cls)
+    object.__setattr__(proxy, "_remote", link)
+    return proxy
+
+
+def link_of(value):
+    """The link of a proxy, or None for any other value."""
+    if type(value).__getattribute__ is not _getattribute:
+        return None
+    return object.__getattribute__(value, "_remote")
+
+
+def kind_named(name):
+    kind = BY_NAME.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise RemoteError(f"an object of unknown kind {str(name)[:40]!r}")
+    return kind
+
+
+def serve(obj, kind, do, name, args, kwargs, value, enforce):
+    """Runs one use of our object `obj` the peer asked for. With `enforce` (the host serving
+    a pack), only what `kind` lists; never a private name."""
+    if not isinstance(name, str) or (name.startswith("_") and name != "__call__"):
+        raise RemoteError(f"no use of {str(name)[:40]!r} on an object of another process")
+    if enforce and not kind.allows(do, name):
+        verb = {"get": "read", "set": "set", "call": "call"}.get(do, str(do)[:20])
+        raise RemoteError(f"a pack may not {verb} {name} of the host's {kind.name}; "
+                          f"what it may use is listed in comfy_supervisor.bridge.object_kinds")
+    if do == "get":
+        found = getattr(obj, name)
+        return METHOD if inspect.ismethod(found) or inspect.isbuiltin(found) else found
+    if do == "set":
+        setattr(obj, name, value)
+        return None
+    if do == "call":
+        target = obj if name == "__call__" else getattr(obj, name)
+        if not callable(target):
+            raise RemoteError(f"{name} of {kind.name} is not callable")
+        return target(*args, **kwargs)
+    raise RemoteError(f"an unknown use {str(do)[:20]!r} of a remote object")
+
+
+class _Method:
+    """What a read answers for a method: the reader calls it by name."""
+
+    def __repr__(self):
+        return "<method>"
+
+
+METHOD = _Method()
+
+
+def identity_cache():
+    """A session's map from a peer's object id to the one proxy standing for it here."""
+    return weakref.WeakValueDictionary()
+
+
+__all__ = ["CALLABLE", "Exports", "Link", "METHOD", "RemoteError", "RemoteMethod", "identity_cache", "kind_named",
+           "kind_of", "link_of", "make_proxy", "proxy_class", "serve"]
