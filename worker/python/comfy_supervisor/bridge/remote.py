@@ -22,6 +22,7 @@ owner's life ended, any use raises one line naming the owner and the object.
 
 import inspect
 import itertools
+import sys
 import threading
 import types
 import weakref
@@ -94,7 +95,7 @@ class Link:
         self.owner = owner
 
     def describe(self):
-        return f"{self.owner}'s {self.kind.name} ({self.type_name})"
+        return f"{self.owner}'s {self.kind.name} ({self.type_name.rpartition('.')[2]})"
 
     def invoke(self, do, name, args=(), kwargs=None, value=None):
         return self.session.invoke(self, do, name, list(args), dict(kwargs or {}), value)
@@ -122,7 +123,8 @@ def _getattribute(proxy, name):
     # A method of the upstream class is called on the owner's side without asking first.
     if isinstance(inspect.getattr_static(type(proxy).__mro__[1], name, None), types.FunctionType):
         return RemoteMethod(link, name)
-    return link.invoke("get", name)
+    value = link.invoke("get", name)
+    return RemoteMethod(link, name) if value is METHOD else value
 
 
 def _setattr(proxy, name, value):
@@ -160,10 +162,14 @@ _classes = {}
 _classes_lock = threading.Lock()
 
 
-def proxy_class(kind):
-    """The proxy class of `kind` in this process: a subclass of its upstream class where
-    that is imported here, else of object."""
+def proxy_class(kind, type_path=None):
+    """The proxy class of an object of `kind` whose class is `type_path` ("module.Name") at
+    its owner: a subclass of that class where this process has it and it is of the kind,
+    else of the kind's upstream class where that is imported here, else of object."""
     base = kind.upstream_class() if kind is not CALLABLE else None
+    exact = _class_at(type_path) if base is not None else None
+    if exact is not None and issubclass(exact, base):
+        base = exact
     key = (kind.name, base)
     with _classes_lock:
         cls = _classes.get(key)
@@ -180,8 +186,19 @@ def proxy_class(kind):
         return cls
 
 
+def _class_at(type_path):
+    """The class `type_path` names, in a module already imported here; None otherwise."""
+    module, _, name = str(type_path or "").rpartition(".")
+    found = getattr(sys.modules.get(module), name, None) if module else None
+    return found if isinstance(found, type) else None
+
+
+def type_path_of(value):
+    return f"{type(value).__module__}.{type(value).__qualname__}"
+
+
 def make_proxy(link):
-    cls = proxy_class(link.kind)
+    cls = proxy_class(link.kind, link.type_name)
     proxy = object.__new__(cls)
     object.__setattr__(proxy, "_remote", link)
     return proxy
@@ -206,7 +223,8 @@ def serve(obj, kind, do, name, args, kwargs, value, enforce):
     a pack), only what `kind` lists; never a private name."""
     if not isinstance(name, str) or (name.startswith("_") and name != "__call__"):
         raise RemoteError(f"no use of {str(name)[:40]!r} on an object of another process")
-    if enforce and not kind.allows(do, name):
+    # Reading a method it may call tells the proxy it is one; the method itself stays here.
+    if enforce and not (kind.allows(do, name) or (do == "get" and kind.allows("call", name))):
         verb = {"get": "read", "set": "set", "call": "call"}.get(do, str(do)[:20])
         raise RemoteError(f"a pack may not {verb} {name} of the host's {kind.name}; "
                           f"what it may use is listed in comfy_supervisor.bridge.object_kinds")
@@ -240,4 +258,4 @@ def identity_cache():
 
 
 __all__ = ["CALLABLE", "Exports", "Link", "METHOD", "RemoteError", "RemoteMethod", "identity_cache", "kind_named",
-           "kind_of", "link_of", "make_proxy", "proxy_class", "serve"]
+           "kind_of", "link_of", "make_proxy", "proxy_class", "serve", "type_path_of"]

@@ -1,0 +1,132 @@
+"""A custom node pack for the remote objects' tests (docs/PACKS.md, "Remote objects"): its
+nodes do with ComfyUI's objects what popular packs do, so that a graph runs the same
+isolated as in ComfyUI's own process.
+
+- PatchModel: a host MODEL cloned, an object patch added, this pack's attention patch and
+  CFG function set on it (IPAdapter, FreeU, PAG and the like), returned to the host's
+  KSampler, which calls the pack's functions back on every step;
+- EncodeText: a host CLIP's tokenize and encode_from_tokens_scheduled;
+- VaeRoundTrip: a host VAE's encode, then decode;
+- ApplyControl: a host CONTROL_NET copied with its cond hint set into CONDITIONING;
+- ReadModelOptions: a host MODEL's model_options read, changed in a copy, and set back on
+  a clone, as packs do;
+- LoadModel: a MODEL of the pack's own, for the host's KSampler.
+"""
+
+import torch
+
+CATEGORY = "comfy-supervisor tests"
+
+
+class Node:
+    CATEGORY = CATEGORY
+
+
+class AttentionScale:
+    """An attention patch, as packs write them: an object that is called with the query,
+    key and value on every step, holding what it needs (here, a scale)."""
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    def __call__(self, n, context_attn2, value_attn2, extra_options):
+        return n * self.scale, context_attn2, value_attn2 * (2.0 - self.scale)
+
+
+def rescaled_cfg(args):
+    """A CFG function: upstream's formula with the guidance rescaled by 0.9."""
+    cond, uncond = args["cond"], args["uncond"]
+    return uncond + (cond - uncond) * (args["cond_scale"] * 0.9)
+
+
+class PatchModel(Node):
+    FUNCTION = "patch"
+    RETURN_TYPES = ("MODEL",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",), "scale": ("FLOAT", {"default": 1.05})}}
+
+    def patch(self, model, scale):
+        patched = model.clone()
+        patched.set_model_attn2_patch(AttentionScale(scale))
+        patched.set_model_sampler_cfg_function(rescaled_cfg)
+        patched.add_object_patch("pack_marker", torch.tensor([scale]))
+        return (patched,)
+
+
+class ReadModelOptions(Node):
+    FUNCTION = "read"
+    RETURN_TYPES = ("MODEL",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",)}}
+
+    def read(self, model):
+        patched = model.clone()
+        options = patched.model_options.copy()
+        options["transformer_options"] = dict(options["transformer_options"])
+        options["transformer_options"]["pack_seen"] = True
+        patched.model_options = options
+        return (patched,)
+
+
+class EncodeText(Node):
+    FUNCTION = "encode"
+    RETURN_TYPES = ("CONDITIONING",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"clip": ("CLIP",), "text": ("STRING", {"default": ""})}}
+
+    def encode(self, clip, text):
+        return (clip.encode_from_tokens_scheduled(clip.tokenize(text)),)
+
+
+class VaeRoundTrip(Node):
+    FUNCTION = "round_trip"
+    RETURN_TYPES = ("IMAGE", "LATENT")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"vae": ("VAE",), "image": ("IMAGE",)}}
+
+    def round_trip(self, vae, image):
+        latent = vae.encode(image[:, :, :, :3])
+        return (vae.decode(latent), {"samples": latent})
+
+
+class ApplyControl(Node):
+    FUNCTION = "apply"
+    RETURN_TYPES = ("CONDITIONING",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"conditioning": ("CONDITIONING",), "control_net": ("CONTROL_NET",),
+                             "image": ("IMAGE",), "strength": ("FLOAT", {"default": 1.0})}}
+
+    def apply(self, conditioning, control_net, image, strength):
+        out = []
+        for cond, extra in conditioning:
+            extra = extra.copy()
+            extra["control"] = control_net.copy().set_cond_hint(image, strength)
+            out.append([cond, extra])
+        return (out,)
+
+
+class LoadModel(Node):
+    FUNCTION = "load"
+    RETURN_TYPES = ("MODEL",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"name": ("STRING", {"default": "pack-model"})}}
+
+    def load(self, name):
+        import comfy.sd
+        return (comfy.sd.load_checkpoint_guess_config(name, output_vae=False, output_clip=False)[0],)
+
+
+NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOptions, EncodeText, VaeRoundTrip,
+                                                      ApplyControl, LoadModel)}

@@ -1,0 +1,110 @@
+"""Remote objects without a second process (bridge/remote.py, bridge/object_kinds.py): what a
+proxy is to ComfyUI's code (isinstance, copy, pickle, callable), what its owner serves and
+refuses, and the owner's table of what it handed over. The uses go straight to the owner's
+serve() through a loop-back session; tests/python/ runs them across processes.
+
+    remote_objects_check.py
+"""
+
+import copy
+import os
+import pickle
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "host"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "host", "fake_comfyui"))
+sys.path.insert(0, os.path.join(ROOT, "worker", "python"))
+
+from check_report import CheckReport  # noqa: E402
+
+import comfy.controlnet  # noqa: E402
+import comfy.model_base  # noqa: E402
+import comfy.model_patcher  # noqa: E402
+import torch  # noqa: E402
+from comfy_supervisor.bridge import remote  # noqa: E402
+from comfy_supervisor.bridge.object_kinds import kind_of  # noqa: E402
+
+
+class LoopBack:
+    """A session whose peer is this process: a use is served at once, as the host serves a pack."""
+
+    def __init__(self):
+        self.exports = remote.Exports()
+        self.uses = []
+
+    def hand_over(self, value):
+        kind = kind_of(value)
+        number = self.exports.export(value, kind)
+        return remote.make_proxy(remote.Link(self, number, kind, remote.type_path_of(value), "the host"))
+
+    def invoke(self, link, do, name, args, kwargs, value):
+        self.uses.append((do, name))
+        obj, kind = self.exports.get(link.id)
+        return remote.serve(obj, kind, do, name, args, kwargs, value, enforce=True)
+
+
+def raised(call, kind):
+    try:
+        call()
+    except kind as error:
+        return str(error)
+    return None
+
+
+def main():
+    report = CheckReport("remote objects")
+    session = LoopBack()
+    model = comfy.model_patcher.ModelPatcher(comfy.model_base.BaseModel(comfy.model_base.TinyUNet()), None, None)
+    proxy = session.hand_over(model)
+    report.check(isinstance(proxy, comfy.model_patcher.ModelPatcher), "a MODEL's proxy is a ModelPatcher to isinstance")
+    report.check(type(proxy) is not comfy.model_patcher.ModelPatcher, "and is not one itself")
+    report.check(copy.deepcopy(proxy) is proxy and copy.copy(proxy) is proxy, "a copy of a proxy is the proxy")
+    refusal = raised(lambda: pickle.dumps(proxy), TypeError)
+    report.check(refusal is not None and "never pickled" in refusal, f"a proxy is never pickled ({refusal})")
+    report.check(not callable(proxy), "a MODEL's proxy is not callable, as a ModelPatcher is not")
+
+    session.uses.clear()
+    clone = proxy.clone()
+    report.check(session.uses == [("call", "clone")], f"a method is one use, called by name ({session.uses})")
+    report.check(clone.is_clone(model), "the clone is the owner's, made by the owner")
+    options = proxy.model_options
+    report.check(options is model.model_options, "an attribute is read on the owner's side")
+    proxy.model_options = {"transformer_options": {"x": 1}}
+    report.check(model.model_options == {"transformer_options": {"x": 1}}, "model_options is set on the owner's side")
+
+    refusal = raised(lambda: proxy.unpatch_model(), remote.RemoteError)
+    report.check(refusal is not None and "may not call unpatch_model" in refusal and "MODEL" in refusal,
+                 f"a method not on MODEL's list is refused, in one line ({refusal})")
+    refusal = raised(lambda: setattr(proxy, "load_device", "cpu"), remote.RemoteError)
+    report.check(refusal is not None and "may not set load_device" in refusal,
+                 f"an attribute not on the list cannot be set ({refusal})")
+    refusal = raised(lambda: remote.serve(model, kind_of(model), "get", "__dict__", [], {}, None, False),
+                     remote.RemoteError)
+    report.check(refusal is not None, f"a private name is refused even to the host ({refusal})")
+    refusal = raised(lambda: session.exports.get(99), remote.RemoteError)
+    report.check(refusal is not None and "was never handed over" in refusal.replace("no object 99 was handed over here",
+                                                                                    "was never handed over"),
+                 f"an id never handed over is an error ({refusal})")
+
+    control = session.hand_over(comfy.controlnet.ControlNet())
+    report.check(isinstance(control, comfy.controlnet.ControlBase), "a CONTROL_NET's proxy is a ControlBase")
+    copied = control.copy().set_cond_hint(torch.ones(1, 8, 8, 3), 0.5)
+    report.check(copied.strength == 0.5, "a control net is copied and its hint set on the owner's side")
+
+    def patch(n, c, v, extra):
+        return n * 2, c, v
+
+    callable_proxy = session.hand_over(patch)
+    report.check(callable(callable_proxy), "a function's proxy is callable")
+    report.check(callable_proxy(torch.ones(1), None, None, {})[0].item() == 2.0, "and calls the function")
+    number = object.__getattribute__(callable_proxy, "_remote").id
+    session.exports.release([number])
+    refusal = raised(lambda: callable_proxy(torch.ones(1), None, None, {}), remote.RemoteError)
+    report.check(refusal is not None, f"an object let go cannot be used again ({refusal})")
+    return report.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
