@@ -45,6 +45,8 @@ again as "other" (a second pack with the same nodes), tests/packs/hostile_pack a
                  process it can see nor in /dev/shm (for evil in a sandbox)
     frozen       tensors pack evil handed the host (one it made, one it handed back) stay as
                  they were after it wrote over every arena it can reach
+    remote-*     ComfyUI's objects across, both ways, with tests/packs/model_pack as "model"
+                 (remote_checks.py)
 """
 
 import gc
@@ -550,6 +552,9 @@ def main():
     import server
     server.PromptServer()  # ComfyUI's main makes it before it loads custom nodes
     host = comfyui.install()
+    mm.participant = host.link  # as the fake's main.py: the host's loads are charged to the device
+    import remote_checks
+    CHECKS.update(remote_checks.CHECKS)
     mapping, names = host.bridges.proxy_nodes()
     classes["all"], classes["names"] = mapping, names
     for pack in ("bridge", "other"):

@@ -100,7 +100,7 @@ def main():
     report.check(callable(callable_proxy), "a function's proxy is callable")
     report.check(callable_proxy(torch.ones(1), None, None, {})[0].item() == 2.0, "and calls the function")
     number = object.__getattribute__(callable_proxy, "_remote").id
-    session.exports.release([number])
+    session.exports.release([[number, 1]])
     refusal = raised(lambda: callable_proxy(torch.ones(1), None, None, {}), remote.RemoteError)
     report.check(refusal is not None, f"an object let go cannot be used again ({refusal})")
     return report.finish()

@@ -10,8 +10,14 @@ isolated as in ComfyUI's own process.
 - ApplyControl: a host CONTROL_NET copied with its cond hint set into CONDITIONING;
 - ReadModelOptions: a host MODEL's model_options read, changed in a copy, and set back on
   a clone, as packs do;
-- LoadModel: a MODEL of the pack's own, for the host's KSampler.
+- LoadModel: a MODEL of the pack's own, for the host's KSampler;
+- SampleWithHost: a host MODEL loaded (comfy.model_management.load_models_gpu) and sampled
+  with upstream's nodes.common_ksampler, as samplers of packs do: both run in the host;
+- ExitMidNode: the worker dies, for the tests of a dead owner.
 """
+
+import os
+import signal
 
 import torch
 
@@ -128,5 +134,33 @@ class LoadModel(Node):
         return (comfy.sd.load_checkpoint_guess_config(name, output_vae=False, output_clip=False)[0],)
 
 
+class SampleWithHost(Node):
+    FUNCTION = "sample"
+    RETURN_TYPES = ("LATENT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",), "positive": ("CONDITIONING",), "negative": ("CONDITIONING",),
+                             "latent": ("LATENT",), "seed": ("INT", {"default": 0}), "steps": ("INT", {"default": 3})}}
+
+    def sample(self, model, positive, negative, latent, seed, steps):
+        import comfy.model_management
+        import nodes
+        comfy.model_management.load_models_gpu([model])
+        return nodes.common_ksampler(model, seed, steps, 7.5, "euler", "normal", positive, negative, latent)
+
+
+class ExitMidNode(Node):
+    FUNCTION = "run"
+    RETURN_TYPES = ()
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def run(self):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOptions, EncodeText, VaeRoundTrip,
-                                                      ApplyControl, LoadModel)}
+                                                      ApplyControl, LoadModel, SampleWithHost, ExitMidNode)}

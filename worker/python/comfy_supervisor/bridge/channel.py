@@ -193,7 +193,7 @@ class ReleaseQueue:
                 if self.closed:
                     return
                 pending, self.pending = self.pending, []
-            message = {"op": "release", "blocks": [], "cuda": [], "handles": [], "instances": []}
+            message = {"op": "release", "blocks": [], "cuda": [], "handles": [], "instances": [], "objects": []}
             for kind, value in pending:
                 message[kind].append(value)
             self.channel.send(message)

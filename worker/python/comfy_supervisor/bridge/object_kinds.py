@@ -18,6 +18,7 @@ of no kind is a CALLABLE when it can be called, and otherwise crosses as a handl
 only its maker resolves (bridge/values.py).
 """
 
+import importlib
 import sys
 
 
@@ -32,9 +33,15 @@ class Kind:
         self.reads = frozenset(reads)
         self.writes = frozenset(writes)
 
-    def upstream_class(self):
-        """The class, where its module is imported; None otherwise."""
+    def upstream_class(self, importing=False):
+        """The class, where its module is imported (`importing`: imported now, for a proxy
+        of the kind received); None otherwise."""
         module = sys.modules.get(self.module)
+        if module is None and importing and self.module.startswith("comfy."):
+            try:
+                module = importlib.import_module(self.module)
+            except Exception:  # noqa: BLE001 (a ComfyUI that lacks it: the proxy is of object)
+                module = None
         found = getattr(module, self.cls, None) if module is not None else None
         return found if isinstance(found, type) else None
 
@@ -110,6 +117,15 @@ CALLABLE = Kind("CALLABLE", "builtins", "object", calls=("__call__",))
 
 BY_NAME = {kind.name: kind for kind in KINDS + (CALLABLE,)}
 
+# Upstream's functions that one side calls on the other's behalf when it is given the other's
+# objects: the model's owner samples with it, loads it (so admission counts the load as the
+# owner's, docs/ARBITRATION.md) and patches it with a LoRA, where its memory and its
+# weights are. The only functions either side calls for the other.
+FUNCTIONS = frozenset((
+    "comfy.sample.sample", "comfy.sample.sample_custom", "nodes.common_ksampler", "comfy.sd.load_lora_for_models",
+    "comfy.model_management.load_models_gpu", "comfy.model_management.load_model_gpu",
+))
+
 
 def kind_of(value):
     """The kind `value` crosses as, or None for a value that crosses as a handle."""
@@ -117,6 +133,13 @@ def kind_of(value):
         cls = kind.upstream_class()
         if cls is not None and isinstance(value, cls):
             return kind
-    if callable(value) and not isinstance(value, type):
+    if callable(value) and not isinstance(value, type) and not _is_module(value):
         return CALLABLE
     return None
+
+
+def _is_module(value):
+    """A torch module is called for its forward, but it is a model a pack made (a detector,
+    an upscaler): it stays with its maker as a handle, as any such object does."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.nn.Module)

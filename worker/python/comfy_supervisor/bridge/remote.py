@@ -41,11 +41,13 @@ _LOCAL = frozenset(("_remote", "__class__", "__dict__", "__deepcopy__", "__copy_
 
 class Exports:
     """Our objects the peer holds, by id. The same object keeps its id while it is held,
-    so that it comes back as itself."""
+    so that it comes back as itself. Each time an object is sent counts: the peer lets go
+    with how many it received, so an object sent again while its release was on the way
+    stays (the release counts fewer than were sent)."""
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._objects = {}   # id -> (object, kind)
+        self._objects = {}   # id -> [object, kind, times sent]
         self._ids = {}       # id(object) -> id
         self._next = itertools.count(1)
 
@@ -53,9 +55,10 @@ class Exports:
         with self._lock:
             known = self._ids.get(id(value))
             if known is not None and self._objects[known][0] is value:
+                self._objects[known][2] += 1
                 return known
             number = next(self._next)
-            self._objects[number] = (value, kind)
+            self._objects[number] = [value, kind, 1]
             self._ids[id(value)] = number
             return number
 
@@ -65,13 +68,19 @@ class Exports:
             found = self._objects.get(number) if type(number) is int else None
         if found is None:
             raise RemoteError(f"no object {str(number)[:20]} was handed over here, or it was let go")
-        return found
+        return found[0], found[1]
 
-    def release(self, numbers):
+    def release(self, receipts):
+        """The peer let go of each [id, times it received it]."""
         with self._lock:
-            for number in numbers:
-                found = self._objects.pop(number, None) if type(number) is int else None
-                if found is not None:
+            for receipt in receipts:
+                number, count = receipt if isinstance(receipt, list) and len(receipt) == 2 else (None, None)
+                found = self._objects.get(number) if type(number) is int and type(count) is int else None
+                if found is None:
+                    continue
+                found[2] -= count
+                if found[2] <= 0:
+                    del self._objects[number]
                     self._ids.pop(id(found[0]), None)
 
     def clear(self):
@@ -166,7 +175,7 @@ def proxy_class(kind, type_path=None):
     """The proxy class of an object of `kind` whose class is `type_path` ("module.Name") at
     its owner: a subclass of that class where this process has it and it is of the kind,
     else of the kind's upstream class where that is imported here, else of object."""
-    base = kind.upstream_class() if kind is not CALLABLE else None
+    base = kind.upstream_class(importing=True) if kind is not CALLABLE else None
     exact = _class_at(type_path) if base is not None else None
     if exact is not None and issubclass(exact, base):
         base = exact

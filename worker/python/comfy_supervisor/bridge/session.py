@@ -20,8 +20,11 @@ the releases that came during a node at its end, and hears interrupts through th
 arena's interrupt word (pack_worker/node_server.py).
 
 Besides calls and their replies, a session carries messages of its own, whoever reads
-them: releases, and the CUDA IPC handshake (cuda_ipc.py), which each side begins as the
-session opens.
+them: releases, the CUDA IPC handshake (cuda_ipc.py), which each side begins as the
+session opens, and the uses of remote objects and their answers (conversation.py), which
+the thread that reads serves or hands to the thread that waits for them. The reading lock
+is reentrant: a thread that waits for a node's reply and serves the pack's use of a host
+object meanwhile reads again for the answer of its own use of the pack's, and so on.
 """
 
 import threading
@@ -32,7 +35,7 @@ from .channel import Channel, ProtocolError, ReleaseQueue
 from .cuda_ipc import CudaExchange
 from .values import Decoder, Encoder, ValueCrossingError
 
-SESSION_OPS = ("release", "cuda_hello", "cuda_accepts")
+SESSION_OPS = ("release", "cuda_hello", "cuda_accepts", "invoke", "invoked")
 # How long a CUDA tensor waits for the peer's answer to our CUDA probe before it is staged
 # through the arena instead; the answer comes within milliseconds of a session's start.
 CUDA_ANSWER_WAIT_S = 2.0
@@ -57,16 +60,24 @@ class PeerSession:
         self.releases = ReleaseQueue(self.channel, name)
         self.closed = threading.Event()
         self.protocol_error = None
-        self.read_lock = threading.Lock()
+        self.read_lock = threading.RLock()
+        self.remote = None            # this side's Conversation, set by the side's session
         self.cuda = CudaExchange(self.channel.send, lambda lend: self.releases.push("cuda", lend),
                                  self.await_cuda_answer, copy_received)
         self.cuda.hello()
 
     # ---- values ----
 
-    def encoder(self, handle_of):
+    def encoder(self, handle_of=None):
+        """Remote objects as the conversation tags them; any other object as `handle_of`
+        (default: the side's object_handle) makes it."""
+        handle_of = handle_of or self.object_handle
+
+        def tag(value):
+            return self.remote.tag_of(value) or handle_of(value)
+
         # A side that copies what it receives holds nothing in the peer's blocks to send back.
-        return Encoder(self.own, handle_of, peer=None if self.copy_received else self.peer, cuda=self.cuda)
+        return Encoder(self.own, tag, peer=None if self.copy_received else self.peer, cuda=self.cuda)
 
     def lend(self, encoder):
         """The blocks and CUDA tensors `encoder` lent are the peer's to release from now on."""
@@ -84,8 +95,15 @@ class PeerSession:
             self.own.free(offset)
         self.cuda.let_go(encoder.cuda_lent)
 
-    def decoder(self, resolve):
-        return Decoder(self.peer, lambda offset: self.releases.push("blocks", offset), resolve,
+    def decoder(self, resolve=None):
+        """Remote objects as the conversation resolves them; handles as `resolve`
+        (default: the side's object_from_handle) does."""
+        resolve = resolve or self.object_from_handle
+
+        def value_of(tag):
+            return self.remote.resolve(tag) if tag.get("$") in ("remote", "own") else resolve(tag)
+
+        return Decoder(self.peer, lambda offset: self.releases.push("blocks", offset), value_of,
                        self.own_block if self.copy_received else None, self.cuda)
 
     def own_block(self, block, at, nbytes, dtype, shape):
@@ -135,6 +153,10 @@ class PeerSession:
             self.cuda.on_hello(message)
         elif op == "cuda_accepts":
             self.cuda.on_accepts(message)
+        elif op == "invoke":
+            self.remote.on_invoke(message)
+        elif op == "invoked":
+            self.remote.on_invoked(message)
         else:
             self.on_message(message)
 
@@ -177,6 +199,7 @@ class PeerSession:
                     self.sources.pop(offset, None)
                     self.own.free(offset)
         self.cuda.let_go(cuda if isinstance(cuda, list) else ())
+        self.remote.on_release(message.get("objects"))
         self.on_release(message)
 
     def close(self):
@@ -190,6 +213,7 @@ class PeerSession:
             self.lent.clear()
             self.sources.clear()
         self.cuda.close()
+        self.remote.close()
         self.releases.close()
         self.channel.close()
         self.on_close()
@@ -197,6 +221,18 @@ class PeerSession:
     # ---- for the two sides ----
 
     def on_message(self, message):
+        raise NotImplementedError
+
+    def object_handle(self, value):
+        """The tag of an object that is neither plain nor remote (or ValueCrossingError)."""
+        raise NotImplementedError
+
+    def object_from_handle(self, tag):
+        """The object a handle tag stands for here (or ValueCrossingError)."""
+        raise NotImplementedError
+
+    def ended(self):
+        """Why the peer's objects are gone, and what to do, for a proxy used after the session."""
         raise NotImplementedError
 
     def on_release(self, message):

@@ -17,6 +17,11 @@ A value crosses as JSON, never pickled and never evaluated:
   {"cuda_ipc": {"handle", "device", "at", "lend"}}, or {"yours_cuda": lend, "at"} for one
   that lies in a tensor the receiver lent us; else staged through the arena as above, and
   it comes out on the receiver's CUDA device when it has one;
+- a torch.device as {"$": "device", "type", "index"}, a torch.dtype as {"$": "dtype", "name"};
+- an object of a kind of bridge/object_kinds.py (a MODEL, CLIP, VAE, a function...) as a
+  remote object: {"$": "remote", "id", "kind", "type"} for one of the sender's, {"$": "own",
+  "id"} for one of the receiver's going back (bridge/conversation.py makes and resolves
+  both, through the same hooks as handles);
 - anything else stays where it was made and crosses as a handle {"$": "handle", "id",
   "type"}, which the sender's side makes and only its maker resolves.
 
@@ -33,6 +38,9 @@ DTYPES = ("float32", "float16", "bfloat16", "float64", "uint8", "int8", "int16",
           "complex64", "complex128")
 MAX_DEPTH = 64        # nesting a peer may send
 MAX_DIMENSIONS = 32   # torch's own limit on a tensor's dimensions
+DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "meta")
+# Tags the sides' hooks resolve (handle_of makes them, resolve reads them back).
+OBJECT_TAGS = ("handle", "remote", "own")
 
 
 class ValueCrossingError(TypeError):
@@ -79,6 +87,10 @@ class Encoder:
         torch = _torch()
         if torch is not None and isinstance(value, torch.Tensor):
             return self.tensor(torch, value)
+        if torch is not None and isinstance(value, torch.device):
+            return {"$": "device", "type": value.type, "index": value.index}
+        if torch is not None and isinstance(value, torch.dtype):
+            return {"$": "dtype", "name": str(value).removeprefix("torch.")}
         return self.handle_of(value)
 
     def tensor(self, torch, value):
@@ -177,7 +189,14 @@ class Decoder:
                     if tag == "dict" and not (isinstance(item, list) and len(item) == 2):
                         raise ValueCrossingError("a dict item that is not a key and a value")
                     self.collect_blocks(item, blocks, depth + 1)
-            elif tag != "handle":
+            elif tag == "device":
+                if value.get("type") not in DEVICE_TYPES or not (value.get("index") is None or
+                                                                  type(value.get("index")) is int):
+                    raise ValueCrossingError(f"a device {str(value.get('type'))[:20]!r} {str(value.get('index'))[:20]}")
+            elif tag == "dtype":
+                if value.get("name") not in DTYPES + ("float8_e4m3fn", "float8_e5m2"):
+                    raise ValueCrossingError(f"a dtype {str(value.get('name'))[:40]!r}")
+            elif tag not in OBJECT_TAGS:
                 raise ValueCrossingError(f"an unknown tag {str(tag)[:40]!r}")
         elif not (value is None or isinstance(value, (bool, int, float, str))):
             raise ValueCrossingError(f"a {type(value).__name__}, which JSON does not make")
@@ -221,8 +240,12 @@ class Decoder:
             return tuple(self.build(item) for item in value["items"])
         if tag == "dict":
             return {_hashable(self.build(key)): self.build(item) for key, item in value["items"]}
-        if tag == "handle":
+        if tag in OBJECT_TAGS:
             return self.resolve(value)
+        if tag == "device":
+            return _torch().device(value["type"], value["index"])
+        if tag == "dtype":
+            return getattr(_torch(), value["name"])
         return self.tensor(value)
 
     def tensor(self, value):

@@ -59,6 +59,7 @@ import threading
 import time
 
 from .. import participant as sv
+from ..bridge.conversation import load_by_owners
 from .proxy_nodes import Bridges
 from .standin import StandIn, StandIns
 
@@ -393,6 +394,19 @@ class _Host:
         if announce:
             self.link.node_started(epoch)
 
+    @contextlib.contextmanager
+    def serving_peer(self):
+        """The host uses a worker's objects (a step of its sampler with the pack's model):
+        busy as during a node call, and busy to the supervisor until idle(), without a
+        node's end: the caches stay for the next step."""
+        self.node_call_starts(self.epoch)
+        try:
+            yield
+        finally:
+            with self.lock:
+                if self.end_busy():
+                    self.attempt("refresh", self.refresh)
+
     def node_call_ends(self, ok):
         self.node_ok = ok
         with self.lock:
@@ -458,7 +472,11 @@ def _integrate(mm, link, with_standins):
     original_free = mm.free_memory
 
     def load_models_gpu(models, *args, **kwargs):
-        return host.load_models_gpu(original_load, models, *args, **kwargs)
+        # Another process's model (a remote object) is loaded by its owner, as its own load.
+        ours = load_by_owners(models, args, kwargs)
+        if len(ours) < len(models) and not ours:
+            return None
+        return host.load_models_gpu(original_load, ours, *args, **kwargs)
 
     def free_memory(*args, **kwargs):
         return host.free_memory(original_free, *args, **kwargs)

@@ -47,6 +47,7 @@ import weakref
 
 from ..bridge.arena import CopiedArena, OwnArena
 from ..bridge.channel import control_socket, receive_control
+from ..bridge.conversation import Conversation
 from ..bridge.session import SESSION_OPS, PeerSession
 from ..bridge.values import ValueCrossingError
 from ..upstream.comfyui_startup import prompt_server
@@ -107,6 +108,21 @@ class PackSession(PeerSession):
         super().__init__(sock, CopiedArena(arena_fd), OwnArena(own_fd), generation, f"pack {link.name} {generation}",
                          copy_received=True)
         self.link = link
+        # The host serves a pack only what object_kinds lists, and only while it waits on
+        # that pack (a node call, or its own use of the pack's objects): never on a thread
+        # of its own between calls.
+        self.remote = Conversation(self, f"pack {link.name}", enforce=True,
+                                   accepts=lambda: link.waits_on(self))
+
+    def object_handle(self, value):
+        return self.link.handle_ref(value, self)
+
+    def object_from_handle(self, handle):
+        return self.link.pack_object(self, handle)
+
+    def ended(self):
+        return (f"pack {self.link.name}'s worker life {self.generation} ended, and with it what that life made: "
+                "queue the prompt again to run the node that made it")
 
     def on_message(self, message):
         """A pack's message to the browser, sent while no call waited; or a reply that
@@ -289,7 +305,7 @@ class PackLink:
     def call(self, node, kind, inputs, instance=None):
         with self.call_lock:
             session = self.ready_session()
-            encoder = session.encoder(lambda value: self.handle_ref(value, session))
+            encoder = session.encoder()
             try:
                 encoded = encoder.encode(inputs)
             except BaseException:
@@ -398,19 +414,30 @@ class PackLink:
         made_here = []
 
         def resolve(handle):
-            obj = PackObject(self.name, session.generation, handle.get("id"), str(handle.get("type"))[:80])
-            weakref.finalize(obj, session.releases.push, "handles", handle.get("id"))
             made_here.append(True)
-            return obj
+            return self.pack_object(session, handle)
 
+        proxies_before = session.remote.made
         try:
             result = session.decoder(resolve).decode(value)
         except ValueCrossingError as error:
             raise PackNodeError(f"pack {self.name}'s node {node} returned {error}") from None
-        # Outputs that hold handles die with this life: IS_CHANGED then names the life, so
-        # ComfyUI runs the node again rather than reuse them after a restart.
+        # Outputs that hold handles or the pack's remote objects die with this life:
+        # IS_CHANGED then names the life, so ComfyUI runs the node again rather than reuse
+        # them after a restart.
+        made_here = made_here or session.remote.made > proxies_before
         self.handle_generation[node] = session.generation if made_here else None
         return result
+
+    def pack_object(self, session, handle):
+        obj = PackObject(self.name, session.generation, handle.get("id"), str(handle.get("type"))[:80])
+        weakref.finalize(obj, session.releases.push, "handles", handle.get("id"))
+        return obj
+
+    def waits_on(self, session):
+        """The host waits on `session` now: a node call of it runs, or a use of its objects."""
+        active = self.active
+        return (active is not None and active[0] is session) or session.remote.waiting > 0
 
     def error_of(self, mm, node, reply):
         kind, text = str(reply.get("type"))[:80], str(reply.get("message"))
@@ -432,7 +459,8 @@ class PackLink:
                                          "restarted: run the node that made it again")
             return {"$": "handle", "id": value.id}
         raise ValueCrossingError(f"a {type(value).__name__} cannot cross into pack {self.name}'s worker: only "
-                                 f"tensors, plain values and objects that nodes of {self.name} made can")
+                                 "tensors, plain values, ComfyUI's models and functions (as remote objects) and "
+                                 f"objects that nodes of {self.name} made can")
 
     def forget_instance(self, instance):
         session = self.session

@@ -25,6 +25,7 @@ socket for the node's end. A call:
   from the supervisor when the host's prompt changes.
 """
 
+import contextlib
 import itertools
 import os
 import queue
@@ -35,6 +36,7 @@ import traceback
 
 from ..bridge.arena import PeerArena
 from ..bridge.channel import receive_control
+from ..bridge.conversation import Conversation
 from ..bridge.session import PeerSession
 from ..bridge.values import ValueCrossingError
 from ..upstream import comfyui_startup
@@ -55,6 +57,29 @@ class HostSession(PeerSession):
         self.handles = {}     # id -> an object this life made, which the host holds a handle of
         self.instances = {}   # the host's node instance id -> the pack's node object
         self.next_handle = itertools.count(1)
+        # The host reads the call socket only while it waits on this worker: a pack may use
+        # the host's objects during a node call, or while it serves the host's use of its own.
+        self.remote = Conversation(self, "the host", enforce=False,
+                                   may_invoke=lambda: server.current is not None or self.remote.serving > 0,
+                                   busy=self.busy)
+
+    def busy(self):
+        """The host's use of the pack's objects (a step of its sampler with the pack's model)
+        is busy to the memory integration, as a node is: the models it uses are not evicted
+        under it. Within a node call, or a use within a use, it is busy already."""
+        if self.server.current is not None or self.remote.serving > 1:
+            return contextlib.nullcontext()
+        return self.server.memory.serving_peer()
+
+    def object_handle(self, value):
+        return self.handle_of(value)
+
+    def object_from_handle(self, handle):
+        return self.resolve(handle)
+
+    def ended(self):
+        return (f"the host's life {self.generation} ended, and with it what it handed this worker: the node gets "
+                "the host's objects again when the prompt is queued again")
 
     def on_message(self, message):
         op = message.get("op")
@@ -64,7 +89,8 @@ class HostSession(PeerSession):
         elif op == "stats":
             self.channel.send({"op": "stats", "id": message.get("id"), "arena_used": self.server.arena.used,
                                "lent_blocks": len(self.lent), "cuda_lent": len(self.cuda.lent),
-                               "handles": len(self.handles), "instances": len(self.instances)})
+                               "handles": len(self.handles), "instances": len(self.instances),
+                               "objects": len(self.remote.exports)})
         elif op == "call":
             self.server.run(self, message)
         else:
@@ -139,7 +165,10 @@ class NodeServer:
         while True:
             session = self.session = self.sessions.get()
             while True:  # one host life, until it ends
-                message = session.next_message(IDLE_AFTER_S if self.memory.announced else None, SPIN_S)
+                # Read holding the reading lock, which a thread of the pack waiting for the
+                # host's answer takes while this one runs a call or serves a use.
+                with session.read_lock:
+                    message = session.next_message(IDLE_AFTER_S if self.memory.announced else None, SPIN_S)
                 if message is False:
                     self.memory.idle()
                     continue
