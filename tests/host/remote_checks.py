@@ -31,6 +31,7 @@ import time
 import comfy.controlnet
 import comfy.model_management as mm
 import comfy.model_patcher
+import comfy.model_sampling
 import nodes
 import torch
 from comfy_supervisor.bridge.remote import RemoteError, link_of
@@ -86,7 +87,9 @@ def check_patch():
     patch = options["transformer_options"]["patches"]["attn2_patch"][0]
     expect(link_of(patch) is not None and link_of(options["sampler_cfg_function"]) is not None,
            "the pack's attention patch and CFG function are not the worker's")
-    expect(same(patched.object_patches["pack_marker"], torch.tensor([1.05])), "the object patch")
+    sampling = patched.object_patches["model_sampling"]
+    expect(isinstance(sampling, comfy.model_sampling.ModelSamplingDiscrete) and link_of(sampling) is not None,
+           f"the object patch is {sampling!r}, not the pack's sampling schedule that stays in the worker")
     expect("patches" not in model.model_options["transformer_options"], "the original MODEL was patched")
     isolated = ksample(patched, positive, negative, latent)
     in_one_process = ksample(pack().PatchModel().patch(model, 1.05)[0], positive, negative, latent)
@@ -131,18 +134,18 @@ def check_pack_model():
     session = _checks.link("model").session
     expect(_checks.link("model").handle_generation.get("LoadModel") == session.generation,
            "ComfyUI's cache is not told that the output dies with the worker's life")
+    mm.unload_all_models()  # none of the host's own: the checks before loaded models of this size
     isolated = ksample(model, positive, negative, latent)
-    expect(same(isolated, ksample(pack().LoadModel().load("pack-model")[0], positive, negative, latent)),
-           "the samples differ from the same graph in one process")
     expect(not any(link_of(entry.model) is not None for entry in mm.current_loaded_models),
            "a proxy is in the host's list of loaded models")
     host = _checks.host
     weights = sum(t.numel() * t.element_size() for t in pack().LoadModel().load("x")[0].model.state_dict().values())
-    theirs = [entry for entry in host.link.read_ledger() if entry.owner_slot != host.link.slot]
-    expect(any(entry.total_bytes == weights for entry in theirs),
-           f"no ledger entry of the pack's of {weights} bytes: {theirs}")
-    ours = [entry for entry in host.link.read_ledger() if entry.owner_slot == host.link.slot]
-    expect(not any(entry.total_bytes == weights for entry in ours), "the pack's model is in the ledger as the host's")
+    ledger = host.link.read_ledger()
+    theirs = [entry for entry in ledger if entry.owner_slot != host.link.slot and entry.total_bytes == weights]
+    ours = [entry for entry in ledger if entry.owner_slot == host.link.slot and entry.total_bytes == weights]
+    expect(len(theirs) == 1 and not ours, f"the pack's model in the ledger: the pack's {theirs}, the host's {ours}")
+    expect(same(isolated, ksample(pack().LoadModel().load("pack-model")[0], positive, negative, latent)),
+           "the samples differ from the same graph in one process")
 
 
 def check_forwarded():

@@ -2,8 +2,8 @@
 nodes do with ComfyUI's objects what popular packs do, so that a graph runs the same
 isolated as in ComfyUI's own process.
 
-- PatchModel: a host MODEL cloned, an object patch added, this pack's attention patch and
-  CFG function set on it (IPAdapter, FreeU, PAG and the like), returned to the host's
+- PatchModel: a host MODEL cloned, an object patch added (the pack's own sampling
+  schedule), this pack's attention patch and CFG function set on it (IPAdapter, FreeU, PAG and the like), returned to the host's
   KSampler, which calls the pack's functions back on every step;
 - EncodeText: a host CLIP's tokenize and encode_from_tokens_scheduled;
 - VaeRoundTrip: a host VAE's encode, then decode;
@@ -57,7 +57,10 @@ class PatchModel(Node):
         patched = model.clone()
         patched.set_model_attn2_patch(AttentionScale(scale))
         patched.set_model_sampler_cfg_function(rescaled_cfg)
-        patched.add_object_patch("pack_marker", torch.tensor([scale]))
+        # The pack's own sampling schedule in place of the model's: an object of the pack's
+        # that the host's sampler uses every step.
+        import comfy.model_sampling
+        patched.add_object_patch("model_sampling", comfy.model_sampling.ModelSamplingDiscrete(linear_end=0.0125))
         return (patched,)
 
 

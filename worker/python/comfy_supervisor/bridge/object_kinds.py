@@ -87,7 +87,7 @@ KINDS = (
                 "downscale_index_formula", "upscale_index_formula", "device", "vae_dtype", "output_device",
                 "patcher", "first_stage_model")),
     Kind("CONTROL_NET", "comfy.controlnet", "ControlBase",
-         calls=("copy", "set_cond_hint", "set_previous_controlnet", "set_extra_arg", "get_models",
+         calls=("copy", "set_cond_hint", "set_previous_controlnet", "set_extra_arg", "get_models", "get_control",
                 "get_extra_hooks", "inference_memory_requirements"),
          reads=("control_model", "latent_format", "compression_ratio", "strength", "timestep_percent_range",
                 "cond_hint_original", "previous_controlnet", "vae", "extra_args", "upscale_algorithm")),

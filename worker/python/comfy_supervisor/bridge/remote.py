@@ -111,10 +111,12 @@ class Link:
 
 
 class RemoteMethod:
-    """A method of a remote object, called on its owner's side."""
+    """A method of a remote object, called on its owner's side. It holds the proxy: the
+    object stays the peer's to use while its method may still be called
+    (`model.get_model_object("x").method(...)` drops the proxy before the call)."""
 
-    def __init__(self, link, name):
-        self._link, self._name = link, name
+    def __init__(self, link, name, proxy):
+        self._link, self._name, self._proxy = link, name, proxy
 
     def __call__(self, *args, **kwargs):
         return self._link.invoke("call", self._name, args, kwargs)
@@ -129,11 +131,17 @@ def _getattribute(proxy, name):
     link = object.__getattribute__(proxy, "_remote")
     if name.startswith("__") and name.endswith("__"):
         return object.__getattribute__(proxy, name)
+    # What torch keeps of a module (its parameters, buffers, submodules, hooks) is the
+    # proxy's own and empty: to torch's traversal (state_dict, a parent's patching) a
+    # remote module holds nothing here, which is true.
+    local = object.__getattribute__(proxy, "__dict__")
+    if name in local:
+        return local[name]
     # A method of the upstream class is called on the owner's side without asking first.
     if isinstance(inspect.getattr_static(type(proxy).__mro__[1], name, None), types.FunctionType):
-        return RemoteMethod(link, name)
+        return RemoteMethod(link, name, proxy)
     value = link.invoke("get", name)
-    return RemoteMethod(link, name) if value is METHOD else value
+    return RemoteMethod(link, name, proxy) if value is METHOD else value
 
 
 def _setattr(proxy, name, value):
@@ -209,6 +217,9 @@ def type_path_of(value):
 def make_proxy(link):
     cls = proxy_class(link.kind, link.type_name)
     proxy = object.__new__(cls)
+    torch = sys.modules.get("torch")
+    if torch is not None and issubclass(cls, torch.nn.Module):
+        torch.nn.Module.__init__(proxy)  # its own empty books, set with object.__setattr__
     object.__setattr__(proxy, "_remote", link)
     return proxy
 
