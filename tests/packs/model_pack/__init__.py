@@ -13,6 +13,8 @@ isolated as in ComfyUI's own process.
 - LoadModel: a MODEL of the pack's own, for the host's KSampler;
 - SampleWithHost: a host MODEL loaded (comfy.model_management.load_models_gpu) and sampled
   with upstream's nodes.common_ksampler, as samplers of packs do: both run in the host;
+- PatchAttention: only the attention patch, and EmptyFunction: a function of the pack's that
+  does nothing, for scripts/bench bridge (the cost of a callback and of a call);
 - ExitMidNode: the worker dies, for the tests of a dead owner.
 """
 
@@ -153,6 +155,36 @@ class SampleWithHost(Node):
         return nodes.common_ksampler(model, seed, steps, 7.5, "euler", "normal", positive, negative, latent)
 
 
+class PatchAttention(Node):
+    FUNCTION = "patch"
+    RETURN_TYPES = ("MODEL",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",), "scale": ("FLOAT", {"default": 1.05})}}
+
+    def patch(self, model, scale):
+        patched = model.clone()
+        patched.set_model_attn2_patch(AttentionScale(scale))
+        return (patched,)
+
+
+def nothing():
+    """Does nothing: called from the host, it measures a remote call."""
+
+
+class EmptyFunction(Node):
+    FUNCTION = "make"
+    RETURN_TYPES = ("FUNCTION",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def make(self):
+        return (nothing,)
+
+
 class ExitMidNode(Node):
     FUNCTION = "run"
     RETURN_TYPES = ()
@@ -166,4 +198,5 @@ class ExitMidNode(Node):
 
 
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOptions, EncodeText, VaeRoundTrip,
-                                                      ApplyControl, LoadModel, SampleWithHost, ExitMidNode)}
+                                                      ApplyControl, LoadModel, SampleWithHost, PatchAttention, EmptyFunction,
+                                                      ExitMidNode)}
