@@ -6,7 +6,10 @@
   interrupt word; cuda_ipc over cuda_driver (the CUDA driver's own IPC calls) for tensors
   that stay on the GPU;
 - channel: the wire (frames of JSON on a call socket, the supervisor's control datagrams);
-- session: one peer's life on both sides, its lends and the releases owed.
+- session: one peer's life on both sides, its lends and the releases owed;
+- object_kinds, remote, conversation: ComfyUI's objects as remote objects both ways (what
+  a pack may use of the host's, per kind; the proxies; the uses and their answers, served
+  by the thread that waits).
 
 Each end lives in its own room: the host's proxy nodes in host, the worker's node server
 in pack_worker (docs/PACKS.md tells the whole story). The bridge knows neither end nor
