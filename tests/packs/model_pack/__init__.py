@@ -47,7 +47,7 @@ def rescaled_cfg(args):
     return uncond + (cond - uncond) * (args["cond_scale"] * 0.9)
 
 
-class PatchModel(Node):
+class PatchAttention(Node):
     FUNCTION = "patch"
     RETURN_TYPES = ("MODEL",)
 
@@ -58,6 +58,12 @@ class PatchModel(Node):
     def patch(self, model, scale):
         patched = model.clone()
         patched.set_model_attn2_patch(AttentionScale(scale))
+        return (patched,)
+
+
+class PatchModel(PatchAttention):
+    def patch(self, model, scale):
+        (patched,) = super().patch(model, scale)
         patched.set_model_sampler_cfg_function(rescaled_cfg)
         # The pack's own sampling schedule in place of the model's: an object of the pack's
         # that the host's sampler uses every step.
@@ -153,20 +159,6 @@ class SampleWithHost(Node):
         import nodes
         comfy.model_management.load_models_gpu([model])
         return nodes.common_ksampler(model, seed, steps, 7.5, "euler", "normal", positive, negative, latent)
-
-
-class PatchAttention(Node):
-    FUNCTION = "patch"
-    RETURN_TYPES = ("MODEL",)
-
-    @classmethod
-    def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",), "scale": ("FLOAT", {"default": 1.05})}}
-
-    def patch(self, model, scale):
-        patched = model.clone()
-        patched.set_model_attn2_patch(AttentionScale(scale))
-        return (patched,)
 
 
 def nothing():

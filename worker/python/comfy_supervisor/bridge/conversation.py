@@ -141,12 +141,7 @@ class Conversation:
         if not self.may_invoke():
             raise RemoteError(f"{what} can be used only while {self.peer} waits on this worker (during a node "
                               "call): keep it from other threads and from after the node returned")
-        encoder = session.encoder()
-        try:
-            encoded = encoder.encode(payload)
-        except BaseException:
-            session.take_back(encoder)
-            raise
+        encoded, encoder = session.encode(payload)
         call = next(self.calls)
         with self.answered:
             self.answers[call] = None
@@ -220,12 +215,7 @@ class Conversation:
                 raise RemoteError(f"{self.peer} used an object while no call waited on it")
             with self.busy():
                 result = self._serve(message)
-            encoder = self.session.encoder()
-            try:
-                value = encoder.encode(result)
-            except BaseException:
-                self.session.take_back(encoder)
-                raise
+            value, encoder = self.session.encode(result)
             self.session.lend(encoder)
             answer = {"op": "invoked", "call": call, "value": value}
         except Exception as error:  # noqa: BLE001 (whatever the use raised is the answer)

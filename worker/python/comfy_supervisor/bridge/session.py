@@ -79,6 +79,16 @@ class PeerSession:
         # A side that copies what it receives holds nothing in the peer's blocks to send back.
         return Encoder(self.own, tag, peer=None if self.copy_received else self.peer, cuda=self.cuda)
 
+    def encode(self, value):
+        """`value` encoded, and its encoder, whose lends the caller passes to lend() once the
+        message is on its way; on a value that cannot cross, nothing stays lent."""
+        encoder = self.encoder()
+        try:
+            return encoder.encode(value), encoder
+        except BaseException:
+            self.take_back(encoder)
+            raise
+
     def lend(self, encoder):
         """The blocks and CUDA tensors `encoder` lent are the peer's to release from now on."""
         with self.lent_lock:

@@ -305,12 +305,7 @@ class PackLink:
     def call(self, node, kind, inputs, instance=None):
         with self.call_lock:
             session = self.ready_session()
-            encoder = session.encoder()
-            try:
-                encoded = encoder.encode(inputs)
-            except BaseException:
-                session.take_back(encoder)
-                raise
+            encoded, encoder = session.encode(inputs)
             message = {"op": "call", "id": next(self.request_ids), "node": node, "kind": kind, "inputs": encoded,
                        "epoch": self.bridges.epoch(), **prompt_context()}
             if instance is not None:

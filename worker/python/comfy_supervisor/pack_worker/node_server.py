@@ -223,12 +223,7 @@ class NodeServer:
         try:
             with self.memory.node_call(epoch):
                 result = self.call(session, message)
-            encoder = session.encoder(session.handle_of)
-            try:
-                value = encoder.encode(result)
-            except BaseException:
-                session.take_back(encoder)
-                raise
+            value, encoder = session.encode(result)
             session.lend(encoder)
             if not session.channel.send({"op": "result", "id": call_id, "value": value}):
                 session.close()
