@@ -25,3 +25,8 @@ TEST_CASE("a pack's MODEL the host holds when its worker dies raises one line, a
 TEST_CASE("a hostile pack asking for host objects it was not handed, or uses off the list, gets an error and nothing else") {
     run_checks({"remote-hostile"}, json::array({python_pack("hostile", "hostile_pack")}));
 }
+
+TEST_CASE("a pack's node runs the host MODEL's diffusion model itself, mapped from the host's weights, counted once and revoked by an eviction") {
+    run_checks({"mirror-forward", "mirror-writes", "mirror-ledger", "mirror-evicted", "mirror-dead-owner"},
+               json::array({python_pack("model", "model_pack")}));
+}

@@ -15,7 +15,9 @@ isolated as in ComfyUI's own process.
   with upstream's nodes.common_ksampler, as samplers of packs do: both run in the host;
 - PatchAttention: only the attention patch, and EmptyFunction: a function of the pack's that
   does nothing, for scripts/bench bridge (the cost of a callback and of a call);
-- ExitMidNode: the worker dies, for the tests of a dead owner.
+- ExitMidNode: the worker dies, for the tests of a dead owner;
+- MirrorForward: `model.model.diffusion_model` run with torch, through a
+  mirror of the host's module.
 """
 
 import os
@@ -189,6 +191,47 @@ class ExitMidNode(Node):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def mirror_forward(unet):
+    """The diffusion model on a fixed input: what a pack computes with it."""
+    generator = torch.Generator().manual_seed(11)
+    x = torch.randn(1, 4, 4, 4, generator=generator)
+    context = torch.randn(1, 3, 16, generator=generator)
+    with torch.no_grad():
+        return unet(x, torch.tensor([500.0]), context)
+
+
+class MirrorForward(Node):
+    """Runs the host MODEL's diffusion model and reads its weights' norm. `write`: first
+    doubles a weight in place (the worker's own, never the host's); `probe`: a function of
+    the host's called while the mirror is held, after which the module is run again and
+    what that did is the third output ("ran", or the error's one line)."""
+
+    FUNCTION = "run"
+    RETURN_TYPES = ("LATENT", "FLOAT", "STRING")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",)}, "optional": {"write": ("BOOLEAN", {"default": False})}}
+
+    def run(self, model, write=False, probe=None):
+        unet = model.model.diffusion_model
+        if write:
+            with torch.no_grad():
+                unet.proj_in.weight.mul_(2.0)
+        out = mirror_forward(unet)
+        with torch.no_grad():
+            norm = float(torch.stack([p.double().norm() for p in unet.parameters()]).norm())
+        after = ""
+        if probe is not None:
+            probe()
+            try:
+                mirror_forward(unet)
+                after = "ran"
+            except Exception as error:  # noqa: BLE001 (what the mirror raised is the output)
+                after = f"{type(error).__name__}: {error}"
+        return ({"samples": out}, norm, after)
+
+
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOptions, EncodeText, VaeRoundTrip,
                                                       ApplyControl, LoadModel, SampleWithHost, PatchAttention, EmptyFunction,
-                                                      ExitMidNode)}
+                                                      ExitMidNode, MirrorForward)}

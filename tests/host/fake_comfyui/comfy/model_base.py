@@ -127,3 +127,20 @@ class BaseModel(torch.nn.Module):
 
     def memory_required(self, input_shape):
         return 0
+
+
+class ModelConfig:
+    """What of upstream's model config (comfy/supported_models_base.py) a model keeps: the
+    arguments its diffusion model was built with."""
+
+    def __init__(self, unet_config):
+        self.unet_config = unet_config
+
+
+def model_from_config(unet_config, device=None):
+    """A BaseModel whose diffusion model is built as upstream's BaseModel builds it, from its
+    model config's unet_config (upstream's __init__ takes the config; ours the module)."""
+    from comfy.ldm.modules.diffusionmodules.openaimodel import UNetModel
+    model = BaseModel(UNetModel(**unet_config, device=device), device=device)
+    model.model_config = ModelConfig(dict(unet_config))
+    return model

@@ -23,6 +23,7 @@ import time
 
 MAX_FRAME_BYTES = 64 << 20     # a call's plain values; tensors travel in the arenas
 MAX_CONTROL_BYTES = 64 << 10
+MAX_HELD_FDS = 16              # descriptors a peer sent that no frame claimed yet (bridge/mirror.py's)
 _LENGTH = struct.Struct("<I")
 _RECEIVE_BYTES = 64 << 10
 # One encoder and decoder for every frame: json.dumps with arguments builds a new one
@@ -48,14 +49,24 @@ class Channel:
         self.timeout_s = None      # the socket's, as last set
         self.poller = select.poll()  # for receive()'s spin; one reader at a time uses it
         self.poller.register(sock, select.POLLIN)
+        self.fds = []              # descriptors received with the frames, oldest first, not taken yet
+        self.fds_lock = threading.Lock()
 
-    def send(self, message):
+    def send(self, message, fds=()):
         """False when the peer is gone (its end closed). Written with os.write, whatever
         timeout the reader set on the socket (a timeout makes the descriptor non-blocking
-        for every user of it): a full socket buffer is waited out here."""
+        for every user of it): a full socket buffer is waited out here. `fds`: descriptors
+        that go with the frame's first bytes (SCM_RIGHTS), for the peer's take_fd()."""
         data = _encode(message).encode()
         frame = memoryview(_LENGTH.pack(len(data)) + data)
         with self.send_lock:
+            while fds:
+                try:
+                    frame, fds = frame[socket.send_fds(self.sock, [frame], list(fds)):], ()
+                except (BlockingIOError, socket.timeout):
+                    select.select([], [self.fd], [])
+                except OSError:
+                    return False
             while frame:
                 try:
                     frame = frame[os.write(self.fd, frame):]
@@ -110,7 +121,9 @@ class Channel:
                 if timeout_s != self.timeout_s:  # each change is a system call
                     self.sock.settimeout(timeout_s)
                     self.timeout_s = timeout_s
-                data = self.sock.recv(max(_RECEIVE_BYTES, count - len(self.buffer)))
+                data, fds, _, _ = socket.recv_fds(self.sock, max(_RECEIVE_BYTES, count - len(self.buffer)),
+                                                  MAX_HELD_FDS)
+                self._hold(fds)
             except (socket.timeout, BlockingIOError):
                 self.end = False
                 return False
@@ -122,7 +135,27 @@ class Channel:
             self.buffer += data
         return True
 
+    def _hold(self, fds):
+        """Descriptors that came with what was read; beyond MAX_HELD_FDS unclaimed, closed."""
+        with self.fds_lock:
+            for fd in fds:
+                if len(self.fds) < MAX_HELD_FDS:
+                    self.fds.append(fd)
+                else:
+                    os.close(fd)
+
+    def take_fd(self):
+        """The oldest descriptor the peer sent that no frame claimed yet, or None: a frame
+        that says it came with one claims it once it is read (its descriptor came with its
+        first bytes, so before the frame was whole)."""
+        with self.fds_lock:
+            return self.fds.pop(0) if self.fds else None
+
     def close(self):
+        with self.fds_lock:
+            for fd in self.fds:
+                os.close(fd)
+            self.fds = []
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:

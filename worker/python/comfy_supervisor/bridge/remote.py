@@ -27,7 +27,7 @@ import threading
 import types
 import weakref
 
-from .object_kinds import BY_NAME, CALLABLE, kind_of
+from .object_kinds import BY_NAME, CALLABLE, MIRRORS, kind_of
 
 
 class RemoteError(RuntimeError):
@@ -137,6 +137,9 @@ def _getattribute(proxy, name):
     local = object.__getattribute__(proxy, "__dict__")
     if name in local:
         return local[name]
+    # The torch module itself, over the owner's weights (bridge/mirror.py).
+    if name in MIRRORS.get(link.kind.name, ()):
+        return link.session.session.mirrors.get(link, name)
     # A method of the upstream class is called on the owner's side without asking first.
     if isinstance(inspect.getattr_static(type(proxy).__mro__[1], name, None), types.FunctionType):
         return RemoteMethod(link, name, proxy)

@@ -33,9 +33,10 @@ import weakref
 
 from .channel import Channel, ProtocolError, ReleaseQueue
 from .cuda_ipc import CudaExchange
+from .mirror import Grants, Mirrors
 from .values import Decoder, Encoder, ValueCrossingError
 
-SESSION_OPS = ("release", "cuda_hello", "cuda_accepts", "invoke", "invoked")
+SESSION_OPS = ("release", "cuda_hello", "cuda_accepts", "invoke", "invoked", "mirror_fd")
 # How long a CUDA tensor waits for the peer's answer to our CUDA probe before it is staged
 # through the arena instead; the answer comes within milliseconds of a session's start.
 CUDA_ANSWER_WAIT_S = 2.0
@@ -64,6 +65,8 @@ class PeerSession:
         self.remote = None            # this side's Conversation, set by the side's session
         self.cuda = CudaExchange(self.channel.send, lambda lend: self.releases.push("cuda", lend),
                                  self.await_cuda_answer, copy_received)
+        self.grants = Grants(self.channel)    # the mirrors of ours the peer was granted
+        self.mirrors = Mirrors(self.channel)  # our mirrors of the peer's modules
         self.cuda.hello()
 
     # ---- values ----
@@ -167,6 +170,8 @@ class PeerSession:
             self.remote.on_invoke(message)
         elif op == "invoked":
             self.remote.on_invoked(message)
+        elif op == "mirror_fd":
+            self.mirrors.on_fd(message)
         else:
             self.on_message(message)
 
@@ -222,6 +227,7 @@ class PeerSession:
                 self.own.free(offset)
             self.lent.clear()
             self.sources.clear()
+        self.mirrors.close(f"{self.ended()}")
         self.cuda.close()
         self.remote.close()
         self.releases.close()

@@ -59,6 +59,7 @@ import threading
 import time
 
 from .. import participant as sv
+from ..bridge import mirror
 from ..bridge.conversation import load_by_owners
 from .proxy_nodes import Bridges
 from .standin import StandIn, StandIns
@@ -322,6 +323,7 @@ class _Host:
         if loaded is None:
             return 0, command.bytes, 0
         before = loaded.model_loaded_memory()
+        mirror.revoke(loaded.model)  # its mirrors in workers go first (bridge/mirror.py)
         asked = command.bytes if command.type == sv.PARTIAL_UNLOAD else before
         if command.type == sv.PARTIAL_UNLOAD:
             detached = loaded.model_unload(memory_to_free=command.bytes)

@@ -225,12 +225,20 @@ class NodeServer:
                 result = self.call(session, message)
             value, encoder = session.encode(result)
             session.lend(encoder)
+            self.drop_mirrors(session)
             if not session.channel.send({"op": "result", "id": call_id, "value": value}):
                 session.close()
         except Exception as error:  # noqa: BLE001 (a node may raise anything: it is the pack's error)
+            self.drop_mirrors(session)
             session.channel.send(self.error_message(call_id, error))
         finally:
             self.current = None
+
+    @staticmethod
+    def drop_mirrors(session):
+        """A mirror lives for the node call that read it, as the host's objects may be used
+        only then; it is let go before the host hears the call ended (bridge/mirror.py)."""
+        session.mirrors.drop_all("the node call that read it returned")
 
     def call(self, session, message):
         node, kind = message.get("node"), message.get("kind")
