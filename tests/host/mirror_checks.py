@@ -15,8 +15,9 @@ the host's weights mapped (docs/PACKS.md, "Mirrors").
                       the worker holds a mirror: the mirror is revoked first, and its next
                       use in the node raises one line; the host's weights stay intact
     mirror-dead-owner the host mirrors the pack's own model (the same code, the other way):
-                      equal to one process; the pack's worker dies; the mirror's next use
-                      raises one line, and the host goes on
+                      equal to one process, and the pages it read are not in the host's
+                      census (they are the pack's); the pack's worker dies; the host unmaps,
+                      the mirror's next use raises one line, and the host goes on
 """
 
 import os
@@ -58,6 +59,18 @@ def mappers(publication):
         except OSError:
             continue
     return found
+
+
+def census_without_mirrors():
+    """(the mirrors' pages mapped here, what the census leaves out of the resident set), read
+    while the resident set stood still; None if it never did."""
+    for _ in range(20):
+        before = sv.resident_set_bytes()
+        census = _checks.host.resident_set_bytes()
+        mapped = mirror.mapped_bytes()
+        if sv.resident_set_bytes() == before:
+            return mapped, before - census
+    return None
 
 
 def mirrored_run(model, write=False, probe=None):
@@ -142,10 +155,15 @@ def check_dead_owner():
     in_one_process = remote().pack().LoadModel().load("pack-model")[0].model.diffusion_model
     expect(_checks.same(remote().pack().mirror_forward(unet), remote().pack().mirror_forward(in_one_process)),
            "the host's mirror of the pack's model runs otherwise than the model itself")
+    size = sum(t.numel() * t.element_size() for t in in_one_process.parameters())
+    census = census_without_mirrors()
+    expect(census is not None and size <= census[0] <= size + 4 * mirror.PAGE and census[1] == census[0],
+           f"the host's census and the pack's pages it read through the mirror: {census} (the model {size} bytes)")
     _checks.raises(lambda: _checks.node("ExitMidNode", "model").run(), proxy_nodes.PackWorkerDied)
     error = str(_checks.raises(lambda: remote().pack().mirror_forward(unet), RemoteError))
     expect("\n" not in error and error.startswith("the mirror of pack model's DIFFUSION_MODEL") and
            "worker life" in error, f"the mirror after its owner died: {error!r}")
+    expect(mirror.mapped_bytes() == 0, "the host still maps the dead pack's weights")
     (again,) = _checks.node("LoadModel", "model").load(name="pack-model")
     expect(_checks.same(remote().pack().mirror_forward(again.model.diffusion_model),
                         remote().pack().mirror_forward(in_one_process)), "the pack's next life's mirror")

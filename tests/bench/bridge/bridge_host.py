@@ -146,6 +146,7 @@ def pickle_uds_ms(image):
 def main():
     host = comfyui.install()
     import comfy.model_management
+    import mirror_bench
     import remote_bench
     comfy.model_management.participant = host.link  # as the fake's main.py: loads are charged to the device
     classes, _ = host.bridges.proxy_nodes()
@@ -163,6 +164,7 @@ def main():
         "pickle_uds_16mib_ms": pickle_uds_ms(image),
         "remote_call_rtt_us": remote_bench.remote_call_rtt_us(classes),
         "sample_step_overhead_us": remote_bench.sample_step_overhead_us(classes),
+        **mirror_bench.mirror_figures(classes, host.bridges.drain_idle),
     }
     with open(sys.argv[1], "w") as out:
         json.dump(results, out)

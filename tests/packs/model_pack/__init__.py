@@ -17,7 +17,8 @@ isolated as in ComfyUI's own process.
   does nothing, for scripts/bench bridge (the cost of a callback and of a call);
 - ExitMidNode: the worker dies, for the tests of a dead owner;
 - MirrorForward: `model.model.diffusion_model` run with torch, through a
-  mirror of the host's module.
+  mirror of the host's module; MirrorTouch: the same made ready, as a mirror or as a copy,
+  for scripts/bench bridge.
 """
 
 import os
@@ -232,6 +233,23 @@ class MirrorForward(Node):
         return ({"samples": out}, norm, after)
 
 
+class MirrorTouch(Node):
+    """For scripts/bench bridge: the host MODEL's diffusion model made ready in the worker,
+    as a mirror (`model`) or as its weights sent in as values (`weights`, a copy); counts
+    their elements, reading none."""
+
+    FUNCTION = "touch"
+    RETURN_TYPES = ("INT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}, "optional": {"model": ("MODEL",)}}
+
+    def touch(self, model=None, weights=None):
+        tensors = model.model.diffusion_model.parameters() if model is not None else weights.values()
+        return (sum(tensor.numel() for tensor in tensors),)
+
+
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOptions, EncodeText, VaeRoundTrip,
                                                       ApplyControl, LoadModel, SampleWithHost, PatchAttention, EmptyFunction,
-                                                      ExitMidNode, MirrorForward)}
+                                                      ExitMidNode, MirrorForward, MirrorTouch)}

@@ -228,6 +228,27 @@ class Grants:
 
 # ---- the receiver's side ----
 
+_mapped = weakref.WeakSet()  # our Mirrors whose mapping is the owner's memory still
+
+
+def mapped_bytes():
+    """What of this process's resident set is mirrors' pages read here and not written: the
+    owner's memory, in the owner's census already (its shared mapping of the memfd), so not
+    in ours. A page a mirror wrote is our own copy (anonymous), and stays ours."""
+    if not any(mirror.address is not None for mirror in list(_mapped)):
+        return 0
+    total, inside = 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split(" ", 2)
+            if "-" in head[0] and head[0][0] in "0123456789abcdef":
+                inside = "comfy-sv-mirror" in line and len(head) > 1 and head[1].endswith("p")
+            elif inside and line.startswith("Rss:"):
+                total += int(line.split()[1]) * 1024
+            elif inside and line.startswith("Anonymous:"):
+                total -= int(line.split()[1]) * 1024
+    return max(0, total)
+
 class Mirrors:
     """A session's mirrors of the peer's modules, and the descriptors that came for them."""
 
@@ -315,6 +336,7 @@ class Mirror:
         if address in (None, _MAP_FAILED):
             raise RemoteError(f"{self.what}: mapping the mirror failed: {os.strerror(ctypes.get_errno())}")
         self.address, self.size, self.generation = address, size, generation
+        _mapped.add(self)
         buffer = (ctypes.c_uint8 * size).from_address(address)
         weakref.finalize(buffer, _libc.munmap, address, size)  # once no tensor lies over it
         whole = torch.frombuffer(buffer, dtype=torch.uint8)
@@ -369,6 +391,7 @@ class Mirror:
                         meta = torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
                         books[leaf] = torch.nn.Parameter(meta, False) if books is sub._parameters else meta
         if self.address is not None:
+            _mapped.discard(self)
             address, self.address = self.address, None
             _libc.mmap(address, self.size, mmap.PROT_READ | mmap.PROT_WRITE,
                        mmap.MAP_PRIVATE | _MAP_FIXED | _MAP_ANONYMOUS, -1, 0)

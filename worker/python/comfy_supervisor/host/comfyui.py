@@ -356,8 +356,13 @@ class _Host:
             pinned_ceiling=max(0, int(getattr(self.mm, "MAX_PINNED_MEMORY", 0))),
             allocator_reserved=cuda.memory_reserved(self.device) if cuda else 0,
             allocator_active=cuda.memory_allocated(self.device) if cuda else 0,
-            resident_set_bytes=sv.resident_set_bytes(),
+            resident_set_bytes=self.resident_set_bytes(),
             prompt_epoch=self.epoch)
+
+    @staticmethod
+    def resident_set_bytes():
+        """Ours: the pages of another process's model we map as a mirror are its (bridge/mirror.py)."""
+        return max(0, sv.resident_set_bytes() - mirror.mapped_bytes())
 
     # ---- busy: a prompt in the host, node calls in a worker ----
 
