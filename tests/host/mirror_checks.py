@@ -9,6 +9,9 @@ the host's weights mapped (docs/PACKS.md, "Mirrors").
                       worker once the call returned
     mirror-writes     a weight the node doubles in place is the worker's own: the host's
                       weights are unchanged, and the next call sees them as they were
+    mirror-tamper     a pack that reopens the mapping of the host's weights writable (pwrite,
+                      a shared writable mapping) is refused: the memfd is sealed against any
+                      write but the host's own mapping
     mirror-ledger     during a mirrored call the ledger holds the model once, the host's
                       entry, and the worker none
     mirror-evicted    the host's model evicted (the arbiter's eviction, _Host.unload) while
@@ -106,6 +109,18 @@ def check_writes():
     expect(_checks.same(mirrored_run(model)[0], plain[0]), "the next call saw the worker's earlier write")
 
 
+def check_tamper():
+    model = remote().graph()[0]
+    before = weights(model.model.diffusion_model)
+    (outcome,) = _checks.node("MirrorTamper", "model").tamper(model=model)
+    expect(outcome.startswith("1 mappings;") and "written" not in outcome and outcome.count("PermissionError") == 2,
+           f"the pack's tries to write the host's weights: {outcome}")
+    expect(all(_checks.same(before[name], tensor) for name, tensor in weights(model.model.diffusion_model).items()),
+           "the pack wrote the host's weights")
+    expect(_checks.same(mirrored_run(model)[0], remote().pack().MirrorForward().run(model)[0]),
+           "the next mirror differs from one process")
+
+
 def check_ledger():
     model = remote().graph()[0]
     mm.load_models_gpu([model])
@@ -169,5 +184,6 @@ def check_dead_owner():
                         remote().pack().mirror_forward(in_one_process)), "the pack's next life's mirror")
 
 
-CHECKS = {"mirror-forward": check_forward, "mirror-writes": check_writes, "mirror-ledger": check_ledger,
+CHECKS = {"mirror-forward": check_forward, "mirror-writes": check_writes, "mirror-tamper": check_tamper,
+          "mirror-ledger": check_ledger,
           "mirror-evicted": check_evicted, "mirror-dead-owner": check_dead_owner}

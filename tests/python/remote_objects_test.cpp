@@ -27,6 +27,6 @@ TEST_CASE("a hostile pack asking for host objects it was not handed, or uses off
 }
 
 TEST_CASE("a pack's node runs the host MODEL's diffusion model itself, mapped from the host's weights, counted once and revoked by an eviction") {
-    run_checks({"mirror-forward", "mirror-writes", "mirror-ledger", "mirror-evicted", "mirror-dead-owner"},
+    run_checks({"mirror-forward", "mirror-writes", "mirror-tamper", "mirror-ledger", "mirror-evicted", "mirror-dead-owner"},
                json::array({python_pack("model", "model_pack")}));
 }

@@ -17,7 +17,8 @@ isolated as in ComfyUI's own process.
   does nothing, for scripts/bench bridge (the cost of a callback and of a call);
 - ExitMidNode: the worker dies, for the tests of a dead owner;
 - MirrorForward: `model.model.diffusion_model` run with torch, through a
-  mirror of the host's module; MirrorTouch: the same made ready, as a mirror or as a copy,
+  mirror of the host's module; MirrorTamper: tries to write the host's weights through it;
+  MirrorTouch: the same made ready, as a mirror or as a copy,
   for scripts/bench bridge.
 """
 
@@ -233,6 +234,41 @@ class MirrorForward(Node):
         return ({"samples": out}, norm, after)
 
 
+class MirrorTamper(Node):
+    """A hostile use of a mirror: the node finds the mapping of the host's weights in its own
+    process and tries to write them for the host: through the mapping's file reopened
+    writable (pwrite, and a shared writable mapping). Returns what each try did."""
+
+    FUNCTION = "tamper"
+    RETURN_TYPES = ("STRING",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",)}}
+
+    def tamper(self, model):
+        import mmap
+        unet = model.model.diffusion_model
+        outcomes = []
+        with open("/proc/self/maps") as maps:
+            ranges = [line.split()[0] for line in maps if "comfy-sv-mirror" in line]
+        for where in ranges:
+            for attempt in ("pwrite", "shared mapping"):
+                try:
+                    fd = os.open(f"/proc/self/map_files/{where}", os.O_RDWR)
+                    try:
+                        if attempt == "pwrite":
+                            os.pwrite(fd, b"\xff" * 64, mmap.PAGESIZE)
+                        else:
+                            mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_WRITE)[:8] = b"\xff" * 8
+                    finally:
+                        os.close(fd)
+                    outcomes.append(f"{attempt}: written")
+                except OSError as error:
+                    outcomes.append(f"{attempt}: {type(error).__name__}")
+        return (f"{len(ranges)} mappings; " + "; ".join(outcomes) + f"; {len(list(unet.parameters()))} parameters",)
+
+
 class MirrorTouch(Node):
     """For scripts/bench bridge: the host MODEL's diffusion model made ready in the worker,
     as a mirror (`model`) or as its weights sent in as values (`weights`, a copy); counts
@@ -252,4 +288,5 @@ class MirrorTouch(Node):
 
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOptions, EncodeText, VaeRoundTrip,
                                                       ApplyControl, LoadModel, SampleWithHost, PatchAttention, EmptyFunction,
-                                                      ExitMidNode, MirrorForward, MirrorTouch)}
+                                                      ExitMidNode, MirrorForward, MirrorTamper,
+                                                      MirrorTouch)}

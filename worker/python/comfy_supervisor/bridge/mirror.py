@@ -50,16 +50,15 @@ _ALIGN = 64
 _MAGIC = 0x524F5252494D5653  # "SVMIRROR"
 _HEADER = struct.Struct("<QQ")  # magic, generation
 _SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+_SEAL_FUTURE_WRITE = 0x0010  # Linux 5.1: no write but through the mappings made before it
 _MAX_TENSORS = 1 << 16
 _MAX_HELD = 16               # descriptors received and not yet claimed by their answer
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
 _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
-_libc.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long)
 _MAP_FAILED = ctypes.c_void_p(-1).value
 _MAP_FIXED, _MAP_ANONYMOUS = 0x10, 0x20
-_PUNCH_HOLE = 0x01 | 0x02  # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
 
 
 def _torch():
@@ -101,7 +100,7 @@ class Publication:
         self.fd = os.memfd_create("comfy-sv-mirror", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             os.ftruncate(self.fd, self.size)
-            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, _SEALS | fcntl.F_SEAL_SEAL)
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, _SEALS)
             self.map = mmap.mmap(self.fd, self.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(self.fd)
@@ -116,10 +115,15 @@ class Publication:
                 over = whole[offset:offset + nbytes].view(tensor.dtype).view(tensor.shape)
                 over.copy_(tensor)
                 tensor.data = over  # the module's own tensor lies over the memfd now
+        # From now on only our own mapping writes it: a reader that reopens its read-only
+        # descriptor writable through /proc (a memfd's mode lets its owner) is refused too.
+        fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, _SEAL_FUTURE_WRITE | fcntl.F_SEAL_SEAL)
         self.entries = entries
         self.module = weakref.ref(module)
         # Once our last tensor over it is gone, its pages go even where a reader still maps them.
-        weakref.finalize(self.map, _retire, self.fd, self.size)
+        weakref.finalize(self.map, _retire, self.fd)
+        # The module gone, every mirror of it is revoked (generation 0 was never granted).
+        weakref.finalize(module, _HEADER.pack_into, self.map, 0, _MAGIC, 0)
 
     def current(self):
         """Whether the module's tensors still lie where they were put (not moved to a device,
@@ -142,8 +146,11 @@ class Publication:
         return os.open(f"/proc/self/fd/{self.fd}", os.O_RDONLY | os.O_CLOEXEC)
 
 
-def _retire(fd, size):
-    _libc.fallocate(fd, _PUNCH_HOLE, 0, size)
+def _retire(fd):
+    """Our last tensor over the memfd is gone: so is our descriptor. A reader that still maps
+    it keeps its pages until it drops its mirror (at its node's end, or at its next use,
+    which sees the mirror revoked since the module was collected): the write seal forbids
+    punching them out from here."""
     os.close(fd)
 
 
