@@ -9,7 +9,9 @@
 - session: one peer's life on both sides, its lends and the releases owed;
 - object_kinds, remote, conversation: ComfyUI's objects as remote objects both ways (what
   a pack may use of the host's, per kind; the proxies; the uses and their answers, served
-  by the thread that waits).
+  by the thread that waits);
+- mirror: a model's torch module itself in the other process, built there over its
+  owner's weights mapped from a sealed memfd of the owner's, for code that needs the module.
 
 Each end lives in its own room: the host's proxy nodes in host, the worker's node server
 in pack_worker (docs/PACKS.md tells the whole story). The bridge knows neither end nor

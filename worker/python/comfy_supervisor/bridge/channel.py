@@ -6,7 +6,9 @@
   read-only to the host; the host's for that pack, writable to the host and read-only to
   the pack), and which peers exited or failed. Only the supervisor writes it.
 - A call socket (SOCK_STREAM), one per host life and pack life: frames of a 4-byte
-  little-endian length and one UTF-8 JSON object, both ways.
+  little-endian length and one UTF-8 JSON object, both ways. A frame may carry descriptors
+  with its first bytes (SCM_RIGHTS: a mirror's memfd, bridge/mirror.py), held in order
+  until the frame that says it came with one claims it, at most MAX_HELD_FDS at a time.
 
 Everything received is input, not truth: a frame over MAX_FRAME_BYTES, a frame that is
 not a JSON object, and a control datagram with the wrong descriptors raise ProtocolError
