@@ -317,6 +317,7 @@ class Mirror:
         self.what = what
         self.dropped = None
         self.address = None
+        self.lock = threading.Lock()  # the node's thread and the session's end may both drop it
         if not isinstance(description, dict):
             raise RemoteError(f"{what}: the owner's description of the mirror is not an object")
         recipe = _checked_recipe(description.get("recipe"), what)
@@ -387,9 +388,13 @@ class Mirror:
     def drop(self, why):
         """Lets go of the owner's memory now: the mapping becomes empty memory in place (a view
         still held reads zeros, never the owner's pages), the module's tensors meta."""
-        if self.dropped is not None and self.address is None:
-            return
-        self.dropped = self.dropped or why
+        with self.lock:
+            if self.dropped is not None and self.address is None:
+                return
+            self.dropped = self.dropped or why
+            self._let_go()
+
+    def _let_go(self):
         torch = _torch()
         for sub in self.module.modules():
             for books in (sub._parameters, sub._buffers):
