@@ -454,7 +454,10 @@ def _build(recipe, tensors, what):
     torch = _torch()
     module_name, _, class_name = recipe["class"].rpartition(".")
     import importlib
-    cls = getattr(importlib.import_module(module_name), class_name, None)
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name, None)
+    except ImportError as error:
+        raise RemoteError(f"{what}: {recipe['class'][:120]} cannot be imported here: {error}") from None
     if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
         raise RemoteError(f"{what}: {recipe['class'][:120]} is not a torch module here")
     kwargs = dict(recipe["kwargs"])
@@ -462,8 +465,12 @@ def _build(recipe, tensors, what):
     operations = _operations(kwargs.get("dtype"), recipe.get("manual_cast_dtype"))
     if operations is not None:
         kwargs["operations"] = operations
-    with _on_meta(torch):
-        module = cls(**kwargs, device=None)
+    try:
+        with _on_meta(torch):
+            module = cls(**kwargs, device=None)
+    except Exception as error:  # noqa: BLE001 (upstream's class refused the owner's arguments)
+        raise RemoteError(f"{what}: {recipe['class'][:120]} cannot be built here from its owner's arguments: "
+                          f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None
     built = list(_tensors(module))
     if sorted(name for name, _, _ in built) != sorted(tensors):
         raise RemoteError(f"{what}: the module built here has other tensors than its owner's (a ComfyUI of another "
