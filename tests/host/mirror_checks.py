@@ -14,8 +14,8 @@ the host's weights mapped (docs/PACKS.md, "Mirrors").
                       write but the host's own mapping
     mirror-ledger     during a mirrored call the ledger holds the model once, the host's
                       entry, and the worker none
-    mirror-evicted    the host's model evicted (the arbiter's eviction, _Host.unload) while
-                      the worker holds a mirror: the mirror is revoked first, and its next
+    mirror-evicted    the host's model evicted (the arbiter's eviction, _Host.unload; then
+                      upstream's own, unload_all_models) while the worker holds a mirror: the mirror is revoked first, and its next
                       use in the node raises one line; the host's weights stay intact
     mirror-dead-owner the host mirrors the pack's own model (the same code, the other way):
                       equal to one process, and the pages it read are not in the host's
@@ -139,23 +139,34 @@ def check_ledger():
 
 
 def check_evicted():
+    host = _checks.host
+
+    def by_the_arbiter(model, loaded):
+        host.unload(type("Command", (), {"type": sv.DETACH, "model_id": host.ids[id(model)], "bytes": 0})())
+
+    def by_upstream(model, loaded):
+        mm.unload_all_models()
+
+    for evict in (by_the_arbiter, by_upstream):
+        evicted_while_mirrored(evict)
+
+
+def evicted_while_mirrored(evict):
     model = remote().graph()[0]
     mm.load_models_gpu([model])
-    host = _checks.host
     before = weights(model.model.diffusion_model)
     seen = {}
 
     def probe():
         loaded = next(entry for entry in mm.current_loaded_models if entry.model is model)
-        command = type("Command", (), {"type": sv.DETACH, "model_id": host.ids[id(model)], "bytes": 0})()
         seen["mapped"] = mappers(mirror.publication_of(model.model.diffusion_model))
-        host.unload(command)
+        evict(model, loaded)
         seen["unloaded"] = loaded not in mm.current_loaded_models
 
     _, _, after = mirrored_run(model, probe=probe)
-    expect(seen["unloaded"] and len(seen["mapped"]) == 1, f"the eviction: {seen}")
+    expect(seen["unloaded"] and len(seen["mapped"]) == 1, f"the eviction {evict.__name__}: {seen}")
     expect(after.startswith("RemoteError: the mirror of the host's DIFFUSION_MODEL") and "\n" not in after and
-           "evicted" in after, f"the mirror's use after its owner's eviction: {after!r}")
+           "evicted" in after, f"the mirror's use after its owner's eviction {evict.__name__}: {after!r}")
     expect(all(_checks.same(before[name], tensor) for name, tensor in weights(model.model.diffusion_model).items()),
            "the host's weights changed")
     expect(_checks.same(mirrored_run(model)[0], remote().pack().MirrorForward().run(model)[0]),

@@ -174,7 +174,10 @@ def revoke(model):
     """An eviction of `model` (a ModelPatcher, or what it patches) reaches its mirrors first:
     every mirror granted of a module under it is revoked before its owner unloads it."""
     torch = sys.modules.get("torch")
-    inner = getattr(model, "model", model)
+    try:  # never a remote object's attribute (a stand-in's model is the peer's)
+        inner = vars(model).get("model", model)
+    except TypeError:
+        inner = model
     if torch is None or not isinstance(inner, torch.nn.Module):
         return 0
     with _published_lock:

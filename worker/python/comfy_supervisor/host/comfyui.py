@@ -323,7 +323,6 @@ class _Host:
         if loaded is None:
             return 0, command.bytes, 0
         before = loaded.model_loaded_memory()
-        mirror.revoke(loaded.model)  # its mirrors in workers go first (bridge/mirror.py)
         asked = command.bytes if command.type == sv.PARTIAL_UNLOAD else before
         if command.type == sv.PARTIAL_UNLOAD:
             detached = loaded.model_unload(memory_to_free=command.bytes)
@@ -488,8 +487,15 @@ def _integrate(mm, link, with_standins):
     def free_memory(*args, **kwargs):
         return host.free_memory(original_free, *args, **kwargs)
 
+    original_unload = mm.LoadedModel.model_unload
+
+    def model_unload(loaded, *args, **kwargs):
+        mirror.revoke(loaded.model)  # its mirrors in other processes go first (bridge/mirror.py)
+        return original_unload(loaded, *args, **kwargs)
+
     mm.load_models_gpu = load_models_gpu
     mm.free_memory = free_memory
+    mm.LoadedModel.model_unload = model_unload
     threading.Thread(target=host.serve, name="comfy-supervisor", daemon=True).start()
     return host
 
