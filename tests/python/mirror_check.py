@@ -119,6 +119,10 @@ def main():
     line = refusal(good, unsealed)
     report.check(line is not None and "not sealed" in line, f"a memfd a reader could see shrink: refused ({line})")
     os.close(unsealed)
+    reader, writer = os.pipe()
+    line = refusal(good, reader)
+    report.check(line is not None and "not sealed" in line, f"a descriptor that is no memfd: refused ({line})")
+    os.close(reader), os.close(writer)
 
     # The form a CUDA mirror's description takes: the tensors themselves.
     tensors = [[name, kind_name, tensor.detach()] for name, kind_name, tensor in mirror._tensors(unet)]

@@ -340,8 +340,11 @@ class Mirror:
         if type(size) is not int or type(generation) is not int or not isinstance(entries, list) or \
                 size < PAGE or size % PAGE or len(entries) > _MAX_TENSORS:
             raise RemoteError(f"{self.what}: a mirror's description that is malformed")
-        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
-        if seals & _SEALS != _SEALS or os.fstat(fd).st_size != size:
+        try:
+            seals, actual = fcntl.fcntl(fd, fcntl.F_GET_SEALS), os.fstat(fd).st_size
+        except OSError:
+            seals = actual = None
+        if seals is None or seals & _SEALS != _SEALS or actual != size:
             raise RemoteError(f"{self.what}: the mirror's memory is not sealed against resizing, or not of its size")
         address = _libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE, fd, 0)
         if address in (None, _MAP_FAILED):
