@@ -61,6 +61,7 @@ class PeerSession:
         self.closed = threading.Event()
         self.protocol_error = None
         self.read_lock = threading.RLock()
+        self.owed = []                # releases that came on frames read, applied once each frame is handled
         self.remote = None            # this side's Conversation, set by the side's session
         self.cuda = CudaExchange(self.channel.send, lambda lend: self.releases.push("cuda", lend),
                                  self.await_cuda_answer, copy_received)
@@ -138,12 +139,24 @@ class PeerSession:
                 pass  # a part whose place or dtype no view of the tensor can take
         return torch.from_numpy(self.own.copy(block + at, nbytes)).view(dtype).view(shape)
 
+    # ---- sending ----
+
+    def send(self, message):
+        """Sends `message` with what this side let go of since its last frame riding on it
+        (channel.ReleaseQueue says why); False when the peer is gone."""
+        released = self.releases.take()
+        if released:
+            message["released"] = released
+        return self.channel.send(message)
+
     # ---- reading ----
 
     def next_message(self, timeout_s, spin_s=0.0):
         """The next message, read by the caller, who holds read_lock: False when none came
         within `timeout_s` (None: wait for ever), None when the session ended. `spin_s`:
-        as Channel.receive."""
+        as Channel.receive. The releases a frame carries are applied once the frame is
+        handled (settle()): at the latest as the next one is read."""
+        self.settle()
         if self.closed.is_set():
             return None
         try:
@@ -153,7 +166,20 @@ class PeerSession:
             message = None
         if message is None:
             self.close()
+        elif message and "released" in message:
+            self.owed.append(message.pop("released"))
         return message
+
+    def settle(self):
+        """Applies the releases that came on the frames read so far, by the reader, once
+        it handled them: as if each frame's releases had come right after it. A frame
+        never sends back a block its own releases let go of (the sender held the tensor
+        over it when it wrote the frame), and a block the peer let go of is not ours to
+        lend again before that is read."""
+        while self.owed:
+            released = self.owed.pop(0)
+            if isinstance(released, dict):
+                self._released(released)
 
     def dispatch(self, message):
         op = message.get("op")
@@ -169,6 +195,7 @@ class PeerSession:
             self.remote.on_invoked(message)
         else:
             self.on_message(message)
+        self.settle()
 
     def drain_available(self):
         """Dispatches whatever came, without waiting, unless someone else is reading."""

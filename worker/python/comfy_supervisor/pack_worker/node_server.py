@@ -84,10 +84,10 @@ class HostSession(PeerSession):
     def on_message(self, message):
         op = message.get("op")
         if op == "describe":
-            self.channel.send({"op": "described", "id": message.get("id"), "nodes": self.server.interfaces,
+            self.send({"op": "described", "id": message.get("id"), "nodes": self.server.interfaces,
                                "web_directory": self.server.web_directory})
         elif op == "stats":
-            self.channel.send({"op": "stats", "id": message.get("id"), "arena_used": self.server.arena.used,
+            self.send({"op": "stats", "id": message.get("id"), "arena_used": self.server.arena.used,
                                "lent_blocks": len(self.lent), "cuda_lent": len(self.cuda.lent),
                                "handles": len(self.handles), "instances": len(self.instances),
                                "objects": len(self.remote.exports)})
@@ -225,10 +225,10 @@ class NodeServer:
                 result = self.call(session, message)
             value, encoder = session.encode(result)
             session.lend(encoder)
-            if not session.channel.send({"op": "result", "id": call_id, "value": value}):
+            if not session.send({"op": "result", "id": call_id, "value": value}):
                 session.close()
         except Exception as error:  # noqa: BLE001 (a node may raise anything: it is the pack's error)
-            session.channel.send(self.error_message(call_id, error))
+            session.send(self.error_message(call_id, error))
         finally:
             self.current = None
 
