@@ -103,7 +103,40 @@ def main():
     session.exports.release([[number, 1]])
     refusal = raised(lambda: callable_proxy(torch.ones(1), None, None, {}), remote.RemoteError)
     report.check(refusal is not None, f"an object let go cannot be used again ({refusal})")
+    check_by_value(report)
     return report.finish()
+
+
+def check_by_value(report):
+    """comfy.conds' values cross as copies of the receiver's own class; a tag naming any other
+    class, or a state of other fields, is refused in one line; a subclass is a remote object."""
+    import comfy.conds
+    from comfy_supervisor.bridge.values import Decoder, Encoder, ValueCrossingError
+
+    def no_handle(value):
+        raise ValueCrossingError(f"a {type(value).__name__} is not a value here")
+
+    def decode(tag):
+        return Decoder(None, lambda offset: None, lambda t: ("resolved", t.get("$"))).decode(tag)
+
+    values = [comfy.conds.CONDRegular(7.5), comfy.conds.CONDCrossAttn(2), comfy.conds.CONDNoiseShape("x"),
+              comfy.conds.CONDConstant(3), comfy.conds.CONDList([1, 2])]
+    encoded = Encoder(None, no_handle).encode(values)
+    report.check([tag.get("class") for tag in encoded] == [type(v).__name__ for v in values],
+                 f"each conditioning value crosses by value under its class's name ({encoded})")
+    back = decode(encoded)
+    report.check([(type(v), v.cond) for v in back] == [(type(v), v.cond) for v in values] and
+                 all(b is not v for b, v in zip(back, values)), "and is rebuilt as a copy of the same class")
+    for tag in ({"$": "value", "class": "Popen", "state": {"cond": 1}},
+                {"$": "value", "class": "CONDRegular", "state": {"cond": 1, "__class__": "x"}},
+                {"$": "value", "class": "CONDRegular", "state": "cond"}):
+        refusal = raised(lambda: decode(tag), ValueCrossingError)
+        report.check(refusal is not None and "\n" not in refusal, f"a malformed value class is refused ({refusal})")
+
+    class PackCond(comfy.conds.CONDRegular):
+        pass
+
+    report.check(kind_of(PackCond(1)).name == "COND", "a pack's subclass of a conditioning value is a remote object")
 
 
 if __name__ == "__main__":

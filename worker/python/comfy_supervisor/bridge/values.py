@@ -18,6 +18,9 @@ A value crosses as JSON, never pickled and never evaluated:
   that lies in a tensor the receiver lent us; else staged through the arena as above, and
   it comes out on the receiver's CUDA device when it has one;
 - a torch.device as {"$": "device", "type", "index"}, a torch.dtype as {"$": "dtype", "name"};
+- upstream's value classes of by_value.py (comfy.conds' CONDCrossAttn, CONDRegular...) as
+  {"$": "value", "class", "state"}, the state encoded as any value: the receiver builds its
+  own object of that class;
 - an object of a kind of bridge/object_kinds.py (a MODEL, CLIP, VAE, a function...) as a
   remote object: {"$": "remote", "id", "kind", "type"} for one of the sender's, {"$": "own",
   "id"} for one of the receiver's going back (bridge/conversation.py makes and resolves
@@ -32,6 +35,7 @@ block, and raises ValueCrossingError with one line on anything else.
 import functools
 import math
 
+from . import by_value
 from .arena import CONTROL_BYTES
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "uint8", "int8", "int16", "int32", "int64", "bool",
@@ -91,6 +95,9 @@ class Encoder:
             return {"$": "device", "type": value.type, "index": value.index}
         if torch is not None and isinstance(value, torch.dtype):
             return {"$": "dtype", "name": str(value).removeprefix("torch.")}
+        crossing = by_value.state_of(value)
+        if crossing is not None:
+            return {"$": "value", "class": crossing[0], "state": self.encode(crossing[1])}
         return self.handle_of(value)
 
     def tensor(self, torch, value):
@@ -196,6 +203,12 @@ class Decoder:
             elif tag == "dtype":
                 if value.get("name") not in DTYPES + ("float8_e4m3fn", "float8_e5m2"):
                     raise ValueCrossingError(f"a dtype {str(value.get('name'))[:40]!r}")
+            elif tag == "value":
+                try:
+                    by_value.check(value)
+                except by_value.ByValueError as error:
+                    raise ValueCrossingError(str(error)) from None
+                self.collect_blocks(value["state"], blocks, depth + 1)
             elif tag not in OBJECT_TAGS:
                 raise ValueCrossingError(f"an unknown tag {str(tag)[:40]!r}")
         elif not (value is None or isinstance(value, (bool, int, float, str))):
@@ -246,6 +259,11 @@ class Decoder:
             return _torch().device(value["type"], value["index"])
         if tag == "dtype":
             return getattr(_torch(), value["name"])
+        if tag == "value":
+            try:
+                return by_value.build(value["class"], self.build(value["state"]))
+            except by_value.ByValueError as error:
+                raise ValueCrossingError(str(error)) from None
         return self.tensor(value)
 
     def tensor(self, value):
