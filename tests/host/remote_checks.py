@@ -21,6 +21,10 @@ pack imported into this process; and tests/packs/hostile_pack as "hostile" probi
     remote-released the objects each side handed the other are let go once unused
     remote-dead-owner  the pack's MODEL, held by the host when its worker dies, raises one
                     line naming the pack and the object; the pack's next life runs
+    remote-host-restart  the host's MODEL, kept by the pack beyond its node when the host
+                    dies: in the host's next life (this check again) each use of it in the
+                    pack raises one line naming the host's ended life, never reaching the
+                    new life's object of the same id; the MODEL given now works
     remote-hostile  every use the hostile pack writes itself of what it was not handed, or
                     may not do, is an error and nothing else
 """
@@ -29,6 +33,7 @@ import gc
 import importlib.util
 import json
 import os
+import signal
 import sys
 import time
 
@@ -258,6 +263,22 @@ def check_dead_owner():
            "the pack's next life")
 
 
+def check_host_restart():
+    generation = _checks.host.link.generation
+    if generation == 1:
+        (kept,) = node("KeepHostObject").keep(model=graph()[0])
+        expect(kept == 1, f"the pack kept {kept} MODELs")
+        _checks.say("remote-host-restart: the pack keeps the host's MODEL; this life ends")
+        os.kill(os.getpid(), signal.SIGKILL)
+    (answer,) = node("UseKeptObject").use(model=graph()[0])
+    answer = json.loads(answer)
+    gone = f"the host's MODEL (ModelPatcher) is gone: the host's life {generation - 1} ended"
+    for outcome, use in zip(answer["kept"], ("clone of", "model_options of", "load_device of")):
+        expect(outcome.startswith(f"RemoteError: {use} {gone}") and "\n" not in outcome,
+               f"the pack's use of the MODEL the host's life {generation - 1} handed it: {outcome!r}")
+    expect(answer["same_id"] and answer["fresh"], f"the MODEL this life handed over ({answer})")
+
+
 def check_hostile():
     model = graph()[0]
     options = repr(model.model_options)
@@ -274,4 +295,5 @@ def check_hostile():
 CHECKS = {"remote-patch": check_patch, "remote-options": check_options, "remote-clip-vae": check_clip_vae,
           "remote-control": check_control, "remote-conds": check_conds, "remote-cond-objects": check_cond_objects,
           "remote-pack-model": check_pack_model, "remote-forwarded": check_forwarded,
-          "remote-released": check_released, "remote-dead-owner": check_dead_owner, "remote-hostile": check_hostile}
+          "remote-released": check_released, "remote-dead-owner": check_dead_owner,
+          "remote-host-restart": check_host_restart, "remote-hostile": check_hostile}

@@ -20,7 +20,10 @@ isolated as in ComfyUI's own process.
   with upstream's nodes.common_ksampler, as samplers of packs do: both run in the host;
 - PatchAttention: only the attention patch, and EmptyFunction: a function of the pack's that
   does nothing, for scripts/bench bridge (the cost of a callback and of a call);
-- ExitMidNode: the worker dies, for the tests of a dead owner.
+- ExitMidNode: the worker dies, for the tests of a dead owner;
+- KeepHostObject and UseKeptObject: a host MODEL kept beyond its node, as a pack's cache
+  would keep it, and used again in a later call (after the host restarted, for the test of
+  a host proxy whose owner's life ended).
 """
 
 import json
@@ -257,6 +260,48 @@ class ExitMidNode(Node):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+KEPT = []  # host objects kept beyond their node
+
+
+class KeepHostObject(Node):
+    FUNCTION = "keep"
+    RETURN_TYPES = ("INT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",)}}
+
+    def keep(self, model):
+        KEPT.append(model)
+        return (len(KEPT),)
+
+
+class UseKeptObject(Node):
+    """What became of each use of the kept MODEL ("used", or the error's type and message),
+    beside a use of the MODEL given now, and whether the two have the same id in their
+    sessions (a kept proxy resolved by its id alone would be the new MODEL)."""
+    FUNCTION = "use"
+    RETURN_TYPES = ("STRING",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",)}}
+
+    def use(self, model):
+        from comfy_supervisor.bridge.remote import link_of
+        kept = KEPT[-1]
+        outcomes = []
+        for use in (lambda m: m.clone(), lambda m: m.model_options, lambda m: m.load_device):
+            try:
+                use(kept)
+                outcomes.append("used")
+            except Exception as error:  # noqa: BLE001 (what it raised is the answer)
+                outcomes.append(f"{type(error).__name__}: {error}")
+        return (json.dumps({"kept": outcomes, "fresh": model.clone() is not None,
+                            "same_id": link_of(kept).id == link_of(model).id}),)
+
+
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOptions, EncodeText, VaeRoundTrip,
                                                       ApplyControl, CondValues, PassConditioning, OwnControl, LoadModel,
-                                                      SampleWithHost, PatchAttention, EmptyFunction, ExitMidNode)}
+                                                      SampleWithHost, PatchAttention, EmptyFunction, ExitMidNode,
+                                                      KeepHostObject, UseKeptObject)}
