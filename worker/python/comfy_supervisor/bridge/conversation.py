@@ -21,7 +21,6 @@ out-of-memory error upstream's OOM exception, anything else a RemoteCallError wi
 owner's traceback.
 """
 
-import contextlib
 import importlib
 import itertools
 import sys
@@ -49,17 +48,17 @@ class Conversation:
     """`session`: the PeerSession; `peer`: who owns the proxies here, for messages ("the
     host", "pack impact"); `enforce`: serve the peer only what object_kinds lists (the
     host serving a pack); `may_invoke()`: whether this side may use the peer's objects
-    now; `accepts()`: whether the peer may use ours now; `busy()`: the context a use of
-    ours runs in (the worker: busy to the memory integration, as during a node)."""
+    now; `accepts()`: whether the peer may use ours now; `serving()`: called before each
+    use of ours is served (the worker: busy to the memory integration, as during a node)."""
 
     def __init__(self, session, peer, enforce, may_invoke=lambda: True, accepts=lambda: True,
-                 busy=contextlib.nullcontext):
+                 serving=lambda: None):
         self.session = session
         self.peer = peer
         self.enforce = enforce
         self.may_invoke = may_invoke
         self.accepts = accepts
-        self.busy = busy
+        self.before_serving = serving
         self.exports = Exports()
         self.proxies = {}           # the peer's id -> (weak reference to its proxy here, [times received])
         self.proxies_lock = threading.Lock()
@@ -213,8 +212,8 @@ class Conversation:
         try:
             if not self.accepts():
                 raise RemoteError(f"{self.peer} used an object while no call waited on it")
-            with self.busy():
-                result = self._serve(message)
+            self.before_serving()
+            result = self._serve(message)
             value, encoder = self.session.encode(result)
             self.session.lend(encoder)
             answer = {"op": "invoked", "call": call, "value": value}

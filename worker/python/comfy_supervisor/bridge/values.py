@@ -72,6 +72,7 @@ class Encoder:
         self.lent = []
         self.cuda_lent = []
         self.sources = {}
+        self.written = {}  # id(tensor) -> (tensor, its tag): one written twice in a value is one block
 
     def encode(self, value):
         if value is None or isinstance(value, (bool, str)):
@@ -101,6 +102,9 @@ class Encoder:
         return self.handle_of(value)
 
     def tensor(self, torch, value):
+        written = self.written.get(id(value))
+        if written is not None and written[0] is value:
+            return written[1]  # the same tensor again (a patch's context given as its value too)
         dtype = str(value.dtype).removeprefix("torch.")
         if dtype not in DTYPES:
             raise ValueCrossingError(f"a tensor of dtype {dtype} cannot cross between processes "
@@ -134,6 +138,7 @@ class Encoder:
         if value.device.type == "cpu" and value.is_contiguous() and not value.is_conj() and not value.is_neg():
             self.sources[offset] = value  # the block's bytes are the value's own, as they lie
         encoded["offset"] = offset
+        self.written[id(value)] = (value, encoded)
         return encoded
 
 
@@ -155,7 +160,7 @@ class Decoder:
     def decode(self, value):
         """The value; on a malformed one, every block and CUDA lend it named that no
         tensor was built over yet is released at once, and ValueCrossingError is raised."""
-        blocks, self.viewed = [], set()
+        blocks, self.viewed, self.taken, self.built = [], set(), {}, {}
         try:
             self.collect_blocks(value, blocks, 0)
             return self.build(value)
@@ -187,7 +192,7 @@ class Decoder:
                 form = self.check_tensor(value)
                 if form == "cuda_ipc":
                     blocks.append(("cuda", value["cuda_ipc"]["lend"]))
-                elif form == "arena":
+                elif form == "arena" and ("block", value["offset"]) not in blocks:
                     blocks.append(("block", value["offset"]))
             elif tag in ("tuple", "dict"):
                 if not isinstance(value.get("items"), list):
@@ -279,11 +284,22 @@ class Decoder:
         elif "yours_cuda" in value:
             return self.cuda.own(value["yours_cuda"], value["at"], value["nbytes"]).view(dtype).view(value["shape"])
         else:
-            block = self.peer.take(value["offset"], value["nbytes"], self.release)
-            self.viewed.add(("block", value["offset"]))
-            result = torch.from_numpy(block).view(dtype).view(value["shape"])
+            # A block named twice in one value is one tensor written twice: taken once, and
+            # the same tensor again where it is the same view, as the sender had it.
+            key = (value["offset"], value["nbytes"], value["dtype"], tuple(value["shape"]), value.get("device"))
+            if key in self.built:
+                return self.built[key]
+            block = self.taken.get(value["offset"])
+            if block is None:
+                block = self.taken[value["offset"]] = self.peer.take(value["offset"], value["nbytes"], self.release)
+                self.viewed.add(("block", value["offset"]))
+            elif len(block) != value["nbytes"]:
+                raise ValueCrossingError(f"a block at {value['offset']} named twice in one value, with two sizes")
+            result = self.built[key] = torch.from_numpy(block).view(dtype).view(value["shape"])
         if value.get("device") == "cuda" and torch.cuda.is_available():
             result = result.to(torch.device("cuda", torch.cuda.current_device()))
+            if "offset" in value and value["nbytes"]:
+                self.built[key] = result
         return result
 
 

@@ -25,7 +25,6 @@ socket for the node's end. A call:
   from the supervisor when the host's prompt changes.
 """
 
-import contextlib
 import itertools
 import os
 import queue
@@ -61,15 +60,7 @@ class HostSession(PeerSession):
         # the host's objects during a node call, or while it serves the host's use of its own.
         self.remote = Conversation(self, "the host", enforce=False,
                                    may_invoke=lambda: server.current is not None or self.remote.serving > 0,
-                                   busy=self.busy)
-
-    def busy(self):
-        """The host's use of the pack's objects (a step of its sampler with the pack's model)
-        is busy to the memory integration, as a node is: the models it uses are not evicted
-        under it. Within a node call, or a use within a use, it is busy already."""
-        if self.server.current is not None or self.remote.serving > 1:
-            return contextlib.nullcontext()
-        return self.server.memory.serving_peer()
+                                   serving=server.memory.serving_peer)
 
     def object_handle(self, value):
         return self.handle_of(value)
