@@ -81,6 +81,8 @@ def main():
           f"p99 {remote['p99']:.1f} us (target: p50 < 100 us)")
     print(f"a pack's attention patch called back from the host's sampler: {figures['sample_step_overhead_us']:.1f} us "
           "a step more than in one process (target < 200 us)")
+    print(f"a pack's MODEL sampled by the host's KSampler: {figures['pack_model_step_overhead_us']:.1f} us a step more "
+          "than the same model in the host's process")
 
 
 if __name__ == "__main__":
