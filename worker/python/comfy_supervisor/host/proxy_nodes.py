@@ -420,7 +420,7 @@ class PackLink:
         # then names the life, so ComfyUI runs the node again rather than reuse them.
         made_here = made_here or session.remote.made > proxies_before
         self.handle_generation[node] = session.generation if made_here else None
-        session.settle()  # the releases that came with the result, now that it is decoded
+        session.call_done()  # the result decoded: releases applied and sent (bridge/session.py)
         return result
 
     def pack_object(self, session, handle):

@@ -84,6 +84,7 @@ class HostSession(PeerSession):
                                "objects": len(self.remote.exports)})
         elif op == "call":
             self.server.run(self, message)
+            self.call_done()  # its inputs are let go of: the host gets their blocks back now
         else:
             self.channel.send({"op": "error", "id": message.get("id"), "type": "ProtocolError",
                                "message": f"unknown operation {str(op)[:40]!r}", "traceback": ""})
