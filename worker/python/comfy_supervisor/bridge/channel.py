@@ -190,8 +190,6 @@ class ReleaseQueue:
     and held only to append or take, so a finalizer that runs while its own thread holds
     it (a collection inside our flush) cannot deadlock."""
 
-    KINDS = ("blocks", "cuda", "handles", "instances", "objects")
-
     def __init__(self, channel, name, after_s=RELEASE_AFTER_S):
         self.channel = channel
         self.after_s = after_s

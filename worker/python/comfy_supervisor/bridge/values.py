@@ -274,6 +274,7 @@ class Decoder:
     def tensor(self, value):
         torch = _torch()
         dtype = getattr(torch, value["dtype"])
+        key = None  # an arena block's view, by where it lies and what it is
         if value["nbytes"] == 0:
             result = torch.empty(value["shape"], dtype=dtype)
         elif "yours" in value:
@@ -295,11 +296,11 @@ class Decoder:
                 self.viewed.add(("block", value["offset"]))
             elif len(block) != value["nbytes"]:
                 raise ValueCrossingError(f"a block at {value['offset']} named twice in one value, with two sizes")
-            result = self.built[key] = torch.from_numpy(block).view(dtype).view(value["shape"])
+            result = torch.from_numpy(block).view(dtype).view(value["shape"])
         if value.get("device") == "cuda" and torch.cuda.is_available():
             result = result.to(torch.device("cuda", torch.cuda.current_device()))
-            if "offset" in value and value["nbytes"]:
-                self.built[key] = result
+        if key is not None:
+            self.built[key] = result
         return result
 
 
