@@ -9,6 +9,10 @@ pack imported into this process; and tests/packs/hostile_pack as "hostile" probi
     remote-options  model_options read, changed in a copy and set back on a clone
     remote-clip-vae a host CLIP's tokenize and encode, a host VAE's encode and decode
     remote-control  a host CONTROL_NET copied with its hint set into CONDITIONING, sampled
+    remote-conds    upstream's comfy.conds values in a CONDITIONING's model_conds cross by
+                    value both ways, each the receiver's own class, and sample the same
+    remote-cond-objects  CONDITIONING holding a control net and hooks: the host's come back
+                    as the host's own, the pack's stay in the worker, and both sample the same
     remote-pack-model  the pack's own MODEL sampled by the host's KSampler: each step's
                     forward in the worker; its load the pack's, in the ledger as the
                     pack's, a stand-in in the host's list and no proxy
@@ -17,6 +21,10 @@ pack imported into this process; and tests/packs/hostile_pack as "hostile" probi
     remote-released the objects each side handed the other are let go once unused
     remote-dead-owner  the pack's MODEL, held by the host when its worker dies, raises one
                     line naming the pack and the object; the pack's next life runs
+    remote-host-restart  the host's MODEL, kept by the pack beyond its node when the host
+                    dies: in the host's next life (this check again) each use of it in the
+                    pack raises one line naming the host's ended life, never reaching the
+                    new life's object of the same id; the MODEL given now works
     remote-hostile  every use the hostile pack writes itself of what it was not handed, or
                     may not do, is an error and nothing else
 """
@@ -25,10 +33,13 @@ import gc
 import importlib.util
 import json
 import os
+import signal
 import sys
 import time
 
+import comfy.conds
 import comfy.controlnet
+import comfy.hooks
 import comfy.model_management as mm
 import comfy.model_patcher
 import comfy.model_sampling
@@ -126,6 +137,70 @@ def check_control():
            "the samples differ from the same graph in one process")
 
 
+def same_values(a, b):
+    """same(), with upstream's conditioning values compared by their class and their content."""
+    if isinstance(a, comfy.conds.CONDRegular) or isinstance(b, comfy.conds.CONDRegular):
+        return type(a) is type(b) and same_values(a.cond, b.cond)
+    if isinstance(a, (list, tuple)) and type(a) is type(b):
+        return len(a) == len(b) and all(same_values(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and type(a) is type(b):
+        return list(a) == list(b) and all(same_values(a[k], b[k]) for k in a)
+    return same(a, b)
+
+
+def check_conds():
+    model, _, _, positive, negative, latent = graph()
+    cond, extra = positive[0]
+    values = {"host_pooled": comfy.conds.CONDRegular(extra["pooled_output"]),
+              "host_context": comfy.conds.CONDCrossAttn(cond),
+              "host_latent": comfy.conds.CONDNoiseShape(torch.rand(1, 4, 4, 4, generator=torch.Generator().manual_seed(8))),
+              "host_frames": comfy.conds.CONDConstant(2),
+              "host_refs": comfy.conds.CONDList([cond[:, :3], cond[:, 3:]])}
+    given = [[cond, {**extra, "model_conds": values}]]
+    isolated, seen = node("CondValues").values(conditioning=given)
+    expected, expected_seen = pack().CondValues().values(given)
+    classes = ["CONDRegular", "CONDCrossAttn", "CONDNoiseShape", "CONDConstant", "CONDList"]
+    expect(json.loads(seen) == json.loads(expected_seen) and [c for _, c, _ in json.loads(seen)] == classes,
+           f"the pack read the host's values as {seen}, in one process {expected_seen}")
+    made = isolated[0][1]["model_conds"]
+    expect(all(link_of(value) is None and type(value) is getattr(comfy.conds, type(value).__name__)
+               for value in made.values()) and [type(v).__name__ for v in made.values()] == classes * 2,
+           f"the values that came back are {made!r}, not the host's own comfy.conds classes")
+    expect(same_values(isolated, expected), "the values differ from the same graph in one process")
+    expect(same(ksample(model, isolated, negative, latent), ksample(model, expected, negative, latent)),
+           "the samples differ from the same graph in one process")
+
+
+def check_cond_objects():
+    model, _, _, positive, negative, latent = graph()
+    hint = torch.rand(1, 16, 16, 3, generator=torch.Generator().manual_seed(9))
+    control = nodes.ControlNetLoader().load_controlnet("control.safetensors")[0].copy().set_cond_hint(hint, 0.7)
+    hooks = comfy.hooks.HookGroup()
+    hooks.add(comfy.hooks.Hook(strength=0.5))
+    given = [[positive[0][0], {**positive[0][1], "control": control, "hooks": hooks}]]
+    (passed,) = node("PassConditioning").passed(conditioning=given)
+    extra = passed[0][1]
+    expect(extra["control"] is control and extra.get("pack_seen") is True,
+           f"the host's control net came back as {extra['control']!r}, not as itself")
+    combined = extra["hooks"]
+    expect(type(combined) is comfy.hooks.HookGroup and combined is not hooks and
+           [hook.strength for hook in combined.hooks] == [0.5],
+           f"the hooks the pack combined are {combined!r}, not a HookGroup the host made")
+    expected = pack().PassConditioning().passed(given)[0]
+    expect(same(ksample(model, passed, negative, latent), ksample(model, expected, negative, latent)),
+           "the samples with the host's control net differ from the same graph in one process")
+    (own,) = node("OwnControl").apply(conditioning=positive, image=hint, strength=0.8)
+    control, hooks = own[0][1]["control"], own[0][1]["hooks"]
+    expect(isinstance(control, comfy.controlnet.ControlBase) and link_of(control) is not None and
+           isinstance(hooks, comfy.hooks.HookGroup) and link_of(hooks) is not None and
+           [hook.strength for hook in hooks.hooks] == [0.8],
+           f"the pack's control net and hooks are {control!r} and {hooks!r}, not the pack's in its worker")
+    isolated = ksample(model, own, negative, latent)
+    expect(same(isolated, ksample(model, pack().OwnControl().apply(positive, hint, 0.8)[0], negative, latent)),
+           "the samples with the pack's control net differ from the same graph in one process")
+    expect(not same(isolated, ksample(model, positive, negative, latent)), "the pack's control net changed nothing")
+
+
 def check_pack_model():
     _, _, _, positive, negative, latent = graph()
     (model,) = node("LoadModel").load(name="pack-model")
@@ -188,6 +263,22 @@ def check_dead_owner():
            "the pack's next life")
 
 
+def check_host_restart():
+    generation = _checks.host.link.generation
+    if generation == 1:
+        (kept,) = node("KeepHostObject").keep(model=graph()[0])
+        expect(kept == 1, f"the pack kept {kept} MODELs")
+        _checks.say("remote-host-restart: the pack keeps the host's MODEL; this life ends")
+        os.kill(os.getpid(), signal.SIGKILL)
+    (answer,) = node("UseKeptObject").use(model=graph()[0])
+    answer = json.loads(answer)
+    gone = f"the host's MODEL (ModelPatcher) is gone: the host's life {generation - 1} ended"
+    for outcome, use in zip(answer["kept"], ("clone of", "model_options of", "load_device of")):
+        expect(outcome.startswith(f"RemoteError: {use} {gone}") and "\n" not in outcome,
+               f"the pack's use of the MODEL the host's life {generation - 1} handed it: {outcome!r}")
+    expect(answer["same_id"] and answer["fresh"], f"the MODEL this life handed over ({answer})")
+
+
 def check_hostile():
     model = graph()[0]
     options = repr(model.model_options)
@@ -202,5 +293,7 @@ def check_hostile():
 
 
 CHECKS = {"remote-patch": check_patch, "remote-options": check_options, "remote-clip-vae": check_clip_vae,
-          "remote-control": check_control, "remote-pack-model": check_pack_model, "remote-forwarded": check_forwarded,
-          "remote-released": check_released, "remote-dead-owner": check_dead_owner, "remote-hostile": check_hostile}
+          "remote-control": check_control, "remote-conds": check_conds, "remote-cond-objects": check_cond_objects,
+          "remote-pack-model": check_pack_model, "remote-forwarded": check_forwarded,
+          "remote-released": check_released, "remote-dead-owner": check_dead_owner,
+          "remote-host-restart": check_host_restart, "remote-hostile": check_hostile}

@@ -1,7 +1,9 @@
 """Remote objects without a second process (bridge/remote.py, bridge/object_kinds.py): what a
 proxy is to ComfyUI's code (isinstance, copy, pickle, callable), what its owner serves and
 refuses, and the owner's table of what it handed over. The uses go straight to the owner's
-serve() through a loop-back session; tests/python/ runs them across processes.
+serve() through a loop-back session; tests/python/ runs them across processes. And what
+a patch's call carries besides: upstream's conditioning values by value, and a tensor
+given twice (a patch's context as its value too) written once and read as one tensor.
 
     remote_objects_check.py
 """
@@ -25,6 +27,7 @@ import comfy.model_patcher  # noqa: E402
 import torch  # noqa: E402
 from comfy_supervisor.bridge import remote  # noqa: E402
 from comfy_supervisor.bridge.object_kinds import kind_of  # noqa: E402
+from comfy_supervisor.bridge.values import ValueCrossingError  # noqa: E402
 
 
 class LoopBack:
@@ -103,7 +106,64 @@ def main():
     session.exports.release([[number, 1]])
     refusal = raised(lambda: callable_proxy(torch.ones(1), None, None, {}), remote.RemoteError)
     report.check(refusal is not None, f"an object let go cannot be used again ({refusal})")
+    check_by_value(report)
+    check_same_tensor_twice(report)
     return report.finish()
+
+
+def check_same_tensor_twice(report):
+    from comfy_supervisor.bridge.arena import OwnArena, PeerArena
+    from comfy_supervisor.bridge.values import Decoder, Encoder
+    fd = os.memfd_create("arena")
+    os.ftruncate(fd, 1 << 20)
+    own, peer = OwnArena(os.dup(fd)), PeerArena(os.open(f"/proc/self/fd/{fd}", os.O_RDONLY))
+    os.close(fd)
+    context, other = torch.rand(1, 6, 16), torch.rand(1, 6, 16)
+    encoder = Encoder(own, None)
+    encoded = encoder.encode([context, context, {"value": context}, other])
+    report.check(len(encoder.lent) == 2, f"a tensor given three times in one value is one block ({encoder.lent})")
+    released = []
+    decoded = Decoder(peer, released.append, None).decode(encoded)
+    report.check(decoded[0] is decoded[1] is decoded[2]["value"] and decoded[3] is not decoded[0] and
+                 torch.equal(decoded[0], context) and torch.equal(decoded[3], other),
+                 "and is read as one tensor, as the sender had it")
+    del decoded
+    report.check(sorted(released) == sorted(encoder.lent), f"each block is released once ({released})")
+    twice = [dict(encoded[3]), dict(encoded[3], nbytes=encoded[3]["nbytes"] // 2, shape=[1, 3, 16])]
+    refusal = raised(lambda: Decoder(peer, released.append, None).decode(twice), ValueCrossingError)
+    report.check(refusal is not None and "two sizes" in refusal, f"a block named with two sizes is refused ({refusal})")
+
+
+def check_by_value(report):
+    """comfy.conds' values cross as copies of the receiver's own class; a tag naming any other
+    class, or a state of other fields, is refused in one line; a subclass is a remote object."""
+    import comfy.conds
+    from comfy_supervisor.bridge.values import Decoder, Encoder
+
+    def no_handle(value):
+        raise ValueCrossingError(f"a {type(value).__name__} is not a value here")
+
+    def decode(tag):
+        return Decoder(None, lambda offset: None, lambda t: ("resolved", t.get("$"))).decode(tag)
+
+    values = [comfy.conds.CONDRegular(7.5), comfy.conds.CONDCrossAttn(2), comfy.conds.CONDNoiseShape("x"),
+              comfy.conds.CONDConstant(3), comfy.conds.CONDList([1, 2])]
+    encoded = Encoder(None, no_handle).encode(values)
+    report.check([tag.get("class") for tag in encoded] == [type(v).__name__ for v in values],
+                 f"each conditioning value crosses by value under its class's name ({encoded})")
+    back = decode(encoded)
+    report.check([(type(v), v.cond) for v in back] == [(type(v), v.cond) for v in values] and
+                 all(b is not v for b, v in zip(back, values)), "and is rebuilt as a copy of the same class")
+    for tag in ({"$": "value", "class": "Popen", "state": {"cond": 1}},
+                {"$": "value", "class": "CONDRegular", "state": {"cond": 1, "__class__": "x"}},
+                {"$": "value", "class": "CONDRegular", "state": "cond"}):
+        refusal = raised(lambda: decode(tag), ValueCrossingError)
+        report.check(refusal is not None and "\n" not in refusal, f"a malformed value class is refused ({refusal})")
+
+    class PackCond(comfy.conds.CONDRegular):
+        pass
+
+    report.check(kind_of(PackCond(1)).name == "COND", "a pack's subclass of a conditioning value is a remote object")
 
 
 if __name__ == "__main__":

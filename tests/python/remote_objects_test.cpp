@@ -12,13 +12,19 @@ using Catch::Matchers::Contains;
 using nlohmann::json;
 
 TEST_CASE("the host's MODEL, CLIP, VAE and CONTROL_NET work in a pack's nodes, and the pack's MODEL in the host's KSampler") {
-    run_checks({"remote-patch", "remote-options", "remote-clip-vae", "remote-control", "remote-pack-model",
-                "remote-forwarded", "remote-released"},
+    run_checks({"remote-patch", "remote-options", "remote-clip-vae", "remote-control", "remote-conds",
+                "remote-cond-objects", "remote-pack-model", "remote-forwarded", "remote-released"},
                json::array({python_pack("model", "model_pack")}));
 }
 
 TEST_CASE("a pack's MODEL the host holds when its worker dies raises one line, and the pack's next life runs") {
     const auto log = run_checks({"remote-dead-owner"}, json::array({python_pack("model", "model_pack")}));
+    CHECK_THAT(log, Contains("(generation 1) killed by SIGKILL"));
+}
+
+TEST_CASE("a pack's proxy of a host object kept across a host restart raises one line, and reaches no object of the new life") {
+    const auto log = run_checks({"remote-host-restart"}, json::array({python_pack("model", "model_pack")}));
+    CHECK_THAT(log, Contains("remote-host-restart: the pack keeps the host's MODEL; this life ends"));
     CHECK_THAT(log, Contains("(generation 1) killed by SIGKILL"));
 }
 

@@ -164,6 +164,7 @@ def main():
         "pickle_uds_16mib_ms": pickle_uds_ms(image),
         "remote_call_rtt_us": remote_bench.remote_call_rtt_us(classes),
         "sample_step_overhead_us": remote_bench.sample_step_overhead_us(classes),
+        "pack_model_step_overhead_us": remote_bench.pack_model_step_overhead_us(classes),
         **mirror_bench.mirror_figures(classes, host.bridges.drain_idle),
     }
     with open(sys.argv[1], "w") as out:

@@ -83,6 +83,8 @@ def main():
           f"p99 {remote['p99']:.1f} us (target: p50 < 100 us)")
     print(f"a pack's attention patch called back from the host's sampler: {figures['sample_step_overhead_us']:.1f} us "
           "a step more than in one process (target < 200 us)")
+    print(f"a pack's MODEL sampled by the host's KSampler: {figures['pack_model_step_overhead_us']:.1f} us a step more "
+          "than the same model in the host's process")
     print(f"a 256 MiB diffusion model into a worker: mirrored {figures['mirror_map_ms_256mib']:.2f} ms, copied "
           f"{figures['copy_ms_256mib']:.2f} ms (ratio {figures['mirror_vs_copy']:.3f}, target <= 0.1); the first "
           f"mirror, which moves the host's weights into their memfd once: {figures['mirror_publish_ms_256mib']:.1f} ms")

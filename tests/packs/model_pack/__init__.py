@@ -8,6 +8,11 @@ isolated as in ComfyUI's own process.
 - EncodeText: a host CLIP's tokenize and encode_from_tokens_scheduled;
 - VaeRoundTrip: a host VAE's encode, then decode;
 - ApplyControl: a host CONTROL_NET copied with its cond hint set into CONDITIONING;
+- CondValues: CONDITIONING whose model_conds hold upstream's comfy.conds values, read (what
+  came, by class and size) and added to with values of the pack's own;
+- PassConditioning: CONDITIONING holding the host's control net and hooks, copied through;
+- OwnControl: a control net and hooks of the pack's own, put into CONDITIONING for the
+  host's KSampler, which asks the pack's control net for its residuals every step;
 - ReadModelOptions: a host MODEL's model_options read, changed in a copy, and set back on
   a clone, as packs do;
 - LoadModel: a MODEL of the pack's own, for the host's KSampler;
@@ -16,12 +21,16 @@ isolated as in ComfyUI's own process.
 - PatchAttention: only the attention patch, and EmptyFunction: a function of the pack's that
   does nothing, for scripts/bench bridge (the cost of a callback and of a call);
 - ExitMidNode: the worker dies, for the tests of a dead owner;
+- KeepHostObject and UseKeptObject: a host MODEL kept beyond its node, as a pack's cache
+  would keep it, and used again in a later call (after the host restarted, for the test of
+  a host proxy whose owner's life ended);
 - MirrorForward: `model.model.diffusion_model` run with torch, through a
   mirror of the host's module; MirrorTamper: tries to write the host's weights through it;
   MirrorTouch: the same made ready, as a mirror or as a copy,
   for scripts/bench bridge.
 """
 
+import json
 import os
 import signal
 
@@ -136,6 +145,68 @@ class ApplyControl(Node):
         return (out,)
 
 
+class CondValues(Node):
+    FUNCTION = "values"
+    RETURN_TYPES = ("CONDITIONING", "STRING")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"conditioning": ("CONDITIONING",)}}
+
+    def values(self, conditioning):
+        import comfy.conds
+        out, seen = [], []
+        for cond, extra in conditioning:
+            extra = extra.copy()
+            model_conds = dict(extra.get("model_conds", {}))
+            seen += [[key, type(value).__name__, value.size()] for key, value in model_conds.items()]
+            model_conds.update({
+                "pack_pooled": comfy.conds.CONDRegular(extra["pooled_output"] * 2.0),
+                "pack_context": comfy.conds.CONDCrossAttn(cond.flip(1)),
+                "pack_latent": comfy.conds.CONDNoiseShape(torch.full((1, 4, 4, 4), 0.25)),
+                "pack_frames": comfy.conds.CONDConstant(3),
+                "pack_refs": comfy.conds.CONDList([cond[:, :2], cond[:, 2:]]),
+            })
+            extra["model_conds"] = model_conds
+            out.append([cond, extra])
+        return (out, json.dumps(seen))
+
+
+class PassConditioning(Node):
+    FUNCTION = "passed"
+    RETURN_TYPES = ("CONDITIONING",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"conditioning": ("CONDITIONING",)}}
+
+    def passed(self, conditioning):
+        out = []
+        for cond, extra in conditioning:
+            extra = extra.copy()
+            extra["hooks"] = extra["hooks"].clone_and_combine(None) if extra.get("hooks") is not None else None
+            out.append([cond, {**extra, "pack_seen": True}])
+        return (out,)
+
+
+class OwnControl(Node):
+    FUNCTION = "apply"
+    RETURN_TYPES = ("CONDITIONING",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"conditioning": ("CONDITIONING",), "image": ("IMAGE",),
+                             "strength": ("FLOAT", {"default": 1.0})}}
+
+    def apply(self, conditioning, image, strength):
+        import comfy.controlnet
+        import comfy.hooks
+        control = comfy.controlnet.ControlNet().set_cond_hint(image, strength)
+        hooks = comfy.hooks.HookGroup()
+        hooks.add(comfy.hooks.Hook(strength=strength))
+        return ([[cond, {**extra, "control": control.copy(), "hooks": hooks}] for cond, extra in conditioning],)
+
+
 class LoadModel(Node):
     FUNCTION = "load"
     RETURN_TYPES = ("MODEL",)
@@ -191,6 +262,47 @@ class ExitMidNode(Node):
 
     def run(self):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+KEPT = []  # host objects kept beyond their node
+
+
+class KeepHostObject(Node):
+    FUNCTION = "keep"
+    RETURN_TYPES = ("INT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",)}}
+
+    def keep(self, model):
+        KEPT.append(model)
+        return (len(KEPT),)
+
+
+class UseKeptObject(Node):
+    """What became of each use of the kept MODEL ("used", or the error's type and message),
+    beside a use of the MODEL given now, and whether the two have the same id in their
+    sessions (a kept proxy resolved by its id alone would be the new MODEL)."""
+    FUNCTION = "use"
+    RETURN_TYPES = ("STRING",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",)}}
+
+    def use(self, model):
+        from comfy_supervisor.bridge.remote import link_of
+        kept = KEPT[-1]
+        outcomes = []
+        for use in (lambda m: m.clone(), lambda m: m.model_options, lambda m: m.load_device):
+            try:
+                use(kept)
+                outcomes.append("used")
+            except Exception as error:  # noqa: BLE001 (what it raised is the answer)
+                outcomes.append(f"{type(error).__name__}: {error}")
+        return (json.dumps({"kept": outcomes, "fresh": model.clone() is not None,
+                            "same_id": link_of(kept).id == link_of(model).id}),)
 
 
 def mirror_forward(unet):
@@ -287,6 +399,7 @@ class MirrorTouch(Node):
 
 
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOptions, EncodeText, VaeRoundTrip,
-                                                      ApplyControl, LoadModel, SampleWithHost, PatchAttention, EmptyFunction,
-                                                      ExitMidNode, MirrorForward, MirrorTamper,
-                                                      MirrorTouch)}
+                                                      ApplyControl, CondValues, PassConditioning, OwnControl, LoadModel,
+                                                      SampleWithHost, PatchAttention, EmptyFunction, ExitMidNode,
+                                                      KeepHostObject, UseKeptObject, MirrorForward,
+                                                      MirrorTamper, MirrorTouch)}

@@ -8,7 +8,7 @@ patches_replace["attn2"], attn2_output_patch), with the same arguments."""
 
 import torch
 
-from . import latent_formats, model_sampling
+from . import conds, latent_formats, model_sampling
 
 
 class CrossAttention(torch.nn.Module):
@@ -118,6 +118,22 @@ class BaseModel(torch.nn.Module):
         out = self.diffusion_model(xc, timestep, c_crossattn, control=control,
                                    transformer_options=transformer_options)
         return self.model_sampling.calculate_denoised(sigma, out, x)
+
+    def extra_conds(self, **kwargs):
+        """The comfy.conds values the model takes from a conditioning, as upstream's makes
+        them: its cross attention, pooled output, concat latent, reference latents, and the
+        batch's size as a constant."""
+        out = {}
+        if kwargs.get("cross_attn") is not None:
+            out["c_crossattn"] = conds.CONDCrossAttn(kwargs["cross_attn"])
+        if kwargs.get("pooled_output") is not None:
+            out["y"] = conds.CONDRegular(kwargs["pooled_output"])
+        if kwargs.get("concat_latent_image") is not None:
+            out["c_concat"] = conds.CONDNoiseShape(kwargs["concat_latent_image"])
+        if kwargs.get("reference_latents") is not None:
+            out["ref_latents"] = conds.CONDList(list(kwargs["reference_latents"]))
+        out["batch_frames"] = conds.CONDConstant(kwargs["noise"].shape[0])
+        return out
 
     def process_latent_in(self, latent):
         return self.latent_format.process_in(latent)

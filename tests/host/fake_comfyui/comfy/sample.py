@@ -18,7 +18,8 @@ def convert_cond(cond):
     out = []
     for embedding, extra in cond:
         c = dict(extra)
-        c["model_conds"] = embedding
+        c["model_conds"] = dict(c.get("model_conds", {}))  # what a pack put there, beside the model's
+        c["cross_attn"] = embedding
         out.append(c)
     return out
 

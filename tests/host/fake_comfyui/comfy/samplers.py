@@ -1,6 +1,8 @@
 """Our model of upstream's comfy/samplers.py, as far as a sampling step reaches a model and
-what packs patched into it: sampling_function, calc_cond_batch (each cond's control net
-asked for its residuals, the model's apply_model called with the transformer options),
+what packs patched into it: encode_model_conds (the model's extra_conds make each
+conditioning's comfy.conds values, once a run), sampling_function, calc_cond_batch (each
+cond's values batched, its control net asked for its residuals, the model's apply_model
+called with them and the transformer options),
 cfg_function (the model's sampler_cfg_function and post-CFG functions called with
 upstream's arguments), and an Euler sampler over the model's sigmas."""
 
@@ -19,9 +21,12 @@ def calc_cond_batch(model, conds, x_in, timestep, model_options):
         for c in cond:
             transformer_options = model_options["transformer_options"].copy()
             transformer_options["sigmas"] = timestep
+            batched = {k: v.process_cond(batch_size=x_in.shape[0], area=None).concat([])
+                       for k, v in c["model_conds"].items()}
             control = c.get("control")
-            residuals = control.get_control(x_in, timestep, c, 1, transformer_options) if control is not None else None
-            total = total + model.apply_model(x_in, timestep, c_crossattn=c["model_conds"], control=residuals,
+            residuals = control.get_control(x_in, timestep, batched, 1, transformer_options) \
+                if control is not None else None
+            total = total + model.apply_model(x_in, timestep, **batched, control=residuals,
                                               transformer_options=transformer_options)
         out.append(total / len(cond))
     return out
@@ -55,6 +60,20 @@ def sampling_function(model, x, timestep, uncond, cond, cond_scale, model_option
                         uncond=uncond_)
 
 
+def encode_model_conds(model_function, conds, noise, device):
+    """Each conditioning's model_conds joined by what the model makes of it (upstream's
+    extra_conds: comfy.conds values), given the whole conditioning, the noise and the device."""
+    out = []
+    for x in conds:
+        params = x.copy()
+        params["device"], params["noise"] = device, noise
+        params["width"], params["height"] = noise.shape[3] * 8, noise.shape[2] * 8
+        x = x.copy()
+        x["model_conds"] = {**x["model_conds"], **model_function(**params)}
+        out.append(x)
+    return out
+
+
 def calculate_sigmas(model_sampling, steps):
     """Upstream's "normal" scheduler."""
     start, end = model_sampling.timestep(model_sampling.sigma_max), model_sampling.timestep(model_sampling.sigma_min)
@@ -69,6 +88,8 @@ def sample(model_patcher, noise, positive, negative, cfg, sigmas, latent_image):
     model = model_patcher.patch_model()
     try:
         model_options = model_patcher.model_options
+        positive = encode_model_conds(model.extra_conds, positive, noise, noise.device)
+        negative = encode_model_conds(model.extra_conds, negative, noise, noise.device)
         x = model.model_sampling.noise_scaling(sigmas[0], noise, latent_image)
         for i in range(len(sigmas) - 1):
             sigma = sigmas[i] * x.new_ones([x.shape[0]])

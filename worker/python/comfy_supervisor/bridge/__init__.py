@@ -1,7 +1,8 @@
 """The bridge between the ComfyUI host and a pack's worker: what both ends share.
 
 - values: how a call's values cross (plain values as JSON, tensors as blocks of an arena
-  or by CUDA IPC, a pack's other objects as handles);
+  or by CUDA IPC, a pack's other objects as handles); by_value: upstream's value classes
+  (comfy.conds') that cross as copies;
 - arena: the shared memory they cross in (our own page-granular allocator), with the
   interrupt word; cuda_ipc over cuda_driver (the CUDA driver's own IPC calls) for tensors
   that stay on the GPU;

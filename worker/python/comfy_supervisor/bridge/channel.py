@@ -28,6 +28,14 @@ MAX_CONTROL_BYTES = 64 << 10
 MAX_HELD_FDS = 16              # descriptors a peer sent that no frame claimed yet (bridge/mirror.py's)
 _LENGTH = struct.Struct("<I")
 _RECEIVE_BYTES = 64 << 10
+# A reader spins only while spinning pays (Channel.receive): while at least this share of
+# its recent spins caught the message (a moving average over about 8 spins), and else one
+# receive in SPIN_PROBE_EVERY, to see whether the machine has a CPU free again.
+SPIN_PAYS = 0.5
+SPIN_PROBE_EVERY = 32
+# What a side let go of rides on its next frame; with no frame going out, the releases
+# thread sends it this long after the first of it (ReleaseQueue).
+RELEASE_AFTER_S = 0.01
 # One encoder and decoder for every frame: json.dumps with arguments builds a new one
 # each call, a good part of a small frame's cost.
 _encode = json.JSONEncoder(separators=(",", ":")).encode
@@ -53,6 +61,8 @@ class Channel:
         self.poller.register(sock, select.POLLIN)
         self.fds = []              # descriptors received with the frames, oldest first, not taken yet
         self.fds_lock = threading.Lock()
+        self.spin_caught = 1.0     # moving average: how many of the recent spins caught the message
+        self.unspun = 0            # receives without a spin since the last one
 
     def send(self, message, fds=()):
         """False when the peer is gone (its end closed). Written with os.write, whatever
@@ -90,11 +100,20 @@ class Channel:
         peer closed its end. `spin_s`: first watch for it that long without sleeping. A
         reader asleep must be woken by the writer's kernel, across CPUs an interrupt that
         costs tens of microseconds on a virtual machine; one that spins just reads. As the
-        rings do, spin briefly, then sleep."""
+        rings do, spin briefly, then sleep; but only while spinning pays. On a machine
+        whose CPUs are all taken, the peer waits for a CPU to answer on, and a reader that
+        spins holds one of them: measured on two loaded vCPUs (load 7), an empty remote
+        call took 255-290 us p50 with both sides spinning 100 us and 57-64 us with neither
+        (docs/BENCHMARKS.md). So a reader whose spins mostly end without the message
+        stops spinning, and tries again one receive in SPIN_PROBE_EVERY."""
         if spin_s and not self.has_frame():
-            deadline = time.perf_counter() + spin_s
-            while not self.poller.poll(0) and time.perf_counter() < deadline:
-                pass
+            self.unspun += 1
+            if self.spin_caught >= SPIN_PAYS or self.unspun >= SPIN_PROBE_EVERY:
+                self.unspun = 0
+                deadline = time.perf_counter() + spin_s
+                while not (caught := bool(self.poller.poll(0))) and time.perf_counter() < deadline:
+                    pass
+                self.spin_caught += ((1.0 if caught else 0.0) - self.spin_caught) / 8
         if not self._fill(_LENGTH.size, timeout_s):
             return self.end
         (length,) = _LENGTH.unpack_from(self.buffer)
@@ -196,14 +215,21 @@ def receive_control(sock, descriptors):
 
 
 class ReleaseQueue:
-    """What this side let go of, for the peer. Finalizers push (any thread, at any time);
-    a thread of ours sends what gathered in one message. The lock is reentrant and held
-    only to append or take the list, so a finalizer that runs while its own thread holds
+    """What this side let go of, for the peer: blocks, CUDA lends, handles, node instances
+    and remote objects, by kind. Finalizers push (any thread, at any time). The frames this
+    side sends take what gathered (take(), PeerSession.send), so that while frames go out,
+    as during a sampler's steps, no other thread wakes for releases: a thread that wakes
+    must take the GIL from the one that talks, which on a loaded machine costs up to a
+    scheduler slice each time. With no frame going out, a thread of ours sends what
+    gathered RELEASE_AFTER_S after the first of it, in one message. The lock is reentrant
+    and held only to append or take, so a finalizer that runs while its own thread holds
     it (a collection inside our flush) cannot deadlock."""
 
-    def __init__(self, channel, name):
+    def __init__(self, channel, name, after_s=RELEASE_AFTER_S):
         self.channel = channel
-        self.pending = []
+        self.after_s = after_s
+        self.pending = {}
+        self.armed = False  # the thread counts down to sending what gathered
         self.ready = threading.Condition(threading.RLock())
         self.closed = False
         threading.Thread(target=self._flush, name=f"{name} releases", daemon=True).start()
@@ -211,24 +237,36 @@ class ReleaseQueue:
     def push(self, kind, value):
         with self.ready:
             if not self.closed:
-                self.pending.append((kind, value))
-                self.ready.notify()
+                self.pending.setdefault(kind, []).append(value)
+                if not self.armed:
+                    self.armed = True
+                    self.ready.notify()
+
+    def take(self):
+        """What gathered, by kind, now the caller's to send; None when nothing did."""
+        with self.ready:
+            if not self.pending:
+                return None
+            taken, self.pending = self.pending, {}
+            return taken
 
     def close(self):
         with self.ready:
             self.closed = True
-            self.pending = []
+            self.pending = {}
             self.ready.notify()
 
     def _flush(self):
         while True:
             with self.ready:
-                while not self.pending and not self.closed:
+                while not self.armed and not self.closed:
                     self.ready.wait()
+                deadline = time.monotonic() + self.after_s
+                while not self.closed and (left := deadline - time.monotonic()) > 0:
+                    self.ready.wait(left)  # frames sent meanwhile carry what gathers
                 if self.closed:
                     return
-                pending, self.pending = self.pending, []
-            message = {"op": "release", "blocks": [], "cuda": [], "handles": [], "instances": [], "objects": []}
-            for kind, value in pending:
-                message[kind].append(value)
-            self.channel.send(message)
+                self.armed = False
+                taken = self.take()
+            if taken:
+                self.channel.send({"op": "release", **taken})

@@ -21,7 +21,6 @@ out-of-memory error upstream's OOM exception, anything else a RemoteCallError wi
 owner's traceback.
 """
 
-import contextlib
 import importlib
 import itertools
 import sys
@@ -49,17 +48,17 @@ class Conversation:
     """`session`: the PeerSession; `peer`: who owns the proxies here, for messages ("the
     host", "pack impact"); `enforce`: serve the peer only what object_kinds lists (the
     host serving a pack); `may_invoke()`: whether this side may use the peer's objects
-    now; `accepts()`: whether the peer may use ours now; `busy()`: the context a use of
-    ours runs in (the worker: busy to the memory integration, as during a node)."""
+    now; `accepts()`: whether the peer may use ours now; `serving()`: called before each
+    use of ours is served (the worker: busy to the memory integration, as during a node)."""
 
     def __init__(self, session, peer, enforce, may_invoke=lambda: True, accepts=lambda: True,
-                 busy=contextlib.nullcontext):
+                 serving=lambda: None):
         self.session = session
         self.peer = peer
         self.enforce = enforce
         self.may_invoke = may_invoke
         self.accepts = accepts
-        self.busy = busy
+        self.before_serving = serving
         self.exports = Exports()
         self.proxies = {}           # the peer's id -> (weak reference to its proxy here, [times received])
         self.proxies_lock = threading.Lock()
@@ -148,7 +147,7 @@ class Conversation:
         session.lend(encoder)
         self.waiting += 1
         try:
-            if not session.channel.send({"op": "invoke", "call": call, **fields, "payload": encoded}):
+            if not session.send({"op": "invoke", "call": call, **fields, "payload": encoded}):
                 session.close()
             answer = self._await(call, what)
         finally:
@@ -213,16 +212,20 @@ class Conversation:
         try:
             if not self.accepts():
                 raise RemoteError(f"{self.peer} used an object while no call waited on it")
-            with self.busy():
-                result = self._serve(message)
+            self.before_serving()
+            result = self._serve(message)
             value, encoder = self.session.encode(result)
             self.session.lend(encoder)
             answer = {"op": "invoked", "call": call, "value": value}
         except Exception as error:  # noqa: BLE001 (whatever the use raised is the answer)
-            answer = {"op": "invoked", "call": call, "error": error_fields(error)}
+            # A read of a name the object lacks is hasattr's question, asked of a pack's
+            # patches once per sampling run for each: its answer needs no traceback, which
+            # took 0.5-1 ms to format.
+            missing = message.get("do") == "get" and isinstance(error, AttributeError)
+            answer = {"op": "invoked", "call": call, "error": error_fields(error, with_traceback=not missing)}
         finally:
             self.serving -= 1
-        if not self.session.channel.send(answer):
+        if not self.session.send(answer):
             self.session.close()
 
     def _serve(self, message):
@@ -276,7 +279,7 @@ class Conversation:
             self.answered.notify_all()
 
 
-def error_fields(error):
+def error_fields(error, with_traceback=True):
     """What an error crosses as."""
     mm = sys.modules.get("comfy.model_management")
     interrupted = mm is not None and isinstance(error, getattr(mm, "InterruptProcessingException", ()))
@@ -285,7 +288,7 @@ def error_fields(error):
                       if isinstance(t, type) and t is not Exception)
     return {"type": type(error).__name__, "message": str(error), "interrupted": interrupted,
             "oom": bool(oom_types) and isinstance(error, oom_types),
-            "traceback": "" if interrupted else "".join(traceback.format_exception(error))}
+            "traceback": "" if interrupted or not with_traceback else "".join(traceback.format_exception(error))}
 
 
 def owner_of(values):

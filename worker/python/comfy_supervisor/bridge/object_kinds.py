@@ -106,9 +106,17 @@ KINDS = (
                 "latent_rgb_factors_bias", "taesd_decoder_name")),
     Kind("HOOKS", "comfy.hooks", "HookGroup", calls=("clone", "clone_and_combine", "set_keyframes_on_hooks"),
          reads=("hooks",)),
+    # One hook of a group, as a group's `hooks` lists them.
+    Kind("HOOK", "comfy.hooks", "Hook", calls=("clone",),
+         reads=("hook_type", "hook_ref", "hook_id", "hook_keyframe", "hook_scope", "strength",
+                "auto_apply_to_nonpositive")),
     Kind("SAMPLER", "comfy.samplers", "Sampler", calls=("sample", "max_denoise")),
     Kind("GUIDER", "comfy.samplers", "CFGGuider", calls=("set_conds", "set_cfg", "sample"),
          reads=("model_patcher", "model_options", "cfg")),
+    # A pack's own subclass of a conditioning value: upstream's own classes cross by value
+    # (bridge/by_value.py), a subclass with methods of its own stays with its maker.
+    Kind("COND", "comfy.conds", "CONDRegular", calls=("process_cond", "can_concat", "concat", "size"),
+         reads=("cond",)),
 )
 
 # What the other side may read of a remote object as a mirror: the torch module itself, built

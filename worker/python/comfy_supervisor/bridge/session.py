@@ -62,6 +62,7 @@ class PeerSession:
         self.closed = threading.Event()
         self.protocol_error = None
         self.read_lock = threading.RLock()
+        self.owed = []                # releases that came on frames read, applied once each frame is handled
         self.remote = None            # this side's Conversation, set by the side's session
         self.cuda = CudaExchange(self.channel.send, lambda lend: self.releases.push("cuda", lend),
                                  self.await_cuda_answer, copy_received)
@@ -141,12 +142,36 @@ class PeerSession:
                 pass  # a part whose place or dtype no view of the tensor can take
         return torch.from_numpy(self.own.copy(block + at, nbytes)).view(dtype).view(shape)
 
+    # ---- sending ----
+
+    def send(self, message):
+        """Sends `message` with what this side let go of since its last frame riding on it
+        (channel.ReleaseQueue says why); False when the peer is gone."""
+        released = self.releases.take()
+        if released:
+            message["released"] = released
+        return self.channel.send(message)
+
+    def call_done(self):
+        """A node call's end, on either side: the releases that came with its frames are
+        applied, and what this side let go of in it is sent now rather than with the next
+        frame. Calls are far apart next to a sampler's uses, and a block the peer gets back
+        at once is the one it writes the next call's value into, its pages in memory
+        already (measured: a 16 MiB tensor's round trip 15-20% slower with its block
+        released only with the next call)."""
+        self.settle()
+        released = self.releases.take()
+        if released:
+            self.channel.send({"op": "release", **released})
+
     # ---- reading ----
 
     def next_message(self, timeout_s, spin_s=0.0):
         """The next message, read by the caller, who holds read_lock: False when none came
         within `timeout_s` (None: wait for ever), None when the session ended. `spin_s`:
-        as Channel.receive."""
+        as Channel.receive. The releases a frame carries are applied once the frame is
+        handled (settle()): at the latest as the next one is read."""
+        self.settle()
         if self.closed.is_set():
             return None
         try:
@@ -156,7 +181,20 @@ class PeerSession:
             message = None
         if message is None:
             self.close()
+        elif message and "released" in message:
+            self.owed.append(message.pop("released"))
         return message
+
+    def settle(self):
+        """Applies the releases that came on the frames read so far, by the reader, once
+        it handled them: as if each frame's releases had come right after it. A frame
+        never sends back a block its own releases let go of (the sender held the tensor
+        over it when it wrote the frame), and a block the peer let go of is not ours to
+        lend again before that is read."""
+        while self.owed:
+            released = self.owed.pop(0)
+            if isinstance(released, dict):
+                self._released(released)
 
     def dispatch(self, message):
         op = message.get("op")
@@ -174,6 +212,7 @@ class PeerSession:
             self.mirrors.on_fd(message)
         else:
             self.on_message(message)
+        self.settle()
 
     def drain_available(self):
         """Dispatches whatever came, without waiting, unless someone else is reading."""

@@ -18,6 +18,9 @@ A value crosses as JSON, never pickled and never evaluated:
   that lies in a tensor the receiver lent us; else staged through the arena as above, and
   it comes out on the receiver's CUDA device when it has one;
 - a torch.device as {"$": "device", "type", "index"}, a torch.dtype as {"$": "dtype", "name"};
+- upstream's value classes of by_value.py (comfy.conds' CONDCrossAttn, CONDRegular...) as
+  {"$": "value", "class", "state"}, the state encoded as any value: the receiver builds its
+  own object of that class;
 - an object of a kind of bridge/object_kinds.py (a MODEL, CLIP, VAE, a function...) as a
   remote object: {"$": "remote", "id", "kind", "type"} for one of the sender's, {"$": "own",
   "id"} for one of the receiver's going back (bridge/conversation.py makes and resolves
@@ -32,6 +35,7 @@ block, and raises ValueCrossingError with one line on anything else.
 import functools
 import math
 
+from . import by_value
 from .arena import CONTROL_BYTES
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "uint8", "int8", "int16", "int32", "int64", "bool",
@@ -68,6 +72,7 @@ class Encoder:
         self.lent = []
         self.cuda_lent = []
         self.sources = {}
+        self.written = {}  # id(tensor) -> (tensor, its tag): one written twice in a value is one block
 
     def encode(self, value):
         if value is None or isinstance(value, (bool, str)):
@@ -91,9 +96,15 @@ class Encoder:
             return {"$": "device", "type": value.type, "index": value.index}
         if torch is not None and isinstance(value, torch.dtype):
             return {"$": "dtype", "name": str(value).removeprefix("torch.")}
+        crossing = by_value.state_of(value)
+        if crossing is not None:
+            return {"$": "value", "class": crossing[0], "state": self.encode(crossing[1])}
         return self.handle_of(value)
 
     def tensor(self, torch, value):
+        written = self.written.get(id(value))
+        if written is not None and written[0] is value:
+            return written[1]  # the same tensor again (a patch's context given as its value too)
         dtype = str(value.dtype).removeprefix("torch.")
         if dtype not in DTYPES:
             raise ValueCrossingError(f"a tensor of dtype {dtype} cannot cross between processes "
@@ -127,6 +138,7 @@ class Encoder:
         if value.device.type == "cpu" and value.is_contiguous() and not value.is_conj() and not value.is_neg():
             self.sources[offset] = value  # the block's bytes are the value's own, as they lie
         encoded["offset"] = offset
+        self.written[id(value)] = (value, encoded)
         return encoded
 
 
@@ -148,7 +160,7 @@ class Decoder:
     def decode(self, value):
         """The value; on a malformed one, every block and CUDA lend it named that no
         tensor was built over yet is released at once, and ValueCrossingError is raised."""
-        blocks, self.viewed = [], set()
+        blocks, self.viewed, self.taken, self.built = [], set(), {}, {}
         try:
             self.collect_blocks(value, blocks, 0)
             return self.build(value)
@@ -180,7 +192,7 @@ class Decoder:
                 form = self.check_tensor(value)
                 if form == "cuda_ipc":
                     blocks.append(("cuda", value["cuda_ipc"]["lend"]))
-                elif form == "arena":
+                elif form == "arena" and ("block", value["offset"]) not in blocks:
                     blocks.append(("block", value["offset"]))
             elif tag in ("tuple", "dict"):
                 if not isinstance(value.get("items"), list):
@@ -196,6 +208,12 @@ class Decoder:
             elif tag == "dtype":
                 if value.get("name") not in DTYPES + ("float8_e4m3fn", "float8_e5m2"):
                     raise ValueCrossingError(f"a dtype {str(value.get('name'))[:40]!r}")
+            elif tag == "value":
+                try:
+                    by_value.check(value)
+                except by_value.ByValueError as error:
+                    raise ValueCrossingError(str(error)) from None
+                self.collect_blocks(value["state"], blocks, depth + 1)
             elif tag not in OBJECT_TAGS:
                 raise ValueCrossingError(f"an unknown tag {str(tag)[:40]!r}")
         elif not (value is None or isinstance(value, (bool, int, float, str))):
@@ -246,11 +264,17 @@ class Decoder:
             return _torch().device(value["type"], value["index"])
         if tag == "dtype":
             return getattr(_torch(), value["name"])
+        if tag == "value":
+            try:
+                return by_value.build(value["class"], self.build(value["state"]))
+            except by_value.ByValueError as error:
+                raise ValueCrossingError(str(error)) from None
         return self.tensor(value)
 
     def tensor(self, value):
         torch = _torch()
         dtype = getattr(torch, value["dtype"])
+        key = None  # an arena block's view, by where it lies and what it is
         if value["nbytes"] == 0:
             result = torch.empty(value["shape"], dtype=dtype)
         elif "yours" in value:
@@ -261,11 +285,22 @@ class Decoder:
         elif "yours_cuda" in value:
             return self.cuda.own(value["yours_cuda"], value["at"], value["nbytes"]).view(dtype).view(value["shape"])
         else:
-            block = self.peer.take(value["offset"], value["nbytes"], self.release)
-            self.viewed.add(("block", value["offset"]))
+            # A block named twice in one value is one tensor written twice: taken once, and
+            # the same tensor again where it is the same view, as the sender had it.
+            key = (value["offset"], value["nbytes"], value["dtype"], tuple(value["shape"]), value.get("device"))
+            if key in self.built:
+                return self.built[key]
+            block = self.taken.get(value["offset"])
+            if block is None:
+                block = self.taken[value["offset"]] = self.peer.take(value["offset"], value["nbytes"], self.release)
+                self.viewed.add(("block", value["offset"]))
+            elif len(block) != value["nbytes"]:
+                raise ValueCrossingError(f"a block at {value['offset']} named twice in one value, with two sizes")
             result = torch.from_numpy(block).view(dtype).view(value["shape"])
         if value.get("device") == "cuda" and torch.cuda.is_available():
             result = result.to(torch.device("cuda", torch.cuda.current_device()))
+        if key is not None:
+            self.built[key] = result
         return result
 
 

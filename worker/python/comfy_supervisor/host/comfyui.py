@@ -400,18 +400,17 @@ class _Host:
         if announce:
             self.link.node_started(epoch)
 
-    @contextlib.contextmanager
     def serving_peer(self):
-        """The host uses a worker's objects (a step of its sampler with the pack's model):
-        busy as during a node call, and busy to the supervisor until idle(), without a
-        node's end: the caches stay for the next step."""
-        self.node_call_starts(self.epoch)
-        try:
-            yield
-        finally:
-            with self.lock:
-                if self.end_busy():
-                    self.attempt("refresh", self.refresh)
+        """The host uses this worker's objects (each step of its sampler with the pack's
+        model, its control net, a patch of the pack's called back): busy as during a node
+        call, from the first use of a run of them until idle(), which the node server calls
+        once no message came for IDLE_AFTER_S. The command thread defers evictions while
+        busy, so a model of this worker is never evicted under a use, nor between two uses
+        closer together than that (a sampler's uses of a step, and its steps, on a small
+        model); and each use after the first costs this test, not a lock and a context.
+        A use within a node call is busy already, and the node's end releases its caches."""
+        if not self.busy:
+            self.node_call_starts(self.epoch)
 
     def node_call_ends(self, ok):
         self.node_ok = ok
@@ -431,9 +430,12 @@ class _Host:
         return bool(deferred)
 
     def idle(self):
-        """The run of node calls ended: the supervisor may count this worker idle."""
+        """The run of node calls or uses ended: the supervisor may count this worker idle,
+        and the commands deferred meanwhile are answered."""
         with self.lock:
             announced, self.announced = self.announced, False
+            if self.busy and self.end_busy():
+                self.attempt("refresh", self.refresh)
         if announced:
             self.link.node_finished(self.epoch, ok=self.node_ok)
 

@@ -3,8 +3,8 @@ node in its pack's worker (the host side of docs/PACKS.md).
 
 The supervisor tells this life, on its bridge control socket, which packs run in workers
 (packs), hands it a call socket, the arena of each pack life and the arena to write for
-that life alone (pack_started), and says
-when one exits (pack_exited, with the signal) or is failed (pack_failed). At install the
+that life alone (pack_started), and says when one exits (pack_exited, with the signal)
+or is failed (pack_failed). At install the
 host waits for each pack's node interfaces (PACK_WAIT_S) and registers, per node, a class
 with the pack's own INPUT_TYPES, RETURN_TYPES, RETURN_NAMES, FUNCTION, CATEGORY,
 OUTPUT_NODE (node_interfaces.py; a node whose interface upstream could not use is left
@@ -299,24 +299,23 @@ class PackLink:
             session = self.ready_session()
             message["id"] = next(self.request_ids)
             with session.read_lock:
-                session.channel.send(message)
-                return self.await_reply(session, message["id"], what, current=False)
+                session.send(message)
+                reply = self.await_reply(session, message["id"], what, current=False)
+                session.settle()  # the releases that came with it (bridge/session.py)
+                return reply
 
     def call(self, node, kind, inputs, instance=None):
         with self.call_lock:
             session = self.ready_session()
             encoded, encoder = session.encode(inputs)
             message = {"op": "call", "id": next(self.request_ids), "node": node, "kind": kind, "inputs": encoded,
-                       "epoch": self.bridges.epoch(), **prompt_context()}
-            if instance is not None:
-                message["instance"] = instance
+                       "epoch": self.bridges.epoch(), "instance": instance, **prompt_context()}
             session.lend(encoder)
             with self.bridges.waiting(), session.read_lock:
-                session.channel.send(message)
+                session.send(message)
                 reply = self.await_reply(session, message["id"], f"node {node}")
                 if reply["op"] == "result":
-                    # Still reading: a release the worker sent after this reply, of a block
-                    # the reply sends back to us, must not be read before we hold the block.
+                    # Still reading: no release of a block the reply sends back is read before.
                     return self.outputs(session, node, reply.get("value"))
             raise self.error_of(self.bridges.mm, node, reply)
 
@@ -417,11 +416,11 @@ class PackLink:
             result = session.decoder(resolve).decode(value)
         except ValueCrossingError as error:
             raise PackNodeError(f"pack {self.name}'s node {node} returned {error}") from None
-        # Outputs that hold handles or the pack's remote objects die with this life:
-        # IS_CHANGED then names the life, so ComfyUI runs the node again rather than reuse
-        # them after a restart.
+        # Outputs that hold handles or the pack's remote objects die with this life: IS_CHANGED
+        # then names the life, so ComfyUI runs the node again rather than reuse them.
         made_here = made_here or session.remote.made > proxies_before
         self.handle_generation[node] = session.generation if made_here else None
+        session.call_done()  # the result decoded: releases applied and sent (bridge/session.py)
         return result
 
     def pack_object(self, session, handle):

@@ -25,7 +25,6 @@ socket for the node's end. A call:
   from the supervisor when the host's prompt changes.
 """
 
-import contextlib
 import itertools
 import os
 import queue
@@ -61,15 +60,7 @@ class HostSession(PeerSession):
         # the host's objects during a node call, or while it serves the host's use of its own.
         self.remote = Conversation(self, "the host", enforce=False,
                                    may_invoke=lambda: server.current is not None or self.remote.serving > 0,
-                                   busy=self.busy)
-
-    def busy(self):
-        """The host's use of the pack's objects (a step of its sampler with the pack's model)
-        is busy to the memory integration, as a node is: the models it uses are not evicted
-        under it. Within a node call, or a use within a use, it is busy already."""
-        if self.server.current is not None or self.remote.serving > 1:
-            return contextlib.nullcontext()
-        return self.server.memory.serving_peer()
+                                   serving=server.memory.serving_peer)
 
     def object_handle(self, value):
         return self.handle_of(value)
@@ -84,15 +75,16 @@ class HostSession(PeerSession):
     def on_message(self, message):
         op = message.get("op")
         if op == "describe":
-            self.channel.send({"op": "described", "id": message.get("id"), "nodes": self.server.interfaces,
+            self.send({"op": "described", "id": message.get("id"), "nodes": self.server.interfaces,
                                "web_directory": self.server.web_directory})
         elif op == "stats":
-            self.channel.send({"op": "stats", "id": message.get("id"), "arena_used": self.server.arena.used,
+            self.send({"op": "stats", "id": message.get("id"), "arena_used": self.server.arena.used,
                                "lent_blocks": len(self.lent), "cuda_lent": len(self.cuda.lent),
                                "handles": len(self.handles), "instances": len(self.instances),
                                "objects": len(self.remote.exports)})
         elif op == "call":
             self.server.run(self, message)
+            self.call_done()  # its inputs are let go of: the host gets their blocks back now
         else:
             self.channel.send({"op": "error", "id": message.get("id"), "type": "ProtocolError",
                                "message": f"unknown operation {str(op)[:40]!r}", "traceback": ""})
@@ -226,11 +218,11 @@ class NodeServer:
             value, encoder = session.encode(result)
             session.lend(encoder)
             self.drop_mirrors(session)
-            if not session.channel.send({"op": "result", "id": call_id, "value": value}):
+            if not session.send({"op": "result", "id": call_id, "value": value}):
                 session.close()
         except Exception as error:  # noqa: BLE001 (a node may raise anything: it is the pack's error)
             self.drop_mirrors(session)
-            session.channel.send(self.error_message(call_id, error))
+            session.send(self.error_message(call_id, error))
         finally:
             self.current = None
 
