@@ -328,8 +328,9 @@ class _Host:
             detached = loaded.model_unload(memory_to_free=command.bytes)
         else:
             detached = loaded.model_unload()
-        if detached:
-            # As upstream's free_memory: a detached model leaves current_loaded_models.
+        if detached and loaded in self.mm.current_loaded_models:
+            # As upstream's free_memory: a detached model leaves current_loaded_models
+            # (unless upstream's own unload, run by model_unload's wrappers, already took it).
             self.mm.current_loaded_models.remove(loaded)
         after = 0 if detached else loaded.model_loaded_memory()
         # The freed blocks go back to the driver, where the other processes see them.
