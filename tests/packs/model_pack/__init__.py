@@ -20,6 +20,7 @@ isolated as in ComfyUI's own process.
 
 import os
 import signal
+import types
 
 import torch
 
@@ -67,9 +68,18 @@ class PatchModel(PatchAttention):
         patched.set_model_sampler_cfg_function(rescaled_cfg)
         # The pack's own sampling schedule in place of the model's: an object of the pack's
         # that the host's sampler uses every step.
-        import comfy.model_sampling
-        patched.add_object_patch("model_sampling", comfy.model_sampling.ModelSamplingDiscrete(linear_end=0.0125))
+        patched.add_object_patch("model_sampling", pack_schedule(linear_end=0.0125))
         return (patched,)
+
+
+def pack_schedule(**settings):
+    """A sampling schedule of the pack's own, made as upstream's ModelSamplingDiscrete node
+    makes one: upstream's discrete schedule with the EPS prediction, over `settings`."""
+    import comfy.model_sampling as sampling
+
+    class PackSchedule(sampling.ModelSamplingDiscrete, sampling.EPS):
+        pass
+    return PackSchedule(types.SimpleNamespace(sampling_settings=settings))
 
 
 class ReadModelOptions(Node):
