@@ -137,7 +137,7 @@ class ApplyControl(Node):
         out = []
         for cond, extra in conditioning:
             extra = extra.copy()
-            extra["control"] = control_net.copy().set_cond_hint(image, strength)
+            extra["control"] = control_net.copy().set_cond_hint(image.movedim(-1, 1), strength)
             out.append([cond, extra])
         return (out,)
 
