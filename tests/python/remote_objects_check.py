@@ -7,6 +7,7 @@ serve() through a loop-back session; tests/python/ runs them across processes.
 """
 
 import copy
+import inspect
 import os
 import pickle
 import sys
@@ -99,6 +100,15 @@ def main():
     callable_proxy = session.hand_over(patch)
     report.check(callable(callable_proxy), "a function's proxy is callable")
     report.check(callable_proxy(torch.ones(1), None, None, {})[0].item() == 2.0, "and calls the function")
+    signature = inspect.signature(callable_proxy)
+    report.check(list(signature.parameters) == ["n", "c", "v", "extra"],
+                 f"a function's proxy has the function's signature, read from its owner ({signature})")
+
+    def cfg(args, scale=1.0):
+        return args
+    signature = inspect.signature(session.hand_over(cfg))
+    report.check(len(signature.parameters) == 2 and signature.parameters["scale"].default is remote.OWNERS_DEFAULT,
+                 f"with a default that stays at its owner ({signature})")
     number = object.__getattribute__(callable_proxy, "_remote").id
     session.exports.release([[number, 1]])
     refusal = raised(lambda: callable_proxy(torch.ones(1), None, None, {}), remote.RemoteError)

@@ -102,6 +102,7 @@ class Link:
         self.kind = kind
         self.type_name = type_name
         self.owner = owner
+        self.signature = None  # inspect.signature of the object at its owner, once read
 
     def describe(self):
         return f"{self.owner}'s {self.kind.name} ({self.type_name.rpartition('.')[2]})"
@@ -129,6 +130,8 @@ def _getattribute(proxy, name):
     if name in _LOCAL:
         return object.__getattribute__(proxy, name)
     link = object.__getattribute__(proxy, "_remote")
+    if name == "__signature__":
+        return _signature(link)
     if name.startswith("__") and name.endswith("__"):
         return object.__getattribute__(proxy, name)
     # What torch keeps of a module (its parameters, buffers, submodules, hooks) is the
@@ -142,6 +145,42 @@ def _getattribute(proxy, name):
         return RemoteMethod(link, name, proxy)
     value = link.invoke("get", name)
     return RemoteMethod(link, name, proxy) if value is METHOD else value
+
+
+class _OwnersDefault:
+    """A parameter's default, which stays at its owner."""
+
+    def __repr__(self):
+        return "<its default at its owner>"
+
+
+OWNERS_DEFAULT = _OwnersDefault()
+_KINDS = {int(kind): kind for kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                       inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.KEYWORD_ONLY,
+                                       inspect.Parameter.VAR_KEYWORD)}
+
+
+def _signature(link):
+    """inspect.signature of the object at its owner, once per proxy: its parameters' names,
+    kinds and whether each has a default (upstream counts a function's parameters:
+    ModelPatcher.set_model_sampler_cfg_function)."""
+    found = link.signature
+    if found is None:
+        described = link.invoke("get", "__signature__")
+        try:
+            found = inspect.Signature([inspect.Parameter(name, _KINDS[kind],
+                                                         default=OWNERS_DEFAULT if has_default else inspect.Parameter.empty)
+                                       for name, kind, has_default in described])
+        except (KeyError, TypeError, ValueError) as error:
+            raise RemoteError(f"the signature of {link.describe()} is malformed: {error}") from None
+        link.signature = found
+    return found
+
+
+def described_signature(obj):
+    """What a peer reads of our object's signature: [name, kind, has a default] per parameter."""
+    return [[p.name, int(p.kind), p.default is not inspect.Parameter.empty]
+            for p in inspect.signature(obj).parameters.values()]
 
 
 def _setattr(proxy, name, value):
@@ -240,7 +279,9 @@ def kind_named(name):
 
 def serve(obj, kind, do, name, args, kwargs, value, enforce):
     """Runs one use of our object `obj` the peer asked for. With `enforce` (the host serving
-    a pack), only what `kind` lists; never a private name."""
+    a pack), only what `kind` lists; never a private name, but for its signature."""
+    if do == "get" and name == "__signature__":
+        return described_signature(obj)
     if not isinstance(name, str) or (name.startswith("_") and name != "__call__"):
         raise RemoteError(f"no use of {str(name)[:40]!r} on an object of another process")
     # Reading a method it may call tells the proxy it is one; the method itself stays here.
