@@ -11,6 +11,7 @@ import inspect
 import os
 import pickle
 import sys
+import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -52,6 +53,27 @@ def raised(call, kind):
     except kind as error:
         return str(error)
     return None
+
+
+def released_with_finalizer(session):
+    """Whether an object whose finalizer looks up another exported object (as upstream's
+    ModelPatcher.__del__ uses a pack's patches, whose uses may come back) is let go
+    without the table's lock held."""
+    other = session.exports.export(len, kind_of(len))
+    seen = []
+
+    class Finalized:
+        def __call__(self):
+            pass
+
+        def __del__(self):
+            seen.append(session.exports.get(other)[0] is len)
+
+    number = session.exports.export(Finalized(), kind_of(len))
+    worker = threading.Thread(target=session.exports.release, args=([[number, 1], [number + 1000, 1]],), daemon=True)
+    worker.start()
+    worker.join(5)
+    return not worker.is_alive() and seen == [True]
 
 
 def main():
@@ -109,6 +131,8 @@ def main():
     signature = inspect.signature(session.hand_over(cfg))
     report.check(len(signature.parameters) == 2 and signature.parameters["scale"].default is remote.OWNERS_DEFAULT,
                  f"with a default that stays at its owner ({signature})")
+    report.check(released_with_finalizer(session), "an object let go is dropped after the owner's table is unlocked: "
+                                                   "its finalizer may use the table again")
     number = object.__getattribute__(callable_proxy, "_remote").id
     session.exports.release([[number, 1]])
     refusal = raised(lambda: callable_proxy(torch.ones(1), None, None, {}), remote.RemoteError)

@@ -71,7 +71,11 @@ class Exports:
         return found[0], found[1]
 
     def release(self, receipts):
-        """The peer let go of each [id, times it received it]."""
+        """The peer let go of each [id, times it received it]. What is dropped is dropped
+        after the lock: an object's finalizer may use the peer's objects, whose uses the
+        peer may answer with uses of ours (upstream's ModelPatcher.__del__ moves its
+        patches, a pack's functions among them)."""
+        dropped = []
         with self._lock:
             for receipt in receipts:
                 number, count = receipt if isinstance(receipt, list) and len(receipt) == 2 else (None, None)
@@ -80,13 +84,17 @@ class Exports:
                     continue
                 found[2] -= count
                 if found[2] <= 0:
-                    del self._objects[number]
+                    dropped.append(self._objects.pop(number))
                     self._ids.pop(id(found[0]), None)
+            found = None
+        dropped.clear()
 
     def clear(self):
         with self._lock:
+            dropped = list(self._objects.values())
             self._objects.clear()
             self._ids.clear()
+        dropped.clear()
 
     def __len__(self):
         return len(self._objects)
