@@ -24,6 +24,7 @@ from check_report import CheckReport  # noqa: E402
 import comfy.controlnet  # noqa: E402
 import comfy.model_base  # noqa: E402
 import comfy.model_patcher  # noqa: E402
+import comfy.model_sampling  # noqa: E402
 import torch  # noqa: E402
 from comfy_supervisor.bridge import remote  # noqa: E402
 from comfy_supervisor.bridge.object_kinds import kind_of  # noqa: E402
@@ -115,6 +116,15 @@ def main():
     report.check(isinstance(control, comfy.controlnet.ControlBase), "a CONTROL_NET's proxy is a ControlBase")
     copied = control.copy().set_cond_hint(torch.ones(1, 8, 8, 3), 0.5)
     report.check(copied.strength == 0.5, "a control net is copied and its hint set on the owner's side")
+
+    class Schedule(comfy.model_sampling.ModelSamplingDiscrete, comfy.model_sampling.EPS):
+        pass  # a pack's own class (upstream's sampling object is one): not a class of the receiver
+    schedule = session.hand_over(Schedule())
+    session.uses.clear()
+    scaled = schedule.calculate_input(torch.ones(1), torch.ones(1, 1))
+    report.check(type(schedule).__mro__[1] is comfy.model_sampling.ModelSamplingDiscrete and scaled.shape == (1, 1)
+                 and session.uses == [("get", "calculate_input")],
+                 f"a method of a mixin the receiver's class lacks is read, then called, at the owner ({session.uses})")
 
     def patch(n, c, v, extra):
         return n * 2, c, v

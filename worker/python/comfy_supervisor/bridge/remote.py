@@ -151,8 +151,9 @@ def _getattribute(proxy, name):
     # A method of the upstream class is called on the owner's side without asking first.
     if isinstance(inspect.getattr_static(type(proxy).__mro__[1], name, None), types.FunctionType):
         return RemoteMethod(link, name, proxy)
-    value = link.invoke("get", name)
-    return RemoteMethod(link, name, proxy) if value is METHOD else value
+    # Anything else is read at the owner: a method the receiver's class lacks (one of a
+    # mixin, as upstream's EPS of a model's sampling object) comes as a remote callable.
+    return link.invoke("get", name)
 
 
 class _OwnersDefault:
@@ -292,14 +293,13 @@ def serve(obj, kind, do, name, args, kwargs, value, enforce):
         return described_signature(obj)
     if not isinstance(name, str) or (name.startswith("_") and name != "__call__"):
         raise RemoteError(f"no use of {str(name)[:40]!r} on an object of another process")
-    # Reading a method it may call tells the proxy it is one; the method itself stays here.
+    # Reading a method it may call hands over the bound method, as a remote callable.
     if enforce and not (kind.allows(do, name) or (do == "get" and kind.allows("call", name))):
         verb = {"get": "read", "set": "set", "call": "call"}.get(do, str(do)[:20])
         raise RemoteError(f"a pack may not {verb} {name} of the host's {kind.name}; "
                           f"what it may use is listed in comfy_supervisor.bridge.object_kinds")
     if do == "get":
-        found = getattr(obj, name)
-        return METHOD if inspect.ismethod(found) or inspect.isbuiltin(found) else found
+        return getattr(obj, name)
     if do == "set":
         setattr(obj, name, value)
         return None
@@ -311,20 +311,10 @@ def serve(obj, kind, do, name, args, kwargs, value, enforce):
     raise RemoteError(f"an unknown use {str(do)[:20]!r} of a remote object")
 
 
-class _Method:
-    """What a read answers for a method: the reader calls it by name."""
-
-    def __repr__(self):
-        return "<method>"
-
-
-METHOD = _Method()
-
-
 def identity_cache():
     """A session's map from a peer's object id to the one proxy standing for it here."""
     return weakref.WeakValueDictionary()
 
 
-__all__ = ["CALLABLE", "Exports", "Link", "METHOD", "RemoteError", "RemoteMethod", "identity_cache", "kind_named",
+__all__ = ["CALLABLE", "Exports", "Link", "RemoteError", "RemoteMethod", "identity_cache", "kind_named",
            "kind_of", "link_of", "make_proxy", "proxy_class", "serve", "type_path_of"]
