@@ -13,6 +13,10 @@ A value crosses as JSON, never pickled and never evaluated:
   of it) lies, unchanged, in a block the host lent it, and goes back as {"yours": block,
   "at": offset in it} instead: the host's tensor is over the host's own tensor again,
   with no copy either way;
+  one laid out as a permutation of a contiguous tensor (an IMAGE's movedim(-1, 1), which
+  torch takes as channels-last) is written in its memory order with its "strides", and
+  rebuilt with them: torch picks its kernels by layout, so a copy made contiguous would
+  not compute bit-equal to the tensor it came from;
 - a CUDA tensor ("device": "cuda") by CUDA IPC where both sides can (cuda_ipc.py):
   {"cuda_ipc": {"handle", "device", "at", "lend"}}, or {"yours_cuda": lend, "at"} for one
   that lies in a tensor the receiver lent us; else staged through the arena as above, and
@@ -122,6 +126,10 @@ class Encoder:
                 return encoded
         offset = self.arena.allocate(nbytes)
         self.lent.append(offset)
+        order = _memory_order(source)
+        if order is not None:  # written as it lies, rebuilt with its strides
+            encoded["strides"] = list(source.stride())
+            source = source.permute(order)
         target = torch.from_numpy(self.arena.view(offset, nbytes)).view(source.dtype).view(source.shape)
         target.copy_(source)  # the one write: strides, devices and all
         if value.device.type == "cpu" and value.is_contiguous() and not value.is_conj() and not value.is_neg():
@@ -226,6 +234,8 @@ class Decoder:
             raise ValueCrossingError("a tensor sent back where none can be")
         if form == "arena" and nbytes and (offset < CONTROL_BYTES or offset + nbytes > self.peer.capacity):
             raise ValueCrossingError(f"a tensor block of {nbytes} bytes at {offset}, outside the arena")
+        if "strides" in value and not (form == "arena" and _dense_strides(shape, value["strides"])):
+            raise ValueCrossingError("a tensor whose strides do not lay its elements out densely in its block")
         return form
 
     def build(self, value):
@@ -263,10 +273,35 @@ class Decoder:
         else:
             block = self.peer.take(value["offset"], value["nbytes"], self.release)
             self.viewed.add(("block", value["offset"]))
-            result = torch.from_numpy(block).view(dtype).view(value["shape"])
+            result = torch.from_numpy(block).view(dtype)
+            result = (result.as_strided(value["shape"], value["strides"]) if "strides" in value
+                      else result.view(value["shape"]))
         if value.get("device") == "cuda" and torch.cuda.is_available():
             result = result.to(torch.device("cuda", torch.cuda.current_device()))
         return result
+
+
+def _memory_order(tensor):
+    """The dimensions, outermost first, of a tensor that is a permutation of a contiguous
+    one but not contiguous itself; None for any other."""
+    if tensor.is_contiguous() or tensor.dim() < 2:
+        return None
+    order = sorted(range(tensor.dim()), key=lambda d: (tensor.stride(d), tensor.shape[d]), reverse=True)
+    return order if tensor.permute(order).is_contiguous() else None
+
+
+def _dense_strides(shape, strides):
+    """Whether `strides` lay out `shape` densely from the block's start: every element in it once."""
+    if not (isinstance(strides, list) and len(strides) == len(shape) and
+            all(type(stride) is int and stride >= 0 for stride in strides)):
+        return False
+    expected = 1
+    for size, stride in sorted(((size, stride) for size, stride in zip(shape, strides) if size > 1),
+                               key=lambda pair: pair[1]):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _hashable(key):
