@@ -7,6 +7,7 @@ serve() through a loop-back session; tests/python/ runs them across processes.
 """
 
 import copy
+import enum
 import inspect
 import os
 import pickle
@@ -26,7 +27,7 @@ import comfy.model_base  # noqa: E402
 import comfy.model_patcher  # noqa: E402
 import comfy.model_sampling  # noqa: E402
 import torch  # noqa: E402
-from comfy_supervisor.bridge import remote  # noqa: E402
+from comfy_supervisor.bridge import remote, values  # noqa: E402
 from comfy_supervisor.bridge.object_kinds import kind_of  # noqa: E402
 
 
@@ -54,6 +55,21 @@ def raised(call, kind):
     except kind as error:
         return str(error)
     return None
+
+
+def upstream_enum_crosses():
+    class EnumHookMode(enum.Enum):  # as if comfy.model_base had it
+        MinVram = "minvram"
+    EnumHookMode.__module__, EnumHookMode.__qualname__ = "comfy.model_base", "EnumHookMode"
+    comfy.model_base.EnumHookMode = EnumHookMode
+    try:
+        encoded = values.Encoder(None, handle_of=None).encode([EnumHookMode.MinVram])
+        back = values.Decoder(None, None, None).decode(encoded)
+        refused = raised(lambda: values.Decoder(None, None, None).decode({"$": "enum", "type": "os.path.sep",
+                                                                          "name": "x"}), values.ValueCrossingError)
+        return back == [EnumHookMode.MinVram] and back[0] is EnumHookMode.MinVram and refused is not None
+    finally:
+        del comfy.model_base.EnumHookMode
 
 
 def released_with_finalizer(session):
@@ -141,6 +157,8 @@ def main():
     signature = inspect.signature(session.hand_over(cfg))
     report.check(len(signature.parameters) == 2 and signature.parameters["scale"].default is remote.OWNERS_DEFAULT,
                  f"with a default that stays at its owner ({signature})")
+    report.check(upstream_enum_crosses(), "a member of an enum of upstream's crosses by name, as the receiver's own "
+                                          "member (upstream's sampler sets a MODEL's hook_mode to EnumHookMode.MinVram)")
     report.check(released_with_finalizer(session), "an object let go is dropped after the owner's table is unlocked: "
                                                    "its finalizer may use the table again")
     number = object.__getattribute__(callable_proxy, "_remote").id

@@ -22,6 +22,9 @@ A value crosses as JSON, never pickled and never evaluated:
   that lies in a tensor the receiver lent us; else staged through the arena as above, and
   it comes out on the receiver's CUDA device when it has one;
 - a torch.device as {"$": "device", "type", "index"}, a torch.dtype as {"$": "dtype", "name"};
+- a member of an enum of upstream's (a module of ComfyUI's checkout: comfy.hooks'
+  EnumHookMode...) as {"$": "enum", "type": "module.Class", "name"}: the receiver's own
+  member, looked up in a module it imported already, never imported for it;
 - an object of a kind of bridge/object_kinds.py (a MODEL, CLIP, VAE, a function...) as a
   remote object: {"$": "remote", "id", "kind", "type"} for one of the sender's, {"$": "own",
   "id"} for one of the receiver's going back (bridge/conversation.py makes and resolves
@@ -33,8 +36,10 @@ Whatever a peer sent is input, not truth: Decoder checks every tag, dtype, shape
 block, and raises ValueCrossingError with one line on anything else.
 """
 
+import enum
 import functools
 import math
+import sys
 
 from .arena import CONTROL_BYTES
 
@@ -45,6 +50,8 @@ MAX_DIMENSIONS = 32   # torch's own limit on a tensor's dimensions
 DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "meta")
 # Tags the sides' hooks resolve (handle_of makes them, resolve reads them back).
 OBJECT_TAGS = ("handle", "remote", "own")
+# Upstream's modules, the same checkout on both sides: their enums' members cross by name.
+UPSTREAM_MODULES = ("comfy", "comfy_extras", "comfy_api", "comfy_execution", "nodes", "node_helpers")
 
 
 class ValueCrossingError(TypeError):
@@ -95,6 +102,8 @@ class Encoder:
             return {"$": "device", "type": value.type, "index": value.index}
         if torch is not None and isinstance(value, torch.dtype):
             return {"$": "dtype", "name": str(value).removeprefix("torch.")}
+        if isinstance(value, enum.Enum) and type(value).__module__.partition(".")[0] in UPSTREAM_MODULES:
+            return {"$": "enum", "type": f"{type(value).__module__}.{type(value).__qualname__}", "name": value.name}
         return self.handle_of(value)
 
     def tensor(self, torch, value):
@@ -204,6 +213,8 @@ class Decoder:
             elif tag == "dtype":
                 if value.get("name") not in DTYPES + ("float8_e4m3fn", "float8_e5m2"):
                     raise ValueCrossingError(f"a dtype {str(value.get('name'))[:40]!r}")
+            elif tag == "enum":
+                _enum_member(value)
             elif tag not in OBJECT_TAGS:
                 raise ValueCrossingError(f"an unknown tag {str(tag)[:40]!r}")
         elif not (value is None or isinstance(value, (bool, int, float, str))):
@@ -256,6 +267,8 @@ class Decoder:
             return _torch().device(value["type"], value["index"])
         if tag == "dtype":
             return getattr(_torch(), value["name"])
+        if tag == "enum":
+            return _enum_member(value)
         return self.tensor(value)
 
     def tensor(self, value):
@@ -302,6 +315,18 @@ def _dense_strides(shape, strides):
             return False
         expected *= size
     return True
+
+
+def _enum_member(value):
+    """The receiver's own member an enum tag names, in an upstream module imported already."""
+    module, _, qualname = str(value.get("type"))[:200].rpartition(".")
+    found = sys.modules.get(module) if module.partition(".")[0] in UPSTREAM_MODULES else None
+    cls = getattr(found, qualname, None)
+    member = cls.__members__.get(value.get("name")) if isinstance(cls, type) and issubclass(cls, enum.Enum) else None
+    if member is None:
+        raise ValueCrossingError(f"an enum member {str(value.get('type'))[:80]}.{str(value.get('name'))[:40]} this "
+                                 "process does not have")
+    return member
 
 
 def _hashable(key):
