@@ -13,6 +13,7 @@ import os
 import pickle
 import sys
 import threading
+import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -67,7 +68,9 @@ def upstream_enum_crosses():
         back = values.Decoder(None, None, None).decode(encoded)
         refused = raised(lambda: values.Decoder(None, None, None).decode({"$": "enum", "type": "os.path.sep",
                                                                           "name": "x"}), values.ValueCrossingError)
-        return back == [EnumHookMode.MinVram] and back[0] is EnumHookMode.MinVram and refused is not None
+        conds = [uuid.uuid4(), uuid.uuid4()]  # upstream's transformer_options["uuids"]
+        same_uuids = values.Decoder(None, None, None).decode(values.Encoder(None, None).encode(conds)) == conds
+        return back == [EnumHookMode.MinVram] and back[0] is EnumHookMode.MinVram and refused is not None and same_uuids
     finally:
         del comfy.model_base.EnumHookMode
 
@@ -158,7 +161,8 @@ def main():
     report.check(len(signature.parameters) == 2 and signature.parameters["scale"].default is remote.OWNERS_DEFAULT,
                  f"with a default that stays at its owner ({signature})")
     report.check(upstream_enum_crosses(), "a member of an enum of upstream's crosses by name, as the receiver's own "
-                                          "member (upstream's sampler sets a MODEL's hook_mode to EnumHookMode.MinVram)")
+                                          "member (upstream's sampler sets a MODEL's hook_mode to EnumHookMode.MinVram); "
+                                          "a UUID by value")
     report.check(released_with_finalizer(session), "an object let go is dropped after the owner's table is unlocked: "
                                                    "its finalizer may use the table again")
     number = object.__getattribute__(callable_proxy, "_remote").id

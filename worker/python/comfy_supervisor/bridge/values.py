@@ -25,6 +25,8 @@ A value crosses as JSON, never pickled and never evaluated:
 - a member of an enum of upstream's (a module of ComfyUI's checkout: comfy.hooks'
   EnumHookMode...) as {"$": "enum", "type": "module.Class", "name"}: the receiver's own
   member, looked up in a module it imported already, never imported for it;
+- a uuid.UUID (upstream's sampler puts the conds' in transformer_options, which a pack's
+  attention patch gets) as {"$": "uuid", "hex"};
 - an object of a kind of bridge/object_kinds.py (a MODEL, CLIP, VAE, a function...) as a
   remote object: {"$": "remote", "id", "kind", "type"} for one of the sender's, {"$": "own",
   "id"} for one of the receiver's going back (bridge/conversation.py makes and resolves
@@ -40,6 +42,7 @@ import enum
 import functools
 import math
 import sys
+import uuid
 
 from .arena import CONTROL_BYTES
 
@@ -102,6 +105,8 @@ class Encoder:
             return {"$": "device", "type": value.type, "index": value.index}
         if torch is not None and isinstance(value, torch.dtype):
             return {"$": "dtype", "name": str(value).removeprefix("torch.")}
+        if isinstance(value, uuid.UUID):
+            return {"$": "uuid", "hex": value.hex}
         if isinstance(value, enum.Enum) and type(value).__module__.partition(".")[0] in UPSTREAM_MODULES:
             return {"$": "enum", "type": f"{type(value).__module__}.{type(value).__qualname__}", "name": value.name}
         return self.handle_of(value)
@@ -215,6 +220,10 @@ class Decoder:
                     raise ValueCrossingError(f"a dtype {str(value.get('name'))[:40]!r}")
             elif tag == "enum":
                 _enum_member(value)
+            elif tag == "uuid":
+                if not (isinstance(value.get("hex"), str) and len(value["hex"]) == 32):
+                    raise ValueCrossingError(f"a UUID {str(value.get('hex'))[:40]!r}")
+                uuid.UUID(hex=value["hex"])
             elif tag not in OBJECT_TAGS:
                 raise ValueCrossingError(f"an unknown tag {str(tag)[:40]!r}")
         elif not (value is None or isinstance(value, (bool, int, float, str))):
@@ -269,6 +278,8 @@ class Decoder:
             return getattr(_torch(), value["name"])
         if tag == "enum":
             return _enum_member(value)
+        if tag == "uuid":
+            return uuid.UUID(hex=value["hex"])
         return self.tensor(value)
 
     def tensor(self, value):
