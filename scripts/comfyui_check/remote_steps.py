@@ -57,6 +57,19 @@ def both(class_type, **inputs):
     return {"iso": node(class_type, **inputs), "one": node("OneProcess" + class_type, **inputs)}
 
 
+def sampled_both(models, positives=(("pos", 0), ("pos", 0)), plain=None):
+    """The host's KSampler over the isolated and the one-process graph's outputs, and their
+    digests ("isolated", "one_process"); with `plain`, also the graph without the pack's
+    node, its digest so named."""
+    (iso_model, one_model), (iso_positive, one_positive) = models, positives
+    added = {"k_iso": ksampler(iso_model, iso_positive), "k_one": ksampler(one_model, one_positive),
+             "isolated": digest("isolated", latent=("k_iso", 0)),
+             "one_process": digest("one process", latent=("k_one", 0))}
+    if plain:
+        added.update({"k_plain": ksampler(("tiny", 0)), plain: digest(plain, latent=("k_plain", 0))})
+    return added
+
+
 class RemoteSteps:
     def __init__(self, check):
         self.check = check
@@ -123,11 +136,7 @@ class RemoteSteps:
         prompt = base()
         graph = both("PatchModel", model=["tiny", 0], scale=1.05)
         prompt.update({"patch_iso": graph["iso"], "patch_one": graph["one"],
-                       "k_iso": ksampler(("patch_iso", 0)), "k_one": ksampler(("patch_one", 0)),
-                       "k_plain": ksampler(("tiny", 0)),
-                       "isolated": digest("isolated", latent=("k_iso", 0)),
-                       "one_process": digest("one process", latent=("k_one", 0)),
-                       "unpatched": digest("unpatched", latent=("k_plain", 0))})
+                       **sampled_both((("patch_iso", 0), ("patch_one", 0)), plain="unpatched")})
         self.report(number, title, self.compare(number, title, prompt, [("isolated", "one_process")],
                                                 [("isolated", "unpatched")]))
 
@@ -147,11 +156,8 @@ class RemoteSteps:
         prompt = base()
         graph = both("ApplyControl", conditioning=["pos", 0], control_net=["tiny", 3], image=["noise", 0], strength=0.8)
         prompt.update({"control_iso": graph["iso"], "control_one": graph["one"],
-                       "k_iso": ksampler(("tiny", 0), ("control_iso", 0)),
-                       "k_one": ksampler(("tiny", 0), ("control_one", 0)), "k_plain": ksampler(("tiny", 0)),
-                       "isolated": digest("isolated", latent=("k_iso", 0)),
-                       "one_process": digest("one process", latent=("k_one", 0)),
-                       "uncontrolled": digest("uncontrolled", latent=("k_plain", 0))})
+                       **sampled_both((("tiny", 0), ("tiny", 0)), (("control_iso", 0), ("control_one", 0)),
+                                      plain="uncontrolled")})
         self.report(number, title, self.compare(number, title, prompt, [("isolated", "one_process")],
                                                 [("isolated", "uncontrolled")]))
 
@@ -159,9 +165,7 @@ class RemoteSteps:
         prompt = base()
         graph = both("LoadModel", name=["tiny", 4])
         prompt.update({"load_iso": graph["iso"], "load_one": graph["one"],
-                       "k_iso": ksampler(("load_iso", 0)), "k_one": ksampler(("load_one", 0)),
-                       "isolated": digest("isolated", latent=("k_iso", 0)),
-                       "one_process": digest("one process", latent=("k_one", 0))})
+                       **sampled_both((("load_iso", 0), ("load_one", 0)))})
         outcome = self.compare(number, title, prompt, [("isolated", "one_process")])
         if outcome is None:
             return
