@@ -311,7 +311,11 @@ class Check:
     # ---- waiting for ComfyUI ----
 
     def host_up(self):
-        if not any(w.get("slot") == 0 and w.get("state") in ("ready", "busy") for w in self.workers()):
+        """True once ComfyUI serves; "failed" once the supervisor gave up on it; else None."""
+        states = [w.get("state") for w in self.workers() if w.get("slot") == 0]
+        if "failed" in states:
+            return "failed"
+        if not any(state in ("ready", "busy") for state in states):
             return None
         try:
             status, _ = self.http("GET", "/object_info/ComfySupervisorCheckModel", timeout=5)
@@ -582,8 +586,9 @@ class Check:
                  f"{WORKER_MODEL_MIB} MiB needs {mib(target)} free: it fits alone, not beside the host's model")
         self.start()
         up = self.wait_for(self.host_up, STARTUP_TIMEOUT_S, 0.5)
-        if not up:
+        if up is not True:
             why = ("the supervisor exited with status " + str(self.supervisor.returncode)) if not self.supervisor_alive() \
+                else "ComfyUI failed to start (its output is in the log below)" if up == "failed" \
                 else f"ComfyUI did not join and serve within {STARTUP_TIMEOUT_S} s"
             for number, title in ((1, "ComfyUI's prompt"), (2, "the worker's load"), (3, "POST /free"),
                                   (4, "a node in its pack's worker"), (5, "a pack's front end and messages"),
