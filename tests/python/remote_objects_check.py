@@ -9,9 +9,13 @@ given twice (a patch's context as its value too) written once and read as one te
 """
 
 import copy
+import enum
+import inspect
 import os
 import pickle
 import sys
+import threading
+import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -24,8 +28,9 @@ from check_report import CheckReport  # noqa: E402
 import comfy.controlnet  # noqa: E402
 import comfy.model_base  # noqa: E402
 import comfy.model_patcher  # noqa: E402
+import comfy.model_sampling  # noqa: E402
 import torch  # noqa: E402
-from comfy_supervisor.bridge import remote  # noqa: E402
+from comfy_supervisor.bridge import remote, values  # noqa: E402
 from comfy_supervisor.bridge.object_kinds import kind_of  # noqa: E402
 from comfy_supervisor.bridge.values import ValueCrossingError  # noqa: E402
 
@@ -54,6 +59,44 @@ def raised(call, kind):
     except kind as error:
         return str(error)
     return None
+
+
+def upstream_enum_crosses():
+    class EnumHookMode(enum.Enum):  # as if comfy.model_base had it
+        MinVram = "minvram"
+    EnumHookMode.__module__, EnumHookMode.__qualname__ = "comfy.model_base", "EnumHookMode"
+    comfy.model_base.EnumHookMode = EnumHookMode
+    try:
+        encoded = values.Encoder(None, handle_of=None).encode([EnumHookMode.MinVram])
+        back = values.Decoder(None, None, None).decode(encoded)
+        refused = raised(lambda: values.Decoder(None, None, None).decode({"$": "enum", "type": "os.path.sep",
+                                                                          "name": "x"}), values.ValueCrossingError)
+        conds = [uuid.uuid4(), uuid.uuid4()]  # upstream's transformer_options["uuids"]
+        same_uuids = values.Decoder(None, None, None).decode(values.Encoder(None, None).encode(conds)) == conds
+        return back == [EnumHookMode.MinVram] and back[0] is EnumHookMode.MinVram and refused is not None and same_uuids
+    finally:
+        del comfy.model_base.EnumHookMode
+
+
+def released_with_finalizer(session):
+    """Whether an object whose finalizer looks up another exported object (as upstream's
+    ModelPatcher.__del__ uses a pack's patches, whose uses may come back) is let go
+    without the table's lock held."""
+    other = session.exports.export(len, kind_of(len))
+    seen = []
+
+    class Finalized:
+        def __call__(self):
+            pass
+
+        def __del__(self):
+            seen.append(session.exports.get(other)[0] is len)
+
+    number = session.exports.export(Finalized(), kind_of(len))
+    worker = threading.Thread(target=session.exports.release, args=([[number, 1], [number + 1000, 1]],), daemon=True)
+    worker.start()
+    worker.join(5)
+    return not worker.is_alive() and seen == [True]
 
 
 def main():
@@ -96,12 +139,35 @@ def main():
     copied = control.copy().set_cond_hint(torch.ones(1, 8, 8, 3), 0.5)
     report.check(copied.strength == 0.5, "a control net is copied and its hint set on the owner's side")
 
+    class Schedule(comfy.model_sampling.ModelSamplingDiscrete, comfy.model_sampling.EPS):
+        pass  # a pack's own class (upstream's sampling object is one): not a class of the receiver
+    schedule = session.hand_over(Schedule())
+    session.uses.clear()
+    scaled = schedule.calculate_input(torch.ones(1), torch.ones(1, 1))
+    report.check(type(schedule).__mro__[1] is comfy.model_sampling.ModelSamplingDiscrete and scaled.shape == (1, 1)
+                 and session.uses == [("get", "calculate_input")],
+                 f"a method of a mixin the receiver's class lacks is read, then called, at the owner ({session.uses})")
+
     def patch(n, c, v, extra):
         return n * 2, c, v
 
     callable_proxy = session.hand_over(patch)
     report.check(callable(callable_proxy), "a function's proxy is callable")
     report.check(callable_proxy(torch.ones(1), None, None, {})[0].item() == 2.0, "and calls the function")
+    signature = inspect.signature(callable_proxy)
+    report.check(list(signature.parameters) == ["n", "c", "v", "extra"],
+                 f"a function's proxy has the function's signature, read from its owner ({signature})")
+
+    def cfg(args, scale=1.0):
+        return args
+    signature = inspect.signature(session.hand_over(cfg))
+    report.check(len(signature.parameters) == 2 and signature.parameters["scale"].default is remote.OWNERS_DEFAULT,
+                 f"with a default that stays at its owner ({signature})")
+    report.check(upstream_enum_crosses(), "a member of an enum of upstream's crosses by name, as the receiver's own "
+                                          "member (upstream's sampler sets a MODEL's hook_mode to EnumHookMode.MinVram); "
+                                          "a UUID by value")
+    report.check(released_with_finalizer(session), "an object let go is dropped after the owner's table is unlocked: "
+                                                   "its finalizer may use the table again")
     number = object.__getattribute__(callable_proxy, "_remote").id
     session.exports.release([[number, 1]])
     refusal = raised(lambda: callable_proxy(torch.ones(1), None, None, {}), remote.RemoteError)

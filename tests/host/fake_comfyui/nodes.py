@@ -87,7 +87,7 @@ class ControlNetApplyAdvanced:
                          vae=None, extra_concat=[]):
         if strength == 0:
             return (positive, negative)
-        control_hint = image.movedim(-1, 1).movedim(1, -1)
+        control_hint = image.movedim(-1, 1)
         cnets = {}
         out = []
         for conditioning in [positive, negative]:

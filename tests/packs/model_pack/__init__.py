@@ -33,6 +33,7 @@ isolated as in ComfyUI's own process.
 import json
 import os
 import signal
+import types
 
 import torch
 
@@ -80,9 +81,18 @@ class PatchModel(PatchAttention):
         patched.set_model_sampler_cfg_function(rescaled_cfg)
         # The pack's own sampling schedule in place of the model's: an object of the pack's
         # that the host's sampler uses every step.
-        import comfy.model_sampling
-        patched.add_object_patch("model_sampling", comfy.model_sampling.ModelSamplingDiscrete(linear_end=0.0125))
+        patched.add_object_patch("model_sampling", pack_schedule(linear_end=0.0125))
         return (patched,)
+
+
+def pack_schedule(**settings):
+    """A sampling schedule of the pack's own, made as upstream's ModelSamplingDiscrete node
+    makes one: upstream's discrete schedule with the EPS prediction, over `settings`."""
+    import comfy.model_sampling as sampling
+
+    class PackSchedule(sampling.ModelSamplingDiscrete, sampling.EPS):
+        pass
+    return PackSchedule(types.SimpleNamespace(sampling_settings=settings))
 
 
 class ReadModelOptions(Node):
@@ -140,7 +150,7 @@ class ApplyControl(Node):
         out = []
         for cond, extra in conditioning:
             extra = extra.copy()
-            extra["control"] = control_net.copy().set_cond_hint(image, strength)
+            extra["control"] = control_net.copy().set_cond_hint(image.movedim(-1, 1), strength)
             out.append([cond, extra])
         return (out,)
 

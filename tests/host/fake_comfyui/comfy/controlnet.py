@@ -66,7 +66,7 @@ class ControlNet(ControlBase):
         previous = None
         if self.previous_controlnet is not None:
             previous = self.previous_controlnet.get_control(x_noisy, t, cond, batched_number, transformer_options)
-        hint = self.cond_hint_original.mean(dim=(1, 2))  # [batch, 3] from an IMAGE [batch, h, w, 3]
+        hint = self.cond_hint_original.mean(dim=(2, 3))  # [batch, 3] from a hint [batch, 3, h, w], as upstream has it
         tokens = x_noisy.shape[2] * x_noisy.shape[3]
         residual = self.control_model.hint(hint).unsqueeze(1).expand(-1, tokens, -1) * self.strength
         if previous is not None:

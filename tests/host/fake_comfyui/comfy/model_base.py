@@ -98,11 +98,15 @@ class ModelType:
     EPS = "EPS"
 
 
+class ModelSampling(model_sampling.ModelSamplingDiscrete, model_sampling.EPS):
+    pass
+
+
 class BaseModel(torch.nn.Module):
     def __init__(self, diffusion_model, device=None):
         super().__init__()
         self.diffusion_model = diffusion_model
-        self.model_sampling = model_sampling.ModelSamplingDiscrete()
+        self.model_sampling = ModelSampling()
         self.latent_format = latent_formats.SD15()
         self.model_type = ModelType.EPS
         self.device = device

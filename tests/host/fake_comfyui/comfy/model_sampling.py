@@ -1,13 +1,18 @@
-"""Our model of upstream's comfy/model_sampling.py: ModelSamplingDiscrete with an EPS
-prediction, as upstream computes sigmas from a linear beta schedule, turns sigmas into
-timesteps and back, and scales the model's input and output."""
+"""Our model of upstream's comfy/model_sampling.py: ModelSamplingDiscrete, as upstream
+computes sigmas from a linear beta schedule (read from a model config's
+sampling_settings) and turns sigmas into timesteps and back, and the EPS prediction, as
+upstream scales the model's input and output. As upstream, a model's sampling object is
+of a class made of both (comfy.model_base)."""
 
 import torch
 
 
 class ModelSamplingDiscrete(torch.nn.Module):
-    def __init__(self, timesteps=1000, linear_start=0.00085, linear_end=0.012):
+    def __init__(self, model_config=None, zsnr=None):
         super().__init__()
+        settings = model_config.sampling_settings if model_config is not None else {}
+        timesteps = settings.get("timesteps", 1000)
+        linear_start, linear_end = settings.get("linear_start", 0.00085), settings.get("linear_end", 0.012)
         betas = torch.linspace(linear_start ** 0.5, linear_end ** 0.5, timesteps, dtype=torch.float64) ** 2
         alphas_cumprod = torch.cumprod(1.0 - betas, dim=0)
         sigmas = ((1 - alphas_cumprod) / alphas_cumprod) ** 0.5
@@ -33,6 +38,10 @@ class ModelSamplingDiscrete(torch.nn.Module):
         low_idx, high_idx, w = t.floor().long(), t.ceil().long(), t.frac()
         log_sigma = (1 - w) * self.log_sigmas[low_idx] + w * self.log_sigmas[high_idx]
         return log_sigma.exp().to(timestep.device)
+
+
+class EPS:
+    sigma_data = 1.0
 
     def calculate_input(self, sigma, noise):
         sigma = sigma.view(sigma.shape[:1] + (1,) * (noise.ndim - 1))

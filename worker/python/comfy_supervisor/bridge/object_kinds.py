@@ -104,7 +104,7 @@ KINDS = (
          calls=("process_in", "process_out"),
          reads=("scale_factor", "shift_factor", "latent_channels", "latent_dimensions", "latent_rgb_factors",
                 "latent_rgb_factors_bias", "taesd_decoder_name")),
-    Kind("HOOKS", "comfy.hooks", "HookGroup", calls=("clone", "clone_and_combine", "set_keyframes_on_hooks"),
+    Kind("HOOKS", "comfy.hooks", "HookGroup", calls=("clone", "clone_and_combine", "set_keyframes_on_hooks", "get_type"),
          reads=("hooks",)),
     # One hook of a group, as a group's `hooks` lists them.
     Kind("HOOK", "comfy.hooks", "Hook", calls=("clone",),

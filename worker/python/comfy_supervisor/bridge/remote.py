@@ -71,7 +71,11 @@ class Exports:
         return found[0], found[1]
 
     def release(self, receipts):
-        """The peer let go of each [id, times it received it]."""
+        """The peer let go of each [id, times it received it]. What is dropped is dropped
+        after the lock: an object's finalizer may use the peer's objects, whose uses the
+        peer may answer with uses of ours (upstream's ModelPatcher.__del__ moves its
+        patches, a pack's functions among them)."""
+        dropped = []
         with self._lock:
             for receipt in receipts:
                 number, count = receipt if isinstance(receipt, list) and len(receipt) == 2 else (None, None)
@@ -80,13 +84,17 @@ class Exports:
                     continue
                 found[2] -= count
                 if found[2] <= 0:
-                    del self._objects[number]
+                    dropped.append(self._objects.pop(number))
                     self._ids.pop(id(found[0]), None)
+            found = None
+        dropped.clear()
 
     def clear(self):
         with self._lock:
+            dropped = list(self._objects.values())
             self._objects.clear()
             self._ids.clear()
+        dropped.clear()
 
     def __len__(self):
         return len(self._objects)
@@ -102,6 +110,7 @@ class Link:
         self.kind = kind
         self.type_name = type_name
         self.owner = owner
+        self.signature = None  # inspect.signature of the object at its owner, once read
 
     def describe(self):
         return f"{self.owner}'s {self.kind.name} ({self.type_name.rpartition('.')[2]})"
@@ -129,6 +138,8 @@ def _getattribute(proxy, name):
     if name in _LOCAL:
         return object.__getattribute__(proxy, name)
     link = object.__getattribute__(proxy, "_remote")
+    if name == "__signature__":
+        return _signature(link)
     if name.startswith("__") and name.endswith("__"):
         return object.__getattribute__(proxy, name)
     # What torch keeps of a module (its parameters, buffers, submodules, hooks) is the
@@ -143,8 +154,45 @@ def _getattribute(proxy, name):
     # A method of the upstream class is called on the owner's side without asking first.
     if isinstance(inspect.getattr_static(type(proxy).__mro__[1], name, None), types.FunctionType):
         return RemoteMethod(link, name, proxy)
-    value = link.invoke("get", name)
-    return RemoteMethod(link, name, proxy) if value is METHOD else value
+    # Anything else is read at the owner: a method the receiver's class lacks (one of a
+    # mixin, as upstream's EPS of a model's sampling object) comes as a remote callable.
+    return link.invoke("get", name)
+
+
+class _OwnersDefault:
+    """A parameter's default, which stays at its owner."""
+
+    def __repr__(self):
+        return "<its default at its owner>"
+
+
+OWNERS_DEFAULT = _OwnersDefault()
+_KINDS = {int(kind): kind for kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                       inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.KEYWORD_ONLY,
+                                       inspect.Parameter.VAR_KEYWORD)}
+
+
+def _signature(link):
+    """inspect.signature of the object at its owner, once per proxy: its parameters' names,
+    kinds and whether each has a default (upstream counts a function's parameters:
+    ModelPatcher.set_model_sampler_cfg_function)."""
+    found = link.signature
+    if found is None:
+        described = link.invoke("get", "__signature__")
+        try:
+            found = inspect.Signature([inspect.Parameter(name, _KINDS[kind],
+                                                         default=OWNERS_DEFAULT if has_default else inspect.Parameter.empty)
+                                       for name, kind, has_default in described])
+        except (KeyError, TypeError, ValueError) as error:
+            raise RemoteError(f"the signature of {link.describe()} is malformed: {error}") from None
+        link.signature = found
+    return found
+
+
+def described_signature(obj):
+    """What a peer reads of our object's signature: [name, kind, has a default] per parameter."""
+    return [[p.name, int(p.kind), p.default is not inspect.Parameter.empty]
+            for p in inspect.signature(obj).parameters.values()]
 
 
 def _setattr(proxy, name, value):
@@ -243,17 +291,18 @@ def kind_named(name):
 
 def serve(obj, kind, do, name, args, kwargs, value, enforce):
     """Runs one use of our object `obj` the peer asked for. With `enforce` (the host serving
-    a pack), only what `kind` lists; never a private name."""
+    a pack), only what `kind` lists; never a private name, but for its signature."""
+    if do == "get" and name == "__signature__":
+        return described_signature(obj)
     if not isinstance(name, str) or (name.startswith("_") and name != "__call__"):
         raise RemoteError(f"no use of {str(name)[:40]!r} on an object of another process")
-    # Reading a method it may call tells the proxy it is one; the method itself stays here.
+    # Reading a method it may call hands over the bound method, as a remote callable.
     if enforce and not (kind.allows(do, name) or (do == "get" and kind.allows("call", name))):
         verb = {"get": "read", "set": "set", "call": "call"}.get(do, str(do)[:20])
         raise RemoteError(f"a pack may not {verb} {name} of the host's {kind.name}; "
                           f"what it may use is listed in comfy_supervisor.bridge.object_kinds")
     if do == "get":
-        found = getattr(obj, name)
-        return METHOD if inspect.ismethod(found) or inspect.isbuiltin(found) else found
+        return getattr(obj, name)
     if do == "set":
         setattr(obj, name, value)
         return None
@@ -265,20 +314,10 @@ def serve(obj, kind, do, name, args, kwargs, value, enforce):
     raise RemoteError(f"an unknown use {str(do)[:20]!r} of a remote object")
 
 
-class _Method:
-    """What a read answers for a method: the reader calls it by name."""
-
-    def __repr__(self):
-        return "<method>"
-
-
-METHOD = _Method()
-
-
 def identity_cache():
     """A session's map from a peer's object id to the one proxy standing for it here."""
     return weakref.WeakValueDictionary()
 
 
-__all__ = ["CALLABLE", "Exports", "Link", "METHOD", "RemoteError", "RemoteMethod", "identity_cache", "kind_named",
+__all__ = ["CALLABLE", "Exports", "Link", "RemoteError", "RemoteMethod", "identity_cache", "kind_named",
            "kind_of", "link_of", "make_proxy", "proxy_class", "serve", "type_path_of"]
