@@ -174,7 +174,8 @@ def check_conds():
 def check_cond_objects():
     model, _, _, positive, negative, latent = graph()
     hint = torch.rand(1, 16, 16, 3, generator=torch.Generator().manual_seed(9))
-    control = nodes.ControlNetLoader().load_controlnet("control.safetensors")[0].copy().set_cond_hint(hint, 0.7)
+    control = nodes.ControlNetLoader().load_controlnet("control.safetensors")[0].copy()
+    control = control.set_cond_hint(hint.movedim(-1, 1), 0.7)
     hooks = comfy.hooks.HookGroup()
     hooks.add(comfy.hooks.Hook(strength=0.5))
     given = [[positive[0][0], {**positive[0][1], "control": control, "hooks": hooks}]]

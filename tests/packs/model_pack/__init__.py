@@ -211,7 +211,7 @@ class OwnControl(Node):
     def apply(self, conditioning, image, strength):
         import comfy.controlnet
         import comfy.hooks
-        control = comfy.controlnet.ControlNet().set_cond_hint(image, strength)
+        control = comfy.controlnet.ControlNet().set_cond_hint(image.movedim(-1, 1), strength)
         hooks = comfy.hooks.HookGroup()
         hooks.add(comfy.hooks.Hook(strength=strength))
         return ([[cond, {**extra, "control": control.copy(), "hooks": hooks}] for cond, extra in conditioning],)
