@@ -12,14 +12,19 @@ It starts comfy-supervisor with a config made on the spot in a temporary folder:
   folder, so custom nodes, models, input, output, temp and user folders are all there and
   the checkout is not written to (PYTHONDONTWRITEBYTECODE, an in-memory database, a
   one-file front end). Its custom_nodes folder holds the project's custom node (a symlink
-  to worker/python/comfyui_custom_node, as the README says to install it) and
+  to worker/python/comfyui_custom_node, as the README says to install it),
   model_node/ (a node that loads a torch model of a known size through
-  comfy.model_management.load_models_gpu). Third-party modules the interpreter lacks
-  (safetensors, transformers, ...) are stubbed in the temporary folder, only as far as
-  main.py needs to start; nothing of ComfyUI's own is stubbed;
+  comfy.model_management.load_models_gpu), tiny_models/ (a MODEL, CLIP, VAE and
+  CONTROL_NET made from a seed with ComfyUI's own classes, and an output node that shows
+  the SHA-256 of tensors) and one_process/ (tests/packs/model_pack imported into
+  ComfyUI's own process, its nodes named "OneProcess" + name). Third-party modules the
+  interpreter lacks (safetensors, transformers, ...) are stubbed in the temporary folder
+  (support.py), only as far as main.py needs to start; nothing of ComfyUI's own is
+  stubbed;
 - packs: "worker", the reference worker comfy-worker, whose node "load" loads a
   WORKER_MODEL model; "bridge", the test pack tests/packs/bridge_pack in a worker of its
-  own (the config's `python` form: PY, the checkout's comfy package, --cpu); and "clock",
+  own (the config's `python` form: PY, the checkout's comfy package, --cpu); "model",
+  the test pack tests/packs/model_pack in a worker of its own, the same way; and "clock",
   a comfy-worker whose node "hold" computes for an hour
   so that the workload (and so the supervisor) keeps running while the check looks. The
   workload starts once every participant is up, and the clock's process waits for a gate
@@ -51,7 +56,19 @@ one PASS or FAIL line with what was seen:
    though it never imported the pack; and a prompt with the pack's NotifyBrowser node,
    queued by a client listening on ComfyUI's websocket, brings that client the message
    the node sent through upstream's PromptServer in the worker, naming the node.
-6. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
+6.-9. Remote objects (remote_steps.py): each one prompt holding a graph with a node of
+   the model pack run in its worker and the same graph with its one-process copy, over
+   the same host objects; each output's SHA-256 must be equal (bit-equal tensors), and
+   differ from the graph without the pack's node where the node changes the samples:
+   6. PatchModel clones the host's MODEL, adds an object patch (its own sampling
+      schedule), its attention patch and CFG function; the host's KSampler samples.
+   7. EncodeText encodes with the host's CLIP; VaeRoundTrip encodes and decodes with the
+      host's VAE.
+   8. ApplyControl applies the host's CONTROL_NET to CONDITIONING; the host samples.
+   9. LoadModel loads the pack's own MODEL (a checkpoint of the tiny UNet) and the
+      host's KSampler samples with it; the ledger must show a model of the UNet's size
+      owned by pack model.
+10. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
    when its one failed prompt is the clock's, which the shutdown cuts short), and no
    participant process and no /dev/shm segment may be left.
 
@@ -60,14 +77,12 @@ Every process and the segment are cleaned up on exit, Ctrl-C and SIGTERM include
 """
 
 import argparse
-import importlib.util
 import io
 import json
 import os
 import pathlib
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -76,7 +91,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-MiB = 1024 * 1024
+import remote_steps
+from support import MiB, alive, comfyui_version, free_port, mib, write_json, write_stubs
+
 GiB = 1024 * MiB
 DEVICE_TOTAL = 2 * GiB
 HOST_MODEL_MIB = 256
@@ -85,46 +102,17 @@ RESERVE = 400 * MiB  # the supervisor's memory.reserve_bytes default, upstream's
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-
-# Third-party modules ComfyUI imports while main.py starts, with the submodules imported
-# by name. A module the interpreter has is never stubbed.
-STUBS = {
-    "safetensors": ["torch"],
-    "transformers": [],
-    "tokenizers": [],
-    "torchsde": [],
-    "einops": ["layers", "layers.torch"],
-    "scipy": ["stats", "integrate", "ndimage"],
-    "kornia": ["filters", "morphology", "color"],
-    "spandrel": [],
-}
-STUB_BODY = '''"""Written by comfyui-check: {name} is not installed. ComfyUI imports it while it starts;
-the check never uses it, and any use raises."""
-
-
-class _Missing:
-    def __init__(self, *args, **kwargs):
-        raise ImportError("{name} is a stand-in written by comfyui-check; install the real package")
-
-
-def __getattr__(attr):
-    if attr.startswith("__"):
-        raise AttributeError(attr)
-    return type(attr, (_Missing,), {{}})
-'''
+MODEL_PACK = REPO / "tests" / "packs" / "model_pack"
 
 STARTUP_TIMEOUT_S = 600
 PROMPT_TIMEOUT_S = 300
 LEDGER_TIMEOUT_S = 60
 FREE_TIMEOUT_S = 20
+SHUTDOWN_STEP = 10
 
 
 class Interrupted(Exception):
     pass
-
-
-def mib(nbytes):
-    return f"{nbytes / MiB:.1f} MiB"
 
 
 def admission_target(weights, largest_tensor=0):
@@ -163,21 +151,14 @@ class Check:
         nodes = base / "custom_nodes"
         nodes.mkdir(parents=True)
         (nodes / "comfy_supervisor").symlink_to(REPO / "worker" / "python" / "comfyui_custom_node")
-        shutil.copytree(HERE / "model_node", nodes / "comfyui_check_model")
+        for folder in ("model_node", "tiny_models", "one_process"):
+            shutil.copytree(HERE / folder, nodes / f"comfyui_check_{folder}")
         front = self.tmp / "frontend"
         front.mkdir()
         (front / "index.html").write_text("<!doctype html><title>comfyui-check</title>\n")
         stubs = self.tmp / "stubs"
         stubs.mkdir()
-        stubbed = []
-        for top, subs in STUBS.items():
-            if importlib.util.find_spec(top) is not None:
-                continue
-            stubbed.append(top)
-            for name in [top] + [f"{top}.{sub}" for sub in subs]:
-                folder = stubs.joinpath(*name.split("."))
-                folder.mkdir(parents=True, exist_ok=True)
-                (folder / "__init__.py").write_text(STUB_BODY.format(name=name))
+        stubbed = write_stubs(stubs)
         packs = self.tmp / "packs"
         packs.mkdir()
         write_json(packs / "worker.json",
@@ -199,7 +180,8 @@ class Check:
                          "--database-url", "sqlite:///:memory:", "--disable-api-nodes", "--disable-auto-launch"],
                 "working_directory": str(self.comfyui),
                 "env_allowlist": ["HOME", "PATH", "LANG"],
-                "env": {"PYTHONPATH": pythonpath, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"},
+                "env": {"PYTHONPATH": pythonpath, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+                        "COMFYUI_CHECK_ONE_PROCESS_PACK": str(MODEL_PACK)},
                 "restart": {"max_restarts": 0},
             },
             "packs": [
@@ -208,6 +190,8 @@ class Check:
                 {"name": "bridge",
                  "python": {"pack": str(REPO / "tests" / "packs" / "bridge_pack"), "interpreter": self.python,
                             "comfyui_args": ["--cpu"]},
+                 "env": {"PYTHONPATH": str(stubs), "PYTHONDONTWRITEBYTECODE": "1"}, "restart": {"max_restarts": 0}},
+                {"name": "model", "python": {"pack": str(MODEL_PACK), "interpreter": self.python, "comfyui_args": ["--cpu"]},
                  "env": {"PYTHONPATH": str(stubs), "PYTHONDONTWRITEBYTECODE": "1"}, "restart": {"max_restarts": 0}},
                 {"name": "clock", "command": "/bin/sh",
                  "args": ["-c", 'while [ ! -e "$0" ]; do sleep 0.2; done; exec "$1" --pack "$2"',
@@ -327,7 +311,11 @@ class Check:
     # ---- waiting for ComfyUI ----
 
     def host_up(self):
-        if not any(w.get("slot") == 0 and w.get("state") in ("ready", "busy") for w in self.workers()):
+        """True once ComfyUI serves; "failed" once the supervisor gave up on it; else None."""
+        states = [w.get("state") for w in self.workers() if w.get("slot") == 0]
+        if "failed" in states:
+            return "failed"
+        if not any(state in ("ready", "busy") for state in states):
             return None
         try:
             status, _ = self.http("GET", "/object_info/ComfySupervisorCheckModel", timeout=5)
@@ -525,7 +513,7 @@ class Check:
         except (asyncio.TimeoutError, aiohttp.ClientError, OSError) as error:
             return [], f"{type(error).__name__}: {error}"
 
-    def step6(self):
+    def shutdown(self):
         title = "SIGTERM stops the supervisor; no process and no segment left"
         self.workers()  # the last pids
         status = self.stop()
@@ -544,7 +532,7 @@ class Check:
         shutdown = self.log_lines("segment removed") or self.log_lines("stopped")
         if shutdown:
             seen += f" (log: {shutdown[-1].split('] ', 1)[-1]})"
-        self.step(6, title, bool(clean) and not left and not segment_left, seen)
+        self.step(SHUTDOWN_STEP, title, bool(clean) and not left and not segment_left, seen)
 
     # ---- stopping and cleaning ----
 
@@ -598,13 +586,15 @@ class Check:
                  f"{WORKER_MODEL_MIB} MiB needs {mib(target)} free: it fits alone, not beside the host's model")
         self.start()
         up = self.wait_for(self.host_up, STARTUP_TIMEOUT_S, 0.5)
-        if not up:
+        if up is not True:
             why = ("the supervisor exited with status " + str(self.supervisor.returncode)) if not self.supervisor_alive() \
+                else "ComfyUI failed to start (its output is in the log below)" if up == "failed" \
                 else f"ComfyUI did not join and serve within {STARTUP_TIMEOUT_S} s"
             for number, title in ((1, "ComfyUI's prompt"), (2, "the worker's load"), (3, "POST /free"),
-                                  (4, "a node in its pack's worker"), (5, "a pack's front end and messages")):
+                                  (4, "a node in its pack's worker"), (5, "a pack's front end and messages"),
+                                  *[(n, t) for n, t, _ in remote_steps.STEPS]):
                 self.step(number, title, False, f"not run: {why}")
-            self.step6()
+            self.shutdown()
             return
         host = [w for w in self.workers() if w.get("slot") == 0][0]
         self.say(f"ComfyUI is the host participant (pid {host['pid']}, generation {host['generation']}), "
@@ -614,7 +604,8 @@ class Check:
         self.step3(worker_loaded)
         self.step4()
         self.step5()
-        self.step6()
+        remote_steps.RemoteSteps(self).run()
+        self.shutdown()
 
     def summary(self):
         passed = sum(self.results)
@@ -625,43 +616,6 @@ class Check:
                 print(line, file=sys.stderr)
         print(f"comfyui-check: {passed} passed, {failed} failed", flush=True)
         return 1 if failed else 0
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie is dead for our purposes (its parent reaps it).
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def write_json(path, value):
-    path.write_text(json.dumps(value, indent=1) + "\n")
-
-
-def comfyui_version(folder):
-    version = "?"
-    try:
-        for line in (folder / "comfyui_version.py").read_text().splitlines():
-            if line.startswith("__version__"):
-                version = line.split("=", 1)[1].strip().strip("\"'")
-    except OSError:
-        pass
-    commit = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True)
-    return version + (f" (commit {commit.stdout.strip()[:12]})" if commit.returncode == 0 else "")
 
 
 def main():

@@ -52,6 +52,10 @@ again as "other" (a second pack with the same nodes), tests/packs/hostile_pack a
                  process it can see nor in /dev/shm (for evil in a sandbox)
     frozen       tensors pack evil handed the host (one it made, one it handed back) stay as
                  they were after it wrote over every arena it can reach
+    remote-*     ComfyUI's objects across, both ways, with tests/packs/model_pack as "model"
+                 (remote_checks.py)
+    mirror-*     the host's diffusion model as a torch module in model_pack's worker, over the
+                 host's weights mapped, and the pack's in the host (mirror_checks.py)
 """
 
 import gc
@@ -603,6 +607,11 @@ def main():
     import server
     server.PromptServer()  # ComfyUI's main makes it before it loads custom nodes
     host = comfyui.install()
+    mm.participant = host.link  # as the fake's main.py: the host's loads are charged to the device
+    import mirror_checks
+    import remote_checks
+    CHECKS.update(remote_checks.CHECKS)
+    CHECKS.update(mirror_checks.CHECKS)
     mapping, names = host.bridges.proxy_nodes()
     classes["all"], classes["names"] = mapping, names
     for pack in ("bridge", "other"):

@@ -50,6 +50,7 @@ def cases(device):
     return {"float16 image": torch.rand(1, 256, 256, 3, device=device).half(),
             "bfloat16 latent": torch.randn(2, 4, 32, 32, device=device).to(torch.bfloat16),
             "strided float32": torch.randn(64, 64, device=device).t(),
+            "channels-last image": torch.rand(1, 32, 32, 3, device=device).movedim(-1, 1),
             "int64": torch.arange(1000, device=device)}
 
 
@@ -64,7 +65,7 @@ def check_staging(results, cuda):
             back = Decoder(peer, lambda offset: None, resolve=None).decode(encoded)
             expected = "cuda" if cuda else "cpu"
             results.check(back.device.type == expected and back.dtype == tensor.dtype and
-                          torch.equal(back.cpu(), tensor.cpu()),
+                          torch.equal(back.cpu(), tensor.cpu()) and back.stride() == tensor.stride(),
                           f"staged {name} to {reader}: sent from {tensor.device}, {encoded['nbytes']} arena bytes, "
                           f"received on {back.device}")
             del back

@@ -55,6 +55,8 @@ HOST_WRITES = {
         "wrapped: the supervisor admits a load before upstream makes room for it",
     ("host/comfyui.py", "_integrate", "mm.free_memory"):
         "wrapped: upstream's every unload path runs under the host's lock, over the stand-ins",
+    ("host/comfyui.py", "_integrate", "mm.LoadedModel.model_unload"):
+        "wrapped: every unload of a model, the supervisor's or upstream's own, revokes its mirrors first",
     ("host/comfyui.py", "install", "execution.PromptExecutor.execute"):
         "wrapped: a prompt is one busy stretch (upstream has no per-node hook)",
     ("host/comfyui.py", "_Host.load_models_gpu", "self.mm.EXTRA_RESERVED_VRAM"):

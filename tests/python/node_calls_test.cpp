@@ -5,6 +5,7 @@
 // (tests/packs/arena_hostile_pack). Each check is one line of the host's ("NAME passed").
 #include <catch2/catch.hpp>
 
+#include "tests/python/bridge_checks_run.hpp"
 #include "tests/support/sandbox_skip.hpp"
 #include "tests/support/sanitizer_reports.hpp"
 #include "tests/support/supervisor_process.hpp"
@@ -13,43 +14,6 @@ using namespace comfy;
 using namespace comfy::test;
 using Catch::Matchers::Contains;
 using nlohmann::json;
-
-namespace {
-
-json python_pack(const std::string& name, const std::string& folder) {
-    return {{"name", name},
-            {"python",
-             {{"pack", std::string(TEST_PACKS) + "/" + folder}, {"interpreter", PYTHON3_PATH}, {"comfyui", FAKE_COMFYUI}}},
-            {"env", {{"PYTHONDONTWRITEBYTECODE", "1"}}},
-            {"restart", {{"initial_backoff_ms", 50}}}};
-}
-
-// `host`: more keys of the comfyui section.
-json config_checking(const std::vector<std::string>& checks, const json& packs, const json& host) {
-    json args = json::array({BRIDGE_CHECKS});
-    for (const auto& check : checks) args.push_back(check);
-    json config = memory_config_of(packs);
-    config["comfyui"] = {{"command", PYTHON3_PATH},
-                         {"args", args},
-                         {"env", {{"PYTHONPATH", PARTICIPANT_PYTHONPATH}, {"PYTHONDONTWRITEBYTECODE", "1"}}}};
-    config["comfyui"].update(host);
-    return config;
-}
-
-// Runs the checks to their end, stops the supervisor, and returns its log.
-std::string run_checks(const std::vector<std::string>& checks, const json& packs, const json& host = json::object()) {
-    SupervisorProcess supervisor(config_checking(checks, packs, host));
-    const bool done = eventually([&] { return supervisor.log().find("bridge_checks: checks done") != std::string::npos; },
-                                 std::chrono::seconds(120));
-    const auto log = supervisor.log();
-    INFO(log);
-    CHECK(supervisor.stop() == 0);
-    REQUIRE(done);
-    for (const auto& check : checks) CHECK_THAT(log, Contains("bridge_checks: " + check + " passed"));
-    return log;
-}
-
-}  // namespace
 
 TEST_CASE("proxy nodes carry the pack's interface, values cross bit-exact, in place into a worker, and objects stay as handles") {
     run_checks({"interfaces", "values", "copies", "sent-back", "handles", "malformed", "cuda-handshake", "arena-idle"},

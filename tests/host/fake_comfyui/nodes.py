@@ -1,7 +1,11 @@
 """Our model of upstream's nodes.py, for what comfy_supervisor depends on: the folders of
-front-end files by pack name, which upstream's server serves under /extensions/NAME; and,
-as upstream does on import, comfy/ put first on the module path (after which `utils` is
-comfy/utils.py to anything that imports it for the first time)."""
+front-end files by pack name, which upstream's server serves under /extensions/NAME; as
+upstream does on import, comfy/ put first on the module path (after which `utils` is
+comfy/utils.py to anything that imports it for the first time); and the core nodes a
+graph of the bridge's tests uses, with upstream's names, inputs and outputs:
+CheckpointLoaderSimple (small seeded models), CLIPTextEncode, KSampler (through
+common_ksampler, which packs call too), VAEEncode, VAEDecode, ControlNetLoader and
+ControlNetApplyAdvanced."""
 
 import os
 import sys
@@ -9,3 +13,101 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "comfy"))
 
 EXTENSION_WEB_DIRS = {}
+
+
+def common_ksampler(model, seed, steps, cfg, sampler_name, scheduler, positive, negative, latent, denoise=1.0,
+                    disable_noise=False, start_step=None, last_step=None, force_full_denoise=False):
+    import comfy.sample
+    latent_image = latent["samples"]
+    noise = comfy.sample.prepare_noise(latent_image, seed)
+    samples = comfy.sample.sample(model, noise, steps, cfg, sampler_name, scheduler, positive, negative,
+                                  latent_image, denoise=denoise, seed=seed)
+    out = latent.copy()
+    out["samples"] = samples
+    return (out,)
+
+
+class CheckpointLoaderSimple:
+    FUNCTION = "load_checkpoint"
+    RETURN_TYPES = ("MODEL", "CLIP", "VAE")
+
+    def load_checkpoint(self, ckpt_name):
+        import comfy.sd
+        return comfy.sd.load_checkpoint_guess_config(ckpt_name)[:3]
+
+
+class CLIPTextEncode:
+    FUNCTION = "encode"
+    RETURN_TYPES = ("CONDITIONING",)
+
+    def encode(self, clip, text):
+        return (clip.encode_from_tokens_scheduled(clip.tokenize(text)),)
+
+
+class KSampler:
+    FUNCTION = "sample"
+    RETURN_TYPES = ("LATENT",)
+
+    def sample(self, model, seed, steps, cfg, sampler_name, scheduler, positive, negative, latent_image,
+               denoise=1.0):
+        return common_ksampler(model, seed, steps, cfg, sampler_name, scheduler, positive, negative, latent_image,
+                               denoise=denoise)
+
+
+class VAEEncode:
+    FUNCTION = "encode"
+    RETURN_TYPES = ("LATENT",)
+
+    def encode(self, vae, pixels):
+        return ({"samples": vae.encode(pixels[:, :, :, :3])},)
+
+
+class VAEDecode:
+    FUNCTION = "decode"
+    RETURN_TYPES = ("IMAGE",)
+
+    def decode(self, vae, samples):
+        return (vae.decode(samples["samples"]),)
+
+
+class ControlNetLoader:
+    FUNCTION = "load_controlnet"
+    RETURN_TYPES = ("CONTROL_NET",)
+
+    def load_controlnet(self, control_net_name):
+        import comfy.controlnet
+        return (comfy.controlnet.ControlNet(),)
+
+
+class ControlNetApplyAdvanced:
+    FUNCTION = "apply_controlnet"
+    RETURN_TYPES = ("CONDITIONING", "CONDITIONING")
+
+    def apply_controlnet(self, positive, negative, control_net, image, strength, start_percent, end_percent,
+                         vae=None, extra_concat=[]):
+        if strength == 0:
+            return (positive, negative)
+        control_hint = image.movedim(-1, 1)
+        cnets = {}
+        out = []
+        for conditioning in [positive, negative]:
+            c = []
+            for t in conditioning:
+                d = t[1].copy()
+                prev_cnet = d.get("control", None)
+                if prev_cnet in cnets:
+                    c_net = cnets[prev_cnet]
+                else:
+                    c_net = control_net.copy().set_cond_hint(control_hint, strength, (start_percent, end_percent),
+                                                             vae=vae, extra_concat=extra_concat)
+                    c_net.set_previous_controlnet(prev_cnet)
+                    cnets[prev_cnet] = c_net
+                d["control"] = c_net
+                d["control_apply_to_uncond"] = False
+                c.append([t[0], d])
+            out.append(c)
+        return (out[0], out[1])
+
+
+NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (CheckpointLoaderSimple, CLIPTextEncode, KSampler, VAEEncode,
+                                                      VAEDecode, ControlNetLoader, ControlNetApplyAdvanced)}

@@ -2,9 +2,10 @@
 (tests/python/node_calls_test.cpp) and the soak: a node that never ends and never checks
 for interrupts, a node that only reports progress, a node that breaks the call protocol
 from inside its worker, a node that floods the browser with messages, and nodes that
-answer with values no encoder makes (a bool tensor of other bytes than 0 and 1, one block
-named again and again), as a compromised pack could: it reaches anything in its own
-process, the call socket and its arena included."""
+answer with values no encoder makes (a bool tensor of other bytes than 0 and 1, blocks
+that overlap), as a compromised pack could: it reaches anything in its own process, the
+call socket and its arena included; and a node that probes the host's objects it was
+handed, and the ids it was not, by writing the uses itself (ProbeHostObjects)."""
 
 import gc
 import os
@@ -141,8 +142,10 @@ class BadBool(Node):
 
 
 class RepeatBlock(Node):
-    """Answers with `times` tensors that all lie in one block of `nbytes`: a host that
-    copies each tensor it is handed would copy `times` x `nbytes`, more than the arena."""
+    """Answers with `times` tensors that overlap in one block of `nbytes`, each a page shorter
+    than the one before: a host that copies each tensor it is handed would copy nearly
+    `times` x `nbytes`, more than the arena. (One block named again with the same extent
+    is one tensor, taken once.)"""
     RETURN_TYPES = ("*",)
 
     @classmethod
@@ -150,8 +153,9 @@ class RepeatBlock(Node):
         return {"required": {"nbytes": ("INT", {"default": 16 << 20}), "times": ("INT", {"default": 16})}}
 
     def run(self, nbytes, times):
-        tensor = {"$": "tensor", "dtype": "uint8", "shape": [nbytes], "offset": 0, "nbytes": nbytes}
-        _answer_with([(nbytes, b"\x01")], [tensor] * times)
+        tensors = [{"$": "tensor", "dtype": "uint8", "shape": [nbytes - n * 4096], "offset": n * 4096,
+                    "nbytes": nbytes - n * 4096} for n in range(times)]
+        _answer_with([(nbytes, b"\x01")], tensors)
         return (None,)
 
 
@@ -167,5 +171,49 @@ class Add(Node):
         return (a + b,)
 
 
+class ProbeHostObjects(Node):
+    """Given a host MODEL, asks the host for what a pack may not have, each as a use written
+    by hand on the call socket's conversation: ids it was never handed, methods and
+    attributes off MODEL's list, private names, a function that is not forwarded, an
+    object of the host's named as an argument by an id it was never handed. Returns each
+    answer, (outcome, error type, message), for the host to check that each is an error."""
+    RETURN_TYPES = ("STRING",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",)}}
+
+    def run(self, model):
+        import json
+        from comfy_supervisor.bridge.remote import link_of
+        link = link_of(model)
+        conversation, mine = link.session, link.id
+        probes = [
+            ({"id": mine + 1000, "do": "get", "name": "model"}, [[], {}, None]),
+            ({"id": -1, "do": "call", "name": "clone"}, [[], {}, None]),
+            ({"id": "1", "do": "call", "name": "clone"}, [[], {}, None]),
+            ({"id": mine, "do": "call", "name": "unpatch_model"}, [[], {}, None]),
+            ({"id": mine, "do": "call", "name": "patch_model"}, [[], {}, None]),
+            ({"id": mine, "do": "set", "name": "load_device"}, [[], {}, "cpu"]),
+            ({"id": mine, "do": "get", "name": "__dict__"}, [[], {}, None]),
+            ({"id": mine, "do": "get", "name": "_private"}, [[], {}, None]),
+            ({"id": mine, "do": "call", "name": "__init__"}, [[], {}, None]),
+            ({"id": mine, "do": "delete", "name": "model"}, [[], {}, None]),
+            ({"function": "os.system"}, [["true"], {}, None]),
+            ({"function": "builtins.eval"}, [["1"], {}, None]),
+            ({"id": mine, "do": "call", "name": "add_object_patch"}, [["x", {"$": "own", "id": mine + 999}], {}, None]),
+        ]
+        answers = []
+        for fields, payload in probes:
+            call = next(conversation.calls)
+            with conversation.answered:
+                conversation.answers[call] = None
+            conversation.session.channel.send({"op": "invoke", "call": call, **fields, "payload": payload})
+            outcome, detail = conversation._await(call, "a probe")
+            answers.append([outcome, detail.get("type") if outcome == "error" else None,
+                            detail.get("message") if outcome == "error" else repr(detail)])
+        return (json.dumps(answers),)
+
+
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (LoopForever, ProgressOnly, BreakProtocol, FloodBrowser, BadBool,
-                                                      RepeatBlock, Add)}
+                                                      RepeatBlock, Add, ProbeHostObjects)}

@@ -5,7 +5,10 @@ per-device totals and reuse, unload_all_models, unload_model_and_clones, cleanup
 through a finalizer), written from their documented behaviour. Weights are bytes on the
 simulated device, allocated through `participant` (set by main.py once the host joined);
 the device is "cuda:0" to upstream, as a real GPU would be, and the CPU is a device too,
-never charged. It proves our side of the contract, not upstream's."""
+never charged. A process that has no participant here (a pack's worker over this model:
+only the host's main.py sets one) charges nothing and sees the device free; its loads
+are in the ledger all the same, by the memory integration. It proves our side of the
+contract, not upstream's."""
 
 import sys
 import uuid
@@ -42,7 +45,7 @@ def get_torch_device():
 
 def get_free_memory(device=None, torch_free_too=False):
     device = device or GPU
-    free = participant.device_free() if device == GPU else 1 << 40
+    free = participant.device_free() if device == GPU and participant is not None else 1 << 40
     return (free, 0) if torch_free_too else free
 
 
@@ -102,11 +105,11 @@ class ModelPatcher:
         return []
 
     def _charge(self, nbytes):
-        if self.load_device == GPU and not participant.device_allocate(nbytes):
+        if self.load_device == GPU and participant is not None and not participant.device_allocate(nbytes):
             raise RuntimeError("out of device memory")
 
     def _uncharge(self, nbytes):
-        if self.load_device == GPU:
+        if self.load_device == GPU and participant is not None:
             participant.device_release(nbytes)
 
     def __del__(self):

@@ -1,12 +1,18 @@
 """The bridge between the ComfyUI host and a pack's worker: what both ends share.
 
 - values: how a call's values cross (plain values as JSON, tensors as blocks of an arena
-  or by CUDA IPC, a pack's other objects as handles);
+  or by CUDA IPC, a pack's other objects as handles); by_value: upstream's value classes
+  (comfy.conds') that cross as copies;
 - arena: the shared memory they cross in (our own page-granular allocator), with the
   interrupt word; cuda_ipc over cuda_driver (the CUDA driver's own IPC calls) for tensors
   that stay on the GPU;
 - channel: the wire (frames of JSON on a call socket, the supervisor's control datagrams);
-- session: one peer's life on both sides, its lends and the releases owed.
+- session: one peer's life on both sides, its lends and the releases owed;
+- object_kinds, remote, conversation: ComfyUI's objects as remote objects both ways (what
+  a pack may use of the host's, per kind; the proxies; the uses and their answers, served
+  by the thread that waits);
+- mirror: a model's torch module itself in the other process, built there over its
+  owner's weights mapped from a sealed memfd of the owner's, for code that needs the module.
 
 Each end lives in its own room: the host's proxy nodes in host, the worker's node server
 in pack_worker (docs/PACKS.md tells the whole story). The bridge knows neither end nor

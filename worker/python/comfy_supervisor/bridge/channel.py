@@ -6,7 +6,9 @@
   read-only to the host; the host's for that pack, writable to the host and read-only to
   the pack), and which peers exited or failed. Only the supervisor writes it.
 - A call socket (SOCK_STREAM), one per host life and pack life: frames of a 4-byte
-  little-endian length and one UTF-8 JSON object, both ways.
+  little-endian length and one UTF-8 JSON object, both ways. A frame may carry descriptors
+  with its first bytes (SCM_RIGHTS: a mirror's memfd, bridge/mirror.py), held in order
+  until the frame that says it came with one claims it, at most MAX_HELD_FDS at a time.
 
 Everything received is input, not truth: a frame over MAX_FRAME_BYTES, a frame that is
 not a JSON object, and a control datagram with the wrong descriptors raise ProtocolError
@@ -23,8 +25,17 @@ import time
 
 MAX_FRAME_BYTES = 64 << 20     # a call's plain values; tensors travel in the arenas
 MAX_CONTROL_BYTES = 64 << 10
+MAX_HELD_FDS = 16              # descriptors a peer sent that no frame claimed yet (bridge/mirror.py's)
 _LENGTH = struct.Struct("<I")
 _RECEIVE_BYTES = 64 << 10
+# A reader spins only while spinning pays (Channel.receive): while at least this share of
+# its recent spins caught the message (a moving average over about 8 spins), and else one
+# receive in SPIN_PROBE_EVERY, to see whether the machine has a CPU free again.
+SPIN_PAYS = 0.5
+SPIN_PROBE_EVERY = 32
+# What a side let go of rides on its next frame; with no frame going out, the releases
+# thread sends it this long after the first of it (ReleaseQueue).
+RELEASE_AFTER_S = 0.01
 # One encoder and decoder for every frame: json.dumps with arguments builds a new one
 # each call, a good part of a small frame's cost.
 _encode = json.JSONEncoder(separators=(",", ":")).encode
@@ -49,14 +60,26 @@ class Channel:
         self.last_frame_bytes = 0  # the length of the frame receive() returned last: what it cost to carry
         self.poller = select.poll()  # for receive()'s spin; one reader at a time uses it
         self.poller.register(sock, select.POLLIN)
+        self.fds = []              # descriptors received with the frames, oldest first, not taken yet
+        self.fds_lock = threading.Lock()
+        self.spin_caught = 1.0     # moving average: how many of the recent spins caught the message
+        self.unspun = 0            # receives without a spin since the last one
 
-    def send(self, message):
+    def send(self, message, fds=()):
         """False when the peer is gone (its end closed). Written with os.write, whatever
         timeout the reader set on the socket (a timeout makes the descriptor non-blocking
-        for every user of it): a full socket buffer is waited out here."""
+        for every user of it): a full socket buffer is waited out here. `fds`: descriptors
+        that go with the frame's first bytes (SCM_RIGHTS), for the peer's take_fd()."""
         data = _encode(message).encode()
         frame = memoryview(_LENGTH.pack(len(data)) + data)
         with self.send_lock:
+            while fds:
+                try:
+                    frame, fds = frame[socket.send_fds(self.sock, [frame], list(fds)):], ()
+                except (BlockingIOError, socket.timeout):
+                    select.select([], [self.fd], [])
+                except OSError:
+                    return False
             while frame:
                 try:
                     frame = frame[os.write(self.fd, frame):]
@@ -78,11 +101,20 @@ class Channel:
         peer closed its end. `spin_s`: first watch for it that long without sleeping. A
         reader asleep must be woken by the writer's kernel, across CPUs an interrupt that
         costs tens of microseconds on a virtual machine; one that spins just reads. As the
-        rings do, spin briefly, then sleep."""
+        rings do, spin briefly, then sleep; but only while spinning pays. On a machine
+        whose CPUs are all taken, the peer waits for a CPU to answer on, and a reader that
+        spins holds one of them: measured on two loaded vCPUs (load 7), an empty remote
+        call took 255-290 us p50 with both sides spinning 100 us and 57-64 us with neither
+        (docs/BENCHMARKS.md). So a reader whose spins mostly end without the message
+        stops spinning, and tries again one receive in SPIN_PROBE_EVERY."""
         if spin_s and not self.has_frame():
-            deadline = time.perf_counter() + spin_s
-            while not self.poller.poll(0) and time.perf_counter() < deadline:
-                pass
+            self.unspun += 1
+            if self.spin_caught >= SPIN_PAYS or self.unspun >= SPIN_PROBE_EVERY:
+                self.unspun = 0
+                deadline = time.perf_counter() + spin_s
+                while not (caught := bool(self.poller.poll(0))) and time.perf_counter() < deadline:
+                    pass
+                self.spin_caught += ((1.0 if caught else 0.0) - self.spin_caught) / 8
         if not self._fill(_LENGTH.size, timeout_s):
             return self.end
         (length,) = _LENGTH.unpack_from(self.buffer)
@@ -112,7 +144,9 @@ class Channel:
                 if timeout_s != self.timeout_s:  # each change is a system call
                     self.sock.settimeout(timeout_s)
                     self.timeout_s = timeout_s
-                data = self.sock.recv(max(_RECEIVE_BYTES, count - len(self.buffer)))
+                data, fds, _, _ = socket.recv_fds(self.sock, max(_RECEIVE_BYTES, count - len(self.buffer)),
+                                                  MAX_HELD_FDS)
+                self._hold(fds)
             except (socket.timeout, BlockingIOError):
                 self.end = False
                 return False
@@ -124,7 +158,27 @@ class Channel:
             self.buffer += data
         return True
 
+    def _hold(self, fds):
+        """Descriptors that came with what was read; beyond MAX_HELD_FDS unclaimed, closed."""
+        with self.fds_lock:
+            for fd in fds:
+                if len(self.fds) < MAX_HELD_FDS:
+                    self.fds.append(fd)
+                else:
+                    os.close(fd)
+
+    def take_fd(self):
+        """The oldest descriptor the peer sent that no frame claimed yet, or None: a frame
+        that says it came with one claims it once it is read (its descriptor came with its
+        first bytes, so before the frame was whole)."""
+        with self.fds_lock:
+            return self.fds.pop(0) if self.fds else None
+
     def close(self):
+        with self.fds_lock:
+            for fd in self.fds:
+                os.close(fd)
+            self.fds = []
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -163,14 +217,21 @@ def receive_control(sock, descriptors):
 
 
 class ReleaseQueue:
-    """What this side let go of, for the peer. Finalizers push (any thread, at any time);
-    a thread of ours sends what gathered in one message. The lock is reentrant and held
-    only to append or take the list, so a finalizer that runs while its own thread holds
+    """What this side let go of, for the peer: blocks, CUDA lends, handles, node instances
+    and remote objects, by kind. Finalizers push (any thread, at any time). The frames this
+    side sends take what gathered (take(), PeerSession.send), so that while frames go out,
+    as during a sampler's steps, no other thread wakes for releases: a thread that wakes
+    must take the GIL from the one that talks, which on a loaded machine costs up to a
+    scheduler slice each time. With no frame going out, a thread of ours sends what
+    gathered RELEASE_AFTER_S after the first of it, in one message. The lock is reentrant
+    and held only to append or take, so a finalizer that runs while its own thread holds
     it (a collection inside our flush) cannot deadlock."""
 
-    def __init__(self, channel, name):
+    def __init__(self, channel, name, after_s=RELEASE_AFTER_S):
         self.channel = channel
-        self.pending = []
+        self.after_s = after_s
+        self.pending = {}
+        self.armed = False  # the thread counts down to sending what gathered
         self.ready = threading.Condition(threading.RLock())
         self.closed = False
         threading.Thread(target=self._flush, name=f"{name} releases", daemon=True).start()
@@ -178,24 +239,36 @@ class ReleaseQueue:
     def push(self, kind, value):
         with self.ready:
             if not self.closed:
-                self.pending.append((kind, value))
-                self.ready.notify()
+                self.pending.setdefault(kind, []).append(value)
+                if not self.armed:
+                    self.armed = True
+                    self.ready.notify()
+
+    def take(self):
+        """What gathered, by kind, now the caller's to send; None when nothing did."""
+        with self.ready:
+            if not self.pending:
+                return None
+            taken, self.pending = self.pending, {}
+            return taken
 
     def close(self):
         with self.ready:
             self.closed = True
-            self.pending = []
+            self.pending = {}
             self.ready.notify()
 
     def _flush(self):
         while True:
             with self.ready:
-                while not self.pending and not self.closed:
+                while not self.armed and not self.closed:
                     self.ready.wait()
+                deadline = time.monotonic() + self.after_s
+                while not self.closed and (left := deadline - time.monotonic()) > 0:
+                    self.ready.wait(left)  # frames sent meanwhile carry what gathers
                 if self.closed:
                     return
-                pending, self.pending = self.pending, []
-            message = {"op": "release", "blocks": [], "cuda": [], "handles": [], "instances": []}
-            for kind, value in pending:
-                message[kind].append(value)
-            self.channel.send(message)
+                self.armed = False
+                taken = self.take()
+            if taken:
+                self.channel.send({"op": "release", **taken})

@@ -13,10 +13,27 @@ A value crosses as JSON, never pickled and never evaluated:
   of it) lies, unchanged, in a block the host lent it, and goes back as {"yours": block,
   "at": offset in it} instead: the host's tensor is over the host's own tensor again,
   with no copy either way;
+  one laid out as a permutation of a contiguous tensor (an IMAGE's movedim(-1, 1), which
+  torch takes as channels-last) is written in its memory order with its "strides", and
+  rebuilt with them: torch picks its kernels by layout, so a copy made contiguous would
+  not compute bit-equal to the tensor it came from;
 - a CUDA tensor ("device": "cuda") by CUDA IPC where both sides can (cuda_ipc.py):
   {"cuda_ipc": {"handle", "device", "at", "lend"}}, or {"yours_cuda": lend, "at"} for one
   that lies in a tensor the receiver lent us; else staged through the arena as above, and
   it comes out on the receiver's CUDA device when it has one;
+- a torch.device as {"$": "device", "type", "index"}, a torch.dtype as {"$": "dtype", "name"};
+- upstream's value classes of by_value.py (comfy.conds' CONDCrossAttn, CONDRegular...) as
+  {"$": "value", "class", "state"}, the state encoded as any value: the receiver builds its
+  own object of that class;
+- a member of an enum of upstream's (a module of ComfyUI's checkout: comfy.hooks'
+  EnumHookMode...) as {"$": "enum", "type": "module.Class", "name"}: the receiver's own
+  member, looked up in a module it imported already, never imported for it;
+- a uuid.UUID (upstream's sampler puts the conds' in transformer_options, which a pack's
+  attention patch gets) as {"$": "uuid", "hex"};
+- an object of a kind of bridge/object_kinds.py (a MODEL, CLIP, VAE, a function...) as a
+  remote object: {"$": "remote", "id", "kind", "type"} for one of the sender's, {"$": "own",
+  "id"} for one of the receiver's going back (bridge/conversation.py makes and resolves
+  both, through the same hooks as handles);
 - anything else stays where it was made and crosses as a handle {"$": "handle", "id",
   "type"}, which the sender's side makes and only its maker resolves.
 
@@ -28,15 +45,24 @@ and a reader that copies blocks (the host) copies at most the arena for one mess
 however often a peer names one block.
 """
 
+import enum
 import functools
 import math
+import sys
+import uuid
 
+from . import by_value
 from .arena import CONTROL_BYTES
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "uint8", "int8", "int16", "int32", "int64", "bool",
           "complex64", "complex128")
 MAX_DEPTH = 64        # nesting a peer may send
 MAX_DIMENSIONS = 32   # torch's own limit on a tensor's dimensions
+DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "meta")
+# Tags the sides' hooks resolve (handle_of makes them, resolve reads them back).
+OBJECT_TAGS = ("handle", "remote", "own")
+# Upstream's modules, the same checkout on both sides: their enums' members cross by name.
+UPSTREAM_MODULES = ("comfy", "comfy_extras", "comfy_api", "comfy_execution", "nodes", "node_helpers")
 
 
 class ValueCrossingError(TypeError):
@@ -64,6 +90,7 @@ class Encoder:
         self.lent = []
         self.cuda_lent = []
         self.sources = {}
+        self.written = {}  # id(tensor) -> (tensor, its tag): one written twice in a value is one block
 
     def encode(self, value):
         if value is None or isinstance(value, (bool, str)):
@@ -83,9 +110,23 @@ class Encoder:
         torch = _torch()
         if torch is not None and isinstance(value, torch.Tensor):
             return self.tensor(torch, value)
+        if torch is not None and isinstance(value, torch.device):
+            return {"$": "device", "type": value.type, "index": value.index}
+        if torch is not None and isinstance(value, torch.dtype):
+            return {"$": "dtype", "name": str(value).removeprefix("torch.")}
+        if isinstance(value, uuid.UUID):
+            return {"$": "uuid", "hex": value.hex}
+        if isinstance(value, enum.Enum) and type(value).__module__.partition(".")[0] in UPSTREAM_MODULES:
+            return {"$": "enum", "type": f"{type(value).__module__}.{type(value).__qualname__}", "name": value.name}
+        crossing = by_value.state_of(value)
+        if crossing is not None:
+            return {"$": "value", "class": crossing[0], "state": self.encode(crossing[1])}
         return self.handle_of(value)
 
     def tensor(self, torch, value):
+        written = self.written.get(id(value))
+        if written is not None and written[0] is value:
+            return written[1]  # the same tensor again (a patch's context given as its value too)
         dtype = str(value.dtype).removeprefix("torch.")
         if dtype not in DTYPES:
             raise ValueCrossingError(f"a tensor of dtype {dtype} cannot cross between processes "
@@ -114,11 +155,16 @@ class Encoder:
                 return encoded
         offset = self.arena.allocate(nbytes)
         self.lent.append(offset)
+        order = _memory_order(source)
+        if order is not None:  # written as it lies, rebuilt with its strides
+            encoded["strides"] = list(source.stride())
+            source = source.permute(order)
         target = torch.from_numpy(self.arena.view(offset, nbytes)).view(source.dtype).view(source.shape)
         target.copy_(source)  # the one write: strides, devices and all
         if value.device.type == "cpu" and value.is_contiguous() and not value.is_conj() and not value.is_neg():
             self.sources[offset] = value  # the block's bytes are the value's own, as they lie
         encoded["offset"] = offset
+        self.written[id(value)] = (value, encoded)
         return encoded
 
 
@@ -142,7 +188,7 @@ class Decoder:
     def decode(self, value):
         """The value; on a malformed one, every block and CUDA lend it named that no
         tensor was built over yet is released at once, and ValueCrossingError is raised."""
-        blocks, extents, self.viewed, self.own_copies = [], [], set(), {}
+        blocks, extents, self.viewed, self.own_copies, self.taken, self.built = [], [], set(), {}, {}, {}
         try:
             self.collect_blocks(value, blocks, extents, 0)
             _check_apart(extents)
@@ -176,7 +222,7 @@ class Decoder:
                 form = self.check_tensor(value)
                 if form == "cuda_ipc":
                     blocks.append(("cuda", value["cuda_ipc"]["lend"]))
-                elif form == "arena":
+                elif form == "arena" and ("block", value["offset"]) not in blocks:
                     blocks.append(("block", value["offset"]))
                     if value["nbytes"]:
                         extents.append((value["offset"], value["nbytes"]))
@@ -187,7 +233,26 @@ class Decoder:
                     if tag == "dict" and not (isinstance(item, list) and len(item) == 2):
                         raise ValueCrossingError("a dict item that is not a key and a value")
                     self.collect_blocks(item, blocks, extents, depth + 1)
-            elif tag != "handle":
+            elif tag == "device":
+                if value.get("type") not in DEVICE_TYPES or not (value.get("index") is None or
+                                                                  type(value.get("index")) is int):
+                    raise ValueCrossingError(f"a device {str(value.get('type'))[:20]!r} {str(value.get('index'))[:20]}")
+            elif tag == "dtype":
+                if value.get("name") not in DTYPES + ("float8_e4m3fn", "float8_e5m2"):
+                    raise ValueCrossingError(f"a dtype {str(value.get('name'))[:40]!r}")
+            elif tag == "value":
+                try:
+                    by_value.check(value)
+                except by_value.ByValueError as error:
+                    raise ValueCrossingError(str(error)) from None
+                self.collect_blocks(value["state"], blocks, extents, depth + 1)
+            elif tag == "enum":
+                _enum_member(value)
+            elif tag == "uuid":
+                if not (isinstance(value.get("hex"), str) and len(value["hex"]) == 32):
+                    raise ValueCrossingError(f"a UUID {str(value.get('hex'))[:40]!r}")
+                uuid.UUID(hex=value["hex"])
+            elif tag not in OBJECT_TAGS:
                 raise ValueCrossingError(f"an unknown tag {str(tag)[:40]!r}")
         elif not (value is None or isinstance(value, (bool, int, float, str))):
             raise ValueCrossingError(f"a {type(value).__name__}, which JSON does not make")
@@ -217,6 +282,8 @@ class Decoder:
             raise ValueCrossingError("a tensor sent back where none can be")
         if form == "arena" and nbytes and (offset < CONTROL_BYTES or offset + nbytes > self.peer.capacity):
             raise ValueCrossingError(f"a tensor block of {nbytes} bytes at {offset}, outside the arena")
+        if "strides" in value and not (form == "arena" and _dense_strides(shape, value["strides"])):
+            raise ValueCrossingError("a tensor whose strides do not lay its elements out densely in its block")
         return form
 
     def build(self, value):
@@ -231,14 +298,28 @@ class Decoder:
             return tuple(self.build(item) for item in value["items"])
         if tag == "dict":
             return {_hashable(self.build(key)): self.build(item) for key, item in value["items"]}
-        if tag == "handle":
+        if tag in OBJECT_TAGS:
             return self.resolve(value)
+        if tag == "device":
+            return _torch().device(value["type"], value["index"])
+        if tag == "dtype":
+            return getattr(_torch(), value["name"])
+        if tag == "value":
+            try:
+                return by_value.build(value["class"], self.build(value["state"]))
+            except by_value.ByValueError as error:
+                raise ValueCrossingError(str(error)) from None
+        if tag == "enum":
+            return _enum_member(value)
+        if tag == "uuid":
+            return uuid.UUID(hex=value["hex"])
         return self.tensor(value)
 
     def tensor(self, value):
         torch = _torch()
         dtype = getattr(torch, value["dtype"])
         on_cuda = "cuda_ipc" in value or "yours_cuda" in value
+        key = None  # an arena block's view, by where it lies and what it is
         if value["nbytes"] == 0:
             result = torch.empty(value["shape"], dtype=dtype)
         elif "yours" in value:
@@ -249,13 +330,28 @@ class Decoder:
         elif "yours_cuda" in value:
             result = self.cuda.own(value["yours_cuda"], value["at"], value["nbytes"]).view(dtype).view(value["shape"])
         else:
-            block = self.peer.take(value["offset"], value["nbytes"], self.release)
-            self.viewed.add(("block", value["offset"]))
-            result = torch.from_numpy(block).view(dtype).view(value["shape"])
+            # A block named twice in one value is one tensor written twice: taken once, and
+            # the same tensor again where it is the same view, as the sender had it.
+            strides = tuple(value["strides"]) if "strides" in value else None
+            key = (value["offset"], value["nbytes"], value["dtype"], tuple(value["shape"]), strides,
+                   value.get("device"))
+            if key in self.built:
+                return self.built[key]
+            block = self.taken.get(value["offset"])
+            if block is None:
+                block = self.taken[value["offset"]] = self.peer.take(value["offset"], value["nbytes"], self.release)
+                self.viewed.add(("block", value["offset"]))
+            elif len(block) != value["nbytes"]:
+                raise ValueCrossingError(f"a block at {value['offset']} named twice in one value, with two sizes")
+            result = torch.from_numpy(block).view(dtype)
+            result = (result.as_strided(value["shape"], value["strides"]) if strides is not None
+                      else result.view(value["shape"]))
         if dtype is torch.bool:
             _check_bools(torch, result)
         if not on_cuda and value.get("device") == "cuda" and torch.cuda.is_available():
             result = result.to(torch.device("cuda", torch.cuda.current_device()))
+        if key is not None:
+            self.built[key] = result
         return result
 
 
@@ -277,6 +373,41 @@ def _check_bools(torch, tensor):
     if bad.numel():
         raise ValueCrossingError(f"a bool tensor with {bad.numel()} bytes other than 0 and 1 "
                                  f"(the first is {int(bad[0])})")
+
+
+def _memory_order(tensor):
+    """The dimensions, outermost first, of a tensor that is a permutation of a contiguous
+    one but not contiguous itself; None for any other."""
+    if tensor.is_contiguous() or tensor.dim() < 2:
+        return None
+    order = sorted(range(tensor.dim()), key=lambda d: (tensor.stride(d), tensor.shape[d]), reverse=True)
+    return order if tensor.permute(order).is_contiguous() else None
+
+
+def _dense_strides(shape, strides):
+    """Whether `strides` lay out `shape` densely from the block's start: every element in it once."""
+    if not (isinstance(strides, list) and len(strides) == len(shape) and
+            all(type(stride) is int and stride >= 0 for stride in strides)):
+        return False
+    expected = 1
+    for size, stride in sorted(((size, stride) for size, stride in zip(shape, strides) if size > 1),
+                               key=lambda pair: pair[1]):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _enum_member(value):
+    """The receiver's own member an enum tag names, in an upstream module imported already."""
+    module, _, qualname = str(value.get("type"))[:200].rpartition(".")
+    found = sys.modules.get(module) if module.partition(".")[0] in UPSTREAM_MODULES else None
+    cls = getattr(found, qualname, None)
+    member = cls.__members__.get(value.get("name")) if isinstance(cls, type) and issubclass(cls, enum.Enum) else None
+    if member is None:
+        raise ValueCrossingError(f"an enum member {str(value.get('type'))[:80]}.{str(value.get('name'))[:40]} this "
+                                 "process does not have")
+    return member
 
 
 def _hashable(key):

@@ -59,6 +59,8 @@ import threading
 import time
 
 from .. import participant as sv
+from ..bridge import mirror
+from ..bridge.conversation import load_by_owners
 from .proxy_nodes import Bridges
 from .standin import StandIn, StandIns
 
@@ -328,8 +330,9 @@ class _Host:
             detached = loaded.model_unload(memory_to_free=command.bytes)
         else:
             detached = loaded.model_unload()
-        if detached:
-            # As upstream's free_memory: a detached model leaves current_loaded_models.
+        if detached and loaded in self.mm.current_loaded_models:
+            # As upstream's free_memory: a detached model leaves current_loaded_models
+            # (unless upstream's own unload, run by model_unload's wrappers, already took it).
             self.mm.current_loaded_models.remove(loaded)
         after = 0 if detached else loaded.model_loaded_memory()
         # The freed blocks go back to the driver, where the other processes see them.
@@ -355,8 +358,13 @@ class _Host:
             pinned_ceiling=max(0, int(getattr(self.mm, "MAX_PINNED_MEMORY", 0))),
             allocator_reserved=cuda.memory_reserved(self.device) if cuda else 0,
             allocator_active=cuda.memory_allocated(self.device) if cuda else 0,
-            resident_set_bytes=sv.resident_set_bytes(),
+            resident_set_bytes=self.resident_set_bytes(),
             prompt_epoch=self.epoch)
+
+    @staticmethod
+    def resident_set_bytes():
+        """Ours: the pages of another process's model we map as a mirror are its (bridge/mirror.py)."""
+        return max(0, sv.resident_set_bytes() - mirror.mapped_bytes())
 
     # ---- busy: a prompt in the host, node calls in a worker ----
 
@@ -395,6 +403,18 @@ class _Host:
         if announce:
             self.link.node_started(epoch)
 
+    def serving_peer(self):
+        """The host uses this worker's objects (each step of its sampler with the pack's
+        model, its control net, a patch of the pack's called back): busy as during a node
+        call, from the first use of a run of them until idle(), which the node server calls
+        once no message came for IDLE_AFTER_S. The command thread defers evictions while
+        busy, so a model of this worker is never evicted under a use, nor between two uses
+        closer together than that (a sampler's uses of a step, and its steps, on a small
+        model); and each use after the first costs this test, not a lock and a context.
+        A use within a node call is busy already, and the node's end releases its caches."""
+        if not self.busy:
+            self.node_call_starts(self.epoch)
+
     def node_call_ends(self, ok):
         self.node_ok = ok
         with self.lock:
@@ -413,9 +433,12 @@ class _Host:
         return bool(deferred)
 
     def idle(self):
-        """The run of node calls ended: the supervisor may count this worker idle."""
+        """The run of node calls or uses ended: the supervisor may count this worker idle,
+        and the commands deferred meanwhile are answered."""
         with self.lock:
             announced, self.announced = self.announced, False
+            if self.busy and self.end_busy():
+                self.attempt("refresh", self.refresh)
         if announced:
             self.link.node_finished(self.epoch, ok=self.node_ok)
 
@@ -460,13 +483,24 @@ def _integrate(mm, link, with_standins):
     original_free = mm.free_memory
 
     def load_models_gpu(models, *args, **kwargs):
-        return host.load_models_gpu(original_load, models, *args, **kwargs)
+        # Another process's model (a remote object) is loaded by its owner, as its own load.
+        ours = load_by_owners(models, args, kwargs)
+        if len(ours) < len(models) and not ours:
+            return None
+        return host.load_models_gpu(original_load, ours, *args, **kwargs)
 
     def free_memory(*args, **kwargs):
         return host.free_memory(original_free, *args, **kwargs)
 
+    original_unload = mm.LoadedModel.model_unload
+
+    def model_unload(loaded, *args, **kwargs):
+        mirror.revoke(loaded.model)  # its mirrors in other processes go first (bridge/mirror.py)
+        return original_unload(loaded, *args, **kwargs)
+
     mm.load_models_gpu = load_models_gpu
     mm.free_memory = free_memory
+    mm.LoadedModel.model_unload = model_unload
     threading.Thread(target=host.serve, name="comfy-supervisor", daemon=True).start()
     return host
 

@@ -3,8 +3,8 @@ node in its pack's worker (the host side of docs/PACKS.md).
 
 The supervisor tells this life, on its bridge control socket, which packs run in workers
 (packs), hands it a call socket, the arena of each pack life and the arena to write for
-that life alone (pack_started), and says
-when one exits (pack_exited, with the signal) or is failed (pack_failed). At install the
+that life alone (pack_started), and says when one exits (pack_exited, with the signal)
+or is failed (pack_failed). At install the
 host waits for each pack's node interfaces (PACK_WAIT_S) and registers, per node, a class
 with the pack's own INPUT_TYPES, RETURN_TYPES, RETURN_NAMES, FUNCTION, CATEGORY,
 OUTPUT_NODE (node_interfaces.py; a node whose interface upstream could not use is left
@@ -49,6 +49,7 @@ import weakref
 
 from ..bridge.arena import CopiedArena, OwnArena
 from ..bridge.channel import control_socket, receive_control
+from ..bridge.conversation import Conversation
 from ..bridge.session import SESSION_OPS, PeerSession
 from ..bridge.values import ValueCrossingError
 from ..upstream.comfyui_startup import prompt_server
@@ -109,6 +110,21 @@ class PackSession(PeerSession):
         super().__init__(sock, CopiedArena(arena_fd), OwnArena(own_fd), generation, f"pack {link.name} {generation}",
                          copy_received=True)
         self.link = link
+        # The host serves a pack only what object_kinds lists, and only while it waits on
+        # that pack (a node call, or its own use of the pack's objects): never on a thread
+        # of its own between calls.
+        self.remote = Conversation(self, f"pack {link.name}", enforce=True,
+                                   accepts=lambda: link.waits_on(self))
+
+    def object_handle(self, value):
+        return self.link.handle_ref(value, self)
+
+    def object_from_handle(self, handle):
+        return self.link.pack_object(self, handle)
+
+    def ended(self):
+        return (f"pack {self.link.name}'s worker life {self.generation} ended, and with it what that life made: "
+                "queue the prompt again to run the node that made it")
 
     def on_message(self, message):
         """A pack's message to the browser, sent while no call waited; or a reply that
@@ -286,29 +302,23 @@ class PackLink:
             session = self.ready_session()
             message["id"] = next(self.request_ids)
             with session.read_lock:
-                session.channel.send(message)
-                return self.await_reply(session, message["id"], what, current=False)
+                session.send(message)
+                reply = self.await_reply(session, message["id"], what, current=False)
+                session.settle()  # the releases that came with it (bridge/session.py)
+                return reply
 
     def call(self, node, kind, inputs, instance=None):
         with self.call_lock:
             session = self.ready_session()
-            encoder = session.encoder(lambda value: self.handle_ref(value, session))
-            try:
-                encoded = encoder.encode(inputs)
-            except BaseException:
-                session.take_back(encoder)
-                raise
+            encoded, encoder = session.encode(inputs)
             message = {"op": "call", "id": next(self.request_ids), "node": node, "kind": kind, "inputs": encoded,
-                       "epoch": self.bridges.epoch(), **prompt_context()}
-            if instance is not None:
-                message["instance"] = instance
+                       "epoch": self.bridges.epoch(), "instance": instance, **prompt_context()}
             session.lend(encoder)
             with self.bridges.waiting(), session.read_lock:
-                session.channel.send(message)
+                session.send(message)
                 reply = self.await_reply(session, message["id"], f"node {node}")
                 if reply["op"] == "result":
-                    # Still reading: a release the worker sent after this reply, of a block
-                    # the reply sends back to us, must not be read before we hold the block.
+                    # Still reading: no release of a block the reply sends back is read before.
                     return self.outputs(session, node, reply.get("value"))
             raise self.error_of(self.bridges.mm, node, reply)
 
@@ -401,19 +411,30 @@ class PackLink:
         made_here = []
 
         def resolve(handle):
-            obj = PackObject(self.name, session.generation, handle.get("id"), str(handle.get("type"))[:80])
-            weakref.finalize(obj, session.releases.push, "handles", handle.get("id"))
             made_here.append(True)
-            return obj
+            return self.pack_object(session, handle)
 
+        proxies_before = session.remote.made
         try:
             result = session.decoder(resolve).decode(value)
         except ValueCrossingError as error:
             raise PackNodeError(f"pack {self.name}'s node {node} returned {error}") from None
-        # Outputs that hold handles die with this life: IS_CHANGED then names the life, so
-        # ComfyUI runs the node again rather than reuse them after a restart.
+        # Outputs that hold handles or the pack's remote objects die with this life: IS_CHANGED
+        # then names the life, so ComfyUI runs the node again rather than reuse them.
+        made_here = made_here or session.remote.made > proxies_before
         self.handle_generation[node] = session.generation if made_here else None
+        session.call_done()  # the result decoded: releases applied and sent (bridge/session.py)
         return result
+
+    def pack_object(self, session, handle):
+        obj = PackObject(self.name, session.generation, handle.get("id"), str(handle.get("type"))[:80])
+        weakref.finalize(obj, session.releases.push, "handles", handle.get("id"))
+        return obj
+
+    def waits_on(self, session):
+        """The host waits on `session` now: a node call of it runs, or a use of its objects."""
+        active = self.active
+        return (active is not None and active[0] is session) or session.remote.waiting > 0
 
     def error_of(self, mm, node, reply):
         kind, text = str(reply.get("type"))[:80], str(reply.get("message"))
@@ -435,7 +456,8 @@ class PackLink:
                                          "restarted: run the node that made it again")
             return {"$": "handle", "id": value.id}
         raise ValueCrossingError(f"a {type(value).__name__} cannot cross into pack {self.name}'s worker: only "
-                                 f"tensors, plain values and objects that nodes of {self.name} made can")
+                                 "tensors, plain values, ComfyUI's models and functions (as remote objects) and "
+                                 f"objects that nodes of {self.name} made can")
 
     def forget_instance(self, instance):
         session = self.session

@@ -32,6 +32,7 @@ from ..bridge import cuda_ipc
 from ..bridge.arena import OwnArena
 from ..bridge.channel import control_socket
 from ..upstream import comfyui_startup
+from . import forwarded
 from .node_server import NodeServer
 
 EXIT_CANNOT_RUN = 78  # sysexits.h EX_CONFIG; the supervisor does not restart on it
@@ -133,6 +134,8 @@ def main():
             sys.exit(1)
     if options.comfyui:
         comfyui_startup.prepare(os.path.abspath(options.comfyui), os.path.abspath(options.pack))
+        if not options.describe:
+            forwarded.install()  # before the pack imports upstream's functions by name
     try:
         name, module = import_pack(options.pack)
         nodes = describe(module)

@@ -35,6 +35,7 @@ import traceback
 
 from ..bridge.arena import PeerArena
 from ..bridge.channel import receive_control
+from ..bridge.conversation import Conversation
 from ..bridge.session import PeerSession
 from ..bridge.values import ValueCrossingError
 from ..upstream import comfyui_startup
@@ -55,18 +56,35 @@ class HostSession(PeerSession):
         self.handles = {}     # id -> an object this life made, which the host holds a handle of
         self.instances = {}   # the host's node instance id -> the pack's node object
         self.next_handle = itertools.count(1)
+        # The host reads the call socket only while it waits on this worker: a pack may use
+        # the host's objects during a node call, or while it serves the host's use of its own.
+        self.remote = Conversation(self, "the host", enforce=False,
+                                   may_invoke=lambda: server.current is not None or self.remote.serving > 0,
+                                   serving=server.memory.serving_peer)
+
+    def object_handle(self, value):
+        return self.handle_of(value)
+
+    def object_from_handle(self, handle):
+        return self.resolve(handle)
+
+    def ended(self):
+        return (f"the host's life {self.generation} ended, and with it what it handed this worker: the node gets "
+                "the host's objects again when the prompt is queued again")
 
     def on_message(self, message):
         op = message.get("op")
         if op == "describe":
-            self.channel.send({"op": "described", "id": message.get("id"), "nodes": self.server.interfaces,
+            self.send({"op": "described", "id": message.get("id"), "nodes": self.server.interfaces,
                                "web_directory": self.server.web_directory})
         elif op == "stats":
-            self.channel.send({"op": "stats", "id": message.get("id"), "arena_used": self.server.arena.used,
+            self.send({"op": "stats", "id": message.get("id"), "arena_used": self.server.arena.used,
                                "lent_blocks": len(self.lent), "cuda_lent": len(self.cuda.lent),
-                               "handles": len(self.handles), "instances": len(self.instances)})
+                               "handles": len(self.handles), "instances": len(self.instances),
+                               "objects": len(self.remote.exports)})
         elif op == "call":
             self.server.run(self, message)
+            self.call_done()  # its inputs are let go of: the host gets their blocks back now
         else:
             self.channel.send({"op": "error", "id": message.get("id"), "type": "ProtocolError",
                                "message": f"unknown operation {str(op)[:40]!r}", "traceback": ""})
@@ -139,7 +157,10 @@ class NodeServer:
         while True:
             session = self.session = self.sessions.get()
             while True:  # one host life, until it ends
-                message = session.next_message(IDLE_AFTER_S if self.memory.announced else None, SPIN_S)
+                # Read holding the reading lock, which a thread of the pack waiting for the
+                # host's answer takes while this one runs a call or serves a use.
+                with session.read_lock:
+                    message = session.next_message(IDLE_AFTER_S if self.memory.announced else None, SPIN_S)
                 if message is False:
                     self.memory.idle()
                     continue
@@ -194,19 +215,22 @@ class NodeServer:
         try:
             with self.memory.node_call(epoch):
                 result = self.call(session, message)
-            encoder = session.encoder(session.handle_of)
-            try:
-                value = encoder.encode(result)
-            except BaseException:
-                session.take_back(encoder)
-                raise
+            value, encoder = session.encode(result)
             session.lend(encoder)
-            if not session.channel.send({"op": "result", "id": call_id, "value": value}):
+            self.drop_mirrors(session)
+            if not session.send({"op": "result", "id": call_id, "value": value}):
                 session.close()
         except Exception as error:  # noqa: BLE001 (a node may raise anything: it is the pack's error)
-            session.channel.send(self.error_message(call_id, error))
+            self.drop_mirrors(session)
+            session.send(self.error_message(call_id, error))
         finally:
             self.current = None
+
+    @staticmethod
+    def drop_mirrors(session):
+        """A mirror lives for the node call that read it, as the host's objects may be used
+        only then; it is let go before the host hears the call ended (bridge/mirror.py)."""
+        session.mirrors.drop_all("the node call that read it returned")
 
     def call(self, session, message):
         node, kind = message.get("node"), message.get("kind")

@@ -1,0 +1,204 @@
+"""comfyui-check's steps for remote objects (docs/PACKS.md, "Remote objects"): ComfyUI's
+MODEL, CLIP, VAE and CONTROL_NET crossing into a pack's worker, and a pack's MODEL into
+ComfyUI's KSampler, each graph's outputs bit-equal to the same graph in one process.
+
+The pack is tests/packs/model_pack, run isolated as pack "model" under its own node
+names; the same pack is also imported into ComfyUI's own process by the custom node
+one_process/, which registers each of its nodes as "OneProcess" + its name. So each step
+is one prompt holding both graphs over the same host objects, which tiny_models/ makes
+with ComfyUI's own classes from a seed (no checkpoints here), and its output node shows
+the SHA-256 of each output tensor's bytes: the isolated graph's and the one-process
+graph's must be the same, and differ from the graph without the pack's node, so that
+the pack's node is seen to have done something.
+"""
+
+import json
+
+from support import mib
+
+SEED = 1
+POSITIVE = "a red fox in the snow"
+STEPS = [
+    (6, "a pack patches the host's MODEL (clone, add_object_patch, its attention patch and CFG function) "
+        "and the host's KSampler samples with it, bit-equal to one process", "step_patch"),
+    (7, "a pack encodes with the host's CLIP and encodes and decodes with the host's VAE, bit-equal to one "
+        "process", "step_clip_vae"),
+    (8, "a pack applies the host's CONTROL_NET to CONDITIONING, sampled by the host, bit-equal to one process",
+     "step_control"),
+    (9, "a pack loads its own MODEL and the host's KSampler samples with it, bit-equal to one process, the "
+        "model the pack's in the ledger", "step_pack_model"),
+]
+
+
+def node(class_type, **inputs):
+    return {"class_type": class_type, "inputs": inputs}
+
+
+def base():
+    """The host's side of every graph: the tiny models, two conditionings, a latent, an image."""
+    return {"tiny": node("ComfySupervisorCheckTinyModels", seed=SEED),
+            "pos": node("CLIPTextEncode", clip=["tiny", 1], text=POSITIVE),
+            "neg": node("CLIPTextEncode", clip=["tiny", 1], text=""),
+            "latent": node("EmptyLatentImage", width=64, height=64, batch_size=1),
+            "noise": node("ComfySupervisorCheckNoise", seed=5, width=64, height=64)}
+
+
+def ksampler(model, positive=("pos", 0)):
+    return node("KSampler", model=list(model), seed=7, steps=3, cfg=7.5, sampler_name="euler", scheduler="normal",
+                positive=list(positive), negative=["neg", 0], latent_image=["latent", 0], denoise=1.0)
+
+
+def digest(label, **inputs):
+    return node("ComfySupervisorCheckDigest", label=label, **{k: list(v) for k, v in inputs.items()})
+
+
+def both(class_type, **inputs):
+    """The pack's node `class_type` isolated ("iso") and in ComfyUI's process ("one")."""
+    return {"iso": node(class_type, **inputs), "one": node("OneProcess" + class_type, **inputs)}
+
+
+def sampled_both(models, positives=(("pos", 0), ("pos", 0)), plain=None):
+    """The host's KSampler over the isolated and the one-process graph's outputs, and their
+    digests ("isolated", "one_process"); with `plain`, also the graph without the pack's
+    node, its digest so named."""
+    (iso_model, one_model), (iso_positive, one_positive) = models, positives
+    added = {"k_iso": ksampler(iso_model, iso_positive), "k_one": ksampler(one_model, one_positive),
+             "isolated": digest("isolated", latent=("k_iso", 0)),
+             "one_process": digest("one process", latent=("k_one", 0))}
+    if plain:
+        added.update({"k_plain": ksampler(("tiny", 0)), plain: digest(plain, latent=("k_plain", 0))})
+    return added
+
+
+class RemoteSteps:
+    def __init__(self, check):
+        self.check = check
+
+    def run(self):
+        missing = self.missing_nodes()
+        for number, title, method in STEPS:
+            if missing:
+                self.check.step(number, title, False, missing)
+            else:
+                getattr(self, method)(number, title)
+
+    def missing_nodes(self):
+        for name in ("PatchModel", "OneProcessPatchModel", "ComfySupervisorCheckTinyModels"):
+            status, _ = self.check.http("GET", f"/object_info/{name}", timeout=10)
+            if status != 200:
+                return (f"not run: ComfyUI has no node {name} (GET /object_info/{name} answered {status}); "
+                        "the pack's proxies or the check's custom nodes were not registered")
+        return None
+
+    # ---- running a graph ----
+
+    def digests(self, prompt):
+        """Runs `prompt`: ({digest node: [(tensor name, sha256, dtype, shape)...]}, [finite...], None), or
+        (None, None, why it failed)."""
+        _, entry, failure = self.check.run_prompt(prompt)
+        if entry is None:
+            return None, None, failure
+        found, finite = {}, []
+        for node_id, output in entry.get("outputs", {}).items():
+            rows = output.get("digests") or []
+            found[node_id] = [(r["name"], r["sha256"], r["dtype"], tuple(r["shape"])) for r in rows]
+            finite += [r["finite"] for r in rows]
+        return found, finite, None
+
+    def worker(self):
+        rows = [w for w in self.check.workers() if w.get("name") == "model"]
+        return f"pack model's worker pid {rows[0]['pid']}" if rows else "no worker of pack model listed"
+
+    def compare(self, number, title, prompt, pairs, changed=()):
+        """Runs `prompt` and requires each (isolated, one process) pair of digest nodes equal,
+        and each (with the pack, without) pair of `changed` different."""
+        found, finite, failure = self.digests(prompt)
+        if found is None:
+            self.check.step(number, title, False, failure)
+            return None
+        seen, ok = [], all(finite)
+        for isolated, one in pairs:
+            equal = bool(found.get(isolated)) and found.get(isolated) == found.get(one)
+            ok = ok and equal
+            seen.append(f"{isolated} {short(found.get(isolated))} {'==' if equal else '!='} {one} "
+                        f"{short(found.get(one))}")
+        for patched, plain in changed:
+            differ = found.get(patched) != found.get(plain)
+            ok = ok and differ
+            seen.append(f"{plain} {short(found.get(plain))} {'differs' if differ else 'is the same: the pack did nothing'}")
+        if not all(finite):
+            seen.append("a tensor is not finite")
+        return ok, f"{'; '.join(seen)} ({self.worker()})"
+
+    # ---- the steps ----
+
+    def step_patch(self, number, title):
+        prompt = base()
+        graph = both("PatchModel", model=["tiny", 0], scale=1.05)
+        prompt.update({"patch_iso": graph["iso"], "patch_one": graph["one"],
+                       **sampled_both((("patch_iso", 0), ("patch_one", 0)), plain="unpatched")})
+        self.report(number, title, self.compare(number, title, prompt, [("isolated", "one_process")],
+                                                [("isolated", "unpatched")]))
+
+    def step_clip_vae(self, number, title):
+        prompt = base()
+        text = both("EncodeText", clip=["tiny", 1], text="a grey wolf")
+        vae = both("VaeRoundTrip", vae=["tiny", 2], image=["noise", 0])
+        prompt.update({"enc_iso": text["iso"], "enc_one": text["one"], "vae_iso": vae["iso"], "vae_one": vae["one"],
+                       "clip_isolated": digest("isolated", conditioning=("enc_iso", 0)),
+                       "clip_one_process": digest("one process", conditioning=("enc_one", 0)),
+                       "vae_isolated": digest("isolated", image=("vae_iso", 0), latent=("vae_iso", 1)),
+                       "vae_one_process": digest("one process", image=("vae_one", 0), latent=("vae_one", 1))})
+        self.report(number, title, self.compare(number, title, prompt, [("clip_isolated", "clip_one_process"),
+                                                                        ("vae_isolated", "vae_one_process")]))
+
+    def step_control(self, number, title):
+        prompt = base()
+        graph = both("ApplyControl", conditioning=["pos", 0], control_net=["tiny", 3], image=["noise", 0], strength=0.8)
+        prompt.update({"control_iso": graph["iso"], "control_one": graph["one"],
+                       **sampled_both((("tiny", 0), ("tiny", 0)), (("control_iso", 0), ("control_one", 0)),
+                                      plain="uncontrolled")})
+        self.report(number, title, self.compare(number, title, prompt, [("isolated", "one_process")],
+                                                [("isolated", "uncontrolled")]))
+
+    def step_pack_model(self, number, title):
+        prompt = base()
+        graph = both("LoadModel", name=["tiny", 4])
+        prompt.update({"load_iso": graph["iso"], "load_one": graph["one"],
+                       **sampled_both((("load_iso", 0), ("load_one", 0)))})
+        outcome = self.compare(number, title, prompt, [("isolated", "one_process")])
+        if outcome is None:
+            return
+        ok, seen = outcome
+        status, raw = self.check.http("GET", "/comfyui_check/tiny_models")
+        size = json_of(raw).get("model_bytes") if status == 200 else None
+        rows = self.check.wait_for(lambda: [r for r in self.check.ledger()
+                                            if r.get("owner") == "model" and r.get("total_bytes") == size], 10)
+        if rows:
+            row = rows[0]
+            seen += (f"; ledger: pack model's model {row['model_id']} {mib(row['loaded_bytes'] or 0)} of "
+                     f"{mib(row['total_bytes'])} loaded")
+        else:
+            owners = sorted({str(r.get("owner")) for r in self.check.ledger()})
+            seen += (f"; the ledger has no model of pack model of {mib(size or 0)} (the UNet's size); "
+                     f"owners there: {', '.join(owners) or 'none'}")
+        self.check.step(number, title, ok and bool(rows), seen)
+
+    def report(self, number, title, outcome):
+        if outcome is not None:
+            self.check.step(number, title, *outcome)
+
+
+def short(rows):
+    """A digest node's tensors as `name sha256[:12]`, for a line."""
+    if not rows:
+        return "(no output)"
+    return "[" + ", ".join(f"{name} {sha[:12]}" for name, sha, _, _ in rows) + "]"
+
+
+def json_of(raw):
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,179 @@
+"""comfyui-check's tiny models: a ComfyUI custom node that makes a MODEL, CLIP, VAE and
+CONTROL_NET with ComfyUI's own classes and loaders, for the remote objects' steps
+(scripts/comfyui_check/remote_steps.py). There are no checkpoints here, so each model's
+weights are drawn from a seeded generator (the same seed, the same weights, in any
+process) and handed to upstream's own loading code:
+
+- MODEL: an SD1-shaped UNet (upstream's UNetModel, one level, 320 channels, a 768-wide
+  context, so that upstream's model detection names it SD15) loaded by
+  comfy.sd.load_diffusion_model_state_dict; the same weights are also written as a
+  checkpoint, whose path is the node's STRING output, for a pack's own loader
+  (comfy.sd.load_checkpoint_guess_config) to load in its worker;
+- CLIP: comfy.sd.CLIP over upstream's SD1ClipModel and SDTokenizer, with a one-layer text
+  model and a word tokenizer of this file (transformers' tokenizer is not installed);
+- VAE: comfy.sd.VAE with a small AutoencoderKL configuration;
+- CONTROL_NET: comfy.controlnet.load_controlnet_state_dict over an SD1-shaped ControlNet
+  of the UNet's shape.
+
+ComfySupervisorCheckNoise makes a seeded IMAGE; ComfySupervisorCheckDigest (an output node)
+shows the SHA-256 of each tensor's bytes, with its dtype and shape, of a LATENT, IMAGE or
+CONDITIONING, so that the check compares two graphs' outputs bit for bit. GET
+/comfyui_check/tiny_models says what the loader built (the UNet's size, for the ledger).
+"""
+
+import functools
+import hashlib
+import os
+import zlib
+
+import comfy.cldm.cldm
+import comfy.controlnet
+import comfy.sd
+import comfy.sd1_clip
+import comfy.supported_models_base
+import folder_paths
+import server
+import torch
+from aiohttp import web
+from comfy.ldm.models.autoencoder import AutoencoderKL
+from comfy.ldm.modules.diffusionmodules.openaimodel import UNetModel
+
+CATEGORY = "comfy-supervisor check"
+UNET = dict(image_size=32, in_channels=4, out_channels=4, model_channels=320, num_res_blocks=[1], channel_mult=[1],
+            transformer_depth=[1], transformer_depth_middle=1, transformer_depth_output=[1, 1], context_dim=768,
+            num_heads=8, num_head_channels=-1, use_spatial_transformer=True, use_linear_in_transformer=False,
+            legacy=False, adm_in_channels=None, use_temporal_attention=False)
+TEXT = {"num_hidden_layers": 1, "hidden_size": 768, "num_attention_heads": 8, "intermediate_size": 1024,
+        "hidden_act": "quick_gelu", "max_position_embeddings": 77, "eos_token_id": 49407, "projection_dim": 768}
+VAE = {"params": {"embed_dim": 4, "ddconfig": {"double_z": True, "z_channels": 4, "resolution": 64, "in_channels": 3,
+                                               "out_ch": 3, "ch": 32, "ch_mult": [1, 2, 2, 2], "num_res_blocks": 1,
+                                               "attn_resolutions": [], "dropout": 0.0}}}
+BUILT = {}  # what the last load built, for the route
+
+
+def seeded(module, generator, scale=0.05):
+    """`module`'s state dict with every floating tensor drawn from `generator`, in key order."""
+    out = {}
+    for key, value in sorted(module.state_dict().items()):
+        if value.is_floating_point():
+            out[key] = (torch.randn(value.shape, generator=generator, dtype=torch.float32) * scale).to(value.dtype)
+        else:
+            out[key] = value.clone()
+    return out
+
+
+class WordTokenizer:
+    """A stand-in for transformers' CLIPTokenizer as upstream's SDTokenizer calls it: each
+    word a fixed id from its CRC-32, between CLIP's start (49406) and end (49407) tokens."""
+
+    START, END = 49406, 49407
+
+    @classmethod
+    def from_pretrained(cls, path, **_):
+        return cls()
+
+    def __call__(self, text):
+        return {"input_ids": [self.START] + [1 + zlib.crc32(word.encode()) % 49000 for word in text.split()]
+                + [self.END]}
+
+    def get_vocab(self):
+        return {"<|startoftext|>": self.START, "<|endoftext|>": self.END}
+
+
+def build_clip(generator):
+    text_model = functools.partial(comfy.sd1_clip.SDClipModel, textmodel_json_config=dict(TEXT),
+                                   return_projected_pooled=False)
+    target = comfy.supported_models_base.ClipTarget(
+        functools.partial(comfy.sd1_clip.SD1Tokenizer,
+                          tokenizer=functools.partial(comfy.sd1_clip.SDTokenizer, tokenizer_class=WordTokenizer)),
+        functools.partial(comfy.sd1_clip.SD1ClipModel, clip_model=text_model))
+    clip = comfy.sd.CLIP(target, model_options={"dtype": torch.float32})
+    clip.load_sd(seeded(clip.cond_stage_model, generator), full_model=True)
+    return clip
+
+
+def build_vae(generator):
+    return comfy.sd.VAE(sd=seeded(AutoencoderKL(**VAE["params"]), generator), config=VAE, dtype=torch.float32)
+
+
+def build_control(generator):
+    shape = {k: v for k, v in UNET.items() if k not in ("out_channels", "transformer_depth_output")}
+    return comfy.controlnet.load_controlnet_state_dict(seeded(comfy.cldm.cldm.ControlNet(hint_channels=3, **shape),
+                                                              generator))
+
+
+class ComfySupervisorCheckTinyModels:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"seed": ("INT", {"default": 1, "min": 0, "max": 2**31 - 1})}}
+
+    RETURN_TYPES = ("MODEL", "CLIP", "VAE", "CONTROL_NET", "STRING")
+    RETURN_NAMES = ("model", "clip", "vae", "control_net", "checkpoint")
+    FUNCTION = "load"
+    CATEGORY = CATEGORY
+
+    def load(self, seed):
+        generator = torch.Generator().manual_seed(seed)
+        unet = seeded(UNetModel(dtype=torch.float32, device="cpu", **UNET), generator)
+        checkpoint = os.path.join(folder_paths.get_temp_directory(), f"comfyui-check-tiny-sd1-{seed}.ckpt")
+        os.makedirs(os.path.dirname(checkpoint), exist_ok=True)
+        torch.save({"model.diffusion_model." + key: value for key, value in unet.items()}, checkpoint)
+        model = comfy.sd.load_diffusion_model_state_dict(dict(unet))
+        clip, vae, control = build_clip(generator), build_vae(generator), build_control(generator)
+        BUILT.update(seed=seed, model_bytes=model.model_size(), checkpoint=checkpoint)
+        return (model, clip, vae, control, checkpoint)
+
+
+class ComfySupervisorCheckNoise:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"seed": ("INT", {"default": 1, "min": 0, "max": 2**31 - 1}),
+                             "width": ("INT", {"default": 64}), "height": ("INT", {"default": 64})}}
+
+    RETURN_TYPES = ("IMAGE",)
+    FUNCTION = "make"
+    CATEGORY = CATEGORY
+
+    def make(self, seed, width, height):
+        return (torch.rand(1, height, width, 3, generator=torch.Generator().manual_seed(seed)),)
+
+
+def digest(tensor):
+    tensor = tensor.detach().to("cpu").contiguous()
+    data = tensor.view(torch.uint8) if tensor.dim() else tensor.reshape(1).view(torch.uint8)
+    return {"sha256": hashlib.sha256(data.numpy().tobytes()).hexdigest(), "dtype": str(tensor.dtype),
+            "shape": list(tensor.shape), "finite": bool(torch.isfinite(tensor).all()),
+            "mean_abs": float(tensor.float().abs().mean()) if tensor.numel() else 0.0}
+
+
+class ComfySupervisorCheckDigest:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"label": ("STRING", {"default": ""})},
+                "optional": {"latent": ("LATENT",), "image": ("IMAGE",), "conditioning": ("CONDITIONING",)}}
+
+    RETURN_TYPES = ()
+    FUNCTION = "show"
+    OUTPUT_NODE = True
+    CATEGORY = CATEGORY
+
+    def show(self, label, latent=None, image=None, conditioning=None):
+        tensors = []
+        if latent is not None:
+            tensors.append(("samples", latent["samples"]))
+        if image is not None:
+            tensors.append(("image", image))
+        for number, (cond, extra) in enumerate(conditioning or ()):
+            tensors.append((f"cond{number}", cond))
+            if extra.get("pooled_output") is not None:
+                tensors.append((f"pooled{number}", extra["pooled_output"]))
+        return {"ui": {"digests": [{"label": label, "name": name, **digest(t)} for name, t in tensors]}}
+
+
+@server.PromptServer.instance.routes.get("/comfyui_check/tiny_models")
+async def tiny_models(request):
+    return web.json_response(BUILT)
+
+
+NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (ComfySupervisorCheckTinyModels, ComfySupervisorCheckNoise,
+                                                      ComfySupervisorCheckDigest)}

@@ -1,0 +1,152 @@
+"""Our model of upstream's comfy/model_patcher.py, as far as packs use a MODEL: ModelPatcher's
+clone (a deep copy of model_options, a shallow copy of the object patches), its object
+patches and get_model_object, the patch setters that write into
+model_options["transformer_options"], the sampler functions, and weight patches. Names,
+signatures and where things are kept follow upstream's. What the memory manager reads of
+a model is model_management's ModelPatcher, which this one extends: its weights' bytes are
+charged to the simulated device when loaded, while its torch module computes on the CPU."""
+
+import copy
+
+import comfy.model_management
+
+
+def set_model_options_patch_replace(model_options, patch, name, block_name, number, transformer_index=None):
+    to = model_options["transformer_options"].copy()
+    if "patches_replace" not in to:
+        to["patches_replace"] = {}
+    else:
+        to["patches_replace"] = to["patches_replace"].copy()
+    if name not in to["patches_replace"]:
+        to["patches_replace"][name] = {}
+    else:
+        to["patches_replace"][name] = to["patches_replace"][name].copy()
+    block = (block_name, number) if transformer_index is None else (block_name, number, transformer_index)
+    to["patches_replace"][name][block] = patch
+    model_options["transformer_options"] = to
+    return model_options
+
+
+def _bytes_of(model):
+    return sum(t.numel() * t.element_size() for t in model.state_dict().values())
+
+
+class ModelPatcher(comfy.model_management.ModelPatcher):
+    def __init__(self, model, load_device, offload_device, size=0, weight_inplace_update=False):
+        super().__init__(size or _bytes_of(model), load_device, offload_device)
+        self.model = model
+        self.patches = {}
+        self.object_patches = {}
+        self.object_patches_backup = {}
+        self.model_options = {"transformer_options": {}}
+        self.weight_inplace_update = weight_inplace_update
+
+    def clone(self):
+        n = self.__class__(self.model, self.load_device, self.offload_device, self.size,
+                           weight_inplace_update=self.weight_inplace_update)
+        n.patches = {k: v[:] for k, v in self.patches.items()}
+        n.object_patches = self.object_patches.copy()
+        n.model_options = copy.deepcopy(self.model_options)
+        n.parent = self
+        return n
+
+    def is_clone(self, other):
+        return hasattr(other, "model") and self.model is other.model
+
+    def set_model_sampler_cfg_function(self, sampler_cfg_function, disable_cfg1_optimization=False):
+        self.model_options["sampler_cfg_function"] = sampler_cfg_function
+        if disable_cfg1_optimization:
+            self.model_options["disable_cfg1_optimization"] = True
+
+    def set_model_sampler_post_cfg_function(self, post_cfg_function, disable_cfg1_optimization=False):
+        self.model_options["sampler_post_cfg_function"] = \
+            self.model_options.get("sampler_post_cfg_function", []) + [post_cfg_function]
+        if disable_cfg1_optimization:
+            self.model_options["disable_cfg1_optimization"] = True
+
+    def set_model_patch(self, patch, name):
+        to = self.model_options["transformer_options"]
+        if "patches" not in to:
+            to["patches"] = {}
+        to["patches"][name] = to["patches"].get(name, []) + [patch]
+
+    def set_model_patch_replace(self, patch, name, block_name, number, transformer_index=None):
+        self.model_options = set_model_options_patch_replace(self.model_options, patch, name, block_name, number,
+                                                             transformer_index=transformer_index)
+
+    def set_model_attn1_patch(self, patch):
+        self.set_model_patch(patch, "attn1_patch")
+
+    def set_model_attn2_patch(self, patch):
+        self.set_model_patch(patch, "attn2_patch")
+
+    def set_model_attn2_replace(self, patch, block_name, number, transformer_index=None):
+        self.set_model_patch_replace(patch, "attn2", block_name, number, transformer_index)
+
+    def set_model_attn2_output_patch(self, patch):
+        self.set_model_patch(patch, "attn2_output_patch")
+
+    def add_object_patch(self, name, obj):
+        self.object_patches[name] = obj
+
+    def get_model_object(self, name):
+        if name in self.object_patches:
+            return self.object_patches[name]
+        if name in self.object_patches_backup:
+            return self.object_patches_backup[name]
+        obj = self.model
+        for part in name.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+    def model_patches_models(self):
+        """The models the patches bring (upstream asks each patch for its models())."""
+        to = self.model_options["transformer_options"]
+        models = []
+        for patch_list in to.get("patches", {}).values():
+            models += [model for p in patch_list if hasattr(p, "models") for model in p.models()]
+        for patch_map in to.get("patches_replace", {}).values():
+            models += [model for p in patch_map.values() if hasattr(p, "models") for model in p.models()]
+        return models
+
+    def model_dtype(self):
+        if hasattr(self.model, "get_dtype"):
+            return self.model.get_dtype()
+
+    def add_patches(self, patches, strength_patch=1.0, strength_model=1.0):
+        model_sd = self.model.state_dict()
+        added = set()
+        for key in patches:
+            if key in model_sd:
+                added.add(key)
+                self.patches[key] = self.patches.get(key, []) + [(strength_patch, patches[key], strength_model)]
+        return list(added)
+
+    def get_key_patches(self, filter_prefix=None):
+        return {key: [value] + self.patches.get(key, []) for key, value in self.model.state_dict().items()
+                if filter_prefix is None or key.startswith(filter_prefix)}
+
+    def patch_model(self):
+        """What upstream's load does to the model: the object patches set on it, the weight
+        patches added to its weights (as upstream's "diff" patches, strength-scaled), each
+        undone by unpatch_model."""
+        for name, obj in self.object_patches.items():
+            self.object_patches_backup.setdefault(name, getattr(self.model, name))
+            setattr(self.model, name, obj)
+        self.backup = {}
+        weights = self.model.state_dict()
+        for key, patch_list in self.patches.items():
+            weight = weights[key]
+            self.backup[key] = weight.clone()
+            for strength_patch, value, strength_model in patch_list:
+                weight.mul_(strength_model).add_(value * strength_patch)
+        return self.model
+
+    def unpatch_model(self):
+        weights = self.model.state_dict()
+        for key, saved in getattr(self, "backup", {}).items():
+            weights[key].copy_(saved)
+        self.backup = {}
+        for name, saved in self.object_patches_backup.items():
+            setattr(self.model, name, saved)
+        self.object_patches_backup = {}

@@ -1,0 +1,415 @@
+"""A custom node pack for the remote objects' tests (docs/PACKS.md, "Remote objects"): its
+nodes do with ComfyUI's objects what popular packs do, so that a graph runs the same
+isolated as in ComfyUI's own process.
+
+- PatchModel: a host MODEL cloned, an object patch added (the pack's own sampling
+  schedule), this pack's attention patch and CFG function set on it (IPAdapter, FreeU, PAG and the like), returned to the host's
+  KSampler, which calls the pack's functions back on every step;
+- EncodeText: a host CLIP's tokenize and encode_from_tokens_scheduled;
+- VaeRoundTrip: a host VAE's encode, then decode;
+- ApplyControl: a host CONTROL_NET copied with its cond hint set into CONDITIONING;
+- CondValues: CONDITIONING whose model_conds hold upstream's comfy.conds values, read (what
+  came, by class and size) and added to with values of the pack's own;
+- PassConditioning: CONDITIONING holding the host's control net and hooks, copied through;
+- OwnControl: a control net and hooks of the pack's own, put into CONDITIONING for the
+  host's KSampler, which asks the pack's control net for its residuals every step;
+- ReadModelOptions: a host MODEL's model_options read, changed in a copy, and set back on
+  a clone, as packs do;
+- LoadModel: a MODEL of the pack's own, for the host's KSampler;
+- SampleWithHost: a host MODEL loaded (comfy.model_management.load_models_gpu) and sampled
+  with upstream's nodes.common_ksampler, as samplers of packs do: both run in the host;
+- PatchAttention: only the attention patch, and EmptyFunction: a function of the pack's that
+  does nothing, for scripts/bench bridge (the cost of a callback and of a call);
+- ExitMidNode: the worker dies, for the tests of a dead owner;
+- KeepHostObject and UseKeptObject: a host MODEL kept beyond its node, as a pack's cache
+  would keep it, and used again in a later call (after the host restarted, for the test of
+  a host proxy whose owner's life ended);
+- MirrorForward: `model.model.diffusion_model` run with torch, through a
+  mirror of the host's module; MirrorTamper: tries to write the host's weights through it;
+  MirrorTouch: the same made ready, as a mirror or as a copy,
+  for scripts/bench bridge.
+"""
+
+import json
+import os
+import signal
+import types
+
+import torch
+
+CATEGORY = "comfy-supervisor tests"
+
+
+class Node:
+    CATEGORY = CATEGORY
+
+
+class AttentionScale:
+    """An attention patch, as packs write them: an object that is called with the query,
+    key and value on every step, holding what it needs (here, a scale)."""
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    def __call__(self, n, context_attn2, value_attn2, extra_options):
+        return n * self.scale, context_attn2, value_attn2 * (2.0 - self.scale)
+
+
+def rescaled_cfg(args):
+    """A CFG function: upstream's formula with the guidance rescaled by 0.9."""
+    cond, uncond = args["cond"], args["uncond"]
+    return uncond + (cond - uncond) * (args["cond_scale"] * 0.9)
+
+
+class PatchAttention(Node):
+    FUNCTION = "patch"
+    RETURN_TYPES = ("MODEL",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",), "scale": ("FLOAT", {"default": 1.05})}}
+
+    def patch(self, model, scale):
+        patched = model.clone()
+        patched.set_model_attn2_patch(AttentionScale(scale))
+        return (patched,)
+
+
+class PatchModel(PatchAttention):
+    def patch(self, model, scale):
+        (patched,) = super().patch(model, scale)
+        patched.set_model_sampler_cfg_function(rescaled_cfg)
+        # The pack's own sampling schedule in place of the model's: an object of the pack's
+        # that the host's sampler uses every step.
+        patched.add_object_patch("model_sampling", pack_schedule(linear_end=0.0125))
+        return (patched,)
+
+
+def pack_schedule(**settings):
+    """A sampling schedule of the pack's own, made as upstream's ModelSamplingDiscrete node
+    makes one: upstream's discrete schedule with the EPS prediction, over `settings`."""
+    import comfy.model_sampling as sampling
+
+    class PackSchedule(sampling.ModelSamplingDiscrete, sampling.EPS):
+        pass
+    return PackSchedule(types.SimpleNamespace(sampling_settings=settings))
+
+
+class ReadModelOptions(Node):
+    FUNCTION = "read"
+    RETURN_TYPES = ("MODEL",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",)}}
+
+    def read(self, model):
+        patched = model.clone()
+        options = patched.model_options.copy()
+        options["transformer_options"] = dict(options["transformer_options"])
+        options["transformer_options"]["pack_seen"] = True
+        patched.model_options = options
+        return (patched,)
+
+
+class EncodeText(Node):
+    FUNCTION = "encode"
+    RETURN_TYPES = ("CONDITIONING",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"clip": ("CLIP",), "text": ("STRING", {"default": ""})}}
+
+    def encode(self, clip, text):
+        return (clip.encode_from_tokens_scheduled(clip.tokenize(text)),)
+
+
+class VaeRoundTrip(Node):
+    FUNCTION = "round_trip"
+    RETURN_TYPES = ("IMAGE", "LATENT")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"vae": ("VAE",), "image": ("IMAGE",)}}
+
+    def round_trip(self, vae, image):
+        latent = vae.encode(image[:, :, :, :3])
+        return (vae.decode(latent), {"samples": latent})
+
+
+class ApplyControl(Node):
+    FUNCTION = "apply"
+    RETURN_TYPES = ("CONDITIONING",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"conditioning": ("CONDITIONING",), "control_net": ("CONTROL_NET",),
+                             "image": ("IMAGE",), "strength": ("FLOAT", {"default": 1.0})}}
+
+    def apply(self, conditioning, control_net, image, strength):
+        out = []
+        for cond, extra in conditioning:
+            extra = extra.copy()
+            extra["control"] = control_net.copy().set_cond_hint(image.movedim(-1, 1), strength)
+            out.append([cond, extra])
+        return (out,)
+
+
+class CondValues(Node):
+    FUNCTION = "values"
+    RETURN_TYPES = ("CONDITIONING", "STRING")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"conditioning": ("CONDITIONING",)}}
+
+    def values(self, conditioning):
+        import comfy.conds
+        out, seen = [], []
+        for cond, extra in conditioning:
+            extra = extra.copy()
+            model_conds = dict(extra.get("model_conds", {}))
+            seen += [[key, type(value).__name__, value.size()] for key, value in model_conds.items()]
+            model_conds.update({
+                "pack_pooled": comfy.conds.CONDRegular(extra["pooled_output"] * 2.0),
+                "pack_context": comfy.conds.CONDCrossAttn(cond.flip(1)),
+                "pack_latent": comfy.conds.CONDNoiseShape(torch.full((1, 4, 4, 4), 0.25)),
+                "pack_frames": comfy.conds.CONDConstant(3),
+                "pack_refs": comfy.conds.CONDList([cond[:, :2], cond[:, 2:]]),
+            })
+            extra["model_conds"] = model_conds
+            out.append([cond, extra])
+        return (out, json.dumps(seen))
+
+
+class PassConditioning(Node):
+    FUNCTION = "passed"
+    RETURN_TYPES = ("CONDITIONING",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"conditioning": ("CONDITIONING",)}}
+
+    def passed(self, conditioning):
+        out = []
+        for cond, extra in conditioning:
+            extra = extra.copy()
+            extra["hooks"] = extra["hooks"].clone_and_combine(None) if extra.get("hooks") is not None else None
+            out.append([cond, {**extra, "pack_seen": True}])
+        return (out,)
+
+
+class OwnControl(Node):
+    FUNCTION = "apply"
+    RETURN_TYPES = ("CONDITIONING",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"conditioning": ("CONDITIONING",), "image": ("IMAGE",),
+                             "strength": ("FLOAT", {"default": 1.0})}}
+
+    def apply(self, conditioning, image, strength):
+        import comfy.controlnet
+        import comfy.hooks
+        control = comfy.controlnet.ControlNet().set_cond_hint(image.movedim(-1, 1), strength)
+        hooks = comfy.hooks.HookGroup()
+        hooks.add(comfy.hooks.Hook(strength=strength))
+        return ([[cond, {**extra, "control": control.copy(), "hooks": hooks}] for cond, extra in conditioning],)
+
+
+class LoadModel(Node):
+    FUNCTION = "load"
+    RETURN_TYPES = ("MODEL",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"name": ("STRING", {"default": "pack-model"})}}
+
+    def load(self, name):
+        import comfy.sd
+        return (comfy.sd.load_checkpoint_guess_config(name, output_vae=False, output_clip=False)[0],)
+
+
+class SampleWithHost(Node):
+    FUNCTION = "sample"
+    RETURN_TYPES = ("LATENT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",), "positive": ("CONDITIONING",), "negative": ("CONDITIONING",),
+                             "latent": ("LATENT",), "seed": ("INT", {"default": 0}), "steps": ("INT", {"default": 3})}}
+
+    def sample(self, model, positive, negative, latent, seed, steps):
+        import comfy.model_management
+        import nodes
+        comfy.model_management.load_models_gpu([model])
+        return nodes.common_ksampler(model, seed, steps, 7.5, "euler", "normal", positive, negative, latent)
+
+
+def nothing():
+    """Does nothing: called from the host, it measures a remote call."""
+
+
+class EmptyFunction(Node):
+    FUNCTION = "make"
+    RETURN_TYPES = ("FUNCTION",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def make(self):
+        return (nothing,)
+
+
+class ExitMidNode(Node):
+    FUNCTION = "run"
+    RETURN_TYPES = ()
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def run(self):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+KEPT = []  # host objects kept beyond their node
+
+
+class KeepHostObject(Node):
+    FUNCTION = "keep"
+    RETURN_TYPES = ("INT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",)}}
+
+    def keep(self, model):
+        KEPT.append(model)
+        return (len(KEPT),)
+
+
+class UseKeptObject(Node):
+    """What became of each use of the kept MODEL ("used", or the error's type and message),
+    beside a use of the MODEL given now, and whether the two have the same id in their
+    sessions (a kept proxy resolved by its id alone would be the new MODEL)."""
+    FUNCTION = "use"
+    RETURN_TYPES = ("STRING",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",)}}
+
+    def use(self, model):
+        from comfy_supervisor.bridge.remote import link_of
+        kept = KEPT[-1]
+        outcomes = []
+        for use in (lambda m: m.clone(), lambda m: m.model_options, lambda m: m.load_device):
+            try:
+                use(kept)
+                outcomes.append("used")
+            except Exception as error:  # noqa: BLE001 (what it raised is the answer)
+                outcomes.append(f"{type(error).__name__}: {error}")
+        return (json.dumps({"kept": outcomes, "fresh": model.clone() is not None,
+                            "same_id": link_of(kept).id == link_of(model).id}),)
+
+
+def mirror_forward(unet):
+    """The diffusion model on a fixed input: what a pack computes with it."""
+    generator = torch.Generator().manual_seed(11)
+    x = torch.randn(1, 4, 4, 4, generator=generator)
+    context = torch.randn(1, 3, 16, generator=generator)
+    with torch.no_grad():
+        return unet(x, torch.tensor([500.0]), context)
+
+
+class MirrorForward(Node):
+    """Runs the host MODEL's diffusion model and reads its weights' norm. `write`: first
+    doubles a weight in place (the worker's own, never the host's); `probe`: a function of
+    the host's called while the mirror is held, after which the module is run again and
+    what that did is the third output ("ran", or the error's one line)."""
+
+    FUNCTION = "run"
+    RETURN_TYPES = ("LATENT", "FLOAT", "STRING")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",)}, "optional": {"write": ("BOOLEAN", {"default": False})}}
+
+    def run(self, model, write=False, probe=None):
+        unet = model.model.diffusion_model
+        if write:
+            with torch.no_grad():
+                unet.proj_in.weight.mul_(2.0)
+        out = mirror_forward(unet)
+        with torch.no_grad():
+            norm = float(torch.stack([p.double().norm() for p in unet.parameters()]).norm())
+        after = ""
+        if probe is not None:
+            probe()
+            try:
+                mirror_forward(unet)
+                after = "ran"
+            except Exception as error:  # noqa: BLE001 (what the mirror raised is the output)
+                after = f"{type(error).__name__}: {error}"
+        return ({"samples": out}, norm, after)
+
+
+class MirrorTamper(Node):
+    """A hostile use of a mirror: the node finds the mapping of the host's weights in its own
+    process and tries to write them for the host: through the mapping's file reopened
+    writable (pwrite, and a shared writable mapping). Returns what each try did."""
+
+    FUNCTION = "tamper"
+    RETURN_TYPES = ("STRING",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",)}}
+
+    def tamper(self, model):
+        import mmap
+        unet = model.model.diffusion_model
+        outcomes = []
+        with open("/proc/self/maps") as maps:
+            ranges = [line.split()[0] for line in maps if "comfy-sv-mirror" in line]
+        for where in ranges:
+            for attempt in ("pwrite", "shared mapping"):
+                try:
+                    fd = os.open(f"/proc/self/map_files/{where}", os.O_RDWR)
+                    try:
+                        if attempt == "pwrite":
+                            os.pwrite(fd, b"\xff" * 64, mmap.PAGESIZE)
+                        else:
+                            mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_WRITE)[:8] = b"\xff" * 8
+                    finally:
+                        os.close(fd)
+                    outcomes.append(f"{attempt}: written")
+                except OSError as error:
+                    outcomes.append(f"{attempt}: {type(error).__name__}")
+        return (f"{len(ranges)} mappings; " + "; ".join(outcomes) + f"; {len(list(unet.parameters()))} parameters",)
+
+
+class MirrorTouch(Node):
+    """For scripts/bench bridge: the host MODEL's diffusion model made ready in the worker,
+    as a mirror (`model`) or as its weights sent in as values (`weights`, a copy); counts
+    their elements, reading none."""
+
+    FUNCTION = "touch"
+    RETURN_TYPES = ("INT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}, "optional": {"model": ("MODEL",)}}
+
+    def touch(self, model=None, weights=None):
+        tensors = model.model.diffusion_model.parameters() if model is not None else weights.values()
+        return (sum(tensor.numel() for tensor in tensors),)
+
+
+NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOptions, EncodeText, VaeRoundTrip,
+                                                      ApplyControl, CondValues, PassConditioning, OwnControl, LoadModel,
+                                                      SampleWithHost, PatchAttention, EmptyFunction, ExitMidNode,
+                                                      KeepHostObject, UseKeptObject, MirrorForward,
+                                                      MirrorTamper, MirrorTouch)}

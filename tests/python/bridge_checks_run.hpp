@@ -1,0 +1,50 @@
+// Runs tests/host/bridge_checks.py as the ComfyUI host under a live supervisor, with packs
+// of tests/packs in the `python` form of the config: each named check is one line of the
+// host's ("bridge_checks: NAME passed"). Shared by the bridge's multi-process tests.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "tests/support/supervisor_process.hpp"
+
+namespace comfy::test {
+
+inline nlohmann::json python_pack(const std::string& name, const std::string& folder) {
+    return {{"name", name},
+            {"python",
+             {{"pack", std::string(TEST_PACKS) + "/" + folder}, {"interpreter", PYTHON3_PATH}, {"comfyui", FAKE_COMFYUI}}},
+            {"env", {{"PYTHONDONTWRITEBYTECODE", "1"}}},
+            {"restart", {{"initial_backoff_ms", 50}}}};
+}
+
+// `host`: more keys of the comfyui section.
+inline nlohmann::json config_checking(const std::vector<std::string>& checks, const nlohmann::json& packs,
+                                      const nlohmann::json& host) {
+    nlohmann::json args = nlohmann::json::array({BRIDGE_CHECKS});
+    for (const auto& check : checks) args.push_back(check);
+    nlohmann::json config = memory_config_of(packs);
+    config["comfyui"] = {{"command", PYTHON3_PATH},
+                         {"args", args},
+                         {"env", {{"PYTHONPATH", PARTICIPANT_PYTHONPATH}, {"PYTHONDONTWRITEBYTECODE", "1"}}}};
+    config["comfyui"].update(host);
+    return config;
+}
+
+// Runs the checks to their end, stops the supervisor, and returns its log.
+inline std::string run_checks(const std::vector<std::string>& checks, const nlohmann::json& packs,
+                              const nlohmann::json& host = nlohmann::json::object()) {
+    SupervisorProcess supervisor(config_checking(checks, packs, host));
+    const bool done = eventually([&] { return supervisor.log().find("bridge_checks: checks done") != std::string::npos; },
+                                 std::chrono::seconds(120));
+    const auto log = supervisor.log();
+    INFO(log);
+    CHECK(supervisor.stop() == 0);
+    REQUIRE(done);
+    for (const auto& check : checks) CHECK_THAT(log, Catch::Matchers::Contains("bridge_checks: " + check + " passed"));
+    return log;
+}
+
+}  // namespace comfy::test

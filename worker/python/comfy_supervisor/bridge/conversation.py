@@ -1,0 +1,317 @@
+"""A session's remote objects and the calls on them, both ways (docs/PACKS.md, "Remote
+objects"; the objects themselves are bridge/remote.py's).
+
+Each side of a session keeps one Conversation: the objects of its own it handed the peer
+(Exports, by id), the proxies that stand for the peer's here (one per peer id while it
+lives), and the uses of those proxies waiting for their answers.
+
+A use is {"op": "invoke", "call", "id", "do", "name", "payload"}, or {"op": "invoke",
+"call", "function", "payload"} for one of the functions of object_kinds.FUNCTIONS given a
+remote object, and is answered by {"op": "invoked", "call", "value"} or {"op": "invoked",
+"call", "error": {...}}. The payload is [args, kwargs, value], encoded as any value is
+(bridge/values.py). The thread that waits for an answer reads the call socket itself
+(it holds the session's reading lock, taken again where it held it already) and serves
+the peer's uses meanwhile: a pack's attention patch that the host's sampler calls, and
+that calls the host's model in turn, nests as it would in one process. A thread that
+cannot read (another reads) waits for the reader to hand it its answer.
+
+Errors cross by their type's name and message, never as objects: an AttributeError stays
+one (hasattr works across), an interrupt is upstream's InterruptProcessingException, an
+out-of-memory error upstream's OOM exception, anything else a RemoteCallError with the
+owner's traceback.
+"""
+
+import importlib
+import itertools
+import sys
+import threading
+import traceback
+import weakref
+
+from .object_kinds import FUNCTIONS
+from .remote import Exports, Link, RemoteError, kind_named, kind_of, link_of, make_proxy, serve, type_path_of
+from .values import ValueCrossingError
+
+# Errors that cross as themselves: code on the other side tests for them (hasattr,
+# getattr with a default, a KeyError caught).
+_SAME_ERRORS = {error.__name__: error for error in (AttributeError, KeyError, IndexError, TypeError, ValueError,
+                                                    NotImplementedError)}
+_WAIT_SLICE_S = 0.05
+SPIN_S = 100e-6  # an answer is watched this long before sleeping (bridge/channel.py says why)
+
+
+class RemoteCallError(RuntimeError):
+    """A use of a remote object raised on its owner's side; the message carries its traceback."""
+
+
+class Conversation:
+    """`session`: the PeerSession; `peer`: who owns the proxies here, for messages ("the
+    host", "pack impact"); `enforce`: serve the peer only what object_kinds lists (the
+    host serving a pack); `may_invoke()`: whether this side may use the peer's objects
+    now; `accepts()`: whether the peer may use ours now; `serving()`: called before each
+    use of ours is served (the worker: busy to the memory integration, as during a node)."""
+
+    def __init__(self, session, peer, enforce, may_invoke=lambda: True, accepts=lambda: True,
+                 serving=lambda: None):
+        self.session = session
+        self.peer = peer
+        self.enforce = enforce
+        self.may_invoke = may_invoke
+        self.accepts = accepts
+        self.before_serving = serving
+        self.exports = Exports()
+        self.proxies = {}           # the peer's id -> (weak reference to its proxy here, [times received])
+        self.proxies_lock = threading.Lock()
+        self.answers = {}           # call -> its answer, None until it came
+        self.answered = threading.Condition()
+        self.calls = itertools.count(1)
+        self.waiting = 0            # our uses of the peer's objects waiting now
+        self.serving = 0            # the peer's uses of ours served now
+        self.made = 0               # proxies made so far (the host: outputs that hold them die with the life)
+
+    # ---- values ----
+
+    def tag_of(self, value):
+        """The wire tag of a remote object, or None for a value that is not one."""
+        link = link_of(value)
+        if link is not None:
+            if link.session is not self:
+                if link.session.session.closed.is_set():
+                    raise ValueCrossingError(link.session.gone(link.describe()))
+                raise ValueCrossingError(f"{link.describe()} cannot go to {self.session.name.rsplit(' ', 1)[0]}: "
+                                         f"connect it only to nodes of {link.owner}")
+            return {"$": "own", "id": link.id}
+        kind = kind_of(value)
+        if kind is None:
+            return None
+        return {"$": "remote", "id": self.exports.export(value, kind), "kind": kind.name,
+                "type": type_path_of(value)[:200]}
+
+    def resolve(self, tag):
+        """The object a remote or own tag stands for here."""
+        number = tag.get("id")
+        if tag.get("$") == "own":
+            try:
+                return self.exports.get(number)[0]
+            except RemoteError as error:
+                raise ValueCrossingError(str(error)) from None
+        if type(number) is not int:
+            raise ValueCrossingError("a remote object without its id")
+        try:
+            kind = kind_named(tag.get("kind"))
+        except RemoteError as error:
+            raise ValueCrossingError(str(error)) from None
+        with self.proxies_lock:
+            known = self.proxies.get(number)
+            proxy = known[0]() if known is not None else None
+            if proxy is None:
+                receipts = [0]
+                proxy = make_proxy(Link(self, number, kind, str(tag.get("type"))[:200], self.peer))
+                self.proxies[number] = (weakref.ref(proxy), receipts)
+                weakref.finalize(proxy, self._proxy_gone, number, receipts)
+            else:
+                receipts = known[1]
+            receipts[0] += 1
+            self.made += 1
+        return proxy
+
+    def _proxy_gone(self, number, receipts):
+        with self.proxies_lock:
+            known = self.proxies.get(number)
+            if known is not None and known[1] is receipts:
+                del self.proxies[number]
+        self.session.releases.push("objects", [number, receipts[0]])
+
+    # ---- our uses of the peer's objects ----
+
+    def invoke(self, link, do, name, args, kwargs, value):
+        """A use of the peer's object `link` stands for."""
+        what = f"{name} of {link.describe()}"
+        return self._request({"id": link.id, "do": do, "name": name}, [args, kwargs, value], what)
+
+    def call_function(self, name, args, kwargs):
+        """The peer's own `name` (one of object_kinds.FUNCTIONS) with our proxies of its objects."""
+        return self._request({"function": name}, [list(args), dict(kwargs), None], f"{name} in {self.peer}")
+
+    def _request(self, fields, payload, what):
+        session = self.session
+        if session.closed.is_set():
+            raise RemoteError(self.gone(what))
+        if not self.may_invoke():
+            raise RemoteError(f"{what} can be used only while {self.peer} waits on this worker (during a node "
+                              "call): keep it from other threads and from after the node returned")
+        encoded, encoder = session.encode(payload)
+        call = next(self.calls)
+        with self.answered:
+            self.answers[call] = None
+        session.lend(encoder)
+        self.waiting += 1
+        try:
+            if not session.send({"op": "invoke", "call": call, **fields, "payload": encoded}):
+                session.close()
+            answer = self._await(call, what)
+        finally:
+            self.waiting -= 1
+            with self.answered:
+                self.answers.pop(call, None)
+        outcome, detail = answer
+        if outcome == "error":
+            raise self.error_of(detail, what)
+        if outcome == "malformed":
+            raise RemoteError(f"{what} answered {detail}")
+        return detail
+
+    def _await(self, call, what):
+        session = self.session
+        while True:
+            with self.answered:
+                answer = self.answers.get(call)
+                if answer is not None:
+                    return answer
+            if session.closed.is_set():
+                raise RemoteError(self.gone(what))
+            if session.read_lock.acquire(blocking=False):
+                try:
+                    while self.answers.get(call) is None:
+                        message = session.next_message(None, SPIN_S)
+                        if not message:
+                            break
+                        session.dispatch(message)
+                finally:
+                    session.read_lock.release()
+            else:
+                with self.answered:
+                    self.answered.wait_for(lambda: self.answers.get(call) is not None or session.closed.is_set(),
+                                           timeout=_WAIT_SLICE_S)
+
+    def gone(self, what):
+        return f"{what} is gone: {self.session.ended()}"
+
+    def error_of(self, error, what):
+        error = error if isinstance(error, dict) else {}
+        kind, text = str(error.get("type"))[:80], str(error.get("message"))[:2000]
+        mm = sys.modules.get("comfy.model_management")
+        if error.get("interrupted") and mm is not None:
+            mm.interrupt_current_processing(True)
+            return mm.InterruptProcessingException()
+        where = f"(in {self.peer}, {what})"
+        if error.get("oom") and mm is not None and isinstance(getattr(mm, "OOM_EXCEPTION", None), type):
+            return mm.OOM_EXCEPTION(f"{text} {where}")
+        if kind in _SAME_ERRORS:
+            return _SAME_ERRORS[kind](f"{text} {where}")
+        if kind == "RemoteError":
+            return RemoteError(text)
+        return RemoteCallError(f"{kind}: {text.splitlines()[0] if text else ''} {where}\n"
+                               f"{str(error.get('traceback'))[:20000]}")
+
+    # ---- the peer's uses of ours ----
+
+    def on_invoke(self, message):
+        call = message.get("call")
+        self.serving += 1
+        try:
+            if not self.accepts():
+                raise RemoteError(f"{self.peer} used an object while no call waited on it")
+            self.before_serving()
+            result = self._serve(message)
+            value, encoder = self.session.encode(result)
+            self.session.lend(encoder)
+            answer = {"op": "invoked", "call": call, "value": value}
+        except Exception as error:  # noqa: BLE001 (whatever the use raised is the answer)
+            # A read of a name the object lacks is hasattr's question, asked of a pack's
+            # patches once per sampling run for each: its answer needs no traceback, which
+            # took 0.5-1 ms to format.
+            missing = message.get("do") == "get" and isinstance(error, AttributeError)
+            answer = {"op": "invoked", "call": call, "error": error_fields(error, with_traceback=not missing)}
+        finally:
+            self.serving -= 1
+        if not self.session.send(answer):
+            self.session.close()
+
+    def _serve(self, message):
+        payload = message.get("payload")
+        if not (isinstance(payload, list) and len(payload) == 3):
+            raise RemoteError("a use of a remote object without its arguments")
+        function = message.get("function")
+        target = kind = None
+        if function is not None:
+            if function not in FUNCTIONS:
+                raise RemoteError(f"{str(function)[:80]!r} is not a function another process may call here; those "
+                                  "are listed in comfy_supervisor.bridge.object_kinds.FUNCTIONS")
+        else:
+            target, kind = self.exports.get(message.get("id"))
+        args, kwargs, value = self.session.decoder().decode(payload)
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise RemoteError("a use of a remote object whose arguments are not a list and a dict")
+        if function is not None:
+            module, _, name = function.rpartition(".")
+            return getattr(importlib.import_module(module), name)(*args, **kwargs)
+        if message.get("do") == "mirror":
+            return self.session.grants.grant(target, kind, message.get("name"))
+        return serve(target, kind, message.get("do"), message.get("name"), args, kwargs, value, self.enforce)
+
+    def on_invoked(self, message):
+        """An answer, decoded by the thread that read it (holding the reading lock: a
+        release the peer sent after it, of a block the answer hands back to us, is not
+        read before we hold the block), for the thread that waits for it."""
+        call = message.get("call")
+        with self.answered:
+            if call not in self.answers or self.answers[call] is not None:
+                return  # an answer nobody asked for: nothing of it is used
+        if "error" in message:
+            outcome = ("error", message["error"])
+        else:
+            try:
+                outcome = ("value", self.session.decoder().decode(message.get("value")))
+            except ValueCrossingError as error:
+                outcome = ("malformed", str(error))
+        with self.answered:
+            self.answers[call] = outcome
+            self.answered.notify_all()
+
+    def on_release(self, receipts):
+        self.exports.release(receipts if isinstance(receipts, list) else ())
+
+    def close(self):
+        """The session ended: what we handed over is ours alone, and every waiting use hears it."""
+        self.exports.clear()
+        with self.answered:
+            self.answered.notify_all()
+
+
+def error_fields(error, with_traceback=True):
+    """What an error crosses as."""
+    mm = sys.modules.get("comfy.model_management")
+    interrupted = mm is not None and isinstance(error, getattr(mm, "InterruptProcessingException", ()))
+    oom_types = tuple(t for t in (getattr(mm, "OOM_EXCEPTION", None),
+                                  getattr(getattr(sys.modules.get("torch"), "cuda", None), "OutOfMemoryError", None))
+                      if isinstance(t, type) and t is not Exception)
+    return {"type": type(error).__name__, "message": str(error), "interrupted": interrupted,
+            "oom": bool(oom_types) and isinstance(error, oom_types),
+            "traceback": "" if interrupted or not with_traceback else "".join(traceback.format_exception(error))}
+
+
+def owner_of(values):
+    """The conversation whose peer owns the first remote object among `values`, or None."""
+    for value in values:
+        for item in (value if isinstance(value, (list, tuple)) else (value,)):
+            link = link_of(item)
+            if link is not None:
+                return link.session
+    return None
+
+
+def load_by_owners(models, args, kwargs):
+    """upstream's load_models_gpu(models, ...) for the remote ones among `models`: each
+    owner loads its own, through its own admission (a proxy is no model here, and adds
+    nothing to this process's list or to the ledger). Returns the models of this process."""
+    local, by_owner = [], {}
+    for model in models:
+        link = link_of(model)
+        if link is None:
+            local.append(model)
+        else:
+            by_owner.setdefault(id(link.session), (link.session, []))[1].append(model)
+    for conversation, theirs in by_owner.values():
+        conversation.call_function("comfy.model_management.load_models_gpu", [theirs, *args], kwargs)
+    return local

@@ -1,0 +1,526 @@
+"""Mirrors: a model's torch module itself in the other process, built there by ComfyUI's
+own code over its owner's weights mapped, not copied (docs/PACKS.md, "Mirrors").
+
+Code that reaches into `model.model.diffusion_model` and runs torch on it cannot be served
+by a proxy. Reading such an attribute of a remote object (object_kinds.MIRRORS) asks the
+owner for a mirror:
+
+- The owner moves the module's parameters and buffers once into a sealed memfd of its own
+  (a Publication: sealed against shrinking and growing, so a reader's mapping never
+  faults; the owner is its one writer), and its own module then lies over that memory:
+  nothing is doubled. The first page is a header: a magic word and the grant's
+  generation, which the owner bumps to revoke every mirror granted before.
+- It sends, first, {"op": "mirror_fd", "key"} with a read-only descriptor of the memfd
+  attached (SCM_RIGHTS, bridge/channel.py), then answers the use with a description:
+  the module's recipe (its class, one of ComfyUI's own torch modules, never code; its
+  construction arguments as plain values), the header's generation and, per tensor, its
+  name, parameter or buffer, dtype, shape and offset.
+- The receiver checks all of it, maps the memfd MAP_PRIVATE (its writes are its own
+  copies of the pages it touches, never the owner's), builds the module on the meta
+  device with the recipe, and sets each parameter and buffer as a tensor over the mapping.
+
+A mirror lives for the node call that read it, as the host's objects may be used only
+then: at the call's end, when the session ends, and when the owner's copy is evicted
+(the owner bumps the generation first), the receiver drops it: the mapping is replaced
+in place by empty anonymous memory, so the owner's pages are let go at once even where a
+view of a weight is still held, and every use of the module after that raises one line.
+
+CUDA: a module on a CUDA device is described by its tensors themselves, which the
+session's encoder sends by CUDA IPC where both sides can (bridge/cuda_ipc.py): the
+receiver's tensors lie over the owner's device memory, and it lets go of them when the
+mirror is dropped. Untested here (no GPU on the machine this was written on).
+"""
+
+import ctypes
+import fcntl
+import itertools
+import mmap
+import os
+import struct
+import sys
+import threading
+import weakref
+
+from .object_kinds import MIRROR_CLASS_MODULES, MIRRORS
+from .remote import RemoteError, type_path_of
+from .values import DTYPES
+
+PAGE = mmap.PAGESIZE
+_ALIGN = 64
+_MAGIC = 0x524F5252494D5653  # "SVMIRROR"
+_HEADER = struct.Struct("<QQ")  # magic, generation
+_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+_SEAL_FUTURE_WRITE = 0x0010  # Linux 5.1: no write but through the mappings made before it
+_MAX_TENSORS = 1 << 16
+_MAX_HELD = 16               # descriptors received and not yet claimed by their answer
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_MAP_FAILED = ctypes.c_void_p(-1).value
+_MAP_FIXED, _MAP_ANONYMOUS = 0x10, 0x20
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _tensors(module):
+    """(name, "parameter" or "buffer", tensor) of every parameter and buffer, tied ones under
+    each of their names."""
+    for prefix, sub in module.named_modules(remove_duplicate=False):
+        for kind, books in (("parameter", sub._parameters), ("buffer", sub._buffers)):
+            for leaf, tensor in books.items():
+                if tensor is not None:
+                    yield (f"{prefix}.{leaf}" if prefix else leaf), kind, tensor
+
+
+# ---- the owner's side ----
+
+class Publication:
+    """A CPU module's tensors, moved once into a sealed memfd of ours; the module's own
+    parameters and buffers lie over it from then on."""
+
+    def __init__(self, module):
+        torch = _torch()
+        entries, offsets, places, end = [], {}, [], PAGE
+        for name, kind, tensor in _tensors(module):
+            dtype = str(tensor.dtype).removeprefix("torch.")
+            if tensor.device.type != "cpu" or dtype not in DTYPES:
+                raise RemoteError(f"{name} is a {dtype} tensor on {tensor.device}: a mirror maps CPU tensors of "
+                                  f"{', '.join(DTYPES)} (or CUDA ones alone)")
+            if id(tensor) not in offsets:
+                end = -(-end // _ALIGN) * _ALIGN
+                offsets[id(tensor)] = end
+                places.append((tensor, end))
+                end += tensor.numel() * tensor.element_size()
+            entries.append([name, kind, dtype, list(tensor.shape), offsets[id(tensor)]])
+        self.size = max(PAGE, -(-end // PAGE) * PAGE)
+        self.fd = os.memfd_create("comfy-sv-mirror", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(self.fd, self.size)
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, _SEALS)
+            self.map = mmap.mmap(self.fd, self.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.generation = 1
+        _HEADER.pack_into(self.map, 0, _MAGIC, self.generation)
+        whole = torch.frombuffer(self.map, dtype=torch.uint8)
+        self.base = whole.data_ptr()
+        with torch.no_grad():
+            for tensor, offset in places:
+                nbytes = tensor.numel() * tensor.element_size()
+                over = whole[offset:offset + nbytes].view(tensor.dtype).view(tensor.shape)
+                over.copy_(tensor)
+                tensor.data = over  # the module's own tensor lies over the memfd now
+        # From now on only our own mapping writes it: a reader that reopens its read-only
+        # descriptor writable through /proc (a memfd's mode lets its owner) is refused too.
+        fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, _SEAL_FUTURE_WRITE | fcntl.F_SEAL_SEAL)
+        self.entries = entries
+        self.module = weakref.ref(module)
+        # Once our last tensor over it is gone, its pages go even where a reader still maps them.
+        weakref.finalize(self.map, _retire, self.fd)
+        # The module gone, every mirror of it is revoked (generation 0 was never granted).
+        weakref.finalize(module, _HEADER.pack_into, self.map, 0, _MAGIC, 0)
+
+    def current(self):
+        """Whether the module's tensors still lie where they were put (not moved to a device,
+        not replaced by a patch)."""
+        module = self.module()
+        if module is None:
+            return False
+        found = {name: tensor for name, _, tensor in _tensors(module)}
+        return len(found) == len(self.entries) and all(
+            name in found and found[name].device.type == "cpu" and found[name].data_ptr() == self.base + offset and
+            str(found[name].dtype).removeprefix("torch.") == dtype and list(found[name].shape) == shape
+            for name, _, dtype, shape, offset in self.entries)
+
+    def revoke(self):
+        """Every mirror granted so far is revoked: its next use raises."""
+        self.generation += 1
+        _HEADER.pack_into(self.map, 0, _MAGIC, self.generation)
+
+    def reader_fd(self):
+        return os.open(f"/proc/self/fd/{self.fd}", os.O_RDONLY | os.O_CLOEXEC)
+
+
+def _retire(fd):
+    """Our last tensor over the memfd is gone: so is our descriptor. A reader that still maps
+    it keeps its pages until it drops its mirror (at its node's end, or at its next use,
+    which sees the mirror revoked since the module was collected): the write seal forbids
+    punching them out from here."""
+    os.close(fd)
+
+
+_published = weakref.WeakKeyDictionary()  # module -> its Publication
+_published_lock = threading.Lock()
+
+
+def publication_of(module):
+    """The module's Publication, made now where it has none or its tensors moved since."""
+    with _published_lock:
+        found = _published.get(module)
+        if found is not None and found.current():
+            return found
+        if found is not None:
+            found.revoke()
+        found = _published[module] = Publication(module)
+        return found
+
+
+def revoke(model):
+    """An eviction of `model` (a ModelPatcher, or what it patches) reaches its mirrors first:
+    every mirror granted of a module under it is revoked before its owner unloads it."""
+    torch = sys.modules.get("torch")
+    try:  # never a remote object's attribute (a stand-in's model is the peer's)
+        inner = vars(model).get("model", model)
+    except TypeError:
+        inner = model
+    if torch is None or not isinstance(inner, torch.nn.Module):
+        return 0
+    with _published_lock:
+        found = [_published.get(sub) for sub in inner.modules()]
+    revoked = [publication for publication in found if publication is not None]
+    for publication in revoked:
+        publication.revoke()
+    return len(revoked)
+
+
+def recipe_of(owner, kind, name, module):
+    """How the receiver builds `module` with upstream's own code: its class (one of ComfyUI's
+    torch modules) and its construction arguments, as upstream's BaseModel builds its
+    diffusion model: unet_model(**model_config.unet_config, device=..., operations=...)."""
+    path = type_path_of(module)
+    if not path.startswith(MIRROR_CLASS_MODULES):
+        raise RemoteError(f"{name} of the {kind.name} is a {path}, which is not mirrored (classes of "
+                          f"{', '.join(MIRROR_CLASS_MODULES)} are)")
+    config = getattr(getattr(owner, "model_config", None), "unet_config", None)
+    if not isinstance(config, dict):
+        raise RemoteError(f"{name} of the {kind.name} cannot be mirrored: its model has no model_config.unet_config "
+                          "to build it from")
+    return {"class": path, "kwargs": dict(config), "manual_cast_dtype": getattr(owner, "manual_cast_dtype", None),
+            "training": bool(module.training)}
+
+
+class Grants:
+    """What the owner granted a session: the descriptors go ahead of their answers."""
+
+    def __init__(self, channel):
+        self.channel = channel
+        self.keys = itertools.count(1)
+
+    def grant(self, owner, kind, name):
+        if name not in MIRRORS.get(kind.name, ()):
+            raise RemoteError(f"{str(name)[:40]} of a {kind.name} is not mirrored; what is: "
+                              "comfy_supervisor.bridge.object_kinds.MIRRORS")
+        module = getattr(owner, name)
+        torch = _torch()
+        if not isinstance(module, torch.nn.Module):
+            raise RemoteError(f"{name} of the {kind.name} is not a torch module")
+        recipe = recipe_of(owner, kind, name, module)
+        devices = {tensor.device.type for _, _, tensor in _tensors(module)}
+        if devices == {"cuda"}:
+            # By CUDA IPC, as values go (untested here): the encoder lends each tensor.
+            return {"key": None, "recipe": recipe,
+                    "cuda": [[n, k, t.detach()] for n, k, t in _tensors(module)]}
+        publication = publication_of(module)
+        key = next(self.keys)
+        reader = publication.reader_fd()
+        try:
+            self.channel.send({"op": "mirror_fd", "key": key}, fds=[reader])
+        finally:
+            os.close(reader)
+        return {"key": key, "recipe": recipe, "size": publication.size, "generation": publication.generation,
+                "tensors": publication.entries}
+
+
+# ---- the receiver's side ----
+
+_mapped = weakref.WeakSet()  # our Mirrors whose mapping is the owner's memory still
+
+
+def mapped_bytes():
+    """What of this process's resident set is mirrors' pages read here and not written: the
+    owner's memory, in the owner's census already (its shared mapping of the memfd), so not
+    in ours. A page a mirror wrote is our own copy (anonymous), and stays ours."""
+    if not any(mirror.address is not None for mirror in list(_mapped)):
+        return 0
+    total, inside = 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split(" ", 2)
+            if "-" in head[0] and head[0][0] in "0123456789abcdef":
+                inside = "comfy-sv-mirror" in line and len(head) > 1 and head[1].endswith("p")
+            elif inside and line.startswith("Rss:"):
+                total += int(line.split()[1]) * 1024
+            elif inside and line.startswith("Anonymous:"):
+                total -= int(line.split()[1]) * 1024
+    return max(0, total)
+
+class Mirrors:
+    """A session's mirrors of the peer's modules, and the descriptors that came for them."""
+
+    def __init__(self, channel):
+        self.channel = channel
+        self.fds = {}       # key -> descriptor, until its answer claims it
+        self.live = {}      # (peer id, name) -> Mirror
+        self.lock = threading.Lock()
+
+    def on_fd(self, message):
+        fd, key = self.channel.take_fd(), message.get("key")
+        if fd is None:
+            return  # a frame that says it came with a descriptor that did not: its answer fails
+        with self.lock:
+            if type(key) is not int or key in self.fds or len(self.fds) >= _MAX_HELD:
+                os.close(fd)
+                return
+            self.fds[key] = fd
+
+    def get(self, link, name):
+        with self.lock:
+            mirror = self.live.get((link.id, name))
+        if mirror is not None and mirror.why() is None:
+            return mirror.module
+        description = link.invoke("mirror", name)
+        what = f"{link.describe()}'s {name}"
+        key = description.get("key") if isinstance(description, dict) else None
+        with self.lock:
+            fd = self.fds.pop(key, None) if type(key) is int else None
+        try:
+            mirror = Mirror(description, fd, what)
+        finally:
+            if fd is not None:
+                os.close(fd)
+        with self.lock:
+            old, self.live[(link.id, name)] = self.live.get((link.id, name)), mirror
+        if old is not None:
+            old.drop("it was read again")
+        return mirror.module
+
+    def drop_all(self, why):
+        with self.lock:
+            live, self.live = list(self.live.values()), {}
+        for mirror in live:
+            mirror.drop(why)
+
+    def close(self, why):
+        self.drop_all(why)
+        with self.lock:
+            fds, self.fds = list(self.fds.values()), {}
+        for fd in fds:
+            os.close(fd)
+
+
+class Mirror:
+    """One module built here over the owner's weights: mapped (CPU) or by CUDA IPC."""
+
+    def __init__(self, description, fd, what):
+        self.what = what
+        self.dropped = None
+        self.address = None
+        self.lock = threading.Lock()  # the node's thread and the session's end may both drop it
+        if not isinstance(description, dict):
+            raise RemoteError(f"{what}: the owner's description of the mirror is not an object")
+        recipe = _checked_recipe(description.get("recipe"), what)
+        if description.get("key") is None:
+            tensors = _checked_cuda(description.get("cuda"), what)
+            self.generation = None
+        else:
+            if fd is None:
+                raise RemoteError(f"{what}: the mirror came without its memory's descriptor")
+            tensors = self._map(description, fd)
+        self.module = _build(recipe, tensors, what)
+        self.hooks = [sub.register_forward_pre_hook(self._check) for sub in self.module.modules()]
+
+    def _map(self, description, fd):
+        torch = _torch()
+        size, generation, entries = description.get("size"), description.get("generation"), description.get("tensors")
+        if type(size) is not int or type(generation) is not int or not isinstance(entries, list) or \
+                size < PAGE or size % PAGE or len(entries) > _MAX_TENSORS:
+            raise RemoteError(f"{self.what}: a mirror's description that is malformed")
+        try:
+            seals, actual = fcntl.fcntl(fd, fcntl.F_GET_SEALS), os.fstat(fd).st_size
+        except OSError:
+            seals = actual = None
+        if seals is None or seals & _SEALS != _SEALS or actual != size:
+            raise RemoteError(f"{self.what}: the mirror's memory is not sealed against resizing, or not of its size")
+        address = _libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE, fd, 0)
+        if address in (None, _MAP_FAILED):
+            raise RemoteError(f"{self.what}: mapping the mirror failed: {os.strerror(ctypes.get_errno())}")
+        self.address, self.size, self.generation = address, size, generation
+        _mapped.add(self)
+        buffer = (ctypes.c_uint8 * size).from_address(address)
+        weakref.finalize(buffer, _libc.munmap, address, size)  # once no tensor lies over it
+        whole = torch.frombuffer(buffer, dtype=torch.uint8)
+        del buffer
+        tensors, over = {}, {}
+        for entry in entries:
+            if not (isinstance(entry, list) and len(entry) == 5):
+                raise RemoteError(f"{self.what}: a mirror's tensor that is malformed")
+            name, kind, dtype, shape, offset = entry
+            if not (isinstance(name, str) and kind in ("parameter", "buffer") and dtype in DTYPES and
+                    isinstance(shape, list) and len(shape) <= 32 and all(type(s) is int and s >= 0 for s in shape)
+                    and type(offset) is int):
+                raise RemoteError(f"{self.what}: a mirror's tensor that is malformed ({str(name)[:80]})")
+            element = torch.empty((), dtype=getattr(torch, dtype)).element_size()
+            nbytes = element
+            for s in shape:
+                nbytes *= s
+            if offset < PAGE or offset % element or offset + nbytes > size:
+                raise RemoteError(f"{self.what}: {name[:80]} lies outside the mirror's memory")
+            key = (offset, dtype, tuple(shape))
+            if key not in over:
+                over[key] = whole[offset:offset + nbytes].view(getattr(torch, dtype)).view(shape)
+            tensors[name] = (kind, over[key])
+        self.header = ctypes.c_uint64 * 2
+        return tensors
+
+    def why(self):
+        """Why the mirror cannot be used any more, or None."""
+        if self.dropped is None and self.address is not None:
+            magic, generation = self.header.from_address(self.address)
+            if magic != _MAGIC or generation != self.generation:
+                self.drop("its owner evicted that model (or let it go)")
+        return self.dropped
+
+    def _check(self, module, args):
+        why = self.why()
+        if why is not None:
+            raise RemoteError(f"the mirror of {self.what} is gone: {why}; read it again from the model in the node "
+                              "that uses it")
+
+    def drop(self, why):
+        """Lets go of the owner's memory now: the mapping becomes empty memory in place (a view
+        still held reads zeros, never the owner's pages), the module's tensors meta."""
+        with self.lock:
+            if self.dropped is not None and self.address is None:
+                return
+            self.dropped = self.dropped or why
+            self._let_go()
+
+    def _let_go(self):
+        torch = _torch()
+        for sub in self.module.modules():
+            for books in (sub._parameters, sub._buffers):
+                for leaf, tensor in books.items():
+                    if tensor is not None:
+                        meta = torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
+                        books[leaf] = torch.nn.Parameter(meta, False) if books is sub._parameters else meta
+        if self.address is not None:
+            _mapped.discard(self)
+            address, self.address = self.address, None
+            _libc.mmap(address, self.size, mmap.PROT_READ | mmap.PROT_WRITE,
+                       mmap.MAP_PRIVATE | _MAP_FIXED | _MAP_ANONYMOUS, -1, 0)
+
+
+def _checked_recipe(recipe, what):
+    if not (isinstance(recipe, dict) and isinstance(recipe.get("class"), str) and
+            isinstance(recipe.get("kwargs"), dict) and type(recipe.get("training")) is bool):
+        raise RemoteError(f"{what}: a mirror's recipe that is malformed")
+    path = recipe["class"]
+    if not path.startswith(MIRROR_CLASS_MODULES):
+        raise RemoteError(f"{what}: a mirror of a {path[:120]}, which is not a class mirrored here")
+    _plain(recipe["kwargs"], what, 0)
+    return recipe
+
+
+def _plain(value, what, depth):
+    """Construction arguments are data: plain values, dtypes and devices, never objects."""
+    torch = _torch()
+    if depth > 16:
+        raise RemoteError(f"{what}: a mirror's recipe nested too deep")
+    if isinstance(value, dict):
+        for item in value.values():
+            _plain(item, what, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _plain(item, what, depth + 1)
+    elif not (value is None or isinstance(value, (bool, int, float, str, torch.dtype, torch.device))):
+        raise RemoteError(f"{what}: a mirror's recipe holds a {type(value).__name__}, not data")
+
+
+def _checked_cuda(entries, what):
+    torch = _torch()
+    if not isinstance(entries, list) or len(entries) > _MAX_TENSORS:
+        raise RemoteError(f"{what}: a mirror's description that is malformed")
+    tensors = {}
+    for entry in entries:
+        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str) and
+                entry[1] in ("parameter", "buffer") and isinstance(entry[2], torch.Tensor)):
+            raise RemoteError(f"{what}: a mirror's tensor that is malformed")
+        tensors[entry[0]] = (entry[1], entry[2])
+    return tensors
+
+
+def _build(recipe, tensors, what):
+    """The module, built by upstream's own class on the meta device, its tensors set over
+    the owner's."""
+    torch = _torch()
+    module_name, _, class_name = recipe["class"].rpartition(".")
+    import importlib
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name, None)
+    except ImportError as error:
+        raise RemoteError(f"{what}: {recipe['class'][:120]} cannot be imported here: {error}") from None
+    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+        raise RemoteError(f"{what}: {recipe['class'][:120]} is not a torch module here")
+    kwargs = dict(recipe["kwargs"])
+    kwargs.pop("device", None)
+    operations = _operations(kwargs.get("dtype"), recipe.get("manual_cast_dtype"))
+    if operations is not None:
+        kwargs["operations"] = operations
+    try:
+        with _on_meta(torch):
+            module = cls(**kwargs, device=None)
+    except Exception as error:  # noqa: BLE001 (upstream's class refused the owner's arguments)
+        raise RemoteError(f"{what}: {recipe['class'][:120]} cannot be built here from its owner's arguments: "
+                          f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None
+    built = list(_tensors(module))
+    if sorted(name for name, _, _ in built) != sorted(tensors):
+        raise RemoteError(f"{what}: the module built here has other tensors than its owner's (a ComfyUI of another "
+                          "version in the worker?)")
+    for name, kind, tensor in built:
+        theirs_kind, theirs = tensors[name]
+        if theirs_kind != kind or theirs.dtype != tensor.dtype or theirs.shape != tensor.shape:
+            raise RemoteError(f"{what}: {name} is a {kind} of {tensor.dtype} {list(tensor.shape)} here, "
+                              f"a {theirs_kind} of {theirs.dtype} {list(theirs.shape)} at its owner")
+        prefix, _, leaf = name.rpartition(".")
+        sub = module.get_submodule(prefix)
+        if kind == "parameter":
+            sub._parameters[leaf] = torch.nn.Parameter(theirs, requires_grad=False)
+        else:
+            sub._buffers[leaf] = theirs
+    return module.train(recipe["training"])
+
+
+def _on_meta(torch):
+    """Tensors made meanwhile without a device are made on the meta device: no memory, no
+    initialisation (torch's own device context where it has one, since torch 2.0)."""
+    if hasattr(torch.device("meta"), "__enter__"):
+        return torch.device("meta")
+    from torch.overrides import TorchFunctionMode
+
+    factories = {torch.empty, torch.zeros, torch.ones, torch.full, torch.rand, torch.randn, torch.arange, torch.eye}
+
+    class OnMeta(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if func in factories and kwargs.get("device") is None:
+                kwargs["device"] = "meta"
+            return func(*args, **kwargs)
+
+    return OnMeta()
+
+
+def _operations(dtype, manual_cast_dtype):
+    """Upstream's choice of layer operations for the model, made here by upstream's code."""
+    ops = sys.modules.get("comfy.ops")
+    if ops is None:
+        try:
+            import comfy.ops as ops
+        except ImportError:
+            return None
+    pick = getattr(ops, "pick_operations", None)
+    return pick(dtype, manual_cast_dtype) if pick is not None else None
