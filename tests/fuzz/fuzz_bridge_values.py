@@ -35,7 +35,7 @@ sys.path.insert(0, PACKAGE)
 sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
-from comfy_supervisor.bridge import arena, channel, session, values  # noqa: E402
+from comfy_supervisor.bridge import arena, channel, conversation, session, values  # noqa: E402
 
 from python_fuzzer import Finding, main  # noqa: E402
 
@@ -91,10 +91,18 @@ class CountedOwn(arena.OwnArena):
 
 
 class Side(session.PeerSession):
-    """One side of a session, as the host (copy_received) or a worker has it."""
+    """One side of a session, as the host (copy_received) or a worker has it: the host
+    serves the uses of its objects that the lists allow, the worker its own objects."""
+
+    def __init__(self, sock, peer, own, generation, name, copy_received):
+        super().__init__(sock, peer, own, generation, name, copy_received)
+        self.remote = conversation.Conversation(self, name, enforce=copy_received)
 
     def on_message(self, message):
         pass
+
+    def ended(self):
+        return f"{self.name} ended"
 
 
 def fixture_tensors():

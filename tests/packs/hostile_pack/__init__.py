@@ -71,7 +71,8 @@ def _call_socket():
 def _answer_with(blocks, tensors):
     """Answers the call running now with `tensors` (their JSON as the host reads them) over
     `blocks` of the worker's arena ((nbytes, the bytes its start holds) each; a tensor's
-    "offset" is the index of its block), before the node returns: the host takes this as
+    "offset" is the index of its block, and "within", if given, how far into it the tensor
+    starts), before the node returns: the host takes this as
     the call's result, and the node server's own answer after it as a stale one."""
     import numpy
     server = _node_server()
@@ -81,7 +82,8 @@ def _answer_with(blocks, tensors):
         offset = server.arena.allocate(nbytes)
         server.arena.view(offset, len(data))[:] = numpy.frombuffer(data, dtype=numpy.uint8)
         offsets.append(offset)
-    value = [dict(tensor, offset=offsets[tensor["offset"]]) for tensor in tensors]
+    value = [{**{key: item for key, item in tensor.items() if key != "within"},
+              "offset": offsets[tensor["offset"]] + tensor.get("within", 0)} for tensor in tensors]
     session.channel.send({"op": "result", "id": call_id, "value": value})
 
 
@@ -153,7 +155,7 @@ class RepeatBlock(Node):
         return {"required": {"nbytes": ("INT", {"default": 16 << 20}), "times": ("INT", {"default": 16})}}
 
     def run(self, nbytes, times):
-        tensors = [{"$": "tensor", "dtype": "uint8", "shape": [nbytes - n * 4096], "offset": n * 4096,
+        tensors = [{"$": "tensor", "dtype": "uint8", "shape": [nbytes - n * 4096], "offset": 0, "within": n * 4096,
                     "nbytes": nbytes - n * 4096} for n in range(times)]
         _answer_with([(nbytes, b"\x01")], tensors)
         return (None,)
