@@ -9,6 +9,8 @@ pack imported into this process; and tests/packs/hostile_pack as "hostile" probi
     remote-options  model_options read, changed in a copy and set back on a clone
     remote-clip-vae a host CLIP's tokenize and encode, a host VAE's encode and decode
     remote-control  a host CONTROL_NET copied with its hint set into CONDITIONING, sampled
+    remote-upscale  a host UPSCALE_MODEL moved, its scale read and called on an image in
+                    the pack: bit-equal to one process
     remote-conds    upstream's comfy.conds values in a CONDITIONING's model_conds cross by
                     value both ways, each the receiver's own class, and sample the same
     remote-cond-objects  CONDITIONING holding a control net and hooks: the host's come back
@@ -122,6 +124,23 @@ def check_clip_vae():
     image = torch.rand(1, 32, 32, 3, generator=torch.Generator().manual_seed(5))
     isolated = node("VaeRoundTrip").round_trip(vae=vae, image=image)
     expect(same(isolated, pack().VaeRoundTrip().round_trip(vae, image)), "the VAE's round trip differs")
+
+
+def check_upscale():
+    import spandrel
+    generator = torch.Generator().manual_seed(8)
+    upscaler = torch.nn.Sequential(torch.nn.Conv2d(3, 12, 3, padding=1), torch.nn.PixelShuffle(2))
+    with torch.no_grad():
+        for parameter in upscaler.parameters():
+            parameter.copy_(torch.rand(parameter.shape, generator=generator) - 0.5)
+    upscale_model = spandrel.ImageModelDescriptor(upscaler, scale=2)
+    image = torch.rand(1, 8, 8, 3, generator=generator)
+    with torch.no_grad():
+        isolated = node("UpscaleWithHost").upscale(upscale_model=upscale_model, image=image)
+        expected = pack().UpscaleWithHost().upscale(upscale_model, image)
+    expect(isolated[1] == 2.0 and tuple(isolated[0].shape) == (1, 16, 16, 3),
+           f"the upscale read scale {isolated[1]} and made {tuple(isolated[0].shape)}")
+    expect(same(isolated, expected), "the upscaled image differs from the same graph in one process")
 
 
 def check_control():
@@ -294,7 +313,8 @@ def check_hostile():
 
 
 CHECKS = {"remote-patch": check_patch, "remote-options": check_options, "remote-clip-vae": check_clip_vae,
-          "remote-control": check_control, "remote-conds": check_conds, "remote-cond-objects": check_cond_objects,
+          "remote-control": check_control, "remote-upscale": check_upscale, "remote-conds": check_conds,
+          "remote-cond-objects": check_cond_objects,
           "remote-pack-model": check_pack_model, "remote-forwarded": check_forwarded,
           "remote-released": check_released, "remote-dead-owner": check_dead_owner,
           "remote-host-restart": check_host_restart, "remote-hostile": check_hostile}

@@ -16,6 +16,8 @@ isolated as in ComfyUI's own process.
 - ReadModelOptions: a host MODEL's model_options read, changed in a copy, and set back on
   a clone, as packs do;
 - LoadModel: a MODEL of the pack's own, for the host's KSampler;
+- UpscaleWithHost: a host UPSCALE_MODEL moved, read (its scale) and called on the image,
+  as upstream's ImageUpscaleWithModel does (and the upscalers of packs);
 - SampleWithHost: a host MODEL loaded (comfy.model_management.load_models_gpu) and sampled
   with upstream's nodes.common_ksampler, as samplers of packs do: both run in the host;
 - PatchAttention: only the attention patch, and EmptyFunction: a function of the pack's that
@@ -217,6 +219,20 @@ class OwnControl(Node):
         return ([[cond, {**extra, "control": control.copy(), "hooks": hooks}] for cond, extra in conditioning],)
 
 
+class UpscaleWithHost(Node):
+    FUNCTION = "upscale"
+    RETURN_TYPES = ("IMAGE", "FLOAT")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"upscale_model": ("UPSCALE_MODEL",), "image": ("IMAGE",)}}
+
+    def upscale(self, upscale_model, image):
+        upscale_model.to("cpu")
+        upscaled = upscale_model(image.movedim(-1, -3))
+        return (torch.clamp(upscaled.movedim(-3, -1), min=0, max=1.0), float(upscale_model.scale))
+
+
 class LoadModel(Node):
     FUNCTION = "load"
     RETURN_TYPES = ("MODEL",)
@@ -410,6 +426,6 @@ class MirrorTouch(Node):
 
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOptions, EncodeText, VaeRoundTrip,
                                                       ApplyControl, CondValues, PassConditioning, OwnControl, LoadModel,
-                                                      SampleWithHost, PatchAttention, EmptyFunction, ExitMidNode,
+                                                      UpscaleWithHost, SampleWithHost, PatchAttention, EmptyFunction, ExitMidNode,
                                                       KeepHostObject, UseKeptObject, MirrorForward,
                                                       MirrorTamper, MirrorTouch)}

@@ -117,6 +117,11 @@ KINDS = (
     # (bridge/by_value.py), a subclass with methods of its own stays with its maker.
     Kind("COND", "comfy.conds", "CONDRegular", calls=("process_cond", "can_concat", "concat", "size"),
          reads=("cond",)),
+    # An upscale model as upstream's loader makes it (spandrel's descriptor over the torch
+    # module): upstream's upscale node reads its scale, moves it and calls it on each tile.
+    Kind("UPSCALE_MODEL", "spandrel", "ImageModelDescriptor", calls=("__call__", "to"),
+         reads=("scale", "model", "input_channels", "output_channels", "size_requirements", "tiling", "purpose",
+                "architecture", "dtype", "device", "supports_half", "supports_bfloat16")),
 )
 
 # What the other side may read of a remote object as a mirror: the torch module itself, built

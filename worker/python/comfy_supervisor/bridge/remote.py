@@ -247,7 +247,8 @@ def proxy_class(kind, type_path=None):
                          "__deepcopy__": _itself, "__repr__": _repr,
                          # Never upstream's own set-up or clean-up, on an object that is not here.
                          "__init__": _nothing, "__del__": _nothing}
-            if kind is CALLABLE or any("__call__" in vars(c) for c in (base or object).__mro__):
+            # Callable where its kind lets it be called, even where this process lacks its class.
+            if "__call__" in kind.calls or any("__call__" in vars(c) for c in (base or object).__mro__):
                 namespace["__call__"] = _call
             cls = type(f"Remote{(base or object).__name__}", (base or object,), namespace)
             _classes[key] = cls
