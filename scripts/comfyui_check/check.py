@@ -56,7 +56,7 @@ one PASS or FAIL line with what was seen:
    though it never imported the pack; and a prompt with the pack's NotifyBrowser node,
    queued by a client listening on ComfyUI's websocket, brings that client the message
    the node sent through upstream's PromptServer in the worker, naming the node.
-6.-9. Remote objects (remote_steps.py): each one prompt holding a graph with a node of
+6.-10. Remote objects (remote_steps.py): each one prompt holding a graph with a node of
    the model pack run in its worker and the same graph with its one-process copy, over
    the same host objects; each output's SHA-256 must be equal (bit-equal tensors), and
    differ from the graph without the pack's node where the node changes the samples:
@@ -65,10 +65,17 @@ one PASS or FAIL line with what was seen:
    7. EncodeText encodes with the host's CLIP; VaeRoundTrip encodes and decodes with the
       host's VAE.
    8. ApplyControl applies the host's CONTROL_NET to CONDITIONING; the host samples.
-   9. LoadModel loads the pack's own MODEL (a checkpoint of the tiny UNet) and the
+   9. MirrorForward reads `model.model.diffusion_model` of the host's MODEL and runs it
+      with torch: in the worker that is a mirror (docs/PACKS.md, "Mirrors"), upstream's
+      UNetModel built by upstream's class and comfy.ops.pick_operations over the host's
+      weights mapped from a sealed memfd; the forward's output must be bit-equal to the
+      one-process node's over the module itself, and the ledger must hold the UNet's
+      model once, the host's (the host samples with it in the same prompt), and nothing
+      of pack model's (a mirror registers nothing).
+   10. LoadModel loads the pack's own MODEL (a checkpoint of the tiny UNet) and the
       host's KSampler samples with it; the ledger must show a model of the UNet's size
       owned by pack model.
-10. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
+11. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
    when its one failed prompt is the clock's, which the shutdown cuts short), and no
    participant process and no /dev/shm segment may be left.
 
@@ -108,7 +115,7 @@ STARTUP_TIMEOUT_S = 600
 PROMPT_TIMEOUT_S = 300
 LEDGER_TIMEOUT_S = 60
 FREE_TIMEOUT_S = 20
-SHUTDOWN_STEP = 10
+SHUTDOWN_STEP = 11
 
 
 class Interrupted(Exception):

@@ -25,7 +25,9 @@ STEPS = [
         "process", "step_clip_vae"),
     (8, "a pack applies the host's CONTROL_NET to CONDITIONING, sampled by the host, bit-equal to one process",
      "step_control"),
-    (9, "a pack loads its own MODEL and the host's KSampler samples with it, bit-equal to one process, the "
+    (9, "a pack runs the host MODEL's diffusion model itself (a mirror over the host's weights), bit-equal to "
+        "one process, the model once in the ledger", "step_mirror"),
+    (10, "a pack loads its own MODEL and the host's KSampler samples with it, bit-equal to one process, the "
         "model the pack's in the ledger", "step_pack_model"),
 ]
 
@@ -161,6 +163,33 @@ class RemoteSteps:
         self.report(number, title, self.compare(number, title, prompt, [("isolated", "one_process")],
                                                 [("isolated", "uncontrolled")]))
 
+    def step_mirror(self, number, title):
+        prompt = base()
+        graph = both("MirrorForward", model=["tiny", 0])
+        prompt.update({"mirror_iso": graph["iso"], "mirror_one": graph["one"],
+                       "isolated": digest("isolated", latent=("mirror_iso", 0)),
+                       "one_process": digest("one process", latent=("mirror_one", 0)),
+                       # the host's own sampling in the same prompt: its model is loaded, in the ledger
+                       "k_plain": ksampler(("tiny", 0)), "plain": digest("plain", latent=("k_plain", 0))})
+        outcome = self.compare(number, title, prompt, [("isolated", "one_process")])
+        if outcome is None:
+            return
+        ok, seen = outcome
+        size = self.unet_bytes()
+        ledger = self.check.ledger()
+        rows = [r for r in ledger if r.get("total_bytes") == size]
+        once = len(rows) == 1 and rows[0].get("owner_slot") == 0
+        packs = [r for r in ledger if r.get("owner") == "model"]
+        where = ", ".join(f"{'host' if r.get('owner_slot') == 0 else r.get('owner')} model {r['model_id']}"
+                          for r in rows) or "none"
+        seen += (f"; ledger: models of {mib(size or 0)} (the UNet's size): {where}"
+                 + (f"; pack model has {len(packs)} model(s) there, but a mirror registers nothing" if packs else ""))
+        self.check.step(number, title, ok and once and not packs, seen)
+
+    def unet_bytes(self):
+        status, raw = self.check.http("GET", "/comfyui_check/tiny_models")
+        return json_of(raw).get("model_bytes") if status == 200 else None
+
     def step_pack_model(self, number, title):
         prompt = base()
         graph = both("LoadModel", name=["tiny", 4])
@@ -170,8 +199,7 @@ class RemoteSteps:
         if outcome is None:
             return
         ok, seen = outcome
-        status, raw = self.check.http("GET", "/comfyui_check/tiny_models")
-        size = json_of(raw).get("model_bytes") if status == 200 else None
+        size = self.unet_bytes()
         rows = self.check.wait_for(lambda: [r for r in self.check.ledger()
                                             if r.get("owner") == "model" and r.get("total_bytes") == size], 10)
         if rows:

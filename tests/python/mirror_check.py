@@ -97,6 +97,7 @@ def main():
         "a class of comfy's that is no module": dict(good, recipe=dict(recipe, **{"class": "comfy.ldm.os.system"})),
         "arguments the class refuses": dict(good, recipe=dict(recipe, kwargs=dict(CONFIG, width=3))),
         "arguments that are objects": dict(good, recipe=dict(recipe, kwargs=dict(CONFIG, heads=object()))),
+        "operations' arguments that are not data": dict(good, recipe=dict(recipe, scaled_fp8="float8_e4m3fn")),
         "a tensor outside the memfd": dict(good, tensors=[e[:4] + [publication.size] for e in publication.entries]),
         "a tensor in the header page": dict(good, tensors=[e[:4] + [0] for e in publication.entries]),
         "a size other than the memfd's": dict(good, size=publication.size * 2),
@@ -133,6 +134,11 @@ def main():
                    None)
     report.check(line is not None, f"the CUDA form with what is not a tensor: refused ({line})")
 
+    base.model_config.custom_operations = type("CustomOps", (), {})
+    error = str(_raises(lambda: mirror.recipe_of(base, kind, "diffusion_model", unet)))
+    base.model_config.custom_operations = None
+    report.check("custom operations" in error and "\n" not in error,
+                 f"a model of custom operations (upstream's model_options) is not mirrored: {error}")
     error = str(_raises(lambda: mirror.Grants(None).grant(base, kind, "model_sampling")))
     report.check("is not mirrored" in error, f"an attribute MIRRORS does not list is not granted: {error}")
     del base, unet, publication

@@ -332,10 +332,12 @@ class UseKeptObject(Node):
 
 
 def mirror_forward(unet):
-    """The diffusion model on a fixed input: what a pack computes with it."""
+    """The diffusion model on a fixed input: what a pack computes with it. The context is as
+    wide as the module's cross attention takes (its first attn2.to_k's inputs)."""
+    width = next(m.weight.shape[1] for name, m in unet.named_modules() if name.endswith("attn2.to_k"))
     generator = torch.Generator().manual_seed(11)
     x = torch.randn(1, 4, 4, 4, generator=generator)
-    context = torch.randn(1, 3, 16, generator=generator)
+    context = torch.randn(1, 3, width, generator=generator)
     with torch.no_grad():
         return unet(x, torch.tensor([500.0]), context)
 

@@ -191,17 +191,28 @@ def revoke(model):
 def recipe_of(owner, kind, name, module):
     """How the receiver builds `module` with upstream's own code: its class (one of ComfyUI's
     torch modules) and its construction arguments, as upstream's BaseModel builds its
-    diffusion model: unet_model(**model_config.unet_config, device=..., operations=...)."""
+    diffusion model: unet_model(**model_config.unet_config, device=..., operations=...),
+    the operations upstream's pick_operations(unet_config's dtype, manual_cast_dtype,
+    fp8_optimizations=model_config.optimizations["fp8"], scaled_fp8=model_config.scaled_fp8)
+    unless the model config names custom operations (an object: not mirrored)."""
     path = type_path_of(module)
     if not path.startswith(MIRROR_CLASS_MODULES):
         raise RemoteError(f"{name} of the {kind.name} is a {path}, which is not mirrored (classes of "
                           f"{', '.join(MIRROR_CLASS_MODULES)} are)")
-    config = getattr(getattr(owner, "model_config", None), "unet_config", None)
+    model_config = getattr(owner, "model_config", None)
+    config = getattr(model_config, "unet_config", None)
     if not isinstance(config, dict):
         raise RemoteError(f"{name} of the {kind.name} cannot be mirrored: its model has no model_config.unet_config "
                           "to build it from")
+    custom = getattr(model_config, "custom_operations", None)
+    if custom is not None:
+        custom = f"{custom.__module__}.{custom.__qualname__}" if isinstance(custom, type) else type_path_of(custom)
+        raise RemoteError(f"{name} of the {kind.name} cannot be mirrored: its model's layers are custom operations "
+                          f"({custom[:120]}), not upstream's choice")
+    optimizations = getattr(model_config, "optimizations", None)
     return {"class": path, "kwargs": dict(config), "manual_cast_dtype": getattr(owner, "manual_cast_dtype", None),
-            "training": bool(module.training)}
+            "fp8_optimizations": bool(isinstance(optimizations, dict) and optimizations.get("fp8", False)),
+            "scaled_fp8": getattr(model_config, "scaled_fp8", None), "training": bool(module.training)}
 
 
 class Grants:
@@ -417,7 +428,10 @@ class Mirror:
 
 def _checked_recipe(recipe, what):
     if not (isinstance(recipe, dict) and isinstance(recipe.get("class"), str) and
-            isinstance(recipe.get("kwargs"), dict) and type(recipe.get("training")) is bool):
+            isinstance(recipe.get("kwargs"), dict) and type(recipe.get("training")) is bool and
+            type(recipe.get("fp8_optimizations", False)) is bool and
+            all(recipe.get(k) is None or isinstance(recipe.get(k), _torch().dtype)
+                for k in ("manual_cast_dtype", "scaled_fp8"))):
         raise RemoteError(f"{what}: a mirror's recipe that is malformed")
     path = recipe["class"]
     if not path.startswith(MIRROR_CLASS_MODULES):
@@ -468,7 +482,7 @@ def _build(recipe, tensors, what):
         raise RemoteError(f"{what}: {recipe['class'][:120]} is not a torch module here")
     kwargs = dict(recipe["kwargs"])
     kwargs.pop("device", None)
-    operations = _operations(kwargs.get("dtype"), recipe.get("manual_cast_dtype"))
+    operations = _operations(kwargs.get("dtype"), recipe)
     if operations is not None:
         kwargs["operations"] = operations
     try:
@@ -514,8 +528,9 @@ def _on_meta(torch):
     return OnMeta()
 
 
-def _operations(dtype, manual_cast_dtype):
-    """Upstream's choice of layer operations for the model, made here by upstream's code."""
+def _operations(dtype, recipe):
+    """Upstream's choice of layer operations for the model, made here by upstream's code with
+    the arguments upstream's BaseModel gives it."""
     ops = sys.modules.get("comfy.ops")
     if ops is None:
         try:
@@ -523,4 +538,8 @@ def _operations(dtype, manual_cast_dtype):
         except ImportError:
             return None
     pick = getattr(ops, "pick_operations", None)
-    return pick(dtype, manual_cast_dtype) if pick is not None else None
+    if pick is None:
+        return None
+    fp8, scaled = recipe.get("fp8_optimizations", False), recipe.get("scaled_fp8")
+    extra = {"fp8_optimizations": fp8, "scaled_fp8": scaled} if fp8 or scaled is not None else {}
+    return pick(dtype, recipe.get("manual_cast_dtype"), **extra)
