@@ -188,7 +188,9 @@ class Decoder:
     def decode(self, value):
         """The value; on a malformed one, every block and CUDA lend it named that no
         tensor was built over yet is released at once, and ValueCrossingError is raised."""
-        blocks, extents, self.viewed, self.own_copies, self.taken, self.built = [], [], set(), {}, {}, {}
+        # `blocks`: each block and CUDA lend the value names, once, in order (a dict: a value
+        # may name thousands, and each is looked up as it is named).
+        blocks, extents, self.viewed, self.own_copies, self.taken, self.built = {}, [], set(), {}, {}, {}
         try:
             self.collect_blocks(value, blocks, extents, 0)
             _check_apart(extents)
@@ -221,9 +223,9 @@ class Decoder:
             elif tag == "tensor":
                 form = self.check_tensor(value)
                 if form == "cuda_ipc":
-                    blocks.append(("cuda", value["cuda_ipc"]["lend"]))
+                    blocks[("cuda", value["cuda_ipc"]["lend"])] = None
                 elif form == "arena" and ("block", value["offset"]) not in blocks:
-                    blocks.append(("block", value["offset"]))
+                    blocks[("block", value["offset"])] = None
                     if value["nbytes"]:
                         extents.append((value["offset"], value["nbytes"]))
             elif tag in ("tuple", "dict"):

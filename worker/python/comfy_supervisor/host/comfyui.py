@@ -331,8 +331,9 @@ class _Host:
         else:
             detached = loaded.model_unload()
         if detached and loaded in self.mm.current_loaded_models:
-            # As upstream's free_memory: a detached model leaves current_loaded_models
-            # (unless upstream's own unload, run by model_unload's wrappers, already took it).
+            # As upstream's free_memory: a detached model leaves current_loaded_models, unless
+            # upstream's cleanup_models, run by the model's finalizer when the unload let go of
+            # its last reference, took it already.
             self.mm.current_loaded_models.remove(loaded)
         after = 0 if detached else loaded.model_loaded_memory()
         # The freed blocks go back to the driver, where the other processes see them.
