@@ -41,9 +41,9 @@ from python_fuzzer import Finding, main  # noqa: E402
 
 ARENA_BYTES = 1 << 20
 WORDS = ["$", "tensor", "tuple", "dict", "handle", "items", "dtype", "shape", "offset", "nbytes", "device", "cuda",
-         "yours", "at", "cuda_ipc", "yours_cuda", "lend", "id", "type", "op", "result", "release", "blocks",
-         "handles", "instances", "cuda_hello", "probes", "cuda_accepts", "devices", "value", "inputs",
-         *values.DTYPES, "object", "float8"]
+         "yours", "at", "inline", "strides", "cuda_ipc", "yours_cuda", "lend", "id", "type", "op", "result",
+         "release", "blocks", "handles", "instances", "cuda_hello", "probes", "cuda_accepts", "devices", "value",
+         "inputs", *values.DTYPES, "object", "float8"]
 
 
 class Sink:
@@ -106,10 +106,13 @@ class Side(session.PeerSession):
 
 
 def fixture_tensors():
-    """The tensors each side wrote into its arena before the inputs: every dtype that crosses."""
+    """The tensors each side wrote before the inputs: every dtype that crosses, in its
+    arena (over values.INLINE_BYTES) and in its frame (the last ones)."""
     generator = torch.Generator().manual_seed(20)
-    made = [torch.rand(2, 8, 8, 3, generator=generator), torch.randint(0, 2, (64,), generator=generator).bool(),
-            torch.arange(24, dtype=torch.int64).reshape(2, 3, 4), torch.zeros(0, 4)]
+    made = [torch.rand(2, 32, 32, 3, generator=generator), torch.randint(0, 2, (8192,), generator=generator).bool(),
+            torch.arange(4096, dtype=torch.int64).reshape(2, 32, 64), torch.zeros(0, 4)]
+    for dtype in values.DTYPES:
+        made.append(torch.ones(values.INLINE_BYTES + 4, dtype=getattr(torch, dtype)))
     for dtype in values.DTYPES:
         made.append(torch.ones(5, dtype=getattr(torch, dtype)))
     return made
@@ -137,7 +140,7 @@ class Sides:
         self.written = worker_encoder.encode(tensors)  # what the worker sent: the corpus's tensors
         self.held = fixture_tensors()
         host_encoder = self.host.encoder(self.handle)
-        self.lent = host_encoder.encode(self.held + [torch.full((16,), 7.0)])  # the last one's tensor is gone
+        self.lent = host_encoder.encode(self.held + [torch.full((2048,), 7.0)])  # the last one's tensor is gone
         self.host.lend(host_encoder)
         self.lent_blocks = set(self.host.lent)
 
@@ -243,7 +246,8 @@ def write_corpus(folder):
         return dict(back, yours=entry["offset"], at=at, **changes)
     messages = {
         "result_image": {"op": "result", "id": 1, "value": [tensors[0]]},
-        "result_every_dtype": {"op": "result", "id": 2, "value": tensors[4:]},
+        "result_every_dtype": {"op": "result", "id": 2, "value": tensors[4:4 + len(values.DTYPES)]},
+        "result_every_dtype_in_frame": {"op": "result", "id": 15, "value": tensors[4 + len(values.DTYPES):]},
         "result_latent": {"op": "result", "id": 3, "value": [{"samples": tensors[0], "batch_index": [0, 1]}]},
         "result_bool_mask": {"op": "result", "id": 4, "value": [tensors[1], tensors[3]]},
         "result_plain": {"op": "result", "id": 5, "value": [3, 0.1, "cba", True, None, [1.5e300, -0.0]]},

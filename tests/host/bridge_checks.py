@@ -61,6 +61,7 @@ again as "other" (a second pack with the same nodes), tests/packs/hostile_pack a
 import gc
 import importlib
 import math
+import mmap
 import os
 import struct
 import sys
@@ -186,9 +187,18 @@ def check_values():
 
 
 def arenas_mapped_here():
-    """The names of the arenas this process maps, as /proc/self/maps says."""
+    """The names of the arenas this process maps, as /proc/self/maps says, each with the
+    largest extent of it mapped and whether any mapping of it is writable."""
+    mapped = {}
     with open("/proc/self/maps") as maps:
-        return sorted({line.split(maxsplit=5)[5].strip() for line in maps if "comfy-sv-arena-" in line})
+        for line in maps:
+            if "comfy-sv-arena-" not in line:
+                continue
+            fields = line.split(maxsplit=5)
+            start, end = (int(bound, 16) for bound in fields[0].split("-"))
+            extent, writable = mapped.get(fields[5].strip(), (0, False))
+            mapped[fields[5].strip()] = (max(extent, end - start), writable or "w" in fields[1])
+    return mapped
 
 
 def check_copies():
@@ -199,8 +209,19 @@ def check_copies():
            f"the worker read its input in {where!r}, not in the arena the host writes for it")
     (inverted,) = node("InvertImage").run(image=image)
     expect(same(inverted, 1.0 - image), "InvertImage's output")
+    # A tensor of at most a page crosses in its frame (bridge/values.py's INLINE_BYTES),
+    # one a byte larger in the arena.
+    (where,) = node("MappingOf").run(value=torch.rand(1024))
+    expect("comfy-sv-arena-" not in where, f"a 4096-byte tensor was read in {where!r}, not from its frame")
+    (where,) = node("MappingOf").run(value=torch.zeros(4097, dtype=torch.uint8))
+    expect("comfy-sv-arena-host-" in where, f"a tensor over 4096 bytes was read in {where!r}, not in the arena")
+    small = torch.rand(2, 3, 5, 7).movedim(1, -1)
+    (back,) = node("Echo").run(value=small)
+    expect(same(back, small) and back.stride() == small.stride(), "a small channels-last tensor crossed changed")
     mapped = arenas_mapped_here()
-    expect(mapped and all("-to-" in name for name in mapped), f"the host maps a worker's arena: {mapped}")
+    workers = {name: how for name, how in mapped.items() if "-to-" not in name}
+    expect(mapped and all(how == (mmap.PAGESIZE, False) for how in workers.values()),
+           f"the host maps more of a worker's arena than its control page, read-only: {workers}")
 
 
 def check_sent_back():
@@ -208,7 +229,7 @@ def check_sent_back():
     (back,) = node("Echo").run(value=image)
     expect(same(back, image) and back.data_ptr() == image.data_ptr(),
            "the host's image returned unchanged is not the host's own tensor")
-    rows = torch.rand(4, 16)
+    rows = torch.rand(4, 1024)  # over a page: a smaller tensor crosses in its frame, a copy each way
     (part,) = node("DropFirst").run(value=rows)
     expect(same(part, rows[1:]) and part.data_ptr() == rows[1:].data_ptr(),
            "a part of the host's tensor returned unchanged is not over the host's own tensor")

@@ -2,8 +2,10 @@
 calls tests/packs/bridge_pack's nodes in their worker through the host's proxy nodes, as
 ComfyUI runs a graph's node, and measures in the same run what the figures are compared
 with: a copy of the same payload in this process, the same payload pickled over a Unix
-socket to another process and back, and the floor under any call between two Python
-processes (one small frame there and back). Writes one JSON object to the file named by its
+socket to another process and back, a careful Python transport over shared memory
+(pickle5_peer.py) at four sizes, and the floor under any call between two Python
+processes (one small frame there and back). With --calls-only, only the empty call and
+that floor (the run on one CPU). Writes one JSON object to the file named by its
 first argument, then asks the supervisor to finish (SIGTERM to its parent)."""
 
 import json
@@ -26,6 +28,10 @@ CALLS = 5000              # empty node calls, after WARMUP
 WARMUP = 500
 TENSOR_RUNS = 30          # 16 MiB round trips, each measured alone
 SIXTEEN_MIB_IMAGE = (1, 1024, 1024, 4)  # float32: 16 MiB, an IMAGE's layout (batch, height, width, channels)
+# The sizes the bridge is measured at against the careful Python transport, with the round
+# trips of each (taken in rounds of ROUND, the two transports in turn).
+SIZES = {"1kib": (1 << 10, 3000), "1mib": (1 << 20, 600), "16mib": (16 << 20, 60), "256mib": (256 << 20, 8)}
+ROUND = 10
 
 
 def percentile(samples, fraction):
@@ -74,6 +80,37 @@ def python_socket_rtt_us():
     ours.close()
     os.waitpid(child, 0)
     return {"p50": percentile(samples, 0.5), "p99": percentile(samples, 0.99)}
+
+
+def against_pickle5(echo):
+    """tensor_rtt_ms_SIZE (a float32 tensor of SIZE into Echo and back, as it came) and
+    shm_pickle5_rtt_ms_SIZE (the same to the careful Python transport's echo and back,
+    pickle5_peer.py), the median of each; the two are measured in turn, ROUND round trips
+    at a time, so that both meet the same machine."""
+    import pickle5_peer
+    figures = {}
+    for name, (nbytes, runs) in SIZES.items():
+        tensor = torch.rand(nbytes // 4)
+        peer, finish = pickle5_peer.echo_peer(nbytes)
+
+        def bridge():
+            (back,) = echo.run(value=tensor)
+            del back
+
+        def careful():
+            peer.send(tensor)
+            back = peer.receive()
+            del back
+        for call in (bridge, careful):
+            timed(call, min(ROUND, runs))  # warm: pages faulted in, blocks reused
+        samples = {bridge: [], careful: []}
+        for _ in range(max(1, runs // ROUND)):
+            for call in (bridge, careful):
+                samples[call] += timed(call, min(ROUND, runs))
+        finish()
+        figures[f"tensor_rtt_ms_{name}"] = statistics.median(samples[bridge]) * 1e3
+        figures[f"shm_pickle5_rtt_ms_{name}"] = statistics.median(samples[careful]) * 1e3
+    return figures
 
 
 def tensor_rtt_ms(node, input_name, image):
@@ -150,12 +187,15 @@ def main():
     import remote_bench
     comfy.model_management.participant = host.link  # as the fake's main.py: loads are charged to the device
     classes, _ = host.bridges.proxy_nodes()
+    if "--calls-only" in sys.argv[2:]:  # the run on one CPU (run_bridge_bench.py)
+        finish({"node_call_rtt_us": node_call_rtt_us(classes["Nothing"]()),
+                "python_socket_rtt_us": python_socket_rtt_us()})
     image = torch.rand(SIXTEEN_MIB_IMAGE)
     results = {
         "node_call_rtt_us": node_call_rtt_us(classes["Nothing"]()),
         "python_socket_rtt_us": python_socket_rtt_us(),
         # In, and back out as it came (Echo: no copy back, as for any tensor returned unchanged).
-        "tensor_16mib_rtt_ms": tensor_rtt_ms(classes["Echo"](), "value", image),
+        **against_pickle5(classes["Echo"]()),
         # In, and a new 16 MiB IMAGE out (CloneImage: the node's own copy, the output's, and
         # the host's copy of it as it arrives).
         "tensor_16mib_new_output_rtt_ms": tensor_rtt_ms(classes["CloneImage"](), "image", image),
@@ -167,6 +207,10 @@ def main():
         "pack_model_step_overhead_us": remote_bench.pack_model_step_overhead_us(classes),
         **mirror_bench.mirror_figures(classes, host.bridges.drain_idle),
     }
+    finish(results)
+
+
+def finish(results):
     with open(sys.argv[1], "w") as out:
         json.dump(results, out)
     os.kill(os.getppid(), signal.SIGTERM)

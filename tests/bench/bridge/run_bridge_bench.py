@@ -10,16 +10,19 @@ import tempfile
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 TIMEOUT_S = 300
+SIZES = ("1kib", "1mib", "16mib", "256mib")  # bridge_host.py's
 
 
-def run(supervisor, python):
+def run(supervisor, python, host_args=(), cpu=None):
+    """The figures of one supervisor run; `cpu`: the one CPU the supervisor and every
+    process of it run on."""
     with tempfile.TemporaryDirectory(prefix="bench-bridge-") as folder:
         results = os.path.join(folder, "results.json")
         config = {
             "device": {"kind": "simulated", "total_bytes": "24GiB"},
             "limits": {"heartbeat_timeout_ms": 20000},
             "comfyui": {"command": python,
-                        "args": [os.path.join(ROOT, "tests/bench/bridge/bridge_host.py"), results],
+                        "args": [os.path.join(ROOT, "tests/bench/bridge/bridge_host.py"), results, *host_args],
                         "env": {"PYTHONPATH": os.path.join(ROOT, "worker/python"),
                                 "FAKE_COMFYUI": os.path.join(ROOT, "tests/host/fake_comfyui"),
                                 "PYTHONDONTWRITEBYTECODE": "1"}},
@@ -35,8 +38,9 @@ def run(supervisor, python):
         path = os.path.join(folder, "config.json")
         with open(path, "w") as out:
             json.dump(config, out)
+        pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
         run = subprocess.run([supervisor, "run", "--config", path, "--instance", f"bench-bridge-{os.getpid()}"],
-                             capture_output=True, text=True, timeout=TIMEOUT_S)
+                             capture_output=True, text=True, timeout=TIMEOUT_S, preexec_fn=pin)
         if not os.path.exists(results):
             sys.stderr.write(run.stderr[-4000:])
             raise SystemExit(f"bench: the bridge benchmark's host wrote no results (supervisor exit {run.returncode}, "
@@ -48,13 +52,23 @@ def run(supervisor, python):
 def main():
     supervisor, python, as_json = sys.argv[1], sys.argv[2], "--json" in sys.argv[3:]
     figures = run(supervisor, python)
-    figures["tensor_vs_memcpy"] = figures["tensor_16mib_rtt_ms"] / figures["memcpy_16mib_ms"]
+    shared = run(supervisor, python, ["--calls-only"], cpu=min(os.sched_getaffinity(0)))
+    figures["node_call_rtt_shared_cpu_us"] = shared["node_call_rtt_us"]
+    figures["socket_floor_shared_cpu_us"] = shared["python_socket_rtt_us"]
+    figures["shared_cpu_call_vs_floor"] = shared["node_call_rtt_us"]["p50"] / shared["python_socket_rtt_us"]["p50"]
+    figures["pickle5_vs_tensor"] = {size: figures[f"shm_pickle5_rtt_ms_{size}"] / figures[f"tensor_rtt_ms_{size}"]
+                                    for size in SIZES}
+    figures["tensor_vs_memcpy"] = figures["tensor_rtt_ms_16mib"] / figures["memcpy_16mib_ms"]
     figures["call_vs_python_floor"] = figures["node_call_rtt_us"]["p50"] / figures["python_socket_rtt_us"]["p50"]
     figures["new_output_vs_memcpy"] = figures["tensor_16mib_new_output_rtt_ms"] / figures["memcpy_16mib_ms"]
-    figures["pickle_vs_tensor"] = figures["pickle_uds_16mib_ms"] / figures["tensor_16mib_rtt_ms"]
+    figures["pickle_vs_tensor"] = figures["pickle_uds_16mib_ms"] / figures["tensor_rtt_ms_16mib"]
     figures["copy_on_receipt_vs_memcpy"] = figures["copy_on_receipt_16mib_ms"] / figures["memcpy_16mib_ms"]
     figures["mirror_vs_copy"] = figures["mirror_map_ms_256mib"] / figures["copy_ms_256mib"]
+    pickle5 = figures["pickle5_vs_tensor"]
     figures["targets_met"] = {"node_call_rtt_us_p50_under_100": figures["node_call_rtt_us"]["p50"] < 100,
+                              "tensor_no_slower_than_pickle5": all(ratio >= 1 for ratio in pickle5.values()),
+                              "tensor_2x_pickle5_at_1kib_1mib": pickle5["1kib"] >= 2 and pickle5["1mib"] >= 2,
+                              "shared_cpu_call_within_2x_floor": figures["shared_cpu_call_vs_floor"] <= 2,
                               "tensor_within_3x_memcpy": figures["tensor_vs_memcpy"] <= 3,
                               "tensor_10x_faster_than_pickle": figures["pickle_vs_tensor"] >= 10,
                               "remote_call_rtt_us_p50_under_100": figures["remote_call_rtt_us"]["p50"] < 100,
@@ -69,7 +83,15 @@ def main():
           f"p99 {rtt['p99']:.1f} us (target: p50 < 100 us)")
     print(f"  the floor, a frame between two Python processes and back: p50 {floor['p50']:.1f} us, "
           f"p99 {floor['p99']:.1f} us (the call costs {rtt['p50'] / floor['p50']:.2f} times it)")
-    print(f"16 MiB IMAGE in and out: {figures['tensor_16mib_rtt_ms']:.2f} ms (Echo: out as it came in)")
+    shared, floor = figures["node_call_rtt_shared_cpu_us"], figures["socket_floor_shared_cpu_us"]
+    print(f"  on one CPU, host and worker: p50 {shared['p50']:.1f} us, p99 {shared['p99']:.1f} us; the floor there: "
+          f"p50 {floor['p50']:.1f} us ({figures['shared_cpu_call_vs_floor']:.2f} times it, target <= 2)")
+    print("a float32 tensor into Echo and back, against a careful Python transport (shared memory and pickle 5, "
+          "pickle5_peer.py; target: never slower, >= 2x faster at 1 KiB and 1 MiB):")
+    for size in SIZES:
+        print(f"  {size:>6}: {figures[f'tensor_rtt_ms_{size}']:.3f} ms against "
+              f"{figures[f'shm_pickle5_rtt_ms_{size}']:.3f} ms ({pickle5[size]:.2f} times faster)")
+    print(f"16 MiB IMAGE in and out: {figures['tensor_rtt_ms_16mib']:.2f} ms (Echo: out as it came in)")
     print(f"  a copy of it in one process: {figures['memcpy_16mib_ms']:.2f} ms "
           f"(ratio {figures['tensor_vs_memcpy']:.2f}, target <= 3)")
     print(f"  pickled over a Unix socket and back: {figures['pickle_uds_16mib_ms']:.2f} ms "

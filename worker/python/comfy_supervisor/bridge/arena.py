@@ -23,14 +23,22 @@ differently, because what matters is who can still write a block once it was han
   tensor the worker sends back as it came is the host's own tensor again (session.py).
 - The host copies a worker's blocks as they arrive (CopiedArena) and lets each go at
   once: the worker that wrote a block can write it again after its node returned, and
-  ComfyUI caches node outputs. It reads them with pread, so the worker's arena is never
+  ComfyUI caches node outputs. It reads them with pread, so the worker's blocks are never
   mapped here and its holes read as zeros without taking memory.
 
-The arena the host writes for a pack starts with a page that is not for blocks: it holds
-the interrupt word, the id of the node call the host asks that pack to stop (the worker's
-interrupt checks read it: no thread and no message between a Cancel and the node's next
-check). A whole page, so that a worker writing into a tensor it received never copies
-that page privately and stops seeing the word. A worker's arena keeps the page unused.
+Every arena starts with a page that is not for blocks, the control page. A whole page, so
+that a worker writing into a tensor it received never copies that page privately and
+stops seeing it. It holds two words, each written by the arena's producer only:
+
+- the interrupt word (the arena the host writes for a pack): the id of the node call the
+  host asks that pack to stop. The worker's interrupt checks read it: no thread and no
+  message between a Cancel and the node's next check;
+- the frames word: how many frames the producer sent on its call sockets, counted after
+  each is written. A reader about to sleep on its call socket watches the word for a
+  short while first (channel.Channel.receive): a read of shared memory where a wait on the
+  socket would cost a wake-up through the kernel, and no system call while it watches.
+  The host maps only this page of a worker's arena, read-only. A word a peer wrote
+  wrongly only ends a watch early or lets it run its short course: the socket decides.
 
 The block allocator is our own, a first-fit free list in the producer's private memory:
 the arena's bytes are data only, and the peer can neither see nor corrupt the bookkeeping.
@@ -52,8 +60,15 @@ ALIGNMENT = PAGE  # a page holds one block's bytes only: a peer's private copies
 KEEP_RESIDENT_BYTES = 256 << 20
 
 
-CONTROL_BYTES = PAGE            # the first page: the interrupt word
+CONTROL_BYTES = PAGE            # the first page: the interrupt word and the frames word
 _INTERRUPT_WORD = struct.Struct("<I")  # 4 aligned bytes: one store, never torn
+_FRAMES_AT = 64                 # the frames word, a cache line away from the interrupt word
+
+
+def _frames_word(mapping):
+    """The frames word of a mapped control page, as a one-item view: each access to it is
+    one aligned 4-byte load or store (a memoryview of format "I" copies the item whole)."""
+    return memoryview(mapping)[_FRAMES_AT:_FRAMES_AT + 4].cast("I")
 
 
 class ArenaFull(RuntimeError):
@@ -151,6 +166,7 @@ class OwnArena:
         self.lock = threading.Lock()  # blocks are taken by the calling thread, freed by readers
         self.kept = 0                 # freed bytes of this arena left in memory (counted in _KEPT)
         self.closed = False
+        self.frames = _frames_word(self.map)  # bumped by Channel.send, under its send lock
 
     @classmethod
     def from_environment(cls):
@@ -232,7 +248,10 @@ class PeerArena:
                              prot=mmap.PROT_READ | mmap.PROT_WRITE) if self.capacity else None
         os.close(fd)
         self.base = 0
+        self.frames = None  # the producer's frames word, where the arena has a control page
         if self.map is not None:
+            if self.capacity >= CONTROL_BYTES:
+                self.frames = _frames_word(self.map)
             anchor = ctypes.c_char.from_buffer(self.map)
             self.base = ctypes.addressof(anchor)
             del anchor
@@ -291,14 +310,17 @@ class PeerArena:
 
 class CopiedArena:
     """A peer's arena read by copying: each block read into this process's own memory as
-    it arrives (pread: the arena is never mapped here, and its holes read as zeros without
-    taking memory) and let go at once, so that what the peer writes into it afterwards
-    changes nothing here."""
+    it arrives (pread: its blocks are never mapped here, and its holes read as zeros
+    without taking memory) and let go at once, so that what the peer writes into it afterwards
+    changes nothing here. Only its control page is mapped, read-only."""
 
     def __init__(self, fd):
         self.fd = fd
         self.capacity = os.fstat(fd).st_size
         self.lock = threading.Lock()  # close() never frees the descriptor's number under a read
+        self.frames = None  # the producer's frames word: its control page mapped read-only, alone
+        if self.capacity >= CONTROL_BYTES:
+            self.frames = _frames_word(mmap.mmap(fd, CONTROL_BYTES, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ))
 
     def take(self, offset, nbytes, on_release):
         """A copy of the peer's block, in a numpy array of this process's; `on_release(offset)`

@@ -15,6 +15,7 @@ not a JSON object, and a control datagram with the wrong descriptors raise Proto
 with one line.
 """
 
+import contextlib
 import json
 import os
 import select
@@ -28,6 +29,12 @@ MAX_CONTROL_BYTES = 64 << 10
 MAX_HELD_FDS = 16              # descriptors a peer sent that no frame claimed yet (bridge/mirror.py's)
 _LENGTH = struct.Struct("<I")
 _RECEIVE_BYTES = 64 << 10
+# How long a reader watches the peer's frames word before it sleeps on the socket
+# (Channel.receive). On the virtual machines this runs on, a reader that slept is woken
+# through the kernel, its vCPU perhaps halted: measured on 2 vCPUs, an echo of a 16-byte
+# tensor took 340-1070 us p50 when its reply outlasted a 100 us watch, and 120-170 us
+# with this one (docs/BENCHMARKS.md, "How the bridge waits").
+SPIN_S = 1e-3
 # A reader spins only while spinning pays (Channel.receive): while at least this share of
 # its recent spins caught the message (a moving average over about 8 spins), and else one
 # receive in SPIN_PROBE_EVERY, to see whether the machine has a CPU free again.
@@ -58,12 +65,20 @@ class Channel:
         self.end = False           # None once the peer closed its end
         self.timeout_s = None      # the socket's, as last set
         self.last_frame_bytes = 0  # the length of the frame receive() returned last: what it cost to carry
-        self.poller = select.poll()  # for receive()'s spin; one reader at a time uses it
+        self.poller = select.poll()  # receive()'s one look before it watches the peer's frames word
         self.poller.register(sock, select.POLLIN)
+        self.own_frames = None     # our arena's frames word, counted after each frame sent (arena.py)
+        self.peer_frames = None    # the peer's, which receive() watches before it sleeps
         self.fds = []              # descriptors received with the frames, oldest first, not taken yet
         self.fds_lock = threading.Lock()
         self.spin_caught = 1.0     # moving average: how many of the recent spins caught the message
         self.unspun = 0            # receives without a spin since the last one
+
+    def count_frames(self, own, peer):
+        """The frames words (arena.py) this channel counts its frames sent in (`own`) and
+        watches the peer's in (`peer`); either may be None. Without the peer's, receive()
+        does not spin."""
+        self.own_frames, self.peer_frames = own, peer
 
     def send(self, message, fds=()):
         """False when the peer is gone (its end closed). Written with os.write, whatever
@@ -87,6 +102,8 @@ class Channel:
                     select.select([], [self.fd], [])
                 except OSError:
                     return False
+            if self.own_frames is not None:  # after the frame is whole in the socket: a reader that sees it reads it
+                self.own_frames[0] = (self.own_frames[0] + 1) & 0xFFFFFFFF
         return True
 
     def has_frame(self):
@@ -98,7 +115,8 @@ class Channel:
     def receive(self, timeout_s=None, spin_s=0.0):
         """The next message; False when it did not come whole within `timeout_s` (None:
         wait for ever; what came of it stays buffered for the next call); None when the
-        peer closed its end. `spin_s`: first watch for it that long without sleeping. A
+        peer closed its end. `spin_s`: first watch the peer's frames word (count_frames) that
+        long for it, without sleeping. A
         reader asleep must be woken by the writer's kernel, across CPUs an interrupt that
         costs tens of microseconds on a virtual machine; one that spins just reads. As the
         rings do, spin briefly, then sleep; but only while spinning pays. On a machine
@@ -107,14 +125,11 @@ class Channel:
         call took 255-290 us p50 with both sides spinning 100 us and 57-64 us with neither
         (docs/BENCHMARKS.md). So a reader whose spins mostly end without the message
         stops spinning, and tries again one receive in SPIN_PROBE_EVERY."""
-        if spin_s and not self.has_frame():
+        if spin_s and self.peer_frames is not None and not self.has_frame():
             self.unspun += 1
             if self.spin_caught >= SPIN_PAYS or self.unspun >= SPIN_PROBE_EVERY:
                 self.unspun = 0
-                deadline = time.perf_counter() + spin_s
-                while not (caught := bool(self.poller.poll(0))) and time.perf_counter() < deadline:
-                    pass
-                self.spin_caught += ((1.0 if caught else 0.0) - self.spin_caught) / 8
+                self.spin_caught += ((1.0 if self._watch(spin_s) else 0.0) - self.spin_caught) / 8
         if not self._fill(_LENGTH.size, timeout_s):
             return self.end
         (length,) = _LENGTH.unpack_from(self.buffer)
@@ -132,6 +147,19 @@ class Channel:
         if not isinstance(message, dict):
             raise ProtocolError("a frame that is not a JSON object")
         return message
+
+    def _watch(self, spin_s):
+        """Whether the peer sent a frame within `spin_s`, watched on its frames word: one
+        system call, for what came before we looked at the word, then loads only."""
+        word = self.peer_frames
+        seen = word[0]
+        if self.poller.poll(0):
+            return True
+        deadline = time.perf_counter() + spin_s
+        while word[0] == seen:
+            if time.perf_counter() >= deadline:
+                return False
+        return True
 
     def _fill(self, count, timeout_s):
         """At least `count` bytes buffered, else False (self.end says why: False for a
@@ -225,13 +253,15 @@ class ReleaseQueue:
     scheduler slice each time. With no frame going out, a thread of ours sends what
     gathered RELEASE_AFTER_S after the first of it, in one message. The lock is reentrant
     and held only to append or take, so a finalizer that runs while its own thread holds
-    it (a collection inside our flush) cannot deadlock."""
+    it (a collection inside our flush) cannot deadlock. While a frame being made may name
+    what is let go of meanwhile (held()), the thread sends nothing: the frame carries it."""
 
     def __init__(self, channel, name, after_s=RELEASE_AFTER_S):
         self.channel = channel
         self.after_s = after_s
         self.pending = {}
         self.armed = False  # the thread counts down to sending what gathered
+        self.holders = 0    # callers inside held()
         self.ready = threading.Condition(threading.RLock())
         self.closed = False
         threading.Thread(target=self._flush, name=f"{name} releases", daemon=True).start()
@@ -243,6 +273,20 @@ class ReleaseQueue:
                 if not self.armed:
                     self.armed = True
                     self.ready.notify()
+
+    @contextlib.contextmanager
+    def held(self):
+        """Nothing is sent by the thread meanwhile: for a frame that names a block, then lets
+        go of what held it, and must go before that release (a worker's result sending back
+        an input it let go of: NodeServer.run)."""
+        with self.ready:
+            self.holders += 1
+        try:
+            yield
+        finally:
+            with self.ready:
+                self.holders -= 1
+                self.ready.notify()
 
     def take(self):
         """What gathered, by kind, now the caller's to send; None when nothing did."""
@@ -266,6 +310,8 @@ class ReleaseQueue:
                 deadline = time.monotonic() + self.after_s
                 while not self.closed and (left := deadline - time.monotonic()) > 0:
                     self.ready.wait(left)  # frames sent meanwhile carry what gathers
+                while self.holders and not self.closed:
+                    self.ready.wait()  # the frame being made carries it
                 if self.closed:
                     return
                 self.armed = False

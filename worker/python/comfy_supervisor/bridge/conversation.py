@@ -28,6 +28,7 @@ import threading
 import traceback
 import weakref
 
+from .channel import SPIN_S
 from .object_kinds import FUNCTIONS
 from .remote import Exports, Link, RemoteError, kind_named, kind_of, link_of, make_proxy, serve, type_path_of
 from .values import ValueCrossingError
@@ -37,7 +38,6 @@ from .values import ValueCrossingError
 _SAME_ERRORS = {error.__name__: error for error in (AttributeError, KeyError, IndexError, TypeError, ValueError,
                                                     NotImplementedError)}
 _WAIT_SLICE_S = 0.05
-SPIN_S = 100e-6  # an answer is watched this long before sleeping (bridge/channel.py says why)
 
 
 class RemoteCallError(RuntimeError):

@@ -52,6 +52,7 @@ class PeerSession:
         self.name = name              # for thread names and messages
         self.generation = generation  # the peer's life
         self.channel = Channel(sock)
+        self.channel.count_frames(own.frames, peer.frames)
         self.peer = peer
         self.own = own
         self.copy_received = copy_received

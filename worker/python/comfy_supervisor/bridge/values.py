@@ -17,6 +17,11 @@ A value crosses as JSON, never pickled and never evaluated:
   torch takes as channels-last) is written in its memory order with its "strides", and
   rebuilt with them: torch picks its kernels by layout, so a copy made contiguous would
   not compute bit-equal to the tensor it came from;
+- a CPU tensor of at most INLINE_BYTES as {"$": "tensor", "dtype", "shape", "nbytes",
+  "inline"}: its bytes in the frame itself, in base64. An arena block is whole pages, and
+  what it costs to lend, map and release one (tens of microseconds a side) dwarfs a copy
+  of so few bytes; the receiver's tensor is its own, also when a worker returns it as it
+  came;
 - a CUDA tensor ("device": "cuda") by CUDA IPC where both sides can (cuda_ipc.py):
   {"cuda_ipc": {"handle", "device", "at", "lend"}}, or {"yours_cuda": lend, "at"} for one
   that lies in a tensor the receiver lent us; else staged through the arena as above, and
@@ -45,6 +50,7 @@ and a reader that copies blocks (the host) copies at most the arena for one mess
 however often a peer names one block.
 """
 
+import binascii
 import enum
 import functools
 import math
@@ -57,6 +63,7 @@ from .arena import CONTROL_BYTES
 DTYPES = ("float32", "float16", "bfloat16", "float64", "uint8", "int8", "int16", "int32", "int64", "bool",
           "complex64", "complex128")
 MAX_DEPTH = 64        # nesting a peer may send
+INLINE_BYTES = 4096   # a CPU tensor this small crosses in its frame (less than a page of the arena)
 MAX_DIMENSIONS = 32   # torch's own limit on a tensor's dimensions
 DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "meta")
 # Tags the sides' hooks resolve (handle_of makes them, resolve reads them back).
@@ -147,12 +154,21 @@ class Encoder:
                 del encoded["offset"]
                 encoded.update(shared)
                 return encoded
-        if self.peer is not None and source.device.type == "cpu" and source.is_contiguous():
+        on_cpu = source.device.type == "cpu"
+        if self.peer is not None and on_cpu and source.is_contiguous():
             theirs = self.peer.block_holding(source.data_ptr(), nbytes)
             if theirs is not None:
                 del encoded["offset"]
                 encoded["yours"], encoded["at"] = theirs
                 return encoded
+        if on_cpu and nbytes <= INLINE_BYTES:
+            del encoded["offset"]
+            order = _memory_order(source)
+            if order is not None:  # written as it lies, rebuilt with its strides
+                encoded["strides"] = list(source.stride())
+                source = source.permute(order)
+            encoded["inline"] = binascii.b2a_base64(_buffer_of(torch, source.contiguous()), newline=False).decode()
+            return encoded
         offset = self.arena.allocate(nbytes)
         self.lent.append(offset)
         order = _memory_order(source)
@@ -261,7 +277,7 @@ class Decoder:
 
     def check_tensor(self, value):
         """Which form the tensor came in: "arena", "yours", "cuda_ipc" or "yours_cuda"."""
-        form = next((form for form in ("yours", "cuda_ipc", "yours_cuda") if form in value), "arena")
+        form = next((form for form in ("yours", "cuda_ipc", "yours_cuda", "inline") if form in value), "arena")
         returned = form in ("yours", "yours_cuda")
         dtype, shape, nbytes = value.get("dtype"), value.get("shape"), value.get("nbytes")
         offset = value.get("at") if returned else value.get("offset")
@@ -275,6 +291,11 @@ class Decoder:
         if not (isinstance(shape, list) and len(shape) <= MAX_DIMENSIONS and
                 all(type(size) is int and size >= 0 for size in shape)):
             raise ValueCrossingError("a tensor whose shape is not a list of sizes")
+        if form == "inline":
+            if type(nbytes) is not int or not 0 < nbytes <= INLINE_BYTES or not isinstance(value["inline"], str) or \
+                    len(value["inline"]) != (nbytes + 2) // 3 * 4:
+                raise ValueCrossingError(f"a tensor in its frame whose size is not its bytes' (at most {INLINE_BYTES})")
+            offset = 0
         if type(offset) is not int or type(nbytes) is not int or (returned and type(value[form]) is not int):
             raise ValueCrossingError("a tensor without its block's offset and size")
         torch = _torch()
@@ -284,7 +305,7 @@ class Decoder:
             raise ValueCrossingError("a tensor sent back where none can be")
         if form == "arena" and nbytes and (offset < CONTROL_BYTES or offset + nbytes > self.peer.capacity):
             raise ValueCrossingError(f"a tensor block of {nbytes} bytes at {offset}, outside the arena")
-        if "strides" in value and not (form == "arena" and _dense_strides(shape, value["strides"])):
+        if "strides" in value and not (form in ("arena", "inline") and _dense_strides(shape, value["strides"])):
             raise ValueCrossingError("a tensor whose strides do not lay its elements out densely in its block")
         return form
 
@@ -331,6 +352,10 @@ class Decoder:
             result = self.cuda.receive(value["cuda_ipc"], value["nbytes"]).view(dtype).view(value["shape"])
         elif "yours_cuda" in value:
             result = self.cuda.own(value["yours_cuda"], value["at"], value["nbytes"]).view(dtype).view(value["shape"])
+        elif "inline" in value:
+            result = torch.frombuffer(bytearray(binascii.a2b_base64(value["inline"], strict_mode=True)), dtype=dtype)
+            result = (result.as_strided(value["shape"], value["strides"]) if "strides" in value
+                      else result.view(value["shape"]))
         else:
             # A block named twice in one value is one tensor written twice: taken once, and
             # the same tensor again where it is the same view, as the sender had it.
@@ -355,6 +380,14 @@ class Decoder:
         if key is not None:
             self.built[key] = result
         return result
+
+
+def _buffer_of(torch, tensor):
+    """A contiguous tensor's bytes as a buffer, without a copy."""
+    try:
+        return tensor.numpy()
+    except TypeError:  # a dtype numpy lacks (bfloat16)
+        return tensor.reshape(-1).view(torch.uint8).numpy()
 
 
 def _check_apart(extents):

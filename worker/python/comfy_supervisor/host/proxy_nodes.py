@@ -48,7 +48,7 @@ import time
 import weakref
 
 from ..bridge.arena import CopiedArena, OwnArena
-from ..bridge.channel import control_socket, receive_control
+from ..bridge.channel import SPIN_S, control_socket, receive_control
 from ..bridge.conversation import Conversation
 from ..bridge.session import SESSION_OPS, PeerSession
 from ..bridge.values import ValueCrossingError
@@ -62,7 +62,6 @@ PACK_WAIT_S = float(os.environ.get("COMFY_SV_PACK_WAIT_S", "120"))  # for interf
 CALL_WAIT_S = 60.0        # for a (re)starting worker, at a call
 STOPPED_REASON = "stopped by an operator"  # how the supervisor's pack_failed begins for comfyctl stop
 EXIT_NOTICE_WAIT_S = 2.0  # for the supervisor's pack_exited after a call socket closed
-SPIN_S = 100e-6           # a reply is watched this long before sleeping (bridge/channel.py says why)
 MAX_REQUEST_DETAIL = 200  # what a request to the supervisor says of its cause, at most
 
 

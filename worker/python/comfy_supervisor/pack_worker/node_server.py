@@ -34,7 +34,7 @@ import threading
 import traceback
 
 from ..bridge.arena import PeerArena
-from ..bridge.channel import receive_control
+from ..bridge.channel import SPIN_S, receive_control
 from ..bridge.conversation import Conversation
 from ..bridge.session import PeerSession
 from ..bridge.values import ValueCrossingError
@@ -44,7 +44,6 @@ CALL_KINDS = ("function", "is_changed", "validate_inputs")
 # No call for this long after one ends: the worker tells the supervisor it is idle. Calls
 # closer together (a pack's nodes in a row) stay one busy stretch to the supervisor.
 IDLE_AFTER_S = 0.002
-SPIN_S = 100e-6  # the next call is watched this long before sleeping (bridge/channel.py says why)
 
 
 class HostSession(PeerSession):
@@ -215,10 +214,16 @@ class NodeServer:
         try:
             with self.memory.node_call(epoch):
                 result = self.call(session, message)
-            value, encoder = session.encode(result)
-            session.lend(encoder)
-            self.drop_mirrors(session)
-            if not session.send({"op": "result", "id": call_id, "value": value}):
+            # The node's values are let go of before the result goes, so that the blocks of
+            # inputs it kept nothing of are released on the result's own frame, not in one
+            # of their own that the host must wake for; held, since the result may name them.
+            with session.releases.held():
+                value, encoder = session.encode(result)
+                session.lend(encoder)
+                del result, encoder
+                self.drop_mirrors(session)
+                sent = session.send({"op": "result", "id": call_id, "value": value})
+            if not sent:
                 session.close()
         except Exception as error:  # noqa: BLE001 (a node may raise anything: it is the pack's error)
             self.drop_mirrors(session)
