@@ -354,14 +354,16 @@ class CopiedArena:
 
 
 _PAGEMAP = None  # this process's /proc/self/pagemap, opened once; False: cannot be read
-_PRESENT, _FILE_BACKED = 1 << 63, 1 << 61
-_FEW_PAGES = 16
+# A page map entry is 8 little-endian bytes; its last byte holds bit 63 (present, 0x80) and
+# bit 61 (file-backed or shared, 0x20). This table marks the last bytes of our own copies.
+_OWN_COPY = bytes(1 if byte & 0xA0 == 0x80 else 0 for byte in range(256))
 
 
 def _copied_pages(address, pages):
     """Whether any of `pages` pages from `address` is this process's own copy (present,
     and neither file-backed nor shared: pagemap bits 63 and 61); None when the kernel
-    does not let us read the page map."""
+    does not let us read the page map. Each entry's last byte, marked through a table,
+    in C: a tensor of a thousand pages is read in microseconds."""
     global _PAGEMAP
     if _PAGEMAP is None:
         try:
@@ -376,9 +378,4 @@ def _copied_pages(address, pages):
         return None
     if len(data) != pages * 8:
         return None
-    if pages <= _FEW_PAGES:  # a small tensor's block: without numpy's call overhead
-        return any(entry & _PRESENT and not entry & _FILE_BACKED for entry in struct.unpack(f"<{pages}Q", data))
-    import numpy
-    entries = numpy.frombuffer(data, dtype=numpy.uint64)
-    present, file_backed = numpy.uint64(1 << 63), numpy.uint64(1 << 61)
-    return bool(numpy.any((entries & present != 0) & (entries & file_backed == 0)))
+    return 1 in data[7::8].translate(_OWN_COPY)

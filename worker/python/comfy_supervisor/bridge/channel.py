@@ -71,6 +71,9 @@ class Channel:
         self.peer_frames = None    # the peer's, which receive() watches before it sleeps
         self.fds = []              # descriptors received with the frames, oldest first, not taken yet
         self.fds_lock = threading.Lock()
+        # A process that may run on one CPU only never spins: its peer could not answer
+        # on another meanwhile (measured: every probe's whole watch lost, docs/BENCHMARKS.md).
+        self.may_spin = len(os.sched_getaffinity(0)) > 1
         self.spin_caught = 1.0     # moving average: how many of the recent spins caught the message
         self.unspun = 0            # receives without a spin since the last one
 
@@ -125,7 +128,7 @@ class Channel:
         call took 255-290 us p50 with both sides spinning 100 us and 57-64 us with neither
         (docs/BENCHMARKS.md). So a reader whose spins mostly end without the message
         stops spinning, and tries again one receive in SPIN_PROBE_EVERY."""
-        if spin_s and self.peer_frames is not None and not self.has_frame():
+        if spin_s and self.may_spin and self.peer_frames is not None and not self.has_frame():
             self.unspun += 1
             if self.spin_caught >= SPIN_PAYS or self.unspun >= SPIN_PROBE_EVERY:
                 self.unspun = 0
