@@ -4,7 +4,7 @@ ComfyUI runs a graph's node, and measures in the same run what the figures are c
 with: a copy of the same payload in this process, the same payload pickled over a Unix
 socket to another process and back, a careful Python transport over shared memory
 (pickle5_peer.py) at four sizes, and the floor under any call between two Python
-processes (one small frame there and back). With --calls-only, only the empty call and
+processes (one small frame there and back); and the pack workers' own memory at start. With --calls-only, only the empty call and
 that floor (the run on one CPU). Writes one JSON object to the file named by its
 first argument, then asks the supervisor to finish (SIGTERM to its parent)."""
 
@@ -113,6 +113,27 @@ def against_pickle5(echo):
     return figures
 
 
+def pack_worker_memory_mb():
+    """Each pack worker's own memory at start, idle, read from /proc: its PSS (the pages
+    it shares with other processes, torch's libraries above all, counted once between
+    them) and its RSS. The workers are the supervisor's children that run pack_worker."""
+    supervisor = os.getppid()
+    workers = []
+    for task in os.listdir(f"/proc/{supervisor}/task"):
+        with open(f"/proc/{supervisor}/task/{task}/children") as children:
+            workers += [int(pid) for pid in children.read().split()]
+    figures = {"pss": [], "rss": []}
+    for pid in workers:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            if b"comfy_supervisor.pack_worker" not in cmdline.read():
+                continue
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            fields = {line.split(":")[0]: int(line.split()[1]) for line in rollup if line.split()[-1] == "kB"}
+        figures["pss"].append(fields["Pss"] / 1024)
+        figures["rss"].append(fields["Rss"] / 1024)
+    return figures
+
+
 def tensor_rtt_ms(node, input_name, image):
     """The median round trip of `node`, given the 16 MiB IMAGE as its input `input_name`."""
     def round_trip():
@@ -191,7 +212,10 @@ def main():
         finish({"node_call_rtt_us": node_call_rtt_us(classes["Nothing"]()),
                 "python_socket_rtt_us": python_socket_rtt_us()})
     image = torch.rand(SIXTEEN_MIB_IMAGE)
+    memory = pack_worker_memory_mb()
     results = {
+        "pack_worker_pss_mb": statistics.mean(memory["pss"]),
+        "pack_worker_rss_mb": statistics.mean(memory["rss"]),
         "node_call_rtt_us": node_call_rtt_us(classes["Nothing"]()),
         "python_socket_rtt_us": python_socket_rtt_us(),
         # In, and back out as it came (Echo: no copy back, as for any tensor returned unchanged).

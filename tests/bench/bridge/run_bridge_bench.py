@@ -69,6 +69,7 @@ def main():
                               "tensor_no_slower_than_pickle5": all(ratio >= 1 for ratio in pickle5.values()),
                               "tensor_2x_pickle5_at_1kib_1mib": pickle5["1kib"] >= 2 and pickle5["1mib"] >= 2,
                               "shared_cpu_call_within_2x_floor": figures["shared_cpu_call_vs_floor"] <= 2,
+                              "pack_worker_pss_mb_at_most_150": figures["pack_worker_pss_mb"] <= 150,
                               "tensor_within_3x_memcpy": figures["tensor_vs_memcpy"] <= 3,
                               "tensor_10x_faster_than_pickle": figures["pickle_vs_tensor"] >= 10,
                               "remote_call_rtt_us_p50_under_100": figures["remote_call_rtt_us"]["p50"] < 100,
@@ -100,6 +101,8 @@ def main():
           f"own copy, the output's, and the host's; ratio to the copy {figures['new_output_vs_memcpy']:.2f})")
     print(f"  of which the host's copy of the output as it arrives: {figures['copy_on_receipt_16mib_ms']:.2f} ms "
           f"(ratio to the copy {figures['copy_on_receipt_vs_memcpy']:.2f})")
+    print(f"a pack worker's own memory at start (two packs, one interpreter): "
+          f"PSS {figures['pack_worker_pss_mb']:.0f} MB, RSS {figures['pack_worker_rss_mb']:.0f} MB (target: PSS <= 150 MB)")
     remote = figures["remote_call_rtt_us"]
     print(f"remote call (an empty function of the pack's, called from the host): p50 {remote['p50']:.1f} us, "
           f"p99 {remote['p99']:.1f} us (target: p50 < 100 us)")
