@@ -83,7 +83,7 @@ def ledger_true(host):
 
 def check_ledger(host, step):
     started = time.monotonic()
-    if wait_until(lambda: ledger_true(host), timeout_s=3 * comfyui.REFRESH_S):
+    if wait_until(lambda: ledger_true(host), timeout_s=3 * comfyui.IDLE_REFRESH_S):
         say(f"ledger true after {step} in {int((time.monotonic() - started) * 1000)} ms")
     else:
         say(f"ledger stale after {step}")

@@ -16,12 +16,12 @@ supervisor started this ComfyUI (COMFY_SV_SLOT set). It then:
   never acts on an entry while the command thread does, over the host's own entries plus
   one stand-in entry per model another participant holds on the device (standin.py), so
   upstream's own loop reaches every process's models;
-- keeps the ledger true: every command-thread period (REFRESH_S) and after each of the
-  above, the entries of current_loaded_models on the supervised device are registered,
-  their residency reported, the ones gone dropped, whatever removed them (upstream's
-  free_memory from any caller, cleanup_models from a finalizer, main.py's post-prompt
-  unload, a partial unload); entries on another device (a text encoder kept on the CPU)
-  never enter it. The stand-ins are brought in step with the ledger at the same times;
+- keeps the ledger true: every command-thread period (REFRESH_S, up to IDLE_REFRESH_S
+  while idle) and after each of the above, the entries of current_loaded_models on the
+  supervised device are registered, their residency reported, the ones gone dropped,
+  whatever removed them (upstream's free_memory from any caller, cleanup_models from a
+  finalizer, main.py's post-prompt unload, a partial unload); entries on another device
+  (a text encoder kept on the CPU) never enter it. The stand-ins are brought in step with the ledger at the same times;
 - answers the supervisor's commands from a background thread: partial_unload(n) runs the
   matching LoadedModel's model_unload(memory_to_free=n), detach runs model_unload(), each
   answered with the bytes measured freed; full_release, cast_epoch_boundary,
@@ -66,7 +66,14 @@ from .standin import StandIn, StandIns
 
 log = logging.getLogger("comfy_supervisor")
 
-REFRESH_S = 0.5  # the command-thread period: how stale the ledger may get
+REFRESH_S = 0.5  # the command-thread period while anything happens: how stale the ledger may get
+# While nothing happens (no prompt or node call, no command, no change of ours or of the
+# ledger), the period doubles up to this: an idle process wakes every 2 s, not twice a
+# second (docs/BENCHMARKS.md, "idle"), and anything that happens brings it back. So a
+# model that left current_loaded_models by no hook of ours (a finalizer's cleanup_models)
+# leaves the ledger within this of an idle stretch; an eviction asked of it meanwhile
+# finds it gone and says so.
+IDLE_REFRESH_S = 2.0
 
 
 def supervised_device(mm):
@@ -113,6 +120,10 @@ class _Host:
         self.epoch = 0
         self.failures_logged = set()
         self.last_refresh = 0.0
+        self.period = REFRESH_S  # the command thread's, now (serve)
+        self.happened = False    # something happened since the last period's end (serve)
+        self.ledger_seen = None  # the ledger's generation at the last refresh of the stand-ins
+        self.census = None       # the census last published
         self.bridges = None   # proxy_nodes.Bridges, in the host when packs run in workers
         self.announced = False  # a pack's worker: node_started sent, node_finished not yet
         self.node_ok = True
@@ -145,12 +156,14 @@ class _Host:
                     self.link.register_model(model_id, loaded.model_memory(), figures[0], dynamic=dynamic)
                 just_used = id(patcher) in used
                 if self.reported.get(model_id) != figures or just_used:
+                    self.happened = True
                     # One reference, as the workers report: upstream's sys.getrefcount
                     # counts this process's internals, which mean nothing across processes.
                     self.link.report_residency(model_id, figures[0], references=1, currently_used=figures[1],
                                                just_used=just_used)
                     self.reported[model_id] = figures
             for model_id in set(self.reported) - present:
+                self.happened = True
                 self.link.drop_model(model_id)
                 del self.reported[model_id]
                 self.ids = {key: value for key, value in self.ids.items() if value != model_id}
@@ -185,6 +198,9 @@ class _Host:
         with self.lock:
             self.sync_ledger(used)
             if self.with_standins:
+                generation = self.link.ledger_generation()
+                self.happened |= generation != self.ledger_seen
+                self.ledger_seen = generation
                 ledger = self.link.read_ledger()
                 own = {entry.model_id: entry.load_order for entry in ledger if entry.owner_slot == self.link.slot}
                 own_orders = {key: own[model_id] for key, model_id in self.ids.items() if model_id in own}
@@ -262,22 +278,27 @@ class _Host:
         try:
             while True:
                 # Waits for a command no longer than the next refresh is due.
-                command = self.link.next_command(max(0.0, self.last_refresh + REFRESH_S - time.monotonic()))
+                command = self.link.next_command(max(0.0, self.last_refresh + self.period - time.monotonic()))
                 if command is not None and command.type == sv.SHUTDOWN:
                     log.info("comfy-supervisor asked ComfyUI to finish; ending the process")
                     os.kill(os.getpid(), signal.SIGTERM)
                     return
                 if command is not None:
                     with self.lock:
+                        self.happened = True
                         if self.busy and not (self.waiting and command.type in (sv.PARTIAL_UNLOAD, sv.DETACH)):
                             self.deferred.append(command)
                         else:
                             self.answer(command)
-                if time.monotonic() - self.last_refresh >= REFRESH_S:
+                if time.monotonic() - self.last_refresh >= self.period:
                     self.attempt("refresh", self.refresh)
                     self.attempt("census", self.publish_census)
                     if self.bridges is not None:
                         self.attempt("bridges", self.bridges.drain_idle)
+                    with self.lock:
+                        idle = not (self.happened or self.busy)
+                        self.period = min(2 * self.period, IDLE_REFRESH_S) if idle else REFRESH_S
+                        self.happened = False
         except sv.ParticipantError as error:
             log.error("comfy-supervisor: %s; ending ComfyUI so the supervisor restarts it", error)
             os.kill(os.getpid(), signal.SIGTERM)
@@ -353,14 +374,19 @@ class _Host:
         return self.torch_cuda.memory_reserved(self.device) if self.torch_cuda else 0
 
     def publish_census(self):
+        """The census, when it changed since it was published last (the library's own
+        thread keeps the heartbeat)."""
         cuda = self.torch_cuda
-        self.link.update_census(
+        census = dict(
             pinned_bytes=max(0, int(getattr(self.mm, "TOTAL_PINNED_MEMORY", 0))),
             pinned_ceiling=max(0, int(getattr(self.mm, "MAX_PINNED_MEMORY", 0))),
             allocator_reserved=cuda.memory_reserved(self.device) if cuda else 0,
             allocator_active=cuda.memory_allocated(self.device) if cuda else 0,
             resident_set_bytes=self.resident_set_bytes(),
             prompt_epoch=self.epoch)
+        if census != self.census:
+            self.link.update_census(**census)
+            self.census = census
 
     @staticmethod
     def resident_set_bytes():
@@ -377,7 +403,7 @@ class _Host:
         with self.lock:
             self.epoch += 1
             epoch = self.epoch
-            self.busy = True
+            self.busy = self.happened = True
         self.link.node_started(epoch)
         try:
             yield
@@ -397,7 +423,7 @@ class _Host:
 
     def node_call_starts(self, epoch):
         with self.lock:
-            self.busy = True
+            self.busy = self.happened = True
             self.epoch = epoch
             announce = not self.announced
             self.announced = True
