@@ -41,7 +41,7 @@ from python_fuzzer import Finding, main  # noqa: E402
 
 ARENA_BYTES = 1 << 20
 WORDS = ["$", "tensor", "tuple", "dict", "handle", "items", "dtype", "shape", "offset", "nbytes", "device", "cuda",
-         "yours", "at", "inline", "strides", "cuda_ipc", "yours_cuda", "lend", "id", "type", "op", "result",
+         "yours", "at", "inline", "n", "strides", "cuda_ipc", "yours_cuda", "lend", "id", "type", "op", "result",
          "release", "blocks", "handles", "instances", "cuda_hello", "probes", "cuda_accepts", "devices", "value",
          "inputs", *values.DTYPES, "object", "float8"]
 

@@ -184,7 +184,7 @@ def check_same_tensor_twice(report):
     os.ftruncate(fd, 1 << 20)
     own, peer = OwnArena(os.dup(fd)), PeerArena(os.open(f"/proc/self/fd/{fd}", os.O_RDONLY))
     os.close(fd)
-    context, other = torch.rand(1, 6, 16), torch.rand(1, 6, 16)
+    context, other = torch.rand(1, 6, 256), torch.rand(1, 6, 256)  # over 4 KiB: in the arena
     encoder = Encoder(own, None)
     encoded = encoder.encode([context, context, {"value": context}, other])
     report.check(len(encoder.lent) == 2, f"a tensor given three times in one value is one block ({encoder.lent})")
@@ -195,9 +195,20 @@ def check_same_tensor_twice(report):
                  "and is read as one tensor, as the sender had it")
     del decoded
     report.check(sorted(released) == sorted(encoder.lent), f"each block is released once ({released})")
-    twice = [dict(encoded[3]), dict(encoded[3], nbytes=encoded[3]["nbytes"] // 2, shape=[1, 3, 16])]
+    twice = [dict(encoded[3]), dict(encoded[3], nbytes=encoded[3]["nbytes"] // 2, shape=[1, 3, 256])]
     refusal = raised(lambda: Decoder(peer, released.append, None).decode(twice), ValueCrossingError)
     report.check(refusal is not None and "two sizes" in refusal, f"a block named with two sizes is refused ({refusal})")
+    small = torch.rand(1, 6, 16)
+    equal = small.clone()
+    encoded = Encoder(own, None).encode([small, small, {"value": small}, equal])
+    decoded = Decoder(peer, released.append, None).decode(encoded)
+    report.check(decoded[0] is decoded[1] is decoded[2]["value"] and decoded[3] is not decoded[0] and
+                 torch.equal(decoded[0], small) and torch.equal(decoded[3], equal),
+                 "a small tensor given three times in its frame is read as one tensor, an equal one as another")
+    forged = [dict(encoded[0]), dict(Encoder(own, None).encode(torch.rand(1, 6, 16)), n=encoded[0]["n"])]
+    refusal = raised(lambda: Decoder(peer, released.append, None).decode(forged), ValueCrossingError)
+    report.check(refusal is not None and "two forms" in refusal,
+                 f"a number given to two tensors in one frame is refused ({refusal})")
 
 
 def check_by_value(report):

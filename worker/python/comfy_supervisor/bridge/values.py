@@ -18,7 +18,8 @@ A value crosses as JSON, never pickled and never evaluated:
   rebuilt with them: torch picks its kernels by layout, so a copy made contiguous would
   not compute bit-equal to the tensor it came from;
 - a CPU tensor of at most INLINE_BYTES as {"$": "tensor", "dtype", "shape", "nbytes",
-  "inline"}: its bytes in the frame itself, in base64. An arena block is whole pages, and
+  "inline", "n"}: its bytes in the frame itself, in base64, "n" numbering it in its value
+  (the same tensor twice in a value is one tensor to the receiver). An arena block is whole pages, and
   what it costs to lend, map and release one (tens of microseconds a side) dwarfs a copy
   of so few bytes; the receiver's tensor is its own, also when a worker returns it as it
   came;
@@ -168,6 +169,8 @@ class Encoder:
                 encoded["strides"] = list(source.stride())
                 source = source.permute(order)
             encoded["inline"] = binascii.b2a_base64(_buffer_of(torch, source.contiguous()), newline=False).decode()
+            encoded["n"] = len(self.written)  # the same tensor again is this again: one tensor to the receiver
+            self.written[id(value)] = (value, encoded)
             return encoded
         offset = self.arena.allocate(nbytes)
         self.lent.append(offset)
@@ -207,6 +210,7 @@ class Decoder:
         # `blocks`: each block and CUDA lend the value names, once, in order (a dict: a value
         # may name thousands, and each is looked up as it is named).
         blocks, extents, self.viewed, self.own_copies, self.taken, self.built = {}, [], set(), {}, {}, {}
+        self.inline_forms = {}  # "n" of a tensor in its frame -> what it was first
         try:
             self.collect_blocks(value, blocks, extents, 0)
             _check_apart(extents)
@@ -293,7 +297,7 @@ class Decoder:
             raise ValueCrossingError("a tensor whose shape is not a list of sizes")
         if form == "inline":
             if type(nbytes) is not int or not 0 < nbytes <= INLINE_BYTES or not isinstance(value["inline"], str) or \
-                    len(value["inline"]) != (nbytes + 2) // 3 * 4:
+                    len(value["inline"]) != (nbytes + 2) // 3 * 4 or type(value.get("n")) is not int:
                 raise ValueCrossingError(f"a tensor in its frame whose size is not its bytes' (at most {INLINE_BYTES})")
             offset = 0
         if type(offset) is not int or type(nbytes) is not int or (returned and type(value[form]) is not int):
@@ -353,9 +357,17 @@ class Decoder:
         elif "yours_cuda" in value:
             result = self.cuda.own(value["yours_cuda"], value["at"], value["nbytes"]).view(dtype).view(value["shape"])
         elif "inline" in value:
+            # The same tensor written twice in one value (the same "n") is one tensor here.
+            key = ("inline", value["n"])
+            strides = tuple(value["strides"]) if "strides" in value else None
+            same = (value["inline"], value["dtype"], tuple(value["shape"]), strides)
+            if key in self.built:
+                if self.inline_forms[value["n"]] != same:
+                    raise ValueCrossingError(f"a tensor in its frame numbered {value['n']} twice, with two forms")
+                return self.built[key]
+            self.inline_forms[value["n"]] = same
             result = torch.frombuffer(bytearray(binascii.a2b_base64(value["inline"], strict_mode=True)), dtype=dtype)
-            result = (result.as_strided(value["shape"], value["strides"]) if "strides" in value
-                      else result.view(value["shape"]))
+            result = result.as_strided(value["shape"], strides) if strides is not None else result.view(value["shape"])
         else:
             # A block named twice in one value is one tensor written twice: taken once, and
             # the same tensor again where it is the same view, as the sender had it.
