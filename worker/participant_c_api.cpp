@@ -2,10 +2,12 @@
 // message for comfy_participant_last_error() and returns -1.
 #include "worker/participant_c_api.h"
 
+#include "ipc/spsc_ring.hpp"
 #include "worker/ledger_mirror.hpp"
 #include "worker/worker_runtime.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <memory>
@@ -376,6 +378,22 @@ int comfy_participant_device_used(comfy_participant* participant, uint64_t* byte
         *bytes = p.runtime.device().used_by_this_process();
         return 0;
     });
+}
+
+int comfy_participant_watch_word(const uint32_t* word, uint32_t seen, uint64_t spin_ns) {
+    if (word == nullptr) return 0;
+    // A word in memory another process writes, one aligned 4-byte store per frame: only
+    // loaded here. Acquire: the frame it counts was whole in the socket before the store.
+    const std::atomic_ref<std::uint32_t> frames(*const_cast<std::uint32_t*>(word));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns);
+    constexpr int kChecksPerClockRead = 64;  // a clock read costs tens of loads
+    while (true) {
+        for (int check = 0; check < kChecksPerClockRead; ++check) {
+            if (frames.load(std::memory_order_acquire) != seen) return 1;
+            comfy::ipc::cpu_relax();
+        }
+        if (std::chrono::steady_clock::now() >= deadline) return 0;
+    }
 }
 
 }  // extern "C"

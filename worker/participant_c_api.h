@@ -195,6 +195,13 @@ COMFY_PARTICIPANT_API int comfy_participant_device_free(comfy_participant* parti
 /* *bytes: what this process holds on the device. */
 COMFY_PARTICIPANT_API int comfy_participant_device_used(comfy_participant* participant, uint64_t* bytes);
 
+/* Watches a 32-bit word another process writes (the frames word of a bridge arena's
+ * control page: how many frames the peer sent on its call sockets) for up to `spin_ns`:
+ * 1 as soon as it differs from `seen`, 0 once the time ran out. No system call; the CPU
+ * is told it spins. Needs no participant: Python calls it through ctypes, which lets go of
+ * the GIL for the call, so that the process's other threads run while one watches. */
+COMFY_PARTICIPANT_API int comfy_participant_watch_word(const uint32_t* word, uint32_t seen, uint64_t spin_ns);
+
 #ifdef __cplusplus
 }
 #endif

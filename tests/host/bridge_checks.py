@@ -188,7 +188,8 @@ def check_values():
 
 def arenas_mapped_here():
     """The names of the arenas this process maps, as /proc/self/maps says, each with the
-    largest extent of it mapped and whether any mapping of it is writable."""
+    largest extent of it mapped and whether any mapping of it could write it (shared and
+    writable: a private mapping writes only this process's copies)."""
     mapped = {}
     with open("/proc/self/maps") as maps:
         for line in maps:
@@ -196,8 +197,8 @@ def arenas_mapped_here():
                 continue
             fields = line.split(maxsplit=5)
             start, end = (int(bound, 16) for bound in fields[0].split("-"))
-            extent, writable = mapped.get(fields[5].strip(), (0, False))
-            mapped[fields[5].strip()] = (max(extent, end - start), writable or "w" in fields[1])
+            extent, writes = mapped.get(fields[5].strip(), (0, False))
+            mapped[fields[5].strip()] = (max(extent, end - start), writes or fields[1][1] + fields[1][3] == "ws")
     return mapped
 
 
@@ -221,7 +222,7 @@ def check_copies():
     mapped = arenas_mapped_here()
     workers = {name: how for name, how in mapped.items() if "-to-" not in name}
     expect(mapped and all(how == (mmap.PAGESIZE, False) for how in workers.values()),
-           f"the host maps more of a worker's arena than its control page, read-only: {workers}")
+           f"the host maps more of a worker's arena than its control page, or could write it: {workers}")
 
 
 def check_sent_back():

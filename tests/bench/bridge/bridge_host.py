@@ -4,8 +4,9 @@ ComfyUI runs a graph's node, and measures in the same run what the figures are c
 with: a copy of the same payload in this process, the same payload pickled over a Unix
 socket to another process and back, a careful Python transport over shared memory
 (pickle5_peer.py) at four sizes, and the floor under any call between two Python
-processes (one small frame there and back); and the pack workers' own memory at start. With --calls-only, only the empty call and
-that floor (the run on one CPU). Writes one JSON object to the file named by its
+processes (one small frame there and back); and the pack workers' own memory at start.
+With --calls-only, only the empty call and that floor (the run on one CPU); with
+--throughput, only packs_bench.py's figures (the run with many packs). Writes one JSON object to the file named by its
 first argument, then asks the supervisor to finish (SIGTERM to its parent)."""
 
 import json
@@ -211,6 +212,9 @@ def main():
     if "--calls-only" in sys.argv[2:]:  # the run on one CPU (run_bridge_bench.py)
         finish({"node_call_rtt_us": node_call_rtt_us(classes["Nothing"]()),
                 "python_socket_rtt_us": python_socket_rtt_us()})
+    if "--throughput" in sys.argv[2:]:  # the run with packs_bench.PACKS packs
+        import packs_bench
+        finish(packs_bench.throughput(host.bridges))
     image = torch.rand(SIXTEEN_MIB_IMAGE)
     memory = pack_worker_memory_mb()
     results = {

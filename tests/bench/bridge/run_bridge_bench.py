@@ -11,11 +11,13 @@ import tempfile
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 TIMEOUT_S = 300
 SIZES = ("1kib", "1mib", "16mib", "256mib")  # bridge_host.py's
+PACKS = 16  # packs_bench.py's
 
 
-def run(supervisor, python, host_args=(), cpu=None):
+def run(supervisor, python, host_args=(), cpu=None, bridge_packs=1):
     """The figures of one supervisor run; `cpu`: the one CPU the supervisor and every
-    process of it run on."""
+    process of it run on; `bridge_packs`: how many packs of bridge_pack it runs, each a
+    pack of its own (the first is "bridge", the others "bridge-2" on)."""
     with tempfile.TemporaryDirectory(prefix="bench-bridge-") as folder:
         results = os.path.join(folder, "results.json")
         config = {
@@ -26,10 +28,10 @@ def run(supervisor, python, host_args=(), cpu=None):
                         "env": {"PYTHONPATH": os.path.join(ROOT, "worker/python"),
                                 "FAKE_COMFYUI": os.path.join(ROOT, "tests/host/fake_comfyui"),
                                 "PYTHONDONTWRITEBYTECODE": "1"}},
-            "packs": [{"name": "bridge",
-                       "python": {"pack": os.path.join(ROOT, "tests/packs/bridge_pack"), "interpreter": python,
-                                  "comfyui": os.path.join(ROOT, "tests/host/fake_comfyui")},
-                       "env": {"PYTHONDONTWRITEBYTECODE": "1"}},
+            "packs": [*({"name": "bridge" if number == 1 else f"bridge-{number}",
+                         "python": {"pack": os.path.join(ROOT, "tests/packs/bridge_pack"), "interpreter": python,
+                                    "comfyui": os.path.join(ROOT, "tests/host/fake_comfyui")},
+                         "env": {"PYTHONDONTWRITEBYTECODE": "1"}} for number in range(1, bridge_packs + 1)),
                       {"name": "model",
                        "python": {"pack": os.path.join(ROOT, "tests/packs/model_pack"), "interpreter": python,
                                   "comfyui": os.path.join(ROOT, "tests/host/fake_comfyui")},
@@ -53,6 +55,7 @@ def main():
     supervisor, python, as_json = sys.argv[1], sys.argv[2], "--json" in sys.argv[3:]
     figures = run(supervisor, python)
     shared = run(supervisor, python, ["--calls-only"], cpu=min(os.sched_getaffinity(0)))
+    figures.update(run(supervisor, python, ["--throughput"], bridge_packs=PACKS))
     figures["node_call_rtt_shared_cpu_us"] = shared["node_call_rtt_us"]
     figures["socket_floor_shared_cpu_us"] = shared["python_socket_rtt_us"]
     figures["shared_cpu_call_vs_floor"] = shared["node_call_rtt_us"]["p50"] / shared["python_socket_rtt_us"]["p50"]
@@ -70,6 +73,7 @@ def main():
                               "tensor_2x_pickle5_at_1kib_1mib": pickle5["1kib"] >= 2 and pickle5["1mib"] >= 2,
                               "shared_cpu_call_within_2x_floor": figures["shared_cpu_call_vs_floor"] <= 2,
                               "pack_worker_pss_mb_at_most_150": figures["pack_worker_pss_mb"] <= 150,
+                              "packs_16_at_least_packs_1": figures["packs_16_vs_1"] >= 1,
                               "tensor_within_3x_memcpy": figures["tensor_vs_memcpy"] <= 3,
                               "tensor_10x_faster_than_pickle": figures["pickle_vs_tensor"] >= 10,
                               "remote_call_rtt_us_p50_under_100": figures["remote_call_rtt_us"]["p50"] < 100,
@@ -101,8 +105,11 @@ def main():
           f"own copy, the output's, and the host's; ratio to the copy {figures['new_output_vs_memcpy']:.2f})")
     print(f"  of which the host's copy of the output as it arrives: {figures['copy_on_receipt_16mib_ms']:.2f} ms "
           f"(ratio to the copy {figures['copy_on_receipt_vs_memcpy']:.2f})")
-    print(f"a pack worker's own memory at start (two packs, one interpreter): "
-          f"PSS {figures['pack_worker_pss_mb']:.0f} MB, RSS {figures['pack_worker_rss_mb']:.0f} MB (target: PSS <= 150 MB)")
+    print(f"a pack worker's own memory at start (two packs, one interpreter): PSS {figures['pack_worker_pss_mb']:.0f} "
+          f"MB, RSS {figures['pack_worker_rss_mb']:.0f} MB (target: PSS <= 150 MB)")
+    print("empty node calls a second, each thread of the host calling a pack of its own at once: " +
+          ", ".join(f"{count} packs {figures[f'packs_{count}_calls_per_s']:.0f}" for count in (1, 4, 16)) +
+          f" (16 over 1: {figures['packs_16_vs_1']:.2f}, target >= 1)")
     remote = figures["remote_call_rtt_us"]
     print(f"remote call (an empty function of the pack's, called from the host): p50 {remote['p50']:.1f} us, "
           f"p99 {remote['p99']:.1f} us (target: p50 < 100 us)")

@@ -37,7 +37,7 @@ stops seeing it. It holds two words, each written by the arena's producer only:
   each is written. A reader about to sleep on its call socket watches the word for a
   short while first (channel.Channel.receive): a read of shared memory where a wait on the
   socket would cost a wake-up through the kernel, and no system call while it watches.
-  The host maps only this page of a worker's arena, read-only. A word a peer wrote
+  The host maps only this page of a worker's arena, and never writes it. A word a peer wrote
   wrongly only ends a watch early or lets it run its short course: the socket decides.
 
 The block allocator is our own, a first-fit free list in the producer's private memory:
@@ -250,11 +250,12 @@ class PeerArena:
         self.base = 0
         self.frames = None  # the producer's frames word, where the arena has a control page
         if self.map is not None:
-            if self.capacity >= CONTROL_BYTES:
-                self.frames = _frames_word(self.map)
             anchor = ctypes.c_char.from_buffer(self.map)
             self.base = ctypes.addressof(anchor)
             del anchor
+            if self.capacity >= CONTROL_BYTES:
+                self.frames = _frames_word(self.map)
+        self.frames_address = self.base + _FRAMES_AT if self.frames is not None else None
         self.viewed = {}  # offset -> size of the peer's blocks we hold views of
 
     def interrupted(self, call_id):
@@ -312,15 +313,21 @@ class CopiedArena:
     """A peer's arena read by copying: each block read into this process's own memory as
     it arrives (pread: its blocks are never mapped here, and its holes read as zeros
     without taking memory) and let go at once, so that what the peer writes into it afterwards
-    changes nothing here. Only its control page is mapped, read-only."""
+    changes nothing here. Only its control page is mapped, and never written."""
 
     def __init__(self, fd):
         self.fd = fd
         self.capacity = os.fstat(fd).st_size
         self.lock = threading.Lock()  # close() never frees the descriptor's number under a read
-        self.frames = None  # the producer's frames word: its control page mapped read-only, alone
+        # The producer's frames word: its control page mapped alone, privately (so that its
+        # address can be taken) and never written, so that it stays the producer's page.
+        self.frames = self.frames_address = None
         if self.capacity >= CONTROL_BYTES:
-            self.frames = _frames_word(mmap.mmap(fd, CONTROL_BYTES, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ))
+            self.control = mmap.mmap(fd, CONTROL_BYTES, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+            self.frames = _frames_word(self.control)
+            anchor = ctypes.c_char.from_buffer(self.control)
+            self.frames_address = ctypes.addressof(anchor) + _FRAMES_AT
+            del anchor
 
     def take(self, offset, nbytes, on_release):
         """A copy of the peer's block, in a numpy array of this process's; `on_release(offset)`

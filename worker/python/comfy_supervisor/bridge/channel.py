@@ -68,7 +68,9 @@ class Channel:
         self.poller = select.poll()  # receive()'s one look before it watches the peer's frames word
         self.poller.register(sock, select.POLLIN)
         self.own_frames = None     # our arena's frames word, counted after each frame sent (arena.py)
-        self.peer_frames = None    # the peer's, which receive() watches before it sleeps
+        self.peer_frames = None    # the peer's, which receive() watches before it sleeps (count_frames)
+        self.peer_address = None
+        self.watch = None
         self.fds = []              # descriptors received with the frames, oldest first, not taken yet
         self.fds_lock = threading.Lock()
         # A process that may run on one CPU only never spins: its peer could not answer
@@ -77,11 +79,16 @@ class Channel:
         self.spin_caught = 1.0     # moving average: how many of the recent spins caught the message
         self.unspun = 0            # receives without a spin since the last one
 
-    def count_frames(self, own, peer):
+    def count_frames(self, own, peer, peer_address=None, watch=None):
         """The frames words (arena.py) this channel counts its frames sent in (`own`) and
-        watches the peer's in (`peer`); either may be None. Without the peer's, receive()
-        does not spin."""
+        watches the peer's in (`peer`, at `peer_address`); either may be None. Without the
+        peer's, or without `watch(address, seen, spin_s)`, the participant library's watch,
+        receive() does not spin: the library lets go of the GIL while it watches, so that
+        the process's other threads (the host's calls to other packs) run meanwhile, where
+        a loop here would hold it."""
         self.own_frames, self.peer_frames = own, peer
+        self.watch = watch if peer_address is not None else None
+        self.peer_address = peer_address
 
     def send(self, message, fds=()):
         """False when the peer is gone (its end closed). Written with os.write, whatever
@@ -128,7 +135,7 @@ class Channel:
         call took 255-290 us p50 with both sides spinning 100 us and 57-64 us with neither
         (docs/BENCHMARKS.md). So a reader whose spins mostly end without the message
         stops spinning, and tries again one receive in SPIN_PROBE_EVERY."""
-        if spin_s and self.may_spin and self.peer_frames is not None and not self.has_frame():
+        if spin_s and self.may_spin and self.watch is not None and not self.has_frame():
             self.unspun += 1
             if self.spin_caught >= SPIN_PAYS or self.unspun >= SPIN_PROBE_EVERY:
                 self.unspun = 0
@@ -153,16 +160,11 @@ class Channel:
 
     def _watch(self, spin_s):
         """Whether the peer sent a frame within `spin_s`, watched on its frames word: one
-        system call, for what came before we looked at the word, then loads only."""
-        word = self.peer_frames
-        seen = word[0]
+        system call, for what came before we looked at the word, then the library's watch."""
+        seen = self.peer_frames[0]
         if self.poller.poll(0):
             return True
-        deadline = time.perf_counter() + spin_s
-        while word[0] == seen:
-            if time.perf_counter() >= deadline:
-                return False
-        return True
+        return self.watch(self.peer_address, seen, spin_s)
 
     def _fill(self, count, timeout_s):
         """At least `count` bytes buffered, else False (self.end says why: False for a

@@ -46,13 +46,14 @@ _READ_SLICE_S = 0.05
 class PeerSession:
     """`peer`: the arena the peer writes for us, as we read it (arena.PeerArena in place, or
     arena.CopiedArena); `own`: the arena we write for the peer (arena.OwnArena);
-    `copy_received`: we keep nothing the peer can still write (the host)."""
+    `copy_received`: we keep nothing the peer can still write (the host); `watch`: the
+    participant library's watch of the peer's frames word (channel.Channel.count_frames)."""
 
-    def __init__(self, sock, peer, own, generation, name, copy_received):
+    def __init__(self, sock, peer, own, generation, name, copy_received, watch=None):
         self.name = name              # for thread names and messages
         self.generation = generation  # the peer's life
         self.channel = Channel(sock)
-        self.channel.count_frames(own.frames, peer.frames)
+        self.channel.count_frames(own.frames, peer.frames, peer.frames_address, watch)
         self.peer = peer
         self.own = own
         self.copy_received = copy_received

@@ -50,7 +50,8 @@ class HostSession(PeerSession):
     """One host life, as this worker sees it."""
 
     def __init__(self, server, sock, arena_fd, generation):
-        super().__init__(sock, PeerArena(arena_fd), server.arena, generation, f"host {generation}", copy_received=False)
+        super().__init__(sock, PeerArena(arena_fd), server.arena, generation, f"host {generation}", copy_received=False,
+                         watch=server.memory.link.word_watcher())
         self.server = server
         self.handles = {}     # id -> an object this life made, which the host holds a handle of
         self.instances = {}   # the host's node instance id -> the pack's node object

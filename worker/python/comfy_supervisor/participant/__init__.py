@@ -194,6 +194,7 @@ _SIGNATURES = {
     "comfy_participant_device_release": (_int, [_p, _u64]),
     "comfy_participant_device_free": (_int, [_p, ctypes.POINTER(_u64)]),
     "comfy_participant_device_used": (_int, [_p, ctypes.POINTER(_u64)]),
+    "comfy_participant_watch_word": (_int, [_p, _u32, _u64]),
 }
 
 
@@ -297,6 +298,14 @@ class Participant:
         granted = _u64()
         self._check(self._lib.comfy_participant_request_pin(self._handle, nbytes, ctypes.byref(granted)))
         return granted.value
+
+    def word_watcher(self):
+        """watch(address, seen, spin_s): whether the 32-bit word at `address`, which another
+        process writes, moved from `seen` within `spin_s`. The library watches with the GIL
+        let go (ctypes), so that the process's other threads run meanwhile: the bridge's
+        reader watches its peer's frames word so (bridge/channel.py)."""
+        watch = self._lib.comfy_participant_watch_word
+        return lambda address, seen, spin_s: watch(address, seen, int(spin_s * 1e9)) == 1
 
     def ledger_generation(self):
         """How many times the supervisor has changed the ledger: equal to a value read
