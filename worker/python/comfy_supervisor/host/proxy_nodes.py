@@ -47,6 +47,7 @@ import threading
 import time
 import weakref
 
+from .. import participant as sv
 from ..bridge.arena import CopiedArena, OwnArena
 from ..bridge.channel import SPIN_S, control_socket, receive_control
 from ..bridge.conversation import Conversation
@@ -107,7 +108,7 @@ class PackSession(PeerSession):
         # The host copies what a worker hands it (bridge/session.py): ComfyUI caches outputs
         # beyond the worker's life, and the worker could write them after its node returned.
         super().__init__(sock, CopiedArena(arena_fd), OwnArena(own_fd), generation, f"pack {link.name} {generation}",
-                         copy_received=True, watch=link.bridges.memory.link.word_watcher())
+                         copy_received=True, watch=sv.word_watcher())
         self.link = link
         # The host serves a pack only what object_kinds lists, and only while it waits on
         # that pack (a node call, or its own use of the pack's objects): never on a thread

@@ -33,6 +33,7 @@ import sys
 import threading
 import traceback
 
+from .. import participant as sv
 from ..bridge.arena import PeerArena
 from ..bridge.channel import SPIN_S, receive_control
 from ..bridge.conversation import Conversation
@@ -51,7 +52,7 @@ class HostSession(PeerSession):
 
     def __init__(self, server, sock, arena_fd, generation):
         super().__init__(sock, PeerArena(arena_fd), server.arena, generation, f"host {generation}", copy_received=False,
-                         watch=server.memory.link.word_watcher())
+                         watch=sv.word_watcher())
         self.server = server
         self.handles = {}     # id -> an object this life made, which the host holds a handle of
         self.instances = {}   # the host's node instance id -> the pack's node object

@@ -13,6 +13,7 @@ pack_worker, and by a host program of one's own (examples/host_participant.py).
 """
 
 import ctypes
+import functools
 import os
 import pathlib
 import threading
@@ -210,12 +211,29 @@ def _load(path):
     return library
 
 
+@functools.lru_cache(maxsize=None)
+def _library(path):
+    return _load(path)
+
+
+def word_watcher():
+    """watch(address, seen, spin_s): whether the 32-bit word at `address`, which another
+    process writes, moved from `seen` within `spin_s`; None where the library is not found.
+    The library watches with the GIL let go (ctypes), so that the process's other threads
+    run meanwhile: the bridge's reader watches its peer's frames word so (bridge/channel.py)."""
+    try:
+        watch = _library(find_library()).comfy_participant_watch_word
+    except ParticipantError:
+        return None
+    return lambda address, seen, spin_s: watch(address, seen, int(spin_s * 1e9)) == 1
+
+
 class Participant:
     """This process's place in the supervisor's segment. Methods may be called from any
     thread: one thread may wait in next_command() while another waits for an admission."""
 
     def __init__(self, capabilities=CAP_PARTIAL_UNLOAD, library=None):
-        self._lib = _load(library or find_library())
+        self._lib = _library(library or find_library())
         self._handle = self._lib.comfy_participant_open(capabilities)
         if not self._handle:
             raise ParticipantError("cannot join the supervisor: " + self._error())
@@ -298,14 +316,6 @@ class Participant:
         granted = _u64()
         self._check(self._lib.comfy_participant_request_pin(self._handle, nbytes, ctypes.byref(granted)))
         return granted.value
-
-    def word_watcher(self):
-        """watch(address, seen, spin_s): whether the 32-bit word at `address`, which another
-        process writes, moved from `seen` within `spin_s`. The library watches with the GIL
-        let go (ctypes), so that the process's other threads run meanwhile: the bridge's
-        reader watches its peer's frames word so (bridge/channel.py)."""
-        watch = self._lib.comfy_participant_watch_word
-        return lambda address, seen, spin_s: watch(address, seen, int(spin_s * 1e9)) == 1
 
     def ledger_generation(self):
         """How many times the supervisor has changed the ledger: equal to a value read
