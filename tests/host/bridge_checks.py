@@ -219,6 +219,9 @@ def check_copies():
     small = torch.rand(2, 3, 5, 7).movedim(1, -1)
     (back,) = node("Echo").run(value=small)
     expect(same(back, small) and back.stride() == small.stride(), "a small channels-last tensor crossed changed")
+    channel = link().session.channel
+    expect(channel.watch is not None and channel.peer_frames[0] > 0,
+           "the host does not watch the worker's frames word before it sleeps, or the worker counts no frames")
     mapped = arenas_mapped_here()
     workers = {name: how for name, how in mapped.items() if "-to-" not in name}
     expect(mapped and all(how == (mmap.PAGESIZE, False) for how in workers.values()),

@@ -7,7 +7,10 @@
 
 #include <stdlib.h>
 
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 
 namespace {
 std::string last_error() { return comfy_participant_last_error(); }
@@ -34,4 +37,21 @@ TEST_CASE("every call on a missing handle fails with one line, and close and the
     CHECK(comfy_participant_slot(none) == 0);
     CHECK(comfy_participant_generation(none) == 0);
     comfy_participant_close(none);
+}
+
+// The bridge's wait: a word another thread (another process, in use) writes is seen as soon
+// as it moves, and a word that stands still is given up on once the time ran out.
+TEST_CASE("a watched word that moves is seen, one that stands still is given up on, and no word is none") {
+    alignas(4) uint32_t word = 41;
+    std::thread writer([&word] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        std::atomic_ref<uint32_t>(word).store(42, std::memory_order_release);  // as the peer counts a frame
+    });
+    // Ten seconds: only a word never seen to move would take them.
+    CHECK(comfy_participant_watch_word(&word, 41, 10'000'000'000ULL) == 1);
+    writer.join();
+    const auto started = std::chrono::steady_clock::now();
+    CHECK(comfy_participant_watch_word(&word, 42, 5'000'000ULL) == 0);
+    CHECK(std::chrono::steady_clock::now() - started >= std::chrono::milliseconds(5));
+    CHECK(comfy_participant_watch_word(nullptr, 0, 1'000'000ULL) == 0);
 }
