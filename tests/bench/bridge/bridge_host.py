@@ -117,13 +117,14 @@ def against_pickle5(echo):
 def pack_worker_memory_mb():
     """Each pack worker's own memory at start, idle, read from /proc: its PSS (the pages
     it shares with other processes, torch's libraries above all, counted once between
-    them) and its RSS. The workers are the supervisor's children that run pack_worker."""
+    them), its USS (its private pages: what one more worker adds) and its RSS. The
+    workers are the supervisor's children that run pack_worker."""
     supervisor = os.getppid()
     workers = []
     for task in os.listdir(f"/proc/{supervisor}/task"):
         with open(f"/proc/{supervisor}/task/{task}/children") as children:
             workers += [int(pid) for pid in children.read().split()]
-    figures = {"pss": [], "rss": []}
+    figures = {"pss": [], "uss": [], "rss": []}
     for pid in workers:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
             if b"comfy_supervisor.pack_worker" not in cmdline.read():
@@ -131,6 +132,7 @@ def pack_worker_memory_mb():
         with open(f"/proc/{pid}/smaps_rollup") as rollup:
             fields = {line.split(":")[0]: int(line.split()[1]) for line in rollup if line.split()[-1] == "kB"}
         figures["pss"].append(fields["Pss"] / 1024)
+        figures["uss"].append((fields["Private_Clean"] + fields["Private_Dirty"]) / 1024)
         figures["rss"].append(fields["Rss"] / 1024)
     return figures
 
@@ -214,7 +216,9 @@ def main():
                 "python_socket_rtt_us": python_socket_rtt_us()})
     if "--throughput" in sys.argv[2:]:  # the run with packs_bench.PACKS packs
         import packs_bench
-        finish(packs_bench.throughput(host.bridges))
+        memory = pack_worker_memory_mb()
+        finish({**packs_bench.throughput(host.bridges), "pack_worker_pss_mb_17_workers": statistics.mean(memory["pss"]),
+                "pack_worker_uss_mb": statistics.mean(memory["uss"])})
     image = torch.rand(SIXTEEN_MIB_IMAGE)
     memory = pack_worker_memory_mb()
     results = {

@@ -106,7 +106,8 @@ def main():
     print(f"  of which the host's copy of the output as it arrives: {figures['copy_on_receipt_16mib_ms']:.2f} ms "
           f"(ratio to the copy {figures['copy_on_receipt_vs_memcpy']:.2f})")
     print(f"a pack worker's own memory at start (two packs, one interpreter): PSS {figures['pack_worker_pss_mb']:.0f} "
-          f"MB, RSS {figures['pack_worker_rss_mb']:.0f} MB (target: PSS <= 150 MB)")
+          f"MB, RSS {figures['pack_worker_rss_mb']:.0f} MB (target: PSS <= 150 MB); with 17 packs: PSS "
+          f"{figures['pack_worker_pss_mb_17_workers']:.0f} MB, of it private {figures['pack_worker_uss_mb']:.0f} MB")
     print("empty node calls a second, each thread of the host calling a pack of its own at once: " +
           ", ".join(f"{count} packs {figures[f'packs_{count}_calls_per_s']:.0f}" for count in (1, 4, 16)) +
           f" (16 over 1: {figures['packs_16_vs_1']:.2f}, target >= 1)")

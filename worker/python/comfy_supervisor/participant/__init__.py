@@ -14,6 +14,7 @@ pack_worker, and by a host program of one's own (examples/host_participant.py).
 
 import ctypes
 import functools
+import math
 import os
 import pathlib
 import threading
@@ -373,10 +374,13 @@ class Participant:
         self._check(self._lib.comfy_participant_update_census(self._handle, ctypes.byref(_Census(**fields))))
 
     def next_command(self, timeout_s):
-        """The next command, or None when `timeout_s` seconds passed first."""
+        """The next command, or None when `timeout_s` seconds passed first. The library
+        waits whole milliseconds: a part of one is waited as a whole one, never as none,
+        which would have a caller that waits for a deadline spin through its last
+        millisecond (an idle worker's 700 calls, 1.8 ms of CPU, at each of its wake-ups)."""
         command = _Command()
         got = self._check(self._lib.comfy_participant_next_command(
-            self._handle, int(max(0.0, timeout_s) * 1000), ctypes.byref(command)))
+            self._handle, math.ceil(max(0.0, timeout_s) * 1000), ctypes.byref(command)))
         if not got:
             return None
         return Command(command.type, command.correlation, command.model_id, command.bytes, command.prompt_epoch,
