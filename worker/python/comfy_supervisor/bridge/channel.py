@@ -291,7 +291,8 @@ class ReleaseQueue:
         finally:
             with self.ready:
                 self.holders -= 1
-                self.ready.notify()
+                if self.armed:  # else the thread waits for a push, not for us: no wake-up for nothing
+                    self.ready.notify()
 
     def take(self):
         """What gathered, by kind, now the caller's to send; None when nothing did."""
