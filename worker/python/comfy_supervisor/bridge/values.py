@@ -73,6 +73,12 @@ OBJECT_TAGS = ("handle", "remote", "own")
 UPSTREAM_MODULES = ("comfy", "comfy_extras", "comfy_api", "comfy_execution", "nodes", "node_helpers")
 
 
+# The exact types JSON carries as themselves: a list or tuple of them (sigmas, a widget's
+# values) is passed through item by item without a call each (a subclass, an IntEnum,
+# takes the long way).
+_PLAIN = frozenset((type(None), bool, int, float, str))
+
+
 class ValueCrossingError(TypeError):
     """A value cannot cross, or a peer sent one that is malformed; the message is one line."""
 
@@ -108,9 +114,9 @@ class Encoder:
         if isinstance(value, float):
             return float(value)
         if isinstance(value, list):
-            return [self.encode(item) for item in value]
+            return [item if type(item) in _PLAIN else self.encode(item) for item in value]
         if isinstance(value, tuple):
-            return {"$": "tuple", "items": [self.encode(item) for item in value]}
+            return {"$": "tuple", "items": [item if type(item) in _PLAIN else self.encode(item) for item in value]}
         if isinstance(value, dict):
             if all(is_plain_key(key) for key in value):
                 return {key: self.encode(item) for key, item in value.items()}
@@ -234,7 +240,8 @@ class Decoder:
             raise ValueCrossingError(f"a value nested deeper than {MAX_DEPTH}")
         if isinstance(value, list):
             for item in value:
-                self.collect_blocks(item, blocks, extents, depth + 1)
+                if type(item) not in _PLAIN:
+                    self.collect_blocks(item, blocks, extents, depth + 1)
         elif isinstance(value, dict):
             tag = value.get("$")
             if tag is None:
@@ -315,14 +322,14 @@ class Decoder:
 
     def build(self, value):
         if isinstance(value, list):
-            return [self.build(item) for item in value]
+            return [item if type(item) in _PLAIN else self.build(item) for item in value]
         if not isinstance(value, dict):
             return value
         tag = value.get("$")
         if tag is None:
             return {key: self.build(item) for key, item in value.items()}
         if tag == "tuple":
-            return tuple(self.build(item) for item in value["items"])
+            return tuple(item if type(item) in _PLAIN else self.build(item) for item in value["items"])
         if tag == "dict":
             return {_hashable(self.build(key)): self.build(item) for key, item in value["items"]}
         if tag in OBJECT_TAGS:
