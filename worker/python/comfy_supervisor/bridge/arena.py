@@ -65,6 +65,14 @@ _INTERRUPT_WORD = struct.Struct("<I")  # 4 aligned bytes: one store, never torn
 _FRAMES_AT = 64                 # the frames word, a cache line away from the interrupt word
 
 
+def _address_of(mapping):
+    """Where a writable mapping starts in this process's memory."""
+    anchor = ctypes.c_char.from_buffer(mapping)
+    address = ctypes.addressof(anchor)
+    del anchor  # a buffer exported to ctypes would keep the mapping from closing
+    return address
+
+
 def _frames_word(mapping):
     """The frames word of a mapped control page, as a one-item view: each access to it is
     one aligned 4-byte load or store (a memoryview of format "I" copies the item whole)."""
@@ -250,9 +258,7 @@ class PeerArena:
         self.base = 0
         self.frames = None  # the producer's frames word, where the arena has a control page
         if self.map is not None:
-            anchor = ctypes.c_char.from_buffer(self.map)
-            self.base = ctypes.addressof(anchor)
-            del anchor
+            self.base = _address_of(self.map)
             if self.capacity >= CONTROL_BYTES:
                 self.frames = _frames_word(self.map)
         self.frames_address = self.base + _FRAMES_AT if self.frames is not None else None
@@ -325,9 +331,7 @@ class CopiedArena:
         if self.capacity >= CONTROL_BYTES:
             self.control = mmap.mmap(fd, CONTROL_BYTES, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
             self.frames = _frames_word(self.control)
-            anchor = ctypes.c_char.from_buffer(self.control)
-            self.frames_address = ctypes.addressof(anchor) + _FRAMES_AT
-            del anchor
+            self.frames_address = _address_of(self.control) + _FRAMES_AT
 
     def take(self, offset, nbytes, on_release):
         """A copy of the peer's block, in a numpy array of this process's; `on_release(offset)`

@@ -126,10 +126,10 @@ class Channel:
         """The next message; False when it did not come whole within `timeout_s` (None:
         wait for ever; what came of it stays buffered for the next call); None when the
         peer closed its end. `spin_s`: first watch the peer's frames word (count_frames) that
-        long for it, without sleeping. A
-        reader asleep must be woken by the writer's kernel, across CPUs an interrupt that
-        costs tens of microseconds on a virtual machine; one that spins just reads. As the
-        rings do, spin briefly, then sleep; but only while spinning pays. On a machine
+        long for it, without sleeping. A reader asleep must be woken by the writer's kernel,
+        across CPUs an interrupt that costs tens of microseconds on a virtual machine; one
+        that spins just reads. As the rings do, spin briefly, then sleep; but only while
+        spinning pays. On a machine
         whose CPUs are all taken, the peer waits for a CPU to answer on, and a reader that
         spins holds one of them: measured on two loaded vCPUs (load 7), an empty remote
         call took 255-290 us p50 with both sides spinning 100 us and 57-64 us with neither

@@ -19,10 +19,10 @@ A value crosses as JSON, never pickled and never evaluated:
   not compute bit-equal to the tensor it came from;
 - a CPU tensor of at most INLINE_BYTES as {"$": "tensor", "dtype", "shape", "nbytes",
   "inline", "n"}: its bytes in the frame itself, in base64, "n" numbering it in its value
-  (the same tensor twice in a value is one tensor to the receiver). An arena block is whole pages, and
-  what it costs to lend, map and release one (tens of microseconds a side) dwarfs a copy
-  of so few bytes; the receiver's tensor is its own, also when a worker returns it as it
-  came;
+  (the same tensor twice in a value is one tensor to the receiver). An arena block is
+  whole pages, and what it costs to lend, map and release one (tens of microseconds a
+  side) dwarfs a copy of so few bytes; the receiver's tensor is its own, also when a
+  worker returns it as it came;
 - a CUDA tensor ("device": "cuda") by CUDA IPC where both sides can (cuda_ipc.py):
   {"cuda_ipc": {"handle", "device", "at", "lend"}}, or {"yours_cuda": lend, "at"} for one
   that lies in a tensor the receiver lent us; else staged through the arena as above, and
@@ -168,27 +168,22 @@ class Encoder:
                 del encoded["offset"]
                 encoded["yours"], encoded["at"] = theirs
                 return encoded
-        if on_cpu and nbytes <= INLINE_BYTES:
-            del encoded["offset"]
-            order = _memory_order(source)
-            if order is not None:  # written as it lies, rebuilt with its strides
-                encoded["strides"] = list(source.stride())
-                source = source.permute(order)
-            encoded["inline"] = binascii.b2a_base64(_buffer_of(torch, source.contiguous()), newline=False).decode()
-            encoded["n"] = len(self.written)  # the same tensor again is this again: one tensor to the receiver
-            self.written[id(value)] = (value, encoded)
-            return encoded
-        offset = self.arena.allocate(nbytes)
-        self.lent.append(offset)
         order = _memory_order(source)
         if order is not None:  # written as it lies, rebuilt with its strides
             encoded["strides"] = list(source.stride())
             source = source.permute(order)
-        target = torch.from_numpy(self.arena.view(offset, nbytes)).view(source.dtype).view(source.shape)
-        target.copy_(source)  # the one write: strides, devices and all
-        if value.device.type == "cpu" and value.is_contiguous() and not value.is_conj() and not value.is_neg():
-            self.sources[offset] = value  # the block's bytes are the value's own, as they lie
-        encoded["offset"] = offset
+        if on_cpu and nbytes <= INLINE_BYTES:
+            del encoded["offset"]
+            encoded["inline"] = binascii.b2a_base64(_buffer_of(torch, source.contiguous()), newline=False).decode()
+            encoded["n"] = len(self.written)  # the same tensor again is this again: one tensor to the receiver
+        else:
+            offset = self.arena.allocate(nbytes)
+            self.lent.append(offset)
+            target = torch.from_numpy(self.arena.view(offset, nbytes)).view(source.dtype).view(source.shape)
+            target.copy_(source)  # the one write: strides, devices and all
+            if value.device.type == "cpu" and value.is_contiguous() and not value.is_conj() and not value.is_neg():
+                self.sources[offset] = value  # the block's bytes are the value's own, as they lie
+            encoded["offset"] = offset
         self.written[id(value)] = (value, encoded)
         return encoded
 

@@ -21,7 +21,8 @@ supervisor started this ComfyUI (COMFY_SV_SLOT set). It then:
   supervised device are registered, their residency reported, the ones gone dropped,
   whatever removed them (upstream's free_memory from any caller, cleanup_models from a
   finalizer, main.py's post-prompt unload, a partial unload); entries on another device
-  (a text encoder kept on the CPU) never enter it. The stand-ins are brought in step with the ledger at the same times;
+  (a text encoder kept on the CPU) never enter it. The stand-ins are brought in step with
+  the ledger at the same times;
 - answers the supervisor's commands from a background thread: partial_unload(n) runs the
   matching LoadedModel's model_unload(memory_to_free=n), detach runs model_unload(), each
   answered with the bytes measured freed; full_release, cast_epoch_boundary,
