@@ -6,8 +6,9 @@ socket to another process and back, a careful Python transport over shared memor
 (pickle5_peer.py) at four sizes, and the floor under any call between two Python
 processes (one small frame there and back); and the pack workers' own memory at start.
 With --calls-only, only the empty call and that floor (the run on one CPU); with
---throughput, only packs_bench.py's figures (the run with many packs). Writes one JSON object to the file named by its
-first argument, then asks the supervisor to finish (SIGTERM to its parent)."""
+--throughput, only packs_bench.py's figures (the run with many packs). Writes one JSON
+object to the file named by its first argument, then asks the supervisor to finish
+(SIGTERM to its parent)."""
 
 import json
 import os
