@@ -277,7 +277,8 @@ class ReleaseQueue:
                 self.pending.setdefault(kind, []).append(value)
                 if not self.armed:
                     self.armed = True
-                    self.ready.notify()
+                    if not self.holders:  # else the frame being made carries it, or held() wakes us
+                        self.ready.notify()
 
     @contextlib.contextmanager
     def held(self):
@@ -291,7 +292,7 @@ class ReleaseQueue:
         finally:
             with self.ready:
                 self.holders -= 1
-                if self.armed:  # else the thread waits for a push, not for us: no wake-up for nothing
+                if self.armed and not self.holders:  # what gathered meanwhile and no frame took
                     self.ready.notify()
 
     def take(self):
@@ -300,6 +301,7 @@ class ReleaseQueue:
             if not self.pending:
                 return None
             taken, self.pending = self.pending, {}
+            self.armed = False  # nothing left to count down for: a thread counting finds nothing
             return taken
 
     def close(self):
