@@ -1,8 +1,9 @@
 """Our model of upstream's comfy/samplers.py, as far as a sampling step reaches a model and
 what packs patched into it: encode_model_conds (the model's extra_conds make each
-conditioning's comfy.conds values, once a run), sampling_function, calc_cond_batch (each
-cond's values batched, its control net asked for its residuals, the model's apply_model
-called with them and the transformer options),
+conditioning's comfy.conds values, once a run), sampling_function, calc_cond_batch (the
+conds that can run together batched into one call of the model as upstream batches them,
+their control net asked for its residuals, the model's apply_model called with them and
+the transformer options),
 cfg_function (the model's sampler_cfg_function and post-CFG functions called with
 upstream's arguments), and an Euler sampler over the model's sigmas."""
 
@@ -10,25 +11,67 @@ import math
 
 import torch
 
+from . import model_management
+
+
+def can_concat_cond(c1, c2):
+    """Whether two conds run in one call of the model, as upstream decides: the same input
+    shape, the same control net (or none), and values that concatenate."""
+    if c1["input_x"].shape != c2["input_x"].shape or c1["control"] is not c2["control"]:
+        return False
+    a, b = c1["conditioning"], c2["conditioning"]
+    return a is b or (a.keys() == b.keys() and all(a[k].can_concat(b[k]) for k in a))
+
 
 def calc_cond_batch(model, conds, x_in, timestep, model_options):
-    out = []
-    for cond in conds:
-        if cond is None:
-            out.append(None)
-            continue
-        total = torch.zeros_like(x_in)
-        for c in cond:
-            transformer_options = model_options["transformer_options"].copy()
-            transformer_options["sigmas"] = timestep
-            batched = {k: v.process_cond(batch_size=x_in.shape[0], area=None).concat([])
-                       for k, v in c["model_conds"].items()}
-            control = c.get("control")
-            residuals = control.get_control(x_in, timestep, batched, 1, transformer_options) \
-                if control is not None else None
-            total = total + model.apply_model(x_in, timestep, **batched, control=residuals,
-                                              transformer_options=transformer_options)
-        out.append(total / len(cond))
+    """Upstream's batching: every cond's entries gathered, and those that can run together
+    run in one call of the model while its memory allows, the uncond first, as upstream
+    orders them (transformer_options' cond_or_uncond says which is which)."""
+    out_conds = [torch.zeros_like(x_in) for _ in conds]
+    out_counts = [torch.ones_like(x_in) * 1e-37 for _ in conds]
+    to_run = []
+    for i, cond in enumerate(conds):
+        for c in cond or ():
+            to_run.append(({"input_x": x_in, "mult": torch.ones_like(x_in), "control": c.get("control"),
+                            "conditioning": {k: v.process_cond(batch_size=x_in.shape[0], area=None)
+                                             for k, v in c["model_conds"].items()}}, i))
+    while to_run:
+        first = to_run[0][0]
+        to_batch_temp = [x for x in range(len(to_run)) if can_concat_cond(to_run[x][0], first)]
+        to_batch_temp.reverse()
+        to_batch = to_batch_temp[:1]
+        free_memory = model_management.get_free_memory(x_in.device)
+        for i in range(1, len(to_batch_temp) + 1):
+            batch_amount = to_batch_temp[:len(to_batch_temp) // i]
+            input_shape = [len(batch_amount) * first["input_x"].shape[0]] + list(first["input_x"].shape)[1:]
+            if model.memory_required(input_shape) * 1.5 < free_memory:
+                to_batch = batch_amount
+                break
+        popped = [to_run.pop(x) for x in to_batch]
+        cond_or_uncond = [i for _, i in popped]
+        input_x = torch.cat([p["input_x"] for p, _ in popped])
+        c = {k: v[0].concat(v[1:]) for k, v in _gathered([p["conditioning"] for p, _ in popped]).items()}
+        timestep_ = torch.cat([timestep] * len(popped))
+        transformer_options = model_options["transformer_options"].copy()
+        transformer_options["cond_or_uncond"] = cond_or_uncond[:]
+        transformer_options["sigmas"] = timestep
+        control = popped[-1][0]["control"]
+        residuals = control.get_control(input_x, timestep_, c, len(cond_or_uncond), transformer_options) \
+            if control is not None else None
+        output = model.apply_model(input_x, timestep_, **c, control=residuals,
+                                   transformer_options=transformer_options).chunk(len(popped))
+        for o, (p, i) in enumerate(popped):
+            out_conds[i] += output[o] * p["mult"]
+            out_counts[i] += p["mult"]
+    return [None if cond is None else out_conds[i] / out_counts[i] for i, cond in enumerate(conds)]
+
+
+def _gathered(conditionings):
+    """Each key's values, in order, over the conditionings batched together."""
+    out = {}
+    for conditioning in conditionings:
+        for k, v in conditioning.items():
+            out.setdefault(k, []).append(v)
     return out
 
 
