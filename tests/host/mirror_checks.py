@@ -7,6 +7,10 @@ the host's weights mapped (docs/PACKS.md, "Mirrors").
                       process; the host's own parameters lie in the memfd the worker maps
                       during the call (nothing doubled), and no mapping of it is left in the
                       worker once the call returned
+    mirror-clip-vision a host CLIP_VISION's `model` run in the worker as IPAdapter runs it
+                      (MirrorClipVision): a mirror built from the configuration the host's
+                      ClipVisionModel was built from, bit-equal to one process, unmapped
+                      once the call returned
     mirror-writes     a weight the node doubles in place is the worker's own: the host's
                       weights are unchanged, and the next call sees them as they were
     mirror-tamper     a pack that reopens the mapping of the host's weights writable (pwrite,
@@ -62,6 +66,18 @@ def mappers(publication):
         except OSError:
             continue
     return found
+
+
+def published(tensor):
+    """Whether `tensor` lies in a memfd this process published for mirrors."""
+    address = tensor.data_ptr()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            if "comfy-sv-mirror" in line:
+                start, end = (int(bound, 16) for bound in line.split()[0].split("-"))
+                if start <= address < end:
+                    return True
+    return False
 
 
 def census_without_mirrors():
@@ -195,6 +211,19 @@ def check_dead_owner():
                         remote().pack().mirror_forward(in_one_process)), "the pack's next life's mirror")
 
 
-CHECKS = {"mirror-forward": check_forward, "mirror-writes": check_writes, "mirror-tamper": check_tamper,
+def check_clip_vision():
+    import nodes
+    (clip_vision,) = nodes.CLIPVisionLoader().load_clip("tiny-clip-vision")
+    image = torch.rand(1, 40, 48, 3, generator=torch.Generator().manual_seed(5))
+    (isolated,) = _checks.node("MirrorClipVision", "model").run(clip_vision=clip_vision, image=image)
+    (expected,) = remote().pack().MirrorClipVision().run(clip_vision, image)
+    expect(_checks.same(isolated, expected), "the mirrored CLIP vision model's output differs from one process")
+    expect(all(published(tensor) for tensor in clip_vision.model.parameters()),
+           "the host's CLIP vision weights do not lie in a memfd it published: the worker had no mirror")
+    publication = mirror.publication_of(clip_vision.model)
+    expect(not mappers(publication), "the worker still maps the host's CLIP vision weights after the call returned")
+
+
+CHECKS = {"mirror-forward": check_forward, "mirror-clip-vision": check_clip_vision, "mirror-writes": check_writes, "mirror-tamper": check_tamper,
           "mirror-ledger": check_ledger,
           "mirror-evicted": check_evicted, "mirror-dead-owner": check_dead_owner}

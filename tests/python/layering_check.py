@@ -57,6 +57,8 @@ HOST_WRITES = {
         "wrapped: upstream's every unload path runs under the host's lock, over the stand-ins",
     ("host/comfyui.py", "_integrate", "mm.LoadedModel.model_unload"):
         "wrapped: every unload of a model, the supervisor's or upstream's own, revokes its mirrors first",
+    ("host/comfyui.py", "_remember_clip_vision_configs", "clip_vision.ClipVisionModel.__init__"):
+        "wrapped: a CLIP vision model remembers the configuration it was built from, its mirror's recipe",
     ("host/comfyui.py", "install", "execution.PromptExecutor.execute"):
         "wrapped: a prompt is one busy stretch (upstream has no per-node hook)",
     ("host/comfyui.py", "_Host.load_models_gpu", "self.mm.EXTRA_RESERVED_VRAM"):

@@ -98,6 +98,7 @@ def main():
         "arguments the class refuses": dict(good, recipe=dict(recipe, kwargs=dict(CONFIG, width=3))),
         "arguments that are objects": dict(good, recipe=dict(recipe, kwargs=dict(CONFIG, heads=object()))),
         "operations' arguments that are not data": dict(good, recipe=dict(recipe, scaled_fp8="float8_e4m3fn")),
+        "operations named that are not upstream's fixed choice": dict(good, recipe=dict(recipe, operations="eval")),
         "a tensor outside the memfd": dict(good, tensors=[e[:4] + [publication.size] for e in publication.entries]),
         "a tensor in the header page": dict(good, tensors=[e[:4] + [0] for e in publication.entries]),
         "a size other than the memfd's": dict(good, size=publication.size * 2),

@@ -32,7 +32,7 @@ TEST_CASE("a hostile pack asking for host objects it was not handed, or uses off
     run_checks({"remote-hostile"}, json::array({python_pack("hostile", "hostile_pack")}));
 }
 
-TEST_CASE("a pack's node runs the host MODEL's diffusion model itself, mapped from the host's weights, counted once and revoked by an eviction") {
-    run_checks({"mirror-forward", "mirror-writes", "mirror-tamper", "mirror-ledger", "mirror-evicted", "mirror-dead-owner"},
+TEST_CASE("a pack's node runs the host's diffusion model and CLIP vision model itself, mapped from the host's weights, counted once and revoked by an eviction") {
+    run_checks({"mirror-forward", "mirror-clip-vision", "mirror-writes", "mirror-tamper", "mirror-ledger", "mirror-evicted", "mirror-dead-owner"},
                json::array({python_pack("model", "model_pack")}));
 }

@@ -5,7 +5,8 @@ comfy/utils.py to anything that imports it for the first time); and the core nod
 graph of the bridge's tests uses, with upstream's names, inputs and outputs:
 CheckpointLoaderSimple (small seeded models), CLIPTextEncode, KSampler (through
 common_ksampler, which packs call too), VAEEncode, VAEDecode, ControlNetLoader and
-ControlNetApplyAdvanced."""
+ControlNetApplyAdvanced, and CLIPVisionLoader (a small seeded
+CLIP vision model, comfy/clip_vision.py)."""
 
 import os
 import sys
@@ -109,5 +110,15 @@ class ControlNetApplyAdvanced:
         return (out[0], out[1])
 
 
+class CLIPVisionLoader:
+    FUNCTION = "load_clip"
+    RETURN_TYPES = ("CLIP_VISION",)
+
+    def load_clip(self, clip_name):
+        import comfy.clip_vision
+        return (comfy.clip_vision.load(clip_name),)
+
+
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (CheckpointLoaderSimple, CLIPTextEncode, KSampler, VAEEncode,
-                                                      VAEDecode, ControlNetLoader, ControlNetApplyAdvanced)}
+                                                      VAEDecode, ControlNetLoader, ControlNetApplyAdvanced,
+                                                      CLIPVisionLoader)}

@@ -27,7 +27,8 @@ isolated as in ComfyUI's own process.
   would keep it, and used again in a later call (after the host restarted, for the test of
   a host proxy whose owner's life ended);
 - MirrorForward: `model.model.diffusion_model` run with torch, through a
-  mirror of the host's module; MirrorTamper: tries to write the host's weights through it;
+  mirror of the host's module; MirrorClipVision: a host CLIP_VISION's `model` run as
+  IPAdapter runs it, through a mirror too; MirrorTamper: tries to write the host's weights through it;
   MirrorTouch: the same made ready, as a mirror or as a copy,
   for scripts/bench bridge.
 """
@@ -374,6 +375,27 @@ class MirrorForward(Node):
         return ({"samples": out}, norm, after)
 
 
+class MirrorClipVision(Node):
+    """Runs the host CLIP_VISION's own model with torch, as IPAdapter encodes an image
+    (`clip_vision.model(pixel_values=..., intermediate_output=-2)`): through a mirror of the
+    host's module. Its penultimate hidden states are the output."""
+
+    FUNCTION = "run"
+    RETURN_TYPES = ("LATENT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"clip_vision": ("CLIP_VISION",), "image": ("IMAGE",)}}
+
+    def run(self, clip_vision, image):
+        import comfy.clip_vision
+        pixels = comfy.clip_vision.clip_preprocess(image, size=clip_vision.image_size, mean=clip_vision.image_mean,
+                                                   std=clip_vision.image_std).float()
+        with torch.no_grad():
+            out = clip_vision.model(pixel_values=pixels, intermediate_output=-2)
+        return ({"samples": out[1]},)
+
+
 class MirrorTamper(Node):
     """A hostile use of a mirror: the node finds the mapping of the host's weights in its own
     process and tries to write them for the host: through the mapping's file reopened
@@ -430,4 +452,4 @@ NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOption
                                                       ApplyControl, CondValues, PassConditioning, OwnControl, LoadModel,
                                                       UpscaleWithHost, SampleWithHost, PatchAttention, EmptyFunction, ExitMidNode,
                                                       KeepHostObject, UseKeptObject, MirrorForward,
-                                                      MirrorTamper, MirrorTouch)}
+                                                      MirrorClipVision, MirrorTamper, MirrorTouch)}

@@ -34,6 +34,7 @@ mirror is dropped. Untested here (no GPU on the machine this was written on).
 import ctypes
 import fcntl
 import itertools
+import json
 import mmap
 import os
 import struct
@@ -188,17 +189,51 @@ def revoke(model):
     return len(revoked)
 
 
+_clip_vision_configs = weakref.WeakKeyDictionary()  # upstream's ClipVisionModel -> its configuration
+
+
+def remember_clip_vision_config(clip_vision, json_config):
+    """Upstream's ClipVisionModel(json_config) reads its model's configuration from a file and
+    keeps only a few fields of it; host/comfyui.py calls this as each is built, so that its
+    mirror's recipe has the whole (the file may be gone by then: read now)."""
+    try:
+        with open(json_config) as source:
+            config = json.load(source)
+    except (OSError, TypeError, ValueError):
+        return  # upstream read it too, and raised: no model to mirror
+    if isinstance(config, dict):
+        _clip_vision_configs[clip_vision] = config
+
+
 def recipe_of(owner, kind, name, module):
     """How the receiver builds `module` with upstream's own code: its class (one of ComfyUI's
-    torch modules) and its construction arguments, as upstream's BaseModel builds its
-    diffusion model: unet_model(**model_config.unet_config, device=..., operations=...),
-    the operations upstream's pick_operations(unet_config's dtype, manual_cast_dtype,
-    fp8_optimizations=model_config.optimizations["fp8"], scaled_fp8=model_config.scaled_fp8)
-    unless the model config names custom operations (an object: not mirrored)."""
+    torch modules) and its construction arguments, as upstream builds it."""
     path = type_path_of(module)
     if not path.startswith(MIRROR_CLASS_MODULES):
         raise RemoteError(f"{name} of the {kind.name} is a {path}, which is not mirrored (classes of "
                           f"{', '.join(MIRROR_CLASS_MODULES)} are)")
+    if kind.name == "CLIP_VISION":
+        return _clip_vision_recipe(owner, kind, name, module, path)
+    return _diffusion_model_recipe(owner, kind, name, module, path)
+
+
+def _clip_vision_recipe(owner, kind, name, module, path):
+    """As upstream's ClipVisionModel builds its model: model_class(config, dtype, device,
+    comfy.ops.manual_cast), from the configuration it was built from."""
+    config = _clip_vision_configs.get(owner)
+    if config is None:
+        raise RemoteError(f"{name} of the {kind.name} cannot be mirrored: it was not built by upstream's "
+                          "ClipVisionModel from a configuration file in its owner's process")
+    return {"class": path, "kwargs": {"config_dict": config, "dtype": getattr(owner, "dtype", None)},
+            "operations": "manual_cast", "training": bool(module.training)}
+
+
+def _diffusion_model_recipe(owner, kind, name, module, path):
+    """As upstream's BaseModel builds its diffusion model: unet_model(**model_config.unet_config,
+    device=..., operations=...), the operations upstream's pick_operations(unet_config's dtype,
+    manual_cast_dtype, fp8_optimizations=model_config.optimizations["fp8"],
+    scaled_fp8=model_config.scaled_fp8) unless the model config names custom operations (an
+    object: not mirrored)."""
     model_config = getattr(owner, "model_config", None)
     config = getattr(model_config, "unet_config", None)
     if not isinstance(config, dict):
@@ -429,6 +464,7 @@ class Mirror:
 def _checked_recipe(recipe, what):
     if not (isinstance(recipe, dict) and isinstance(recipe.get("class"), str) and
             isinstance(recipe.get("kwargs"), dict) and type(recipe.get("training")) is bool and
+            recipe.get("operations") in (None, "manual_cast") and
             type(recipe.get("fp8_optimizations", False)) is bool and
             all(recipe.get(k) is None or isinstance(recipe.get(k), _torch().dtype)
                 for k in ("manual_cast_dtype", "scaled_fp8"))):
@@ -482,7 +518,10 @@ def _build(recipe, tensors, what):
         raise RemoteError(f"{what}: {recipe['class'][:120]} is not a torch module here")
     kwargs = dict(recipe["kwargs"])
     kwargs.pop("device", None)
-    operations = _operations(kwargs.get("dtype"), recipe)
+    if recipe.get("operations") == "manual_cast":  # upstream's fixed choice (a CLIP vision model's)
+        operations = getattr(_upstream_ops(), "manual_cast", None)
+    else:
+        operations = _operations(kwargs.get("dtype"), recipe)
     if operations is not None:
         kwargs["operations"] = operations
     try:
@@ -528,16 +567,21 @@ def _on_meta(torch):
     return OnMeta()
 
 
-def _operations(dtype, recipe):
-    """Upstream's choice of layer operations for the model, made here by upstream's code with
-    the arguments upstream's BaseModel gives it."""
+def _upstream_ops():
+    """Upstream's comfy.ops, or None in a ComfyUI without it."""
     ops = sys.modules.get("comfy.ops")
     if ops is None:
         try:
             import comfy.ops as ops
         except ImportError:
             return None
-    pick = getattr(ops, "pick_operations", None)
+    return ops
+
+
+def _operations(dtype, recipe):
+    """Upstream's choice of layer operations for the model, made here by upstream's code with
+    the arguments upstream's BaseModel gives it."""
+    pick = getattr(_upstream_ops(), "pick_operations", None)
     if pick is None:
         return None
     fp8, scaled = recipe.get("fp8_optimizations", False), recipe.get("scaled_fp8")

@@ -127,10 +127,10 @@ KINDS = (
 # What the other side may read of a remote object as a mirror: the torch module itself, built
 # there over the owner's weights mapped (bridge/mirror.py). One line to extend, with a recipe
 # in mirror.recipe_of for how upstream builds it.
-MIRRORS = {"DIFFUSION_MODEL": ("diffusion_model",)}
+MIRRORS = {"DIFFUSION_MODEL": ("diffusion_model",), "CLIP_VISION": ("model",)}
 # Where the class of a mirrored module may come from: ComfyUI's own torch modules (the
 # receiver builds it with upstream's code from plain construction arguments, never code).
-MIRROR_CLASS_MODULES = ("comfy.ldm.",)
+MIRROR_CLASS_MODULES = ("comfy.ldm.", "comfy.clip_model.", "comfy.image_encoders.")
 
 # A function or callable object one side hands the other (a pack's attention patch, a CFG
 # function, a host callback): the other side may call it, and nothing else.

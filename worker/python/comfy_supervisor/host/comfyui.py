@@ -529,8 +529,25 @@ def _integrate(mm, link, with_standins):
     mm.load_models_gpu = load_models_gpu
     mm.free_memory = free_memory
     mm.LoadedModel.model_unload = model_unload
+    _remember_clip_vision_configs()
     threading.Thread(target=host.serve, name="comfy-supervisor", daemon=True).start()
     return host
+
+
+def _remember_clip_vision_configs():
+    """Each CLIP vision model upstream builds remembers the configuration it was built from:
+    the recipe of its mirror in a pack's worker (bridge/mirror.py)."""
+    try:
+        import comfy.clip_vision as clip_vision
+    except ImportError:
+        return  # a ComfyUI without CLIP vision models has none to mirror
+    original = clip_vision.ClipVisionModel.__init__
+
+    def __init__(model, json_config, *args, **kwargs):
+        original(model, json_config, *args, **kwargs)
+        mirror.remember_clip_vision_config(model, json_config)
+
+    clip_vision.ClipVisionModel.__init__ = __init__
 
 
 def install():
