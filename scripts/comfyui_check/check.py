@@ -14,9 +14,9 @@ It starts comfy-supervisor with a config made on the spot in a temporary folder:
   one-file front end). Its custom_nodes folder holds the project's custom node (a symlink
   to worker/python/comfyui_custom_node, as the README says to install it),
   model_node/ (a node that loads a torch model of a known size through
-  comfy.model_management.load_models_gpu), tiny_models/ (a MODEL, CLIP, VAE and
-  CONTROL_NET made from a seed with ComfyUI's own classes, and an output node that shows
-  the SHA-256 of tensors) and one_process/ (tests/packs/model_pack imported into
+  comfy.model_management.load_models_gpu), tiny_models/ (a MODEL, CLIP, VAE, CONTROL_NET
+  and CLIP_VISION made from a seed with ComfyUI's own classes, and an output node that
+  shows the SHA-256 of tensors) and one_process/ (tests/packs/model_pack imported into
   ComfyUI's own process, its nodes named "OneProcess" + name). Third-party modules the
   interpreter lacks (safetensors, transformers, ...) are stubbed in the temporary folder
   (support.py), only as far as main.py needs to start; nothing of ComfyUI's own is
@@ -56,7 +56,7 @@ one PASS or FAIL line with what was seen:
    though it never imported the pack; and a prompt with the pack's NotifyBrowser node,
    queued by a client listening on ComfyUI's websocket, brings that client the message
    the node sent through upstream's PromptServer in the worker, naming the node.
-6.-10. Remote objects (remote_steps.py): each one prompt holding a graph with a node of
+6.-11. Remote objects (remote_steps.py): each one prompt holding a graph with a node of
    the model pack run in its worker and the same graph with its one-process copy, over
    the same host objects; each output's SHA-256 must be equal (bit-equal tensors), and
    differ from the graph without the pack's node where the node changes the samples:
@@ -75,7 +75,13 @@ one PASS or FAIL line with what was seen:
    10. LoadModel loads the pack's own MODEL (a checkpoint of the tiny UNet) and the
       host's KSampler samples with it; the ledger must show a model of the UNet's size
       owned by pack model.
-11. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
+   11. MirrorClipVision reads `clip_vision.model` of the host's CLIP_VISION (upstream's
+      ClipVisionModel over a tiny configuration, a node of tiny_models/ of its own) and
+      runs it on a seeded image as upstream's encode_image does: in the worker that is a
+      mirror too, upstream's CLIPVisionModelProjection built from the configuration the
+      host's model was built from, over the host's weights; the penultimate layer's
+      output must be bit-equal to the one-process node's.
+12. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
    when its one failed prompt is the clock's, which the shutdown cuts short), and no
    participant process and no /dev/shm segment may be left.
 
@@ -115,7 +121,7 @@ STARTUP_TIMEOUT_S = 600
 PROMPT_TIMEOUT_S = 300
 LEDGER_TIMEOUT_S = 60
 FREE_TIMEOUT_S = 20
-SHUTDOWN_STEP = 11
+SHUTDOWN_STEP = 12
 
 
 class Interrupted(Exception):

@@ -1,6 +1,7 @@
 """comfyui-check's steps for remote objects (docs/PACKS.md, "Remote objects"): ComfyUI's
-MODEL, CLIP, VAE and CONTROL_NET crossing into a pack's worker, and a pack's MODEL into
-ComfyUI's KSampler, each graph's outputs bit-equal to the same graph in one process.
+MODEL, CLIP, VAE, CONTROL_NET and CLIP_VISION crossing into a pack's worker, and a pack's
+MODEL into ComfyUI's KSampler, each graph's outputs bit-equal to the same graph in one
+process.
 
 The pack is tests/packs/model_pack, run isolated as pack "model" under its own node
 names; the same pack is also imported into ComfyUI's own process by the custom node
@@ -29,6 +30,8 @@ STEPS = [
         "one process, the model once in the ledger", "step_mirror"),
     (10, "a pack loads its own MODEL and the host's KSampler samples with it, bit-equal to one process, the "
         "model the pack's in the ledger", "step_pack_model"),
+    (11, "a pack runs the host CLIP_VISION's model itself (a mirror over the host's weights), bit-equal to one "
+        "process", "step_clip_vision"),
 ]
 
 
@@ -211,6 +214,16 @@ class RemoteSteps:
             seen += (f"; the ledger has no model of pack model of {mib(size or 0)} (the UNet's size); "
                      f"owners there: {', '.join(owners) or 'none'}")
         self.check.step(number, title, ok and bool(rows), seen)
+
+    def step_clip_vision(self, number, title):
+        # A CLIP_VISION of its own node: the other steps' base() does not build one.
+        prompt = {"vision": node("ComfySupervisorCheckTinyClipVision", seed=SEED),
+                  "noise": node("ComfySupervisorCheckNoise", seed=5, width=64, height=64)}
+        graph = both("MirrorClipVision", clip_vision=["vision", 0], image=["noise", 0])
+        prompt.update({"vision_iso": graph["iso"], "vision_one": graph["one"],
+                       "isolated": digest("isolated", latent=("vision_iso", 0)),
+                       "one_process": digest("one process", latent=("vision_one", 0))})
+        self.report(number, title, self.compare(number, title, prompt, [("isolated", "one_process")]))
 
     def report(self, number, title, outcome):
         if outcome is not None:

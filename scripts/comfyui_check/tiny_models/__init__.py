@@ -1,8 +1,8 @@
-"""comfyui-check's tiny models: a ComfyUI custom node that makes a MODEL, CLIP, VAE and
-CONTROL_NET with ComfyUI's own classes and loaders, for the remote objects' steps
-(scripts/comfyui_check/remote_steps.py). There are no checkpoints here, so each model's
-weights are drawn from a seeded generator (the same seed, the same weights, in any
-process) and handed to upstream's own loading code:
+"""comfyui-check's tiny models: a ComfyUI custom node that makes a MODEL, CLIP, VAE,
+CONTROL_NET and CLIP_VISION with ComfyUI's own classes and loaders, for the remote
+objects' steps (scripts/comfyui_check/remote_steps.py). There are no checkpoints here, so
+each model's weights are drawn from a seeded generator (the same seed, the same weights,
+in any process) and handed to upstream's own loading code:
 
 - MODEL: an SD1-shaped UNet (upstream's UNetModel, one level, 320 channels, a 768-wide
   context, so that upstream's model detection names it SD15) loaded by
@@ -13,7 +13,10 @@ process) and handed to upstream's own loading code:
   model and a word tokenizer of this file (transformers' tokenizer is not installed);
 - VAE: comfy.sd.VAE with a small AutoencoderKL configuration;
 - CONTROL_NET: comfy.controlnet.load_controlnet_state_dict over an SD1-shaped ControlNet
-  of the UNet's shape.
+  of the UNet's shape;
+- CLIP_VISION (ComfySupervisorCheckTinyClipVision, a node of its own): upstream's
+  comfy.clip_vision.ClipVisionModel over a small CLIP vision configuration (two layers,
+  64 wide, 224-pixel images in 32-pixel patches), with its load_sd.
 
 ComfySupervisorCheckNoise makes a seeded IMAGE; ComfySupervisorCheckDigest (an output node)
 shows the SHA-256 of each tensor's bytes, with its dtype and shape, of a LATENT, IMAGE or
@@ -23,10 +26,12 @@ CONDITIONING, so that the check compares two graphs' outputs bit for bit. GET
 
 import functools
 import hashlib
+import json
 import os
 import zlib
 
 import comfy.cldm.cldm
+import comfy.clip_vision
 import comfy.controlnet
 import comfy.sd
 import comfy.sd1_clip
@@ -48,6 +53,11 @@ TEXT = {"num_hidden_layers": 1, "hidden_size": 768, "num_attention_heads": 8, "i
 VAE = {"params": {"embed_dim": 4, "ddconfig": {"double_z": True, "z_channels": 4, "resolution": 64, "in_channels": 3,
                                                "out_ch": 3, "ch": 32, "ch_mult": [1, 2, 2, 2], "num_res_blocks": 1,
                                                "attn_resolutions": [], "dropout": 0.0}}}
+# Two layers, not one: a pack's node reads the penultimate layer's output (intermediate_output=-2), which
+# upstream's CLIPEncoder gives none of with one layer.
+CLIP_VISION = {"model_type": "clip_vision_model", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+               "intermediate_size": 128, "image_size": 224, "patch_size": 32, "num_channels": 3, "projection_dim": 32,
+               "hidden_act": "quick_gelu", "layer_norm_eps": 1e-5}
 BUILT = {}  # what the last load built, for the route
 
 
@@ -102,6 +112,19 @@ def build_control(generator):
                                                               generator))
 
 
+def build_clip_vision(seed):
+    """Upstream's ClipVisionModel takes its configuration as a file's path only, so it is
+    written to ComfyUI's temp folder first (the check's own, removed with it). The file
+    stays while the model lives, as upstream's own configuration files do."""
+    config = os.path.join(folder_paths.get_temp_directory(), f"comfyui-check-tiny-clip-vision-{seed}.json")
+    os.makedirs(os.path.dirname(config), exist_ok=True)
+    with open(config, "w") as file:
+        json.dump(CLIP_VISION, file)
+    clip_vision = comfy.clip_vision.ClipVisionModel(config)
+    clip_vision.load_sd(seeded(clip_vision.model, torch.Generator().manual_seed(seed)))
+    return clip_vision
+
+
 class ComfySupervisorCheckTinyModels:
     @classmethod
     def INPUT_TYPES(cls):
@@ -122,6 +145,23 @@ class ComfySupervisorCheckTinyModels:
         clip, vae, control = build_clip(generator), build_vae(generator), build_control(generator)
         BUILT.update(seed=seed, model_bytes=model.model_size(), checkpoint=checkpoint)
         return (model, clip, vae, control, checkpoint)
+
+
+class ComfySupervisorCheckTinyClipVision:
+    """A node of its own, not another output of ComfySupervisorCheckTinyModels: the steps
+    that do not use a CLIP_VISION do not build one."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"seed": ("INT", {"default": 1, "min": 0, "max": 2**31 - 1})}}
+
+    RETURN_TYPES = ("CLIP_VISION",)
+    RETURN_NAMES = ("clip_vision",)
+    FUNCTION = "load"
+    CATEGORY = CATEGORY
+
+    def load(self, seed):
+        return (build_clip_vision(seed),)
 
 
 class ComfySupervisorCheckNoise:
@@ -175,5 +215,5 @@ async def tiny_models(request):
     return web.json_response(BUILT)
 
 
-NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (ComfySupervisorCheckTinyModels, ComfySupervisorCheckNoise,
-                                                      ComfySupervisorCheckDigest)}
+NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (ComfySupervisorCheckTinyModels, ComfySupervisorCheckTinyClipVision,
+                                                      ComfySupervisorCheckNoise, ComfySupervisorCheckDigest)}
