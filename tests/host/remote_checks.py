@@ -7,6 +7,9 @@ pack imported into this process; and tests/packs/hostile_pack as "hostile" probi
                     attention patch and CFG function) comes back as the host's own clone,
                     and the host's KSampler calls the pack's functions in the worker each step
     remote-options  model_options read, changed in a copy and set back on a clone
+    remote-options-in-place  model_options changed in place on a clone, as IPAdapter does
+                    (a key set, a replacement found there changed, a key deeper down):
+                    each change reaches the host's clone, sampled bit-equal to one process
     remote-clip-vae a host CLIP's tokenize and encode, a host VAE's encode and decode
     remote-control  a host CONTROL_NET copied with its hint set into CONDITIONING, sampled
     remote-upscale  a host UPSCALE_MODEL moved, its scale read and called on an image in
@@ -115,6 +118,20 @@ def check_options():
     (patched,) = node("ReadModelOptions").read(model=model)
     expect(patched.model_options["transformer_options"].get("pack_seen") is True, "the options set back")
     expect("pack_seen" not in model.model_options["transformer_options"], "the original's options changed")
+
+
+def check_options_in_place():
+    model, _, _, positive, negative, latent = graph()
+    (patched,) = node("ReplaceAttention").patch(model=model, scale=1.1)
+    options = patched.model_options["transformer_options"]
+    replacement = options.get("patches_replace", {}).get("attn2", {}).get(("middle", 0))
+    expect(link_of(replacement) is not None and options.get("pack_replaced") is True,
+           f"the pack's changes in place did not reach the host's clone: {options}")
+    expect("patches_replace" not in model.model_options["transformer_options"], "the original MODEL was changed")
+    isolated = ksample(patched, positive, negative, latent)
+    in_one_process = ksample(pack().ReplaceAttention().patch(model, 1.1)[0], positive, negative, latent)
+    expect(same(isolated, in_one_process), "the samples differ from the same graph in one process")
+    expect(not same(isolated, ksample(model, positive, negative, latent)), "the replacement changed nothing")
 
 
 def check_clip_vae():
@@ -312,7 +329,8 @@ def check_hostile():
     _checks.say("remote-hostile: " + "; ".join(message for _, _, message in answers[:4]))
 
 
-CHECKS = {"remote-patch": check_patch, "remote-options": check_options, "remote-clip-vae": check_clip_vae,
+CHECKS = {"remote-patch": check_patch, "remote-options": check_options, "remote-options-in-place": check_options_in_place,
+          "remote-clip-vae": check_clip_vae,
           "remote-control": check_control, "remote-upscale": check_upscale, "remote-conds": check_conds,
           "remote-cond-objects": check_cond_objects,
           "remote-pack-model": check_pack_model, "remote-forwarded": check_forwarded,

@@ -116,9 +116,20 @@ def main():
     report.check(session.uses == [("call", "clone")], f"a method is one use, called by name ({session.uses})")
     report.check(clone.is_clone(model), "the clone is the owner's, made by the owner")
     options = proxy.model_options
-    report.check(options is model.model_options, "an attribute is read on the owner's side")
+    report.check(options == model.model_options and session.uses[-1] == ("get", "model_options"),
+                 "an attribute is read on the owner's side")
     proxy.model_options = {"transformer_options": {"x": 1}}
     report.check(model.model_options == {"transformer_options": {"x": 1}}, "model_options is set on the owner's side")
+    session.uses.clear()
+    options = proxy.model_options
+    options["transformer_options"]["y"] = 2
+    inner = options["transformer_options"].copy()
+    inner["z"] = 3
+    report.check(model.model_options == {"transformer_options": {"x": 1, "y": 2}} and
+                 session.uses == [("get", "model_options"), ("set", "model_options")],
+                 f"a change in place of what was read is set back, one use; a copy's is the pack's own ({session.uses})")
+    report.check(type(copy.deepcopy(options)) is dict and type(pickle.loads(pickle.dumps(options))) is dict,
+                 "what was read copies and pickles as a plain dict")
 
     refusal = raised(lambda: proxy.unpatch_model(), remote.RemoteError)
     report.check(refusal is not None and "may not call unpatch_model" in refusal and "MODEL" in refusal,

@@ -13,6 +13,8 @@ isolated as in ComfyUI's own process.
 - PassConditioning: CONDITIONING holding the host's control net and hooks, copied through;
 - OwnControl: a control net and hooks of the pack's own, put into CONDITIONING for the
   host's KSampler, which asks the pack's control net for its residuals every step;
+- ReplaceAttention: a host MODEL's model_options changed in place on its clone, as
+  IPAdapter changes them (its attention replacement under patches_replace);
 - ReadModelOptions: a host MODEL's model_options read, changed in a copy, and set back on
   a clone, as packs do;
 - LoadModel: a MODEL of the pack's own, for the host's KSampler;
@@ -112,6 +114,58 @@ class ReadModelOptions(Node):
         options["transformer_options"] = dict(options["transformer_options"])
         options["transformer_options"]["pack_seen"] = True
         patched.model_options = options
+        return (patched,)
+
+
+class AttentionReplacement:
+    """A cross attention of the pack's own, as IPAdapter's Attn2Replace: called instead of
+    the block's, with the query, key and value projected; `add` stacks one more scale on a
+    replacement set already, as IPAdapter's does for a second adapter."""
+
+    def __init__(self, scale):
+        self.scales = [scale]
+
+    def add(self, scale):
+        self.scales.append(scale)
+
+    def __call__(self, q, k, v, extra_options):
+        heads = extra_options["n_heads"]
+        b, n, d = q.shape
+        q, k, v = (t.reshape(b, -1, heads, d // heads).transpose(1, 2) for t in (q, k, v))
+        weights = torch.softmax(q @ k.transpose(-1, -2) / (d // heads) ** 0.5, dim=-1)
+        out = (weights @ v).transpose(1, 2).reshape(b, n, d)
+        for scale in self.scales:
+            out = out * scale
+        return out
+
+
+class ReplaceAttention(Node):
+    """Changes a host MODEL's model_options in place on its clone, as IPAdapter's
+    set_model_patch_replace does: the transformer options copied, a replacement of the
+    pack's own put under patches_replace["attn2"], and the copy set as
+    `model.model_options["transformer_options"]`; a second scale added to the replacement
+    found there; and a key written deeper down in place."""
+
+    FUNCTION = "patch"
+    RETURN_TYPES = ("MODEL",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",), "scale": ("FLOAT", {"default": 1.1})}}
+
+    def patch(self, model, scale):
+        patched = model.clone()
+        for each in (scale, 2.0 - scale):
+            to = patched.model_options["transformer_options"].copy()
+            to["patches_replace"] = dict(to.get("patches_replace", {}))
+            to["patches_replace"]["attn2"] = dict(to["patches_replace"].get("attn2", {}))
+            key = ("middle", 0)
+            if key not in to["patches_replace"]["attn2"]:
+                to["patches_replace"]["attn2"][key] = AttentionReplacement(each)
+                patched.model_options["transformer_options"] = to
+            else:
+                to["patches_replace"]["attn2"][key].add(each)
+        patched.model_options["transformer_options"]["pack_replaced"] = True
         return (patched,)
 
 
@@ -448,8 +502,9 @@ class MirrorTouch(Node):
         return (sum(tensor.numel() for tensor in tensors),)
 
 
-NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOptions, EncodeText, VaeRoundTrip,
-                                                      ApplyControl, CondValues, PassConditioning, OwnControl, LoadModel,
-                                                      UpscaleWithHost, SampleWithHost, PatchAttention, EmptyFunction, ExitMidNode,
-                                                      KeepHostObject, UseKeptObject, MirrorForward,
-                                                      MirrorClipVision, MirrorTamper, MirrorTouch)}
+NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOptions, ReplaceAttention, EncodeText,
+                                                      VaeRoundTrip, ApplyControl, CondValues, PassConditioning,
+                                                      OwnControl, LoadModel, UpscaleWithHost, SampleWithHost,
+                                                      PatchAttention, EmptyFunction, ExitMidNode, KeepHostObject,
+                                                      UseKeptObject, MirrorForward, MirrorClipVision, MirrorTamper,
+                                                      MirrorTouch)}

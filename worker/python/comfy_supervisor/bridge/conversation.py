@@ -61,7 +61,9 @@ class Conversation:
         self.before_serving = serving
         self.exports = Exports()
         self.proxies = {}           # the peer's id -> (weak reference to its proxy here, [times received])
-        self.proxies_lock = threading.Lock()
+        # Reentrant: a proxy's finalizer takes it, and the collector may run one at any
+        # allocation of the thread that holds it (making a proxy imports upstream's module).
+        self.proxies_lock = threading.RLock()
         self.answers = {}           # call -> its answer, None until it came
         self.answered = threading.Condition()
         self.calls = itertools.count(1)

@@ -92,7 +92,7 @@ class CudaExchange:
         self.await_answer = await_answer
         self.copy_received = copy_received
         self.devices = usable_devices()
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # reentrant: a mapping's finalizer takes it, at any allocation
         self.accepted = set()           # our devices whose memory the peer can open
         self.answered = threading.Event()
         self.probes = []                # our probe tensors, until the peer answered

@@ -27,6 +27,7 @@ import threading
 import types
 import weakref
 
+from . import written_back
 from .object_kinds import BY_NAME, CALLABLE, MIRRORS, kind_of
 
 
@@ -156,7 +157,13 @@ def _getattribute(proxy, name):
         return RemoteMethod(link, name, proxy)
     # Anything else is read at the owner: a method the receiver's class lacks (one of a
     # mixin, as upstream's EPS of a model's sampling object) comes as a remote callable.
-    return link.invoke("get", name)
+    value = link.invoke("get", name)
+    if not link.kind.allows("set", name):
+        return value
+    # A dict or list the other side may set back: its changes in place are (written_back.py).
+    root = written_back.Root(lambda whole: _setattr(proxy, name, whole))
+    root.value = written_back.wrapped(value, root)
+    return root.value
 
 
 class _OwnersDefault:

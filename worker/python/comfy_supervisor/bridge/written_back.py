@@ -1,0 +1,124 @@
+"""Containers read from a remote object's writable attribute, whose changes in place are set
+back on the owner's object (docs/PACKS.md, "Remote objects").
+
+In one process `model.model_options` is the patcher's own dict, and packs change it in
+place: IPAdapter sets `model.model_options["transformer_options"] = to` on its clone, others
+write a key deeper down. Read across processes, the attribute is a copy, and a change to
+the copy alone would be lost without a word. So a dict or list read of an attribute the
+kind lets the other side set (object_kinds: `writes`) comes wrapped: each change, at any
+depth, sets the whole attribute back on the owner's object, one use of it, as the pack
+could itself; what the pack copies (`.copy()`, `dict(...)`, `copy.deepcopy`) is its own,
+as in one process.
+"""
+
+import copy
+
+
+class Root:
+    """The attribute a wrapped container was read from, and the whole value to set back."""
+
+    def __init__(self, setter):
+        self.setter = setter
+        self.value = None
+
+    def write(self):
+        self.setter(self.value)
+
+
+def wrapped(value, root):
+    """`value` as read at `root`: a dict or list wrapped, anything else as it is."""
+    if type(value) is dict:
+        return WrittenBackDict(value, root)
+    if type(value) is list:
+        return WrittenBackList(value, root)
+    return value
+
+
+def plain(value):
+    """`value` with every wrapped container in it a plain one again."""
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in dict.items(value)}
+    if isinstance(value, list):
+        return [plain(item) for item in list.__iter__(value)]
+    return value
+
+
+class _Wrapped:
+    """What the dict and the list share: reads that wrap what they hold, copies that are
+    plain, and never pickled with their root."""
+
+    def _held(self, key, value, store):
+        found = wrapped(value, self._root)
+        if found is not value:
+            store(self, key, found)  # the same object at each read, as in one process
+        return found
+
+    def copy(self):
+        return plain(self)
+
+    def __copy__(self):
+        return plain(self)
+
+    def __deepcopy__(self, memo):
+        return copy.deepcopy(plain(self), memo)
+
+    def __reduce__(self):
+        return type(plain(self)), (plain(self),)
+
+
+def _changing(method):
+    """The container's own `method`, then the whole attribute set back."""
+    def change(self, *args, **kwargs):
+        result = method(self, *args, **kwargs)
+        self._root.write()
+        return self if result is NotImplemented else result
+    change.__name__ = method.__name__
+    return change
+
+
+class WrittenBackDict(_Wrapped, dict):
+    def __init__(self, items, root):
+        dict.__init__(self, items)
+        self._root = root
+
+    def __getitem__(self, key):
+        return self._held(key, dict.__getitem__(self, key), dict.__setitem__)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    __setitem__ = _changing(dict.__setitem__)
+    __delitem__ = _changing(dict.__delitem__)
+    __ior__ = _changing(dict.__ior__)
+    update = _changing(dict.update)
+    pop = _changing(dict.pop)
+    popitem = _changing(dict.popitem)
+    clear = _changing(dict.clear)
+
+
+class WrittenBackList(_Wrapped, list):
+    def __init__(self, items, root):
+        list.__init__(self, items)
+        self._root = root
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return list.__getitem__(self, index)
+        return self._held(index, list.__getitem__(self, index), list.__setitem__)
+
+    __setitem__ = _changing(list.__setitem__)
+    __delitem__ = _changing(list.__delitem__)
+    __iadd__ = _changing(list.__iadd__)
+    append = _changing(list.append)
+    extend = _changing(list.extend)
+    insert = _changing(list.insert)
+    remove = _changing(list.remove)
+    pop = _changing(list.pop)
+    clear = _changing(list.clear)
+    sort = _changing(list.sort)
+    reverse = _changing(list.reverse)
