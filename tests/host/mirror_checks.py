@@ -11,6 +11,8 @@ the host's weights mapped (docs/PACKS.md, "Mirrors").
                       (MirrorClipVision): a mirror built from the configuration the host's
                       ClipVisionModel was built from, bit-equal to one process, unmapped
                       once the call returned
+    mirror-by-name    the same module read with get_model_object("diffusion_model"), as
+                      packs read it too: the same mirror, bit-equal to one process
     mirror-writes     a weight the node doubles in place is the worker's own: the host's
                       weights are unchanged, and the next call sees them as they were
     mirror-tamper     a pack that reopens the mapping of the host's weights writable (pwrite,
@@ -112,6 +114,15 @@ def check_forward():
     expect(publication.current(), "the host's own parameters do not lie in the memfd it mirrors")
     expect(len(seen["mappers"]) == 1, f"during the call {len(seen['mappers'])} other processes map the memfd")
     expect(not mappers(publication), "the worker still maps the host's weights after the call returned")
+
+
+def check_by_name():
+    model = remote().graph()[0]
+    latent, norm, _ = _checks.node("MirrorForward", "model").run(model=model, by_name=True)
+    expected = remote().pack().MirrorForward().run(model)
+    expect(_checks.same(latent, expected[0]) and _checks.same(norm, expected[1]),
+           "the diffusion model read by get_model_object runs otherwise than in one process")
+    expect(not mappers(mirror.publication_of(model.model.diffusion_model)), "the worker still maps the host's weights")
 
 
 def check_writes():
@@ -224,6 +235,7 @@ def check_clip_vision():
     expect(not mappers(publication), "the worker still maps the host's CLIP vision weights after the call returned")
 
 
-CHECKS = {"mirror-forward": check_forward, "mirror-clip-vision": check_clip_vision, "mirror-writes": check_writes, "mirror-tamper": check_tamper,
+CHECKS = {"mirror-forward": check_forward, "mirror-clip-vision": check_clip_vision, "mirror-by-name": check_by_name,
+          "mirror-writes": check_writes, "mirror-tamper": check_tamper,
           "mirror-ledger": check_ledger,
           "mirror-evicted": check_evicted, "mirror-dead-owner": check_dead_owner}

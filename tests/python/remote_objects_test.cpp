@@ -34,6 +34,6 @@ TEST_CASE("a hostile pack asking for host objects it was not handed, or uses off
 }
 
 TEST_CASE("a pack's node runs the host's diffusion model and CLIP vision model itself, mapped from the host's weights, counted once and revoked by an eviction") {
-    run_checks({"mirror-forward", "mirror-clip-vision", "mirror-writes", "mirror-tamper", "mirror-ledger", "mirror-evicted", "mirror-dead-owner"},
+    run_checks({"mirror-forward", "mirror-clip-vision", "mirror-by-name", "mirror-writes", "mirror-tamper", "mirror-ledger", "mirror-evicted", "mirror-dead-owner"},
                json::array({python_pack("model", "model_pack")}));
 }

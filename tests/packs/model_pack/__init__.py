@@ -398,7 +398,8 @@ def mirror_forward(unet):
 
 
 class MirrorForward(Node):
-    """Runs the host MODEL's diffusion model and reads its weights' norm. `write`: first
+    """Runs the host MODEL's diffusion model (`by_name`: read with get_model_object) and
+    reads its weights' norm. `write`: first
     doubles a weight in place (the worker's own, never the host's); `probe`: a function of
     the host's called while the mirror is held, after which the module is run again and
     what that did is the third output ("ran", or the error's one line)."""
@@ -408,10 +409,12 @@ class MirrorForward(Node):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",)}, "optional": {"write": ("BOOLEAN", {"default": False})}}
+        return {"required": {"model": ("MODEL",)}, "optional": {"write": ("BOOLEAN", {"default": False}),
+                                                                "by_name": ("BOOLEAN", {"default": False})}}
 
-    def run(self, model, write=False, probe=None):
-        unet = model.model.diffusion_model
+    def run(self, model, write=False, probe=None, by_name=False):
+        # by_name: as 13 classes of popular packs reach it
+        unet = model.get_model_object("diffusion_model") if by_name else model.model.diffusion_model
         if write:
             with torch.no_grad():
                 unet.proj_in.weight.mul_(2.0)
