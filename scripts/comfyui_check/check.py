@@ -56,7 +56,7 @@ one PASS or FAIL line with what was seen:
    though it never imported the pack; and a prompt with the pack's NotifyBrowser node,
    queued by a client listening on ComfyUI's websocket, brings that client the message
    the node sent through upstream's PromptServer in the worker, naming the node.
-6.-11. Remote objects (remote_steps.py): each one prompt holding a graph with a node of
+6.-12. Remote objects (remote_steps.py): each one prompt holding a graph with a node of
    the model pack run in its worker and the same graph with its one-process copy, over
    the same host objects; each output's SHA-256 must be equal (bit-equal tensors), and
    differ from the graph without the pack's node where the node changes the samples:
@@ -81,7 +81,12 @@ one PASS or FAIL line with what was seen:
       mirror too, upstream's CLIPVisionModelProjection built from the configuration the
       host's model was built from, over the host's weights; the penultimate layer's
       output must be bit-equal to the one-process node's.
-12. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
+   12. ReplaceAttention changes the host MODEL's model_options in place on its clone, as
+      IPAdapter's set_model_patch_replace does (its attention replacement under
+      patches_replace["attn2"] for the middle block's transformer, then a second scale
+      added to the replacement found there); the host's KSampler samples, calling the
+      replacement from upstream's BasicTransformerBlock.
+13. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
    when its one failed prompt is the clock's, which the shutdown cuts short), and no
    participant process and no /dev/shm segment may be left.
 
@@ -121,7 +126,7 @@ STARTUP_TIMEOUT_S = 600
 PROMPT_TIMEOUT_S = 300
 LEDGER_TIMEOUT_S = 60
 FREE_TIMEOUT_S = 20
-SHUTDOWN_STEP = 12
+SHUTDOWN_STEP = 13
 
 
 class Interrupted(Exception):

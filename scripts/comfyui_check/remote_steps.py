@@ -1,7 +1,7 @@
 """comfyui-check's steps for remote objects (docs/PACKS.md, "Remote objects"): ComfyUI's
-MODEL, CLIP, VAE, CONTROL_NET and CLIP_VISION crossing into a pack's worker, and a pack's
-MODEL into ComfyUI's KSampler, each graph's outputs bit-equal to the same graph in one
-process.
+MODEL, CLIP, VAE, CONTROL_NET and CLIP_VISION crossing into a pack's worker, a pack's
+MODEL into ComfyUI's KSampler, and a host MODEL's model_options changed in place by a
+pack, each graph's outputs bit-equal to the same graph in one process.
 
 The pack is tests/packs/model_pack, run isolated as pack "model" under its own node
 names; the same pack is also imported into ComfyUI's own process by the custom node
@@ -32,6 +32,8 @@ STEPS = [
         "model the pack's in the ledger", "step_pack_model"),
     (11, "a pack runs the host CLIP_VISION's model itself (a mirror over the host's weights), bit-equal to one "
         "process", "step_clip_vision"),
+    (12, "a pack changes the host MODEL's model_options in place (IPAdapter's attention replacement) and the "
+        "host's KSampler samples with it, bit-equal to one process", "step_replace_attention"),
 ]
 
 
@@ -224,6 +226,18 @@ class RemoteSteps:
                        "isolated": digest("isolated", latent=("vision_iso", 0)),
                        "one_process": digest("one process", latent=("vision_one", 0))})
         self.report(number, title, self.compare(number, title, prompt, [("isolated", "one_process")]))
+
+    def step_replace_attention(self, number, title):
+        # The change is made in place on the clone's model_options, not by setting a new dict: isolated, only the
+        # write-back to the host's object brings the replacement to the host's KSampler. Upstream's
+        # BasicTransformerBlock looks patches_replace["attn2"] up by (block, index), then by the block alone,
+        # ("middle", 0) for the tiny UNet's middle transformer; "unpatched" differing shows that it ran there.
+        prompt = base()
+        graph = both("ReplaceAttention", model=["tiny", 0], scale=1.1)
+        prompt.update({"replace_iso": graph["iso"], "replace_one": graph["one"],
+                       **sampled_both((("replace_iso", 0), ("replace_one", 0)), plain="unpatched")})
+        self.report(number, title, self.compare(number, title, prompt, [("isolated", "one_process")],
+                                                [("isolated", "unpatched")]))
 
     def report(self, number, title, outcome):
         if outcome is not None:
