@@ -107,9 +107,16 @@ def check_patch():
     expect(isinstance(sampling, comfy.model_sampling.ModelSamplingDiscrete) and link_of(sampling) is not None,
            f"the object patch is {sampling!r}, not the pack's sampling schedule that stays in the worker")
     expect("patches" not in model.model_options["transformer_options"], "the original MODEL was patched")
+    expect_sampled_as_one_process(patched, pack().PatchModel().patch(model, 1.05)[0], model, positive, negative,
+                                  latent)
+
+
+def expect_sampled_as_one_process(patched, in_one_process, model, positive, negative, latent):
+    """The host's KSampler samples the isolated node's MODEL bit-equal to the one-process
+    node's, and otherwise than the `model` both patched."""
     isolated = ksample(patched, positive, negative, latent)
-    in_one_process = ksample(pack().PatchModel().patch(model, 1.05)[0], positive, negative, latent)
-    expect(same(isolated, in_one_process), "the samples differ from the same graph in one process")
+    expect(same(isolated, ksample(in_one_process, positive, negative, latent)),
+           "the samples differ from the same graph in one process")
     expect(not same(isolated, ksample(model, positive, negative, latent)), "the patches changed nothing")
 
 
@@ -128,10 +135,8 @@ def check_options_in_place():
     expect(link_of(replacement) is not None and options.get("pack_replaced") is True,
            f"the pack's changes in place did not reach the host's clone: {options}")
     expect("patches_replace" not in model.model_options["transformer_options"], "the original MODEL was changed")
-    isolated = ksample(patched, positive, negative, latent)
-    in_one_process = ksample(pack().ReplaceAttention().patch(model, 1.1)[0], positive, negative, latent)
-    expect(same(isolated, in_one_process), "the samples differ from the same graph in one process")
-    expect(not same(isolated, ksample(model, positive, negative, latent)), "the replacement changed nothing")
+    expect_sampled_as_one_process(patched, pack().ReplaceAttention().patch(model, 1.1)[0], model, positive,
+                                  negative, latent)
 
 
 def check_clip_vae():

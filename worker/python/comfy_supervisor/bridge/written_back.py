@@ -76,6 +76,17 @@ def _changing(method):
     return change
 
 
+def _changes(base, *names):
+    """A class decorator: each of `names`, the `base` container's own method, sets the whole
+    attribute back after it."""
+    def install(cls):
+        for name in names:
+            setattr(cls, name, _changing(getattr(base, name)))
+        return cls
+    return install
+
+
+@_changes(dict, "__setitem__", "__delitem__", "__ior__", "update", "pop", "popitem", "clear")
 class WrittenBackDict(_Wrapped, dict):
     def __init__(self, items, root):
         dict.__init__(self, items)
@@ -92,15 +103,9 @@ class WrittenBackDict(_Wrapped, dict):
             self[key] = default
         return self[key]
 
-    __setitem__ = _changing(dict.__setitem__)
-    __delitem__ = _changing(dict.__delitem__)
-    __ior__ = _changing(dict.__ior__)
-    update = _changing(dict.update)
-    pop = _changing(dict.pop)
-    popitem = _changing(dict.popitem)
-    clear = _changing(dict.clear)
 
-
+@_changes(list, "__setitem__", "__delitem__", "__iadd__", "append", "extend", "insert", "remove", "pop", "clear",
+          "sort", "reverse")
 class WrittenBackList(_Wrapped, list):
     def __init__(self, items, root):
         list.__init__(self, items)
@@ -110,15 +115,3 @@ class WrittenBackList(_Wrapped, list):
         if isinstance(index, slice):
             return list.__getitem__(self, index)
         return self._held(index, list.__getitem__(self, index), list.__setitem__)
-
-    __setitem__ = _changing(list.__setitem__)
-    __delitem__ = _changing(list.__delitem__)
-    __iadd__ = _changing(list.__iadd__)
-    append = _changing(list.append)
-    extend = _changing(list.extend)
-    insert = _changing(list.insert)
-    remove = _changing(list.remove)
-    pop = _changing(list.pop)
-    clear = _changing(list.clear)
-    sort = _changing(list.sort)
-    reverse = _changing(list.reverse)
