@@ -130,6 +130,10 @@ def main():
                  f"a change in place of what was read is set back, one use; a copy's is the pack's own ({session.uses})")
     report.check(type(copy.deepcopy(options)) is dict and type(pickle.loads(pickle.dumps(options))) is dict,
                  "what was read copies and pickles as a plain dict")
+    for _, value in proxy.model_options.items():
+        value["w"] = 0
+    report.check(model.model_options["transformer_options"].get("w") == 0,
+                 "a change to a value reached by iterating what was read is set back too")
 
     refusal = raised(lambda: proxy.unpatch_model(), remote.RemoteError)
     report.check(refusal is not None and "may not call unpatch_model" in refusal and "MODEL" in refusal,

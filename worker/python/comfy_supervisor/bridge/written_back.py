@@ -44,8 +44,9 @@ def plain(value):
 
 
 class _Wrapped:
-    """What the dict and the list share: reads that wrap what they hold, copies that are
-    plain, and never pickled with their root."""
+    """What the dict and the list share: reads that wrap what they hold (by key or index,
+    and as they are iterated: `items()` and `values()` are lists, not views), copies that
+    are plain, and never pickled with their root."""
 
     def _held(self, key, value, store):
         found = wrapped(value, self._root)
@@ -98,6 +99,12 @@ class WrittenBackDict(_Wrapped, dict):
     def get(self, key, default=None):
         return self[key] if key in self else default
 
+    def values(self):
+        return [self[key] for key in self]
+
+    def items(self):
+        return [(key, self[key]) for key in self]
+
     def setdefault(self, key, default=None):
         if key not in self:
             self[key] = default
@@ -115,3 +122,6 @@ class WrittenBackList(_Wrapped, list):
         if isinstance(index, slice):
             return list.__getitem__(self, index)
         return self._held(index, list.__getitem__(self, index), list.__setitem__)
+
+    def __iter__(self):
+        return (self[index] for index in range(len(self)))
