@@ -30,7 +30,7 @@ import comfy.model_base  # noqa: E402
 import comfy.model_patcher  # noqa: E402
 import comfy.model_sampling  # noqa: E402
 import torch  # noqa: E402
-from comfy_supervisor.bridge import remote, values  # noqa: E402
+from comfy_supervisor.bridge import remote, values, written_back  # noqa: E402
 from comfy_supervisor.bridge.object_kinds import kind_of  # noqa: E402
 from comfy_supervisor.bridge.values import ValueCrossingError  # noqa: E402
 
@@ -134,6 +134,12 @@ def main():
         value["w"] = 0
     report.check(model.model_options["transformer_options"].get("w") == 0,
                  "a change to a value reached by iterating what was read is set back too")
+    kept = proxy.model_options["transformer_options"]
+    written_back.let_go()  # the node call that read it returned (pack_worker's NodeServer.drop_reads)
+    refusal = raised(lambda: kept.update(late=1), ReferenceError)
+    report.check(refusal is not None and "\n" not in refusal and "after the node call" in refusal and
+                 "late" not in kept,
+                 f"a change after the node call that read it returned is refused in one line ({refusal})")
 
     refusal = raised(lambda: proxy.unpatch_model(), remote.RemoteError)
     report.check(refusal is not None and "may not call unpatch_model" in refusal and "MODEL" in refusal,

@@ -164,7 +164,7 @@ def _getattribute(proxy, name):
     if not link.kind.allows("set", name):
         return value
     # A dict or list the other side may set back: its changes in place are (written_back.py).
-    root = written_back.Root(lambda whole: _setattr(proxy, name, whole))
+    root = written_back.Root(lambda whole: _setattr(proxy, name, whole), f"{name} of {link.describe()}")
     root.value = written_back.wrapped(value, root)
     return root.value
 

@@ -12,17 +12,37 @@ as in one process.
 """
 
 import copy
+import weakref
+
+_roots = weakref.WeakSet()  # the roots read in this process and not let go of yet
 
 
 class Root:
-    """The attribute a wrapped container was read from, and the whole value to set back."""
+    """The attribute a wrapped container was read from (`what` names it), and the whole value
+    to set back. A container and its root refer to each other: let_go() ends that, so that
+    what they hold of the owner's is freed at once, not at some later collection of cycles."""
 
-    def __init__(self, setter):
+    def __init__(self, setter, what):
         self.setter = setter
+        self.what = what
         self.value = None
+        _roots.add(self)
+
+    def check(self):
+        if self.setter is None:
+            raise ReferenceError(f"{self.what} was changed after the node call that read it returned: the owner "
+                                 "takes changes to it only during that call")
 
     def write(self):
         self.setter(self.value)
+
+
+def let_go():
+    """The node call that read them returned: every container read since stops writing back
+    (a later change raises one line), and lets go of its owner's object."""
+    for root in list(_roots):
+        root.setter = root.value = None
+    _roots.clear()
 
 
 def wrapped(value, root):
@@ -70,6 +90,7 @@ class _Wrapped:
 def _changing(method):
     """The container's own `method`, then the whole attribute set back."""
     def change(self, *args, **kwargs):
+        self._root.check()  # before the change: a refused one changes nothing here either
         result = method(self, *args, **kwargs)
         self._root.write()
         return self if result is NotImplemented else result

@@ -34,6 +34,7 @@ import threading
 import traceback
 
 from .. import participant as sv
+from ..bridge import written_back
 from ..bridge.arena import PeerArena
 from ..bridge.channel import SPIN_S, receive_control
 from ..bridge.conversation import Conversation
@@ -223,21 +224,24 @@ class NodeServer:
                 value, encoder = session.encode(result)
                 session.lend(encoder)
                 del result, encoder
-                self.drop_mirrors(session)
+                self.drop_reads(session)
                 sent = session.send({"op": "result", "id": call_id, "value": value})
             if not sent:
                 session.close()
         except Exception as error:  # noqa: BLE001 (a node may raise anything: it is the pack's error)
-            self.drop_mirrors(session)
+            self.drop_reads(session)
             session.send(self.error_message(call_id, error))
         finally:
             self.current = None
 
     @staticmethod
-    def drop_mirrors(session):
-        """A mirror lives for the node call that read it, as the host's objects may be used
-        only then; it is let go before the host hears the call ended (bridge/mirror.py)."""
+    def drop_reads(session):
+        """A mirror, and a container read of a host object's attribute that writes its changes
+        back, live for the node call that read them, as the host's objects may be used only
+        then; they are let go before the host hears the call ended (bridge/mirror.py,
+        bridge/written_back.py)."""
         session.mirrors.drop_all("the node call that read it returned")
+        written_back.let_go()
 
     def call(self, session, message):
         node, kind = message.get("node"), message.get("kind")
