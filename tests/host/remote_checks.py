@@ -10,6 +10,7 @@ pack imported into this process; and tests/packs/hostile_pack as "hostile" probi
     remote-options-in-place  model_options changed in place on a clone, as IPAdapter does
                     (a key set, a replacement found there changed, a key deeper down):
                     each change reaches the host's clone, sampled bit-equal to one process
+    remote-noise    a host NOISE (random, and none) asked for a latent's noise and its seed
     remote-clip-vae a host CLIP's tokenize and encode, a host VAE's encode and decode
     remote-control  a host CONTROL_NET copied with its hint set into CONDITIONING, sampled
     remote-upscale  a host UPSCALE_MODEL moved, its scale read and called on an image in
@@ -137,6 +138,16 @@ def check_options_in_place():
     expect("patches_replace" not in model.model_options["transformer_options"], "the original MODEL was changed")
     expect_sampled_as_one_process(patched, pack().ReplaceAttention().patch(model, 1.1)[0], model, positive,
                                   negative, latent)
+
+
+def check_noise():
+    from comfy_extras import nodes_custom_sampler
+    latent = {"samples": torch.zeros(1, 4, 4, 4)}
+    for (noise,) in (nodes_custom_sampler.RandomNoise().get_noise(11), nodes_custom_sampler.DisableNoise().get_noise()):
+        isolated, seed = node("NoiseLatent").noise(noise=noise, latent=latent)
+        expected, expected_seed = pack().NoiseLatent().noise(noise, latent)
+        expect(same(isolated["samples"], expected["samples"]) and seed == expected_seed,
+               f"{type(noise).__name__}'s noise or seed differs from one process")
 
 
 def check_clip_vae():
@@ -334,8 +345,9 @@ def check_hostile():
     _checks.say("remote-hostile: " + "; ".join(message for _, _, message in answers[:4]))
 
 
-CHECKS = {"remote-patch": check_patch, "remote-options": check_options, "remote-options-in-place": check_options_in_place,
-          "remote-clip-vae": check_clip_vae,
+CHECKS = {"remote-patch": check_patch, "remote-options": check_options,
+          "remote-options-in-place": check_options_in_place,
+          "remote-noise": check_noise, "remote-clip-vae": check_clip_vae,
           "remote-control": check_control, "remote-upscale": check_upscale, "remote-conds": check_conds,
           "remote-cond-objects": check_cond_objects,
           "remote-pack-model": check_pack_model, "remote-forwarded": check_forwarded,

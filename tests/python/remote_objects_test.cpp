@@ -12,7 +12,8 @@ using Catch::Matchers::Contains;
 using nlohmann::json;
 
 TEST_CASE("the host's MODEL, CLIP, VAE and CONTROL_NET work in a pack's nodes, and the pack's MODEL in the host's KSampler") {
-    run_checks({"remote-patch", "remote-options", "remote-options-in-place", "remote-clip-vae", "remote-control",
+    run_checks({"remote-patch", "remote-options", "remote-options-in-place", "remote-noise", "remote-clip-vae",
+                "remote-control",
                 "remote-upscale", "remote-conds",
                 "remote-cond-objects", "remote-pack-model", "remote-forwarded", "remote-released"},
                json::array({python_pack("model", "model_pack")}));

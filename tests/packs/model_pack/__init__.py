@@ -5,6 +5,7 @@ isolated as in ComfyUI's own process.
 - PatchModel: a host MODEL cloned, an object patch added (the pack's own sampling
   schedule), this pack's attention patch and CFG function set on it (IPAdapter, FreeU, PAG and the like), returned to the host's
   KSampler, which calls the pack's functions back on every step;
+- NoiseLatent: a host NOISE's generate_noise and seed;
 - EncodeText: a host CLIP's tokenize and encode_from_tokens_scheduled;
 - VaeRoundTrip: a host VAE's encode, then decode;
 - ApplyControl: a host CONTROL_NET copied with its cond hint set into CONDITIONING;
@@ -167,6 +168,21 @@ class ReplaceAttention(Node):
                 to["patches_replace"]["attn2"][key].add(each)
         patched.model_options["transformer_options"]["pack_replaced"] = True
         return (patched,)
+
+
+class NoiseLatent(Node):
+    """A host NOISE asked for the noise of a latent, and its seed read, as a pack's sampler
+    does with the NOISE of upstream's custom sampling nodes."""
+
+    FUNCTION = "noise"
+    RETURN_TYPES = ("LATENT", "INT")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"noise": ("NOISE",), "latent": ("LATENT",)}}
+
+    def noise(self, noise, latent):
+        return ({"samples": noise.generate_noise(latent)}, noise.seed)
 
 
 class EncodeText(Node):
@@ -505,7 +521,8 @@ class MirrorTouch(Node):
         return (sum(tensor.numel() for tensor in tensors),)
 
 
-NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOptions, ReplaceAttention, EncodeText,
+NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOptions, ReplaceAttention, NoiseLatent,
+                                                      EncodeText,
                                                       VaeRoundTrip, ApplyControl, CondValues, PassConditioning,
                                                       OwnControl, LoadModel, UpscaleWithHost, SampleWithHost,
                                                       PatchAttention, EmptyFunction, ExitMidNode, KeepHostObject,

@@ -37,7 +37,7 @@ class Kind:
         """The class, where its module is imported (`importing`: imported now, for a proxy
         of the kind received); None otherwise."""
         module = sys.modules.get(self.module)
-        if module is None and importing and self.module.startswith("comfy."):
+        if module is None and importing and self.module.startswith(("comfy.", "comfy_extras.")):
             try:
                 module = importlib.import_module(self.module)
             except Exception:  # noqa: BLE001 (a ComfyUI that lacks it: the proxy is of object)
@@ -113,6 +113,12 @@ KINDS = (
     Kind("SAMPLER", "comfy.samplers", "Sampler", calls=("sample", "max_denoise")),
     Kind("GUIDER", "comfy.samplers", "CFGGuider", calls=("set_conds", "set_cfg", "sample"),
          reads=("model_patcher", "model_options", "cfg")),
+    # Upstream's noise sources, as its custom sampling nodes make them (NOISE): the sampler
+    # asks one for the noise of a latent.
+    Kind("RANDOM_NOISE", "comfy_extras.nodes_custom_sampler", "Noise_RandomNoise", calls=("generate_noise",),
+         reads=("seed",)),
+    Kind("EMPTY_NOISE", "comfy_extras.nodes_custom_sampler", "Noise_EmptyNoise", calls=("generate_noise",),
+         reads=("seed",)),
     # A pack's own subclass of a conditioning value: upstream's own classes cross by value
     # (bridge/by_value.py), a subclass with methods of its own stays with its maker.
     Kind("COND", "comfy.conds", "CONDRegular", calls=("process_cond", "can_concat", "concat", "size"),
