@@ -69,7 +69,9 @@ one PASS or FAIL line with what was seen:
       with torch: in the worker that is a mirror (docs/PACKS.md, "Mirrors"), upstream's
       UNetModel built by upstream's class and comfy.ops.pick_operations over the host's
       weights mapped from a sealed memfd; the forward's output must be bit-equal to the
-      one-process node's over the module itself, and the ledger must hold the UNet's
+      one-process node's over the module itself; a second pair reads the module by name,
+      `model.get_model_object("diffusion_model")` (by_name), as many packs do: bit-equal
+      to one process too, and to the first pair; and the ledger must hold the UNet's
       model once, the host's (the host samples with it in the same prompt), and nothing
       of pack model's (a mirror registers nothing).
    10. LoadModel loads the pack's own MODEL (a checkpoint of the tiny UNet) and the

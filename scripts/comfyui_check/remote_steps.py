@@ -26,8 +26,9 @@ STEPS = [
         "process", "step_clip_vae"),
     (8, "a pack applies the host's CONTROL_NET to CONDITIONING, sampled by the host, bit-equal to one process",
      "step_control"),
-    (9, "a pack runs the host MODEL's diffusion model itself (a mirror over the host's weights), bit-equal to "
-        "one process, the model once in the ledger", "step_mirror"),
+    (9, "a pack runs the host MODEL's diffusion model itself (a mirror over the host's weights), read as an "
+        "attribute and by name (get_model_object), bit-equal to one process, the model once in the ledger",
+     "step_mirror"),
     (10, "a pack loads its own MODEL and the host's KSampler samples with it, bit-equal to one process, the "
         "model the pack's in the ledger", "step_pack_model"),
     (11, "a pack runs the host CLIP_VISION's model itself (a mirror over the host's weights), bit-equal to one "
@@ -171,12 +172,20 @@ class RemoteSteps:
     def step_mirror(self, number, title):
         prompt = base()
         graph = both("MirrorForward", model=["tiny", 0])
+        # by_name: the module read with model.get_model_object("diffusion_model"), as many packs do
+        named = both("MirrorForward", model=["tiny", 0], by_name=True)
         prompt.update({"mirror_iso": graph["iso"], "mirror_one": graph["one"],
                        "isolated": digest("isolated", latent=("mirror_iso", 0)),
                        "one_process": digest("one process", latent=("mirror_one", 0)),
+                       "named_iso": named["iso"], "named_one": named["one"],
+                       "by_name_isolated": digest("by name isolated", latent=("named_iso", 0)),
+                       "by_name_one_process": digest("by name one process", latent=("named_one", 0)),
                        # the host's own sampling in the same prompt: its model is loaded, in the ledger
                        "k_plain": ksampler(("tiny", 0)), "plain": digest("plain", latent=("k_plain", 0))})
-        outcome = self.compare(number, title, prompt, [("isolated", "one_process")])
+        # both read the same host weights: the by-name mirror's output is the attribute's too
+        outcome = self.compare(number, title, prompt, [("isolated", "one_process"),
+                                                       ("by_name_isolated", "by_name_one_process"),
+                                                       ("by_name_isolated", "isolated")])
         if outcome is None:
             return
         ok, seen = outcome
