@@ -157,6 +157,18 @@ def check_interfaces():
     expect(proxy.IS_CHANGED(count=1, scale=2.0, text="t", flag=True) == "1/2.0/t/True", "IS_CHANGED answer")
     expect(classes["names"]["InvertImage"] == "Invert image (isolated)", "display name")
     expect(not hasattr(classes["bridge"]["Echo"], "VALIDATE_INPUTS"), "a VALIDATE_INPUTS the pack has not")
+    expect(proxy.OUTPUT_TOOLTIPS == ("the count plus one", "the scale doubled", "the text reversed",
+                                     "the flag negated") and proxy.DESCRIPTION == "Plain values in, changed, and out."
+           and proxy.NOT_IDEMPOTENT is True and not hasattr(classes["bridge"]["Echo"], "OUTPUT_TOOLTIPS"),
+           "OUTPUT_TOOLTIPS, DESCRIPTION and NOT_IDEMPOTENT, where the pack's class has them")
+    proxy.RELATIVE_PYTHON_MODULE = "custom_nodes.comfy_supervisor"  # as upstream sets it on what our module maps
+    expect(proxy.RELATIVE_PYTHON_MODULE == "custom_nodes.bridge_pack",
+           f"python_module {proxy.RELATIVE_PYTHON_MODULE!r}, not the pack's")
+    # Upstream saves IS_CHANGED's answer in each image's metadata: a proxy has none where the
+    # pack's class has none and its outputs are tensors and plain values.
+    invert, model = classes["bridge"]["InvertImage"], classes["bridge"]["LoadTinyModel"]
+    expect(not hasattr(invert, "IS_CHANGED") and hasattr(model, "IS_CHANGED"),
+           "IS_CHANGED only where the pack's class has it, or where the outputs may hold objects")
 
 
 def check_values():

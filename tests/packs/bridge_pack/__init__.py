@@ -149,6 +149,9 @@ class AddOneInPlace(Node):
 class PlainValues(Node):
     RETURN_TYPES = ("INT", "FLOAT", "STRING", "BOOLEAN")
     RETURN_NAMES = ("count", "scale", "text", "flag")
+    OUTPUT_TOOLTIPS = ("the count plus one", "the scale doubled", "the text reversed", "the flag negated")
+    DESCRIPTION = "Plain values in, changed, and out."
+    NOT_IDEMPOTENT = True
 
     @classmethod
     def INPUT_TYPES(cls):

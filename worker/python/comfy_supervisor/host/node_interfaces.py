@@ -16,7 +16,12 @@ import inspect
 import keyword
 import weakref
 
-_OPTIONAL_INTERFACE = ("RETURN_NAMES", "OUTPUT_IS_LIST", "INPUT_IS_LIST", "DESCRIPTION")
+_OPTIONAL_INTERFACE = ("RETURN_NAMES", "OUTPUT_IS_LIST", "INPUT_IS_LIST", "DESCRIPTION", "OUTPUT_TOOLTIPS",
+                       "DEPRECATED", "EXPERIMENTAL", "API_NODE", "NOT_IDEMPOTENT")
+_FLAGS = ("INPUT_IS_LIST", "DEPRECATED", "EXPERIMENTAL", "API_NODE", "NOT_IDEMPOTENT")
+# Output types whose values are tensors and plain values: a node that makes only these (or
+# combo lists) makes nothing that dies with its worker's life.
+_PLAIN_TYPES = frozenset(("IMAGE", "MASK", "LATENT", "INT", "FLOAT", "STRING", "BOOLEAN", "AUDIO", "SIGMAS"))
 
 
 class InterfaceError(ValueError):
@@ -69,8 +74,13 @@ def check_interface(interface):
     lists = interface.get("OUTPUT_IS_LIST", [])
     _check(isinstance(lists, list) and all(isinstance(flag, bool) for flag in lists), "OUTPUT_IS_LIST", lists,
            "a list of flags")
-    _check(isinstance(interface.get("INPUT_IS_LIST", False), bool), "INPUT_IS_LIST", interface.get("INPUT_IS_LIST"),
-           "a flag")
+    for flag in _FLAGS:
+        _check(isinstance(interface.get(flag, False), bool), flag, interface.get(flag), "a flag")
+    tooltips = interface.get("OUTPUT_TOOLTIPS", [])
+    _check(isinstance(tooltips, list) and all(isinstance(tip, str) for tip in tooltips), "OUTPUT_TOOLTIPS",
+           tooltips, "a list of tooltips")
+    module = interface.get("python_module", "")
+    _check(isinstance(module, str) and len(module) <= 200, "python_module", module, "a module's name")
     validate = interface.get("VALIDATE_INPUTS")
     _check(validate is None or (isinstance(validate, dict) and isinstance(validate.get("args", []), list)),
            "VALIDATE_INPUTS", validate, "a signature")
@@ -92,6 +102,20 @@ def _identifier(name, what):
     return name
 
 
+class _PackNodeClass(type):
+    """The class of a proxy class. Upstream sets RELATIVE_PYTHON_MODULE (what /object_info
+    calls python_module) on every class a custom node module maps, to that module's name:
+    comfy_supervisor's, for a proxy. The node is the pack's, so its class keeps the pack's."""
+
+    @property
+    def RELATIVE_PYTHON_MODULE(cls):
+        return cls.PACK_PYTHON_MODULE
+
+    @RELATIVE_PYTHON_MODULE.setter
+    def RELATIVE_PYTHON_MODULE(cls, _):
+        pass  # the module that registered the proxy is not the node's
+
+
 def proxy_class(link, node, interface):
     """A class upstream runs as if it were the pack's node; it runs the node in the worker
     through `link` (proxy_nodes.PackLink). Raises InterfaceError for an interface
@@ -105,6 +129,7 @@ def proxy_class(link, node, interface):
         "__module__": __name__,
         "__doc__": f"{node} of pack {link.name}, run in the pack's worker.",
         "PACK": link.name,
+        "PACK_PYTHON_MODULE": interface.get("python_module") or f"custom_nodes.{link.name}",
         "CATEGORY": str(interface.get("CATEGORY", "isolated")),
         "RETURN_TYPES": tuple(interface.get("RETURN_TYPES", ())),
         "FUNCTION": function,
@@ -121,7 +146,12 @@ def proxy_class(link, node, interface):
         weakref.finalize(self, link.forget_instance, self.instance)
 
     def run(self, **inputs):
-        return link.call(node, "function", inputs, instance=self.instance)
+        result = link.call(node, "function", inputs, instance=self.instance)
+        if link.handle_generation.get(node) is not None and "IS_CHANGED" not in vars(type(self)):
+            # Its outputs hold what dies with the worker's life: from now on IS_CHANGED names
+            # the life, so that ComfyUI runs the node again rather than reuse them.
+            type(self).IS_CHANGED = classmethod(is_changed)
+        return result
 
     def is_changed(cls, **inputs):
         answer = link.call(node, "is_changed", inputs) if interface.get("IS_CHANGED") else None
@@ -130,7 +160,11 @@ def proxy_class(link, node, interface):
 
     attributes["__init__"] = __init__
     attributes[function] = run
-    attributes["IS_CHANGED"] = classmethod(is_changed)
+    # Upstream saves IS_CHANGED's answer in the prompt, and so in each image's metadata: a
+    # proxy has one where the pack's class has, or where its outputs may hold objects.
+    plain = all(isinstance(kind, list) or kind in _PLAIN_TYPES for kind in attributes["RETURN_TYPES"])
+    if interface.get("IS_CHANGED") or not plain:
+        attributes["IS_CHANGED"] = classmethod(is_changed)
     validate = interface.get("VALIDATE_INPUTS")
     if isinstance(validate, dict):
         def validate_inputs(cls, **inputs):
@@ -143,4 +177,4 @@ def proxy_class(link, node, interface):
             parameters.append(inspect.Parameter("inputs", inspect.Parameter.VAR_KEYWORD))
         validate_inputs.__signature__ = inspect.Signature(parameters)
         attributes["VALIDATE_INPUTS"] = classmethod(validate_inputs)
-    return type(node if node.isidentifier() else "PackNode", (), attributes)
+    return _PackNodeClass(node if node.isidentifier() else "PackNode", (), attributes)

@@ -37,8 +37,10 @@ from .node_server import NodeServer
 
 EXIT_CANNOT_RUN = 78  # sysexits.h EX_CONFIG; the supervisor does not restart on it
 
+# Every member of a node class upstream reads (server.py's node_info, execution.py).
 _INTERFACE = ("RETURN_TYPES", "RETURN_NAMES", "FUNCTION", "CATEGORY", "OUTPUT_NODE", "OUTPUT_IS_LIST",
-              "INPUT_IS_LIST", "DESCRIPTION")
+              "INPUT_IS_LIST", "DESCRIPTION", "OUTPUT_TOOLTIPS", "DEPRECATED", "EXPERIMENTAL", "API_NODE",
+              "NOT_IDEMPOTENT")
 
 
 def say(line):
@@ -72,12 +74,17 @@ def _plain(value):
     return repr(value)
 
 
-def describe(module):
-    """Each node class's interface, by its name, as the host's proxy nodes need it."""
+def describe(module, pack):
+    """Each node class's interface, by its name, as the host's proxy nodes need it; its
+    python_module is the one upstream gives the classes of a pack in custom_nodes/ (the
+    pack's folder, or its file without .py)."""
     names = getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", {}) or {}
+    folder = os.path.basename(os.path.normpath(pack))
+    python_module = "custom_nodes." + (os.path.splitext(folder)[0] if os.path.isfile(pack) else folder)
     nodes = {}
     for node_name, cls in module.NODE_CLASS_MAPPINGS.items():
-        interface = {"display_name": names.get(node_name, node_name), "INPUT_TYPES": _plain(cls.INPUT_TYPES())}
+        interface = {"display_name": names.get(node_name, node_name), "INPUT_TYPES": _plain(cls.INPUT_TYPES()),
+                     "python_module": python_module}
         for member in _INTERFACE:
             if hasattr(cls, member):
                 interface[member] = _plain(getattr(cls, member))
@@ -138,7 +145,7 @@ def main():
             forwarded.install()  # before the pack imports upstream's functions by name
     try:
         name, module = import_pack(options.pack)
-        nodes = describe(module)
+        nodes = describe(module, options.pack)
     except Exception as error:  # noqa: BLE001 (whatever the pack raises is its error)
         say(f"cannot import {os.path.basename(os.path.abspath(options.pack))}: {type(error).__name__}: "
             f"{str(error).splitlines()[0] if str(error) else ''}; fix the pack or its venv, then "
