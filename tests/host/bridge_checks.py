@@ -9,6 +9,8 @@ again as "other" (a second pack with the same nodes), tests/packs/hostile_pack a
 "evil".
 
     interfaces   each proxy class has the pack's own interface
+    wildcards    a wildcard type, optional inputs of any name and a type of customised
+                 equality compare as the pack's own do, and say the same to /object_info
     values       every kind of value round-trips bit-exact
     copies       a tensor into a worker is read in place, in the arena the host writes for
                  that pack life alone; an output is the host's own copy, and the host maps
@@ -60,6 +62,7 @@ again as "other" (a second pack with the same nodes), tests/packs/hostile_pack a
 
 import gc
 import importlib
+import json
 import math
 import mmap
 import os
@@ -169,6 +172,21 @@ def check_interfaces():
     invert, model = classes["bridge"]["InvertImage"], classes["bridge"]["LoadTinyModel"]
     expect(not hasattr(invert, "IS_CHANGED") and hasattr(model, "IS_CHANGED"),
            "IS_CHANGED only where the pack's class has it, or where the outputs may hold objects")
+
+
+def check_wildcards():
+    proxy = classes["bridge"]["PassAnything"]
+    types = proxy.INPUT_TYPES()
+    anything, optional = types["required"]["value"][0], types["optional"]
+    expect(not anything != "IMAGE" and not proxy.RETURN_TYPES[0] != "MODEL" and proxy.RETURN_TYPES[1] != "IMAGE",
+           f"the wildcard in and out compare unequal to a type: {types}, {proxy.RETURN_TYPES}")
+    pixels = optional["pixels"][0]
+    expect("seed" in optional and not optional["seed"][0] != "LATENT" and not pixels != "MASK" and pixels != "LATENT",
+           f"the optional inputs of any name, and the input of customised equality: {optional}")
+    expect(json.dumps(types) == '{"required": {"value": ["*"]}, "optional": {"pixels": ["IMAGE_OR_MASK"]}}' and
+           json.dumps(proxy.RETURN_TYPES) == '["*", "INT"]', f"what /object_info says of them: {json.dumps(types)}")
+    value, extra = node("PassAnything").run(value=torch.ones(3), seed=5, label="x")
+    expect(same(value, torch.ones(3)) and extra == 2, f"the wildcard's value and inputs of any name: {value}, {extra}")
 
 
 def check_values():
@@ -618,7 +636,7 @@ def check_frozen():
     say(f"frozen: pack evil wrote over {reached}; what it handed over is unchanged")
 
 
-CHECKS = {"interfaces": check_interfaces, "values": check_values, "copies": check_copies,
+CHECKS = {"interfaces": check_interfaces, "wildcards": check_wildcards, "values": check_values, "copies": check_copies,
           "sent-back": check_sent_back,
           "handles": check_handles, "progress": check_progress, "interrupt": check_interrupt, "error": check_error,
           "oom": check_oom, "arena-idle": check_arena_idle, "death": check_death, "kept-output": check_kept_output,

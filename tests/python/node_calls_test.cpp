@@ -16,7 +16,8 @@ using Catch::Matchers::Contains;
 using nlohmann::json;
 
 TEST_CASE("proxy nodes carry the pack's interface, values cross bit-exact, in place into a worker, and objects stay as handles") {
-    run_checks({"interfaces", "values", "copies", "sent-back", "handles", "malformed", "cuda-handshake", "arena-idle"},
+    run_checks({"interfaces", "wildcards", "values", "copies", "sent-back", "handles", "malformed", "cuda-handshake",
+                "arena-idle"},
                json::array({python_pack("bridge", "bridge_pack"), python_pack("other", "bridge_pack")}));
 }
 

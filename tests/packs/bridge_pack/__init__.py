@@ -2,7 +2,7 @@
 tensors in and out, ComfyUI's LATENT dict, plain values, an object that stays in the
 worker as a handle, progress and interrupts, errors, out-of-memory, a death mid-node, and
 messages to the browser through upstream's PromptServer, which it uses at import as real
-packs do (an HTTP route)."""
+packs do (an HTTP route), and wildcard sockets as packs declare them."""
 
 import os
 import signal
@@ -275,9 +275,60 @@ class Nothing(Node):
         return ()
 
 
+class AnyType(str):
+    """A type equal to every other, as packs declare their "any type" sockets (upstream
+    compares types with !=)."""
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = str.__hash__
+
+
+class ImageOrMask(str):
+    """A type of customised equality: an IMAGE or a MASK."""
+
+    def __ne__(self, other):
+        return other not in ("IMAGE", "MASK", "IMAGE_OR_MASK")
+
+    __hash__ = str.__hash__
+
+
+class AnyInputs(dict):
+    """Optional inputs of any name, as rgthree's FlexibleOptionalInputType: a name it does
+    not hold is an input of `kind`."""
+
+    def __init__(self, kind, inputs=None):
+        super().__init__(inputs or {})
+        self.kind = kind
+
+    def __getitem__(self, name):
+        return dict.__getitem__(self, name) if dict.__contains__(self, name) else (self.kind,)
+
+    def __contains__(self, name):
+        return True
+
+
+ANY = AnyType("*")
+
+
+class PassAnything(Node):
+    """A wildcard in and out, optional inputs of any name (counted), and an input of a type
+    of customised equality."""
+    RETURN_TYPES = (ANY, "INT")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": (ANY,)},
+                "optional": AnyInputs(ANY, {"pixels": (ImageOrMask("IMAGE_OR_MASK"),)})}
+
+    def run(self, value, **more):
+        return (value, len(more))
+
+
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (InvertImage, EmptyLatent, Echo, DropFirst, Remember, Recall,
                                                       MappingOf, CloneImage, AddOneInPlace, PlainValues, LoadTinyModel,
                                                       ApplyTinyModel, SlowProgress, Raise, RaiseOutOfMemory,
-                                                      ExitMidNode, NotifyBrowser, Nothing)}
+                                                      ExitMidNode, NotifyBrowser, Nothing, PassAnything)}
 NODE_DISPLAY_NAME_MAPPINGS = {"InvertImage": "Invert image (isolated)"}
 WEB_DIRECTORY = "./web"

@@ -16,6 +16,8 @@ import inspect
 import keyword
 import weakref
 
+from . import socket_types
+
 _OPTIONAL_INTERFACE = ("RETURN_NAMES", "OUTPUT_IS_LIST", "INPUT_IS_LIST", "DESCRIPTION", "OUTPUT_TOOLTIPS",
                        "DEPRECATED", "EXPERIMENTAL", "API_NODE", "NOT_IDEMPOTENT")
 _FLAGS = ("INPUT_IS_LIST", "DEPRECATED", "EXPERIMENTAL", "API_NODE", "NOT_IDEMPOTENT")
@@ -42,23 +44,26 @@ def _check(condition, member, value, wanted):
         raise InterfaceError(f"its {member} is {_kind(value)}, not {wanted}")
 
 
-def _is_type(value):
-    """A node's input or output type: a name, or a combo's list of choices."""
-    return isinstance(value, str) or isinstance(value, list)
+def _check_spec(spec, where):
+    _check(isinstance(spec, list) and spec, where, spec, "a list of its type and options")
+    _check(socket_types.is_type(spec[0]), f"{where}'s type", spec[0], "a type name or a list of choices")
+    if len(spec) > 1:
+        _check(isinstance(spec[1], dict), f"{where}'s options", spec[1], "a dict")
 
 
 def _check_input_types(sections):
     _check(isinstance(sections, dict), "INPUT_TYPES()", sections, "a dict of sections")
     for section, inputs in sections.items():
         _check(isinstance(inputs, dict), f"INPUT_TYPES() section {section[:40]!r}", inputs, "a dict of inputs")
+        if socket_types.is_any_inputs(inputs):  # a section that takes inputs of any name
+            _check_spec(inputs["$default"], f"section {section[:40]!r}'s input of any name")
+            inputs = inputs["$inputs"]
+            _check(isinstance(inputs, dict), f"INPUT_TYPES() section {section[:40]!r}", inputs, "a dict of inputs")
         for name, spec in inputs.items():
             where = f"input {name[:40]!r}"
             if isinstance(spec, str) and section == "hidden":
                 continue
-            _check(isinstance(spec, list) and spec, where, spec, "a list of its type and options")
-            _check(_is_type(spec[0]), f"{where}'s type", spec[0], "a type name or a list of choices")
-            if len(spec) > 1:
-                _check(isinstance(spec[1], dict), f"{where}'s options", spec[1], "a dict")
+            _check_spec(spec, where)
 
 
 def check_interface(interface):
@@ -66,8 +71,8 @@ def check_interface(interface):
     _check(isinstance(interface, dict), "interface", interface, "a dict of members")
     _check_input_types(interface.get("INPUT_TYPES"))
     returns = interface.get("RETURN_TYPES", [])
-    _check(isinstance(returns, list) and all(_is_type(kind) for kind in returns), "RETURN_TYPES", returns,
-           "a list of types")
+    _check(isinstance(returns, list) and all(socket_types.is_type(kind) for kind in returns), "RETURN_TYPES",
+           returns, "a list of types")
     names = interface.get("RETURN_NAMES", [])
     _check(isinstance(names, list) and all(isinstance(name, str) for name in names), "RETURN_NAMES", names,
            "a list of names")
@@ -88,12 +93,22 @@ def check_interface(interface):
 
 def _as_tuples(value):
     """JSON's lists back into the tuples upstream's interfaces are written with; a list
-    of choices (a combo input's type) stays a list."""
+    of choices (a combo input's type) stays a list; a type of customised equality is
+    that type again (socket_types)."""
     if isinstance(value, list) and not all(isinstance(item, str) for item in value):
         return tuple(_as_tuples(item) for item in value)
+    if socket_types.is_type_marker(value):
+        return socket_types.type_of(value)
     if isinstance(value, dict):
         return {key: _as_tuples(item) for key, item in value.items()}
     return value
+
+
+def _section(inputs):
+    """A section of INPUT_TYPES() as upstream reads it."""
+    if socket_types.is_any_inputs(inputs):
+        return socket_types.AnyInputs(_section(inputs["$inputs"]), _as_tuples(inputs["$default"]))
+    return {name: _as_tuples(spec) if isinstance(spec, list) else spec for name, spec in inputs.items()}
 
 
 def _identifier(name, what):
@@ -122,19 +137,18 @@ def proxy_class(link, node, interface):
     upstream could not use."""
     check_interface(interface)
     function = _identifier(interface.get("FUNCTION"), "FUNCTION")
-    input_types = {section: {name: _as_tuples(spec) if isinstance(spec, list) else spec
-                             for name, spec in inputs.items()}
-                   for section, inputs in interface["INPUT_TYPES"].items()}
+    input_types = {section: _section(inputs) for section, inputs in interface["INPUT_TYPES"].items()}
     attributes = {
         "__module__": __name__,
         "__doc__": f"{node} of pack {link.name}, run in the pack's worker.",
         "PACK": link.name,
         "PACK_PYTHON_MODULE": interface.get("python_module") or f"custom_nodes.{link.name}",
         "CATEGORY": str(interface.get("CATEGORY", "isolated")),
-        "RETURN_TYPES": tuple(interface.get("RETURN_TYPES", ())),
+        "RETURN_TYPES": tuple(_as_tuples(kind) if isinstance(kind, dict) else kind
+                              for kind in interface.get("RETURN_TYPES", ())),
         "FUNCTION": function,
         "OUTPUT_NODE": bool(interface.get("OUTPUT_NODE", False)),
-        "INPUT_TYPES": classmethod(lambda cls: {section: dict(inputs) for section, inputs in input_types.items()}),
+        "INPUT_TYPES": classmethod(lambda cls: {section: inputs.copy() for section, inputs in input_types.items()}),
     }
     for member in _OPTIONAL_INTERFACE:
         if member in interface:

@@ -63,14 +63,34 @@ def import_pack(folder):
     return name, module
 
 
+# A type name and an input name no pack declares: what a wildcard type compares equal to,
+# and what a section that takes inputs of any name contains.
+_PROBE = "comfy-supervisor: no such type"
+# The types a type of customised equality is asked about (upstream's core sockets).
+_CORE_TYPES = ("IMAGE", "MASK", "LATENT", "CONDITIONING", "MODEL", "CLIP", "VAE", "CONTROL_NET", "CLIP_VISION",
+               "CLIP_VISION_OUTPUT", "STYLE_MODEL", "UPSCALE_MODEL", "GLIGEN", "SAMPLER", "SIGMAS", "NOISE", "GUIDER",
+               "HOOKS", "AUDIO", "VIDEO", "INT", "FLOAT", "STRING", "BOOLEAN")
+
+
 def _plain(value):
-    """`value` as JSON can carry it: tuples as lists, anything else as its repr."""
+    """`value` as JSON can carry it: tuples as lists, anything else as its repr; a type whose
+    equality the pack customised (a str subclass: upstream compares types with !=) as
+    {"$any": name} when it equals every type, else {"$equal": name, "to": the core types it
+    equals}; a section of inputs that takes any name (a dict subclass, as rgthree's
+    FlexibleOptionalInputType) as {"$inputs": its items, "$default": what any other name is}."""
+    if isinstance(value, str) and type(value).__ne__ is not str.__ne__:
+        if not value != _PROBE:
+            return {"$any": str(value)}
+        return {"$equal": str(value), "to": [kind for kind in _CORE_TYPES if not value != kind]}
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        items = {str(k): _plain(v) for k, v in value.items()}
+        if type(value) is not dict and _PROBE in value:
+            return {"$inputs": items, "$default": _plain(value[_PROBE])}
+        return items
     return repr(value)
 
 
