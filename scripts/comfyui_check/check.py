@@ -16,11 +16,13 @@ It starts comfy-supervisor with a config made on the spot in a temporary folder:
   model_node/ (a node that loads a torch model of a known size through
   comfy.model_management.load_models_gpu), tiny_models/ (a MODEL, CLIP, VAE, CONTROL_NET
   and CLIP_VISION made from a seed with ComfyUI's own classes, and an output node that
-  shows the SHA-256 of tensors) and one_process/ (tests/packs/model_pack imported into
-  ComfyUI's own process, its nodes named "OneProcess" + name). Third-party modules the
-  interpreter lacks (safetensors, transformers, ...) are stubbed in the temporary folder
-  (support.py), only as far as main.py needs to start; nothing of ComfyUI's own is
-  stubbed;
+  shows the SHA-256 of tensors) and two copies of one_process/:
+  comfyui_check_one_process/ (tests/packs/model_pack imported into ComfyUI's own process,
+  its nodes named "OneProcess" + name) and bridge_pack/ (tests/packs/bridge_pack so
+  imported, under the pack's own folder name, its nodes named "OneProcessBridge" + name).
+  Third-party modules the interpreter lacks (safetensors, transformers, ...) are stubbed
+  in the temporary folder (support.py), only as far as main.py needs to start; nothing of
+  ComfyUI's own is stubbed;
 - packs: "worker", the reference worker comfy-worker, whose node "load" loads a
   WORKER_MODEL model; "bridge", the test pack tests/packs/bridge_pack in a worker of its
   own (the config's `python` form: PY, the checkout's comfy package, --cpu); "model",
@@ -53,9 +55,10 @@ one PASS or FAIL line with what was seen:
    preview's pixels must be the inverse of the empty image's colour.
 5. The bridge pack's front end and its messages reach the browser through ComfyUI: GET
    /extensions lists the pack's web/bridge.js, which ComfyUI serves from the pack's folder
-   though it never imported the pack; and a prompt with the pack's NotifyBrowser node,
-   queued by a client listening on ComfyUI's websocket, brings that client the message
-   the node sent through upstream's PromptServer in the worker, naming the node.
+   though it imported the pack only as its one-process copy, which has no front end (it
+   exports no WEB_DIRECTORY); and a prompt with the pack's NotifyBrowser node, queued by a
+   client listening on ComfyUI's websocket, brings that client the message the node sent
+   through upstream's PromptServer in the worker, naming the node.
 6.-12. Remote objects (remote_steps.py): each one prompt holding a graph with a node of
    the model pack run in its worker and the same graph with its one-process copy, over
    the same host objects; each output's SHA-256 must be equal (bit-equal tensors), and
@@ -88,7 +91,18 @@ one PASS or FAIL line with what was seen:
       patches_replace["attn2"] for the middle block's transformer, then a second scale
       added to the replacement found there); the host's KSampler samples, calling the
       replacement from upstream's BasicTransformerBlock.
-13. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
+13. An isolated node is described and saved as in one process: GET /object_info's entry of
+   each bridge pack node proxied by the custom node must equal, key by key, its
+   one-process copy's (bridge_pack/, "OneProcessBridge" + name) but for its name: inputs,
+   outputs, their names, lists and tooltips, description, category, output_node, and
+   python_module, custom_nodes.bridge_pack for both, the pack's, not comfy_supervisor's
+   (ExitMidNode, model_pack's too, is left out: the isolated one is the last pack's). And a
+   prompt PlainValues -> EmptyImage -> InvertImage -> SaveImage, isolated and in one
+   process: upstream's execution saves IS_CHANGED's answer in the prompt as "is_changed",
+   and SaveImage the prompt in each PNG; read back from the PNGs, InvertImage (no
+   IS_CHANGED in the pack) must have none, as in one process, and PlainValues (its own
+   IS_CHANGED) the pack's answer, the same as in one process.
+14. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
    when its one failed prompt is the clock's, which the shutdown cuts short), and no
    participant process and no /dev/shm segment may be left.
 
@@ -123,12 +137,15 @@ RESERVE = 400 * MiB  # the supervisor's memory.reserve_bytes default, upstream's
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 MODEL_PACK = REPO / "tests" / "packs" / "model_pack"
+BRIDGE_PACK = REPO / "tests" / "packs" / "bridge_pack"
+BRIDGE_ONE_PROCESS = "OneProcessBridge"  # the prefix of bridge_pack's nodes in one process
 
 STARTUP_TIMEOUT_S = 600
 PROMPT_TIMEOUT_S = 300
 LEDGER_TIMEOUT_S = 60
 FREE_TIMEOUT_S = 20
-SHUTDOWN_STEP = 13
+NODE_INFO_STEP = 13
+SHUTDOWN_STEP = 14
 
 
 class Interrupted(Exception):
@@ -173,6 +190,11 @@ class Check:
         (nodes / "comfy_supervisor").symlink_to(REPO / "worker" / "python" / "comfyui_custom_node")
         for folder in ("model_node", "tiny_models", "one_process"):
             shutil.copytree(HERE / folder, nodes / f"comfyui_check_{folder}")
+        # Under the pack's own folder name, as a user installs it: upstream's python_module for its classes is then
+        # custom_nodes.bridge_pack, what the isolated proxies must show (step 13).
+        shutil.copytree(HERE / "one_process", nodes / BRIDGE_PACK.name)
+        one_process = {"comfyui_check_one_process": [str(MODEL_PACK), "OneProcess"],
+                       BRIDGE_PACK.name: [str(BRIDGE_PACK), BRIDGE_ONE_PROCESS]}
         front = self.tmp / "frontend"
         front.mkdir()
         (front / "index.html").write_text("<!doctype html><title>comfyui-check</title>\n")
@@ -201,14 +223,14 @@ class Check:
                 "working_directory": str(self.comfyui),
                 "env_allowlist": ["HOME", "PATH", "LANG"],
                 "env": {"PYTHONPATH": pythonpath, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
-                        "COMFYUI_CHECK_ONE_PROCESS_PACK": str(MODEL_PACK)},
+                        "COMFYUI_CHECK_ONE_PROCESS_PACKS": json.dumps(one_process)},
                 "restart": {"max_restarts": 0},
             },
             "packs": [
                 {"name": "worker", "command": worker, "args": ["--pack", str(packs / "worker.json")],
                  "restart": {"max_restarts": 0}},
                 {"name": "bridge",
-                 "python": {"pack": str(REPO / "tests" / "packs" / "bridge_pack"), "interpreter": self.python,
+                 "python": {"pack": str(BRIDGE_PACK), "interpreter": self.python,
                             "comfyui_args": ["--cpu"]},
                  "env": {"PYTHONPATH": str(stubs), "PYTHONDONTWRITEBYTECODE": "1"}, "restart": {"max_restarts": 0}},
                 {"name": "model", "python": {"pack": str(MODEL_PACK), "interpreter": self.python, "comfyui_args": ["--cpu"]},
@@ -533,6 +555,92 @@ class Check:
         except (asyncio.TimeoutError, aiohttp.ClientError, OSError) as error:
             return [], f"{type(error).__name__}: {error}"
 
+    def step_node_info(self):
+        title = ("an isolated node's /object_info entry and the prompt saved with its image equal one process's "
+                 "(python_module, tooltips, no is_changed)")
+        status, raw = self.http("GET", "/object_info", timeout=60)
+        info = json.loads(raw) if status == 200 else {}
+        # Each bridge pack node and its one-process copy. ExitMidNode is model_pack's too: the
+        # isolated ExitMidNode is the pack registered last's, so it is left out.
+        names = sorted(name[len(BRIDGE_ONE_PROCESS):] for name in info if name.startswith(BRIDGE_ONE_PROCESS))
+        names = [name for name in names if name in info and "OneProcess" + name not in info]
+        missing = [name for name in ("InvertImage", "PlainValues") if name not in names]
+        if missing:
+            self.step(NODE_INFO_STEP, title, False, f"GET /object_info answered {status} without "
+                                                    f"{' and '.join(missing)} isolated and in one process")
+            return
+        seen, ok = [], True
+        for name in names:
+            isolated, one = info[name], info[BRIDGE_ONE_PROCESS + name]
+            # The name is the one key that differs: the copy lives beside the proxy in one ComfyUI.
+            differ = [key for key in sorted((set(isolated) | set(one)) - {"name"})
+                      if isolated.get(key, "(none)") != one.get(key, "(none)")]
+            ok = ok and not differ
+            seen += [f"{name}'s {key}: {json.dumps(isolated.get(key, '(none)'))[:120]} isolated, "
+                     f"{json.dumps(one.get(key, '(none)'))[:120]} in one process" for key in differ]
+        # The copy lies in custom_nodes/ under the pack's folder name: upstream's python_module for it is a user's.
+        modules = {info[name].get("python_module") for name in names}
+        if modules != {"custom_nodes." + BRIDGE_PACK.name}:
+            ok = False
+            seen.append(f"python_module {sorted(map(str, modules))}, not custom_nodes.{BRIDGE_PACK.name}")
+        if ok:
+            keys = sorted(set(info["PlainValues"]) - {"name"})
+            seen.append(f"/object_info: {len(names)} nodes equal to their one-process copies but for the name "
+                        f"({', '.join(keys)}; python_module custom_nodes.{BRIDGE_PACK.name}, PlainValues's "
+                        f"output_tooltips {info['PlainValues'].get('output_tooltips')})")
+        saved, failure = self.saved_prompts()
+        if saved is None:
+            self.step(NODE_INFO_STEP, title, False, "; ".join(seen + [failure]))
+            return
+        prompt = saved[0]
+        for node in ("values", "empty", "invert", "save"):
+            isolated, one = (prompt.get(f"{node}_{side}", {}).get("is_changed", "(none)") for side in ("iso", "one"))
+            if isolated != one:
+                ok = False
+                seen.append(f"the saved prompt's {node}_iso has is_changed {isolated}, {node}_one {one}")
+        invert = prompt.get("invert_iso", {}).get("is_changed", "(none)")
+        values = prompt.get("values_iso", {}).get("is_changed", "(none)")
+        # PlainValues has an IS_CHANGED of its own: its answer is saved, the pack's.
+        ok = ok and invert == "(none)" and values != "(none)" and all(other == prompt for other in saved)
+        if any(other != prompt for other in saved):
+            seen.append("the two PNGs hold different prompts")
+        seen.append(f"the prompt saved in the PNGs: InvertImage's is_changed {invert} isolated, "
+                    f"{prompt.get('invert_one', {}).get('is_changed', '(none)')} in one process; PlainValues's "
+                    f"{values} isolated, {prompt.get('values_one', {}).get('is_changed', '(none)')} in one process")
+        self.step(NODE_INFO_STEP, title, ok, "; ".join(seen))
+
+    def saved_prompts(self):
+        """Runs PlainValues -> EmptyImage -> InvertImage -> SaveImage isolated ("_iso") and in
+        one process ("_one") in one prompt: ([the prompt each PNG holds], None), or (None, why)."""
+        prompt = {}
+        for side, prefix in (("iso", ""), ("one", BRIDGE_ONE_PROCESS)):
+            prompt.update({
+                f"values_{side}": {"class_type": prefix + "PlainValues",
+                                   "inputs": {"count": 63, "scale": 1.0, "text": "", "flag": False}},
+                f"empty_{side}": {"class_type": "EmptyImage", "inputs": {"width": [f"values_{side}", 0], "height": 32,
+                                                                         "batch_size": 1, "color": 0x204060}},
+                f"invert_{side}": {"class_type": prefix + "InvertImage", "inputs": {"image": [f"empty_{side}", 0]}},
+                f"save_{side}": {"class_type": "SaveImage", "inputs": {"images": [f"invert_{side}", 0],
+                                                                       "filename_prefix": f"comfyui-check-{side}"}}})
+        _, entry, failure = self.run_prompt(prompt)
+        if entry is None:
+            return None, failure
+        from PIL import Image
+        saved = []
+        for side in ("iso", "one"):
+            images = entry.get("outputs", {}).get(f"save_{side}", {}).get("images", [])
+            if not images:
+                return None, f"the prompt ran, but save_{side} saved no image"
+            image = images[0]
+            status, raw = self.http("GET", "/view?" + urllib.parse.urlencode(
+                {"filename": image["filename"], "subfolder": image.get("subfolder", ""),
+                 "type": image.get("type", "output")}))
+            text = Image.open(io.BytesIO(raw)).info.get("prompt") if status == 200 else None
+            if text is None:
+                return None, f"GET /view of save_{side}'s {image['filename']} answered {status}, without a prompt"
+            saved.append(json.loads(text))
+        return saved, None
+
     def shutdown(self):
         title = "SIGTERM stops the supervisor; no process and no segment left"
         self.workers()  # the last pids
@@ -612,7 +720,8 @@ class Check:
                 else f"ComfyUI did not join and serve within {STARTUP_TIMEOUT_S} s"
             for number, title in ((1, "ComfyUI's prompt"), (2, "the worker's load"), (3, "POST /free"),
                                   (4, "a node in its pack's worker"), (5, "a pack's front end and messages"),
-                                  *[(n, t) for n, t, _ in remote_steps.STEPS]):
+                                  *[(n, t) for n, t, _ in remote_steps.STEPS],
+                                  (NODE_INFO_STEP, "an isolated node's node info and saved prompt")):
                 self.step(number, title, False, f"not run: {why}")
             self.shutdown()
             return
@@ -625,6 +734,7 @@ class Check:
         self.step4()
         self.step5()
         remote_steps.RemoteSteps(self).run()
+        self.step_node_info()
         self.shutdown()
 
     def summary(self):
