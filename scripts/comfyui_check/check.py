@@ -59,7 +59,7 @@ one PASS or FAIL line with what was seen:
    exports no WEB_DIRECTORY); and a prompt with the pack's NotifyBrowser node, queued by a
    client listening on ComfyUI's websocket, brings that client the message the node sent
    through upstream's PromptServer in the worker, naming the node.
-6.-12. Remote objects (remote_steps.py): each one prompt holding a graph with a node of
+6.-13. Remote objects (remote_steps.py): each one prompt holding a graph with a node of
    the model pack run in its worker and the same graph with its one-process copy, over
    the same host objects; each output's SHA-256 must be equal (bit-equal tensors), and
    differ from the graph without the pack's node where the node changes the samples:
@@ -91,7 +91,10 @@ one PASS or FAIL line with what was seen:
       patches_replace["attn2"] for the middle block's transformer, then a second scale
       added to the replacement found there); the host's KSampler samples, calling the
       replacement from upstream's BasicTransformerBlock.
-13. An isolated node is described and saved as in one process: GET /object_info's entry of
+   13. NoiseLatent asks the host's NOISE, upstream's RandomNoise's Noise_RandomNoise, for a
+      latent's noise (generate_noise: upstream's prepare_noise in the host) and reads its
+      seed, which must be RandomNoise's noise_seed.
+14. An isolated node is described and saved as in one process: GET /object_info's entry of
    each bridge pack node proxied by the custom node must equal, key by key, its
    one-process copy's (bridge_pack/, "OneProcessBridge" + name) but for its name: inputs,
    outputs, their names, lists and tooltips, description, category, output_node, and
@@ -102,7 +105,16 @@ one PASS or FAIL line with what was seen:
    and SaveImage the prompt in each PNG; read back from the PNGs, InvertImage (no
    IS_CHANGED in the pack) must have none, as in one process, and PlainValues (its own
    IS_CHANGED) the pack's answer, the same as in one process.
-14. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
+15. Wildcard sockets: the bridge pack's PassAnything, isolated and in one process, takes an
+   IMAGE into its "any type" input (a str subclass whose != is always False), an extra
+   optional input of a name it does not declare (its optional inputs are rgthree's
+   FlexibleOptionalInputType, a dict holding every name) and an IMAGE into its pixels (a
+   type equal to IMAGE and MASK only); its any-type output goes into upstream's
+   ImageInvert, which takes IMAGE. Upstream's validation (validate_node_input) must
+   accept the prompt (no HTTP 400: it saw the wildcard, not a plain "*"), both outputs
+   must be bit-equal to one process's, and its INT output, the number of extra inputs
+   that came, 2 (shown as an EmptyImage's width).
+16. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
    when its one failed prompt is the clock's, which the shutdown cuts short), and no
    participant process and no /dev/shm segment may be left.
 
@@ -144,8 +156,9 @@ STARTUP_TIMEOUT_S = 600
 PROMPT_TIMEOUT_S = 300
 LEDGER_TIMEOUT_S = 60
 FREE_TIMEOUT_S = 20
-NODE_INFO_STEP = 13
-SHUTDOWN_STEP = 14
+NODE_INFO_STEP = 14
+WILDCARD_STEP = 15
+SHUTDOWN_STEP = 16
 
 
 class Interrupted(Exception):
@@ -191,7 +204,7 @@ class Check:
         for folder in ("model_node", "tiny_models", "one_process"):
             shutil.copytree(HERE / folder, nodes / f"comfyui_check_{folder}")
         # Under the pack's own folder name, as a user installs it: upstream's python_module for its classes is then
-        # custom_nodes.bridge_pack, what the isolated proxies must show (step 13).
+        # custom_nodes.bridge_pack, what the isolated proxies must show (step 14).
         shutil.copytree(HERE / "one_process", nodes / BRIDGE_PACK.name)
         one_process = {"comfyui_check_one_process": [str(MODEL_PACK), "OneProcess"],
                        BRIDGE_PACK.name: [str(BRIDGE_PACK), BRIDGE_ONE_PROCESS]}
@@ -641,6 +654,37 @@ class Check:
             saved.append(json.loads(text))
         return saved, None
 
+    def step_wildcard(self):
+        title = ("wildcard sockets: an IMAGE into an isolated node's any-type input and its any-type output into a "
+                 "core node pass ComfyUI's validation, bit-equal to one process")
+        # `seed` is none of PassAnything's declared inputs: its optional inputs hold every name. With `pixels`, two
+        # extra inputs came, its INT output; an EmptyImage that wide shows it in the digest's shape.
+        extra = 2
+        prompt = {"noise": remote_steps.node("ComfySupervisorCheckNoise", seed=5, width=64, height=64)}
+        for side, prefix, label in (("iso", "", "isolated"), ("one", BRIDGE_ONE_PROCESS, "one_process")):
+            prompt.update({
+                f"pass_{side}": remote_steps.node(prefix + "PassAnything", value=["noise", 0], seed=9,
+                                                  pixels=["noise", 0]),
+                f"invert_{side}": remote_steps.node("ImageInvert", image=[f"pass_{side}", 0]),
+                f"count_{side}": remote_steps.node("EmptyImage", width=[f"pass_{side}", 1], height=1, batch_size=1,
+                                                   color=0),
+                label: remote_steps.digest(label, image=(f"invert_{side}", 0)),
+                f"count_{label}": remote_steps.digest(f"count {label}", image=(f"count_{side}", 0))})
+
+        def counted(found):
+            counts = {side: remote_steps.width_of(found.get(f"count_{side}"), "image")
+                      for side in ("isolated", "one_process")}
+            return (set(counts.values()) == {extra},
+                    f"PassAnything's INT output {counts['isolated']} isolated, {counts['one_process']} in one "
+                    f"process ({extra} extra inputs: seed, pixels)")
+        steps = remote_steps.RemoteSteps(self)
+        outcome = steps.compare(WILDCARD_STEP, title, prompt, [("isolated", "one_process"),
+                                                               ("count_isolated", "count_one_process")],
+                                also=counted, pack="bridge")
+        if outcome is not None:
+            ok, seen = outcome
+            self.step(WILDCARD_STEP, title, ok, "POST /prompt accepted the prompt; " + seen)
+
     def shutdown(self):
         title = "SIGTERM stops the supervisor; no process and no segment left"
         self.workers()  # the last pids
@@ -721,7 +765,8 @@ class Check:
             for number, title in ((1, "ComfyUI's prompt"), (2, "the worker's load"), (3, "POST /free"),
                                   (4, "a node in its pack's worker"), (5, "a pack's front end and messages"),
                                   *[(n, t) for n, t, _ in remote_steps.STEPS],
-                                  (NODE_INFO_STEP, "an isolated node's node info and saved prompt")):
+                                  (NODE_INFO_STEP, "an isolated node's node info and saved prompt"),
+                                  (WILDCARD_STEP, "wildcard sockets")):
                 self.step(number, title, False, f"not run: {why}")
             self.shutdown()
             return
@@ -735,6 +780,7 @@ class Check:
         self.step5()
         remote_steps.RemoteSteps(self).run()
         self.step_node_info()
+        self.step_wildcard()
         self.shutdown()
 
     def summary(self):

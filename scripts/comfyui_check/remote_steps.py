@@ -1,7 +1,7 @@
 """comfyui-check's steps for remote objects (docs/PACKS.md, "Remote objects"): ComfyUI's
-MODEL, CLIP, VAE, CONTROL_NET and CLIP_VISION crossing into a pack's worker, a pack's
-MODEL into ComfyUI's KSampler, and a host MODEL's model_options changed in place by a
-pack, each graph's outputs bit-equal to the same graph in one process.
+MODEL, CLIP, VAE, CONTROL_NET, CLIP_VISION and NOISE crossing into a pack's worker, a
+pack's MODEL into ComfyUI's KSampler, and a host MODEL's model_options changed in place by
+a pack, each graph's outputs bit-equal to the same graph in one process.
 
 The pack is tests/packs/model_pack, run isolated as pack "model" under its own node
 names; the same pack is also imported into ComfyUI's own process by the custom node
@@ -35,7 +35,10 @@ STEPS = [
         "process", "step_clip_vision"),
     (12, "a pack changes the host MODEL's model_options in place (IPAdapter's attention replacement) and the "
         "host's KSampler samples with it, bit-equal to one process", "step_replace_attention"),
+    (13, "a pack asks the host's NOISE (upstream's RandomNoise) for a latent's noise, bit-equal to one process",
+     "step_noise"),
 ]
+NOISE_SEED = 3
 
 
 def node(class_type, **inputs):
@@ -113,13 +116,14 @@ class RemoteSteps:
             finite += [r["finite"] for r in rows]
         return found, finite, None
 
-    def worker(self):
-        rows = [w for w in self.check.workers() if w.get("name") == "model"]
-        return f"pack model's worker pid {rows[0]['pid']}" if rows else "no worker of pack model listed"
+    def worker(self, pack="model"):
+        rows = [w for w in self.check.workers() if w.get("name") == pack]
+        return f"pack {pack}'s worker pid {rows[0]['pid']}" if rows else f"no worker of pack {pack} listed"
 
-    def compare(self, number, title, prompt, pairs, changed=()):
+    def compare(self, number, title, prompt, pairs, changed=(), also=None, pack="model"):
         """Runs `prompt` and requires each (isolated, one process) pair of digest nodes equal,
-        and each (with the pack, without) pair of `changed` different."""
+        each (with the pack, without) pair of `changed` different, and `also`, given the
+        digests, to answer (ok, what it saw)."""
         found, finite, failure = self.digests(prompt)
         if found is None:
             self.check.step(number, title, False, failure)
@@ -134,9 +138,13 @@ class RemoteSteps:
             differ = found.get(patched) != found.get(plain)
             ok = ok and differ
             seen.append(f"{plain} {short(found.get(plain))} {'differs' if differ else 'is the same: the pack did nothing'}")
+        if also:
+            good, text = also(found)
+            ok = ok and good
+            seen.append(text)
         if not all(finite):
             seen.append("a tensor is not finite")
-        return ok, f"{'; '.join(seen)} ({self.worker()})"
+        return ok, f"{'; '.join(seen)} ({self.worker(pack)})"
 
     # ---- the steps ----
 
@@ -248,6 +256,26 @@ class RemoteSteps:
         self.report(number, title, self.compare(number, title, prompt, [("isolated", "one_process")],
                                                 [("isolated", "unpatched")]))
 
+    def step_noise(self, number, title):
+        # Upstream's RandomNoise makes a Noise_RandomNoise, which crosses into the worker as a remote object: the
+        # pack's generate_noise runs upstream's prepare_noise in the host. Its seed read by the pack, the INT
+        # output, is the width of an EmptyImage, so that the digest's shape shows it.
+        prompt = {"random": node("RandomNoise", noise_seed=NOISE_SEED),
+                  "latent": node("EmptyLatentImage", width=32, height=32, batch_size=1)}
+        graph = both("NoiseLatent", noise=["random", 0], latent=["latent", 0])
+        prompt.update({"noise_iso": graph["iso"], "noise_one": graph["one"]})
+        for side in ("iso", "one"):
+            prompt[f"seed_{side}"] = node("EmptyImage", width=[f"noise_{side}", 1], height=1, batch_size=1, color=0)
+        prompt.update({"isolated": digest("isolated", latent=("noise_iso", 0), image=("seed_iso", 0)),
+                       "one_process": digest("one process", latent=("noise_one", 0), image=("seed_one", 0))})
+
+        def seeds(found):
+            widths = {side: width_of(found.get(side), "image") for side in ("isolated", "one_process")}
+            return (set(widths.values()) == {NOISE_SEED},
+                    f"NoiseLatent's seed {widths['isolated']} isolated, {widths['one_process']} in one process "
+                    f"(RandomNoise's noise_seed {NOISE_SEED})")
+        self.report(number, title, self.compare(number, title, prompt, [("isolated", "one_process")], also=seeds))
+
     def report(self, number, title, outcome):
         if outcome is not None:
             self.check.step(number, title, *outcome)
@@ -258,6 +286,12 @@ def short(rows):
     if not rows:
         return "(no output)"
     return "[" + ", ".join(f"{name} {sha[:12]}" for name, sha, _, _ in rows) + "]"
+
+
+def width_of(rows, name):
+    """The width of a digest node's IMAGE tensor `name` (its shape is [batch, height, width, channels]), or None."""
+    shapes = [shape for row_name, _, _, shape in rows or () if row_name == name]
+    return shapes[0][2] if shapes and len(shapes[0]) == 4 else None
 
 
 def json_of(raw):

@@ -3,7 +3,7 @@ into ComfyUI's own process, as a user who installs it as an ordinary custom node
 and registers each of its nodes under a prefix. The same pack also runs isolated in its
 own worker under its own names, so one prompt holds both graphs, and the check compares
 their outputs bit for bit (scripts/comfyui_check/remote_steps.py) and their node info
-(check.py's step 13).
+(check.py's step 14).
 
 The check copies this folder into custom_nodes once per pack, and
 COMFYUI_CHECK_ONE_PROCESS_PACKS (JSON) names, for the name of each copy's folder, the
