@@ -141,9 +141,11 @@ def check_options_in_place():
 
 
 def check_noise():
-    from comfy_extras import nodes_custom_sampler
+    # Made by upstream's nodes as upstream loads them: under their file's path, not by name.
+    nodes.init_extra_nodes()
+    random_noise, no_noise = nodes.NODE_CLASS_MAPPINGS["RandomNoise"], nodes.NODE_CLASS_MAPPINGS["DisableNoise"]
     latent = {"samples": torch.zeros(1, 4, 4, 4)}
-    for (noise,) in (nodes_custom_sampler.RandomNoise().get_noise(11), nodes_custom_sampler.DisableNoise().get_noise()):
+    for (noise,) in (random_noise().get_noise(11), no_noise().get_noise()):
         isolated, seed = node("NoiseLatent").noise(noise=noise, latent=latent)
         expected, expected_seed = pack().NoiseLatent().noise(noise, latent)
         expect(same(isolated["samples"], expected["samples"]) and seed == expected_seed,

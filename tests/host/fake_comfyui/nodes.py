@@ -6,7 +6,8 @@ graph of the bridge's tests uses, with upstream's names, inputs and outputs:
 CheckpointLoaderSimple (small seeded models), CLIPTextEncode, KSampler (through
 common_ksampler, which packs call too), VAEEncode, VAEDecode, ControlNetLoader and
 ControlNetApplyAdvanced, and CLIPVisionLoader (a small seeded
-CLIP vision model, comfy/clip_vision.py)."""
+CLIP vision model, comfy/clip_vision.py); and init_extra_nodes, which loads comfy_extras'
+node files as upstream does (RandomNoise, DisableNoise)."""
 
 import os
 import sys
@@ -117,6 +118,21 @@ class CLIPVisionLoader:
     def load_clip(self, clip_name):
         import comfy.clip_vision
         return (comfy.clip_vision.load(clip_name),)
+
+
+def init_extra_nodes():
+    """As upstream's: each node file of comfy_extras loaded as load_custom_node loads it,
+    under its path without ".py" (so its classes are not those of an import by name), its
+    nodes added to NODE_CLASS_MAPPINGS. Ours has one file."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), "comfy_extras", "nodes_custom_sampler.py")
+    name = os.path.splitext(path)[0]
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        NODE_CLASS_MAPPINGS.update({"RandomNoise": module.RandomNoise, "DisableNoise": module.DisableNoise})
 
 
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (CheckpointLoaderSimple, CLIPTextEncode, KSampler, VAEEncode,

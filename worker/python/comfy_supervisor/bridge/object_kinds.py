@@ -19,6 +19,7 @@ only its maker resolves (bridge/values.py).
 """
 
 import importlib
+import os
 import sys
 
 
@@ -36,14 +37,20 @@ class Kind:
     def upstream_class(self, importing=False):
         """The class, where its module is imported (`importing`: imported now, for a proxy
         of the kind received); None otherwise."""
-        module = sys.modules.get(self.module)
+        module = sys.modules.get(self.module) or _loaded_by_path(self.module)
         if module is None and importing and self.module.startswith(("comfy.", "comfy_extras.")):
             try:
                 module = importlib.import_module(self.module)
             except Exception:  # noqa: BLE001 (a ComfyUI that lacks it: the proxy is of object)
                 module = None
-        found = getattr(module, self.cls, None) if module is not None else None
-        return found if isinstance(found, type) else None
+        return _class_in(module, self.cls)
+
+    def upstream_classes(self):
+        """The class in each copy of its module this process holds: upstream's
+        load_custom_node loads comfy_extras' files under their path, so the class of
+        upstream's own nodes' objects may be another than that of an import by name."""
+        found = [_class_in(module, self.cls) for module in (sys.modules.get(self.module), _loaded_by_path(self.module))]
+        return [cls for cls in found if cls is not None]
 
     def allows(self, do, name):
         """Whether a pack may `do` ("call", "get", "set") `name` on a host object of this kind."""
@@ -157,12 +164,32 @@ FUNCTIONS = frozenset((
 def kind_of(value):
     """The kind `value` crosses as, or None for a value that crosses as a handle."""
     for kind in KINDS:
-        cls = kind.upstream_class()
-        if cls is not None and isinstance(value, cls):
+        if any(isinstance(value, cls) for cls in kind.upstream_classes()):
             return kind
     if callable(value) and not isinstance(value, type) and not _is_module(value):
         return CALLABLE
     return None
+
+
+def _class_in(module, name):
+    found = getattr(module, name, None) if module is not None else None
+    return found if isinstance(found, type) else None
+
+
+_by_path = {}  # a comfy_extras module's name -> (how many modules were loaded when looked for, the module)
+
+
+def _loaded_by_path(name):
+    """comfy_extras' module `name` as upstream's load_custom_node loaded it: under its file's
+    path without ".py". Looked for again only once more modules were loaded."""
+    if not name.startswith("comfy_extras."):
+        return None
+    count, module = _by_path.get(name, (-1, None))
+    if module is None and count != len(sys.modules):
+        tail = os.sep + os.path.join(*name.split("."))
+        module = next((found for key, found in list(sys.modules.items()) if key.endswith(tail)), None)
+        _by_path[name] = (len(sys.modules), module)
+    return module
 
 
 def _is_module(value):
