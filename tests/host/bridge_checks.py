@@ -26,6 +26,8 @@ again as "other" (a second pack with the same nodes), tests/packs/hostile_pack a
     arena-idle   both arenas' used bytes return to zero once the outputs are released
     death        a worker killed mid-node fails the node naming the signal, the host's arena
                  for it goes back to the kernel, and the next call works
+    final-death  a worker killed mid-node that the supervisor does not restart fails the
+                 node saying so, and what brings the pack back, not that it restarts
     kept-output  an output the host holds stays valid after its worker died and restarted
     parallel     two packs run at once; one pack runs one call at a time
     malformed    values a hostile worker could send are refused in one line, their blocks released
@@ -379,6 +381,13 @@ def resident_kib(name_part):
     return total
 
 
+def check_final_death():
+    error = raises(lambda: node("ExitMidNode").run(), proxy_nodes.PackWorkerDied)
+    expect(str(error).startswith("pack bridge's worker died during node ExitMidNode (killed by SIGKILL), and is "
+                                 "failed (") and str(error).endswith("): fix it, then comfyctl retry bridge") and
+           "restarts it" not in str(error), f"the death of a pack that is not restarted: {error}")
+
+
 def check_death():
     session = link().session
     node("Remember").run(value=torch.rand(64, 64))  # a block of the host's the worker holds when it dies
@@ -639,7 +648,8 @@ def check_frozen():
 CHECKS = {"interfaces": check_interfaces, "wildcards": check_wildcards, "values": check_values, "copies": check_copies,
           "sent-back": check_sent_back,
           "handles": check_handles, "progress": check_progress, "interrupt": check_interrupt, "error": check_error,
-          "oom": check_oom, "arena-idle": check_arena_idle, "death": check_death, "kept-output": check_kept_output,
+          "oom": check_oom, "arena-idle": check_arena_idle, "death": check_death, "final-death": check_final_death,
+          "kept-output": check_kept_output,
           "parallel": check_parallel, "malformed": check_malformed, "cuda-handshake": check_cuda_handshake,
           "browser": check_browser, "front-end": check_front_end, "cancel": check_cancel,
           "cancel-progress": check_cancel_progress, "host-protocol": check_host_protocol,

@@ -37,6 +37,13 @@ TEST_CASE("a worker that dies mid-node fails the node naming the signal, frees i
     CHECK_THAT(log, Contains("(generation 1) killed by SIGKILL"));
 }
 
+TEST_CASE("a worker that dies mid-node and is not restarted fails the node saying so, and how to bring it back") {
+    auto pack = python_pack("bridge", "bridge_pack");
+    pack["restart"] = {{"max_restarts", 0}};
+    const auto log = run_checks({"final-death"}, json::array({pack}));
+    CHECK_THAT(log, Contains("bridge: failed:"));
+}
+
 TEST_CASE("two packs run calls at once, and one pack runs one call at a time") {
     run_checks({"parallel"}, json::array({python_pack("bridge", "bridge_pack"), python_pack("other", "bridge_pack")}));
 }
