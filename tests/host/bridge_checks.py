@@ -32,6 +32,8 @@ again as "other" (a second pack with the same nodes), tests/packs/hostile_pack a
     parallel     two packs run at once; one pack runs one call at a time
     malformed    values a hostile worker could send are refused in one line, their blocks released
     failed:PACK  PACK is failed: its nodes are not registered and the host said why
+    late:PACK    PACK failed to import; fixed and retried by the test, its node registers in
+                 upstream's mappings without a restart of the host, and runs
     cancel       a node that never checks for interrupts ends at Cancel after the grace
                  period: its worker is ended and restarted, the call raises upstream's
                  InterruptProcessingException, and the next call runs in the new life
@@ -662,8 +664,24 @@ def check_failed(pack):
     expect(not any(getattr(cls, "PACK", None) == pack for cls in classes["all"].values()), "its nodes are registered")
 
 
+def check_late(pack):
+    """The pack failed to import; the test fixes it and retries it (comfyctl retry): its node
+    registers in upstream's mappings, without a restart of this host, and runs."""
+    nodes = sys.modules["nodes"]
+    expect(host.bridges.links[pack].failure is not None and "LateNode" not in nodes.NODE_CLASS_MAPPINGS,
+           f"pack {pack} is not failed, or its node is registered")
+    deadline = time.monotonic() + 90
+    while "LateNode" not in nodes.NODE_CLASS_MAPPINGS and time.monotonic() < deadline:
+        time.sleep(0.1)
+    late = nodes.NODE_CLASS_MAPPINGS.get("LateNode")
+    expect(late is not None, f"the retried pack {pack}'s node is not registered")
+    expect(late().run(value=4) == (12,) and late.RELATIVE_PYTHON_MODULE == "custom_nodes.late_pack" and
+           nodes.NODE_DISPLAY_NAME_MAPPINGS.get("LateNode") == "LateNode",
+           f"the retried pack's node as registered: {late.RELATIVE_PYTHON_MODULE}")
+
+
 ARGUED = {"failed": check_failed, "protocol": check_protocol, "snoop": check_snoop,  # NAME:ARGUMENT
-          "browser-flood": check_browser_flood}
+          "browser-flood": check_browser_flood, "late": check_late}
 
 
 def main():

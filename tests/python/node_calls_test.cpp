@@ -5,6 +5,9 @@
 // (tests/packs/arena_hostile_pack). Each check is one line of the host's ("NAME passed").
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
+
 #include "tests/python/bridge_checks_run.hpp"
 #include "tests/support/sandbox_skip.hpp"
 #include "tests/support/sanitizer_reports.hpp"
@@ -52,6 +55,28 @@ TEST_CASE("a pack that fails to import is failed in the host too, and its nodes 
     const auto log = run_checks({"failed:broken", "values"},
                                 json::array({python_pack("broken", "broken_pack"), python_pack("bridge", "bridge_pack")}));
     CHECK_THAT(log, Contains("comfy-supervisor: pack broken is failed ("));
+}
+
+TEST_CASE("a pack fixed after it failed to import comes back on retry, its nodes registered without restarting ComfyUI") {
+    TempFolder folder("late");
+    const auto broken = folder.path() / "broken";
+    std::ofstream(broken) << "the pack's import fails while this file exists\n";
+    auto pack = python_pack("late", "late_pack");
+    pack["env"]["LATE_PACK_BROKEN"] = broken.string();
+    SupervisorProcess supervisor(config_checking({"late:late"}, json::array({pack}), json::object()));
+    REQUIRE(eventually([&] { return supervisor.log().find("late: failed") != std::string::npos; },
+                       std::chrono::seconds(60)));
+    std::filesystem::remove(broken);  // the user fixes the pack, and retries it
+    const auto retried = run_and_capture(comfyctl_binary() + " --instance " + supervisor.instance() + " retry late");
+    REQUIRE(retried.started);
+    CHECK(retried.status == 0);
+    const bool done = eventually([&] { return supervisor.log().find("bridge_checks: checks done") != std::string::npos; },
+                                 std::chrono::seconds(120));
+    const auto log = supervisor.log();
+    INFO(log);
+    CHECK(supervisor.stop() == 0);
+    REQUIRE(done);
+    CHECK_THAT(log, Contains("bridge_checks: late:late passed"));
 }
 
 TEST_CASE("a node that ignores Cancel ends with its worker after the grace period, and the pack restarts at once") {

@@ -15,6 +15,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "comfy"))
 
 EXTENSION_WEB_DIRS = {}
+NODE_DISPLAY_NAME_MAPPINGS = {}  # as upstream: a registered node's name for people
 
 
 def common_ksampler(model, seed, steps, cfg, sampler_name, scheduler, positive, negative, latent, denoise=1.0,

@@ -177,8 +177,9 @@ class PackLink:
                 self.exits = {generation: event for generation, event in self.exits.items()
                               if isinstance(generation, int) and generation >= session.generation - 1}
             self.changed.notify_all()
-        if self.interfaces is None:
-            threading.Thread(target=self.describe, name=f"describe {self.name}", daemon=True).start()
+        # Each life describes its nodes: a pack fixed and retried, or changed, comes back
+        # with what it has now (Bridges.register_late).
+        threading.Thread(target=self.describe, name=f"describe {self.name}", daemon=True).start()
 
     def describe(self):
         try:
@@ -193,9 +194,12 @@ class PackLink:
                       self.name, type(nodes).__name__)
             nodes = {}
         with self.changed:
+            changed = nodes != self.interfaces
             self.interfaces = nodes
             self.web_directory = reply.get("web_directory")
             self.changed.notify_all()
+        if changed:
+            self.bridges.register_late(self)
 
     def web_files(self):
         """The folder of the pack's front-end files, for ComfyUI to serve as it serves a
@@ -499,6 +503,7 @@ class Bridges:
         self.memory = memory       # comfyui._Host, for the prompt epoch and evictions while waiting
         self.links = {}            # pack name -> PackLink
         self.listed = False        # the supervisor's packs message came
+        self.registered = None     # pack name -> its node names registered, once ComfyUI took them (proxy_nodes)
         self.browser_limits = Limits()  # on the packs' messages to the browser, as the packs message says
         self.changed = threading.Condition()
         import comfy.model_management as mm
@@ -612,23 +617,64 @@ class Bridges:
         return [link for link in links if link.interfaces is not None]
 
     def proxy_nodes(self, timeout_s=PACK_WAIT_S):
-        """NODE_CLASS_MAPPINGS and NODE_DISPLAY_NAME_MAPPINGS of every isolated pack's nodes."""
-        classes, names = {}, {}
+        """NODE_CLASS_MAPPINGS and NODE_DISPLAY_NAME_MAPPINGS of every isolated pack's nodes,
+        for ComfyUI's start; a pack described later registers then (register_late)."""
+        classes, names, registered = {}, {}, {}
         for link in self.wait_for_packs(timeout_s):
             self.serve_front_end(link)
-            left_out = []
-            for node, interface in link.interfaces.items():
-                try:
-                    classes[node] = proxy_class(link, node, interface)
-                except Exception as error:  # noqa: BLE001 (what a worker described is input: any fault is that node's)
-                    left_out.append(f"{node[:60]!r} ({one_line(error)})")
-                    continue
-                names[node] = str(interface.get("display_name", node))
-            if left_out:
-                log.error("comfy-supervisor: pack %s: %d of its %d nodes cannot be proxied and are left out: %s",
-                          link.name, len(left_out), len(link.interfaces), "; ".join(left_out))
+            interfaces = link.interfaces
+            found, found_names = self.classes_of(link, interfaces)
+            classes.update(found)
+            names.update(found_names)
+            registered[link.name] = (interfaces, set(found))
+        with self.changed:
+            self.registered = registered
         log.info("comfy-supervisor: %d nodes of %d isolated packs registered", len(classes), len(self.links))
+        # What was described meanwhile, or came after the wait, registers as it would later.
+        for link in list(self.links.values()):
+            self.register_late(link)
         return classes, names
+
+    @staticmethod
+    def classes_of(link, interfaces):
+        """The proxy classes and display names of `link`'s nodes as `interfaces` describes them."""
+        classes, names, left_out = {}, {}, []
+        for node, interface in interfaces.items():
+            try:
+                classes[node] = proxy_class(link, node, interface)
+            except Exception as error:  # noqa: BLE001 (what a worker described is input: any fault is that node's)
+                left_out.append(f"{node[:60]!r} ({one_line(error)})")
+                continue
+            names[node] = str(interface.get("display_name", node))
+        if left_out:
+            log.error("comfy-supervisor: pack %s: %d of its %d nodes cannot be proxied and are left out: %s",
+                      link.name, len(left_out), len(interfaces), "; ".join(left_out))
+        return classes, names
+
+    def register_late(self, link):
+        """A pack that described its nodes after ComfyUI took its start's (its import fixed and
+        retried, or a new life that describes them otherwise): its nodes go into upstream's
+        mappings now, and the ones it no longer has leave them, so that ComfyUI runs them
+        without a restart. The browser sees them once its page is reloaded."""
+        nodes = sys.modules.get("nodes")
+        with self.changed:
+            interfaces = link.interfaces
+            if self.registered is None or interfaces is None or \
+                    not isinstance(getattr(nodes, "NODE_CLASS_MAPPINGS", None), dict):
+                return  # ComfyUI's start takes them (proxy_nodes)
+            taken, before = self.registered.get(link.name, (None, set()))
+            if interfaces is taken:
+                return  # registered already, as described
+            classes, names = self.classes_of(link, interfaces)
+            for node in before - set(classes):
+                nodes.NODE_CLASS_MAPPINGS.pop(node, None)
+                nodes.NODE_DISPLAY_NAME_MAPPINGS.pop(node, None)
+            nodes.NODE_CLASS_MAPPINGS.update(classes)
+            nodes.NODE_DISPLAY_NAME_MAPPINGS.update(names)
+            self.registered[link.name] = (interfaces, set(classes))
+        self.serve_front_end(link)
+        log.info("comfy-supervisor: pack %s described its nodes after ComfyUI started: its %d nodes are registered "
+                 "now (reload the browser's page to see them)", link.name, len(classes))
 
     @staticmethod
     def serve_front_end(link):
