@@ -612,8 +612,8 @@ class Bridges:
             with link.changed:
                 link.changed.wait_for(link.settled, timeout=max(0.0, deadline - time.monotonic()))
             if not link.settled():
-                log.error("comfy-supervisor: pack %s did not describe its nodes within %.0f s: they are not "
-                          "registered; restart ComfyUI once its worker runs", link.name, timeout_s)
+                log.error("comfy-supervisor: pack %s did not describe its nodes within %.0f s: ComfyUI starts "
+                          "without them, and they register once its worker describes them", link.name, timeout_s)
         return [link for link in links if link.interfaces is not None]
 
     def proxy_nodes(self, timeout_s=PACK_WAIT_S):
