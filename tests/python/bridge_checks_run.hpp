@@ -33,10 +33,8 @@ inline nlohmann::json config_checking(const std::vector<std::string>& checks, co
     return config;
 }
 
-// Runs the checks to their end, stops the supervisor, and returns its log.
-inline std::string run_checks(const std::vector<std::string>& checks, const nlohmann::json& packs,
-                              const nlohmann::json& host = nlohmann::json::object()) {
-    SupervisorProcess supervisor(config_checking(checks, packs, host));
+// Waits for the checks `supervisor` runs to end, stops it, and returns its log.
+inline std::string finish_checks(SupervisorProcess& supervisor, const std::vector<std::string>& checks) {
     const bool done = eventually([&] { return supervisor.log().find("bridge_checks: checks done") != std::string::npos; },
                                  std::chrono::seconds(120));
     const auto log = supervisor.log();
@@ -45,6 +43,13 @@ inline std::string run_checks(const std::vector<std::string>& checks, const nloh
     REQUIRE(done);
     for (const auto& check : checks) CHECK_THAT(log, Catch::Matchers::Contains("bridge_checks: " + check + " passed"));
     return log;
+}
+
+// Runs the checks to their end, stops the supervisor, and returns its log.
+inline std::string run_checks(const std::vector<std::string>& checks, const nlohmann::json& packs,
+                              const nlohmann::json& host = nlohmann::json::object()) {
+    SupervisorProcess supervisor(config_checking(checks, packs, host));
+    return finish_checks(supervisor, checks);
 }
 
 }  // namespace comfy::test

@@ -70,13 +70,7 @@ TEST_CASE("a pack fixed after it failed to import comes back on retry, its nodes
     const auto retried = run_and_capture(comfyctl_binary() + " --instance " + supervisor.instance() + " retry late");
     REQUIRE(retried.started);
     CHECK(retried.status == 0);
-    const bool done = eventually([&] { return supervisor.log().find("bridge_checks: checks done") != std::string::npos; },
-                                 std::chrono::seconds(120));
-    const auto log = supervisor.log();
-    INFO(log);
-    CHECK(supervisor.stop() == 0);
-    REQUIRE(done);
-    CHECK_THAT(log, Contains("bridge_checks: late:late passed"));
+    finish_checks(supervisor, {"late:late"});
 }
 
 TEST_CASE("a node that ignores Cancel ends with its worker after the grace period, and the pack restarts at once") {

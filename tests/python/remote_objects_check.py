@@ -127,7 +127,8 @@ def main():
     inner["z"] = 3
     report.check(model.model_options == {"transformer_options": {"x": 1, "y": 2}} and
                  session.uses == [("get", "model_options"), ("set", "model_options")],
-                 f"a change in place of what was read is set back, one use; a copy's is the pack's own ({session.uses})")
+                 "a change in place of what was read is set back, one use; a copy's is the pack's own "
+                 f"({session.uses})")
     report.check(type(copy.deepcopy(options)) is dict and type(pickle.loads(pickle.dumps(options))) is dict,
                  "what was read copies and pickles as a plain dict")
     for _, value in proxy.model_options.items():
