@@ -68,8 +68,10 @@ TEST_CASE("a pack that fails to import is marked failed with its error in one li
     REQUIRE(supervisor.wait_for_state("broken", ParticipantState::failed));
     const auto log = supervisor.log();
     INFO(log);
+    // Where it failed: the file and line of the failing import.
     CHECK(count_of(log, "pack_worker: cannot import broken_pack: ModuleNotFoundError: No module named "
-                        "'some_dependency_not_installed'; fix the pack or its venv") == 1);
+                        "'some_dependency_not_installed' (in broken_pack/__init__.py:3); fix the pack or its "
+                        "venv") == 1);
     CHECK_THAT(log, Contains("broken: failed: it exited with status 78 (it cannot run as configured; its error is "
                              "above); not restarting until an operator asks (comfyctl retry broken)"));
     CHECK(supervisor.participant("broken")->restarts == 0);

@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 
 from ..bridge import cuda_ipc
 from ..bridge.arena import OwnArena
@@ -119,6 +120,21 @@ def describe(module, pack):
     return nodes
 
 
+def where_raised(error, pack, frames=2):
+    """Where `error` was raised, on one line: the innermost frame of its traceback (a library
+    the pack imports, by its file's name), and the pack's own innermost `frames` frames,
+    named from its folder ("in pack/nodes.py:12, from pack/__init__.py:3")."""
+    parent, folder = os.path.dirname(os.path.abspath(pack)), os.path.abspath(pack) + os.sep
+    stack = [frame for frame in traceback.extract_tb(error.__traceback__) if not frame.filename.startswith("<frozen")]
+    ours = [frame for frame in stack if os.path.abspath(frame.filename).startswith(folder)]
+    places = [f"{os.path.relpath(os.path.abspath(frame.filename), parent)}:{frame.lineno}"
+              for frame in reversed(ours[-frames:])]
+    where = "in " + ", from ".join(places) if places else ""
+    if stack and stack[-1] not in ours[-1:]:
+        where = f"at {os.path.basename(stack[-1].filename)}:{stack[-1].lineno}" + (", " + where if where else "")
+    return where or "no traceback"
+
+
 def take_comfyui_args(comfyui_args):
     """ComfyUI's flags, for comfy.cli_args to parse as main.py has it parse sys.argv."""
     try:
@@ -168,8 +184,8 @@ def main():
         nodes = describe(module, options.pack)
     except Exception as error:  # noqa: BLE001 (whatever the pack raises is its error)
         say(f"cannot import {os.path.basename(os.path.abspath(options.pack))}: {type(error).__name__}: "
-            f"{str(error).splitlines()[0] if str(error) else ''}; fix the pack or its venv, then "
-            "comfyctl retry the pack")
+            f"{str(error).splitlines()[0] if str(error) else ''} ({where_raised(error, options.pack)}); fix the "
+            "pack or its venv, then comfyctl retry the pack")
         sys.exit(EXIT_CANNOT_RUN)
     if options.describe:
         print(json.dumps(nodes, indent=2, sort_keys=True))
