@@ -8,6 +8,7 @@ import socket
 import subprocess
 
 MiB = 1024 * 1024
+PROMPT_TIMEOUT_S = 300  # for a prompt's end
 
 # Third-party modules ComfyUI imports while main.py starts, with the submodules imported
 # by name. A module the interpreter has is never stubbed.
