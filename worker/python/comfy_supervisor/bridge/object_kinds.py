@@ -37,13 +37,13 @@ class Kind:
     def upstream_class(self, importing=False):
         """The class, where its module is imported (`importing`: imported now, for a proxy
         of the kind received); None otherwise."""
-        module = sys.modules.get(self.module) or _loaded_by_path(self.module)
-        if module is None and importing and self.module.startswith(("comfy.", "comfy_extras.")):
-            try:
-                module = importlib.import_module(self.module)
-            except Exception:  # noqa: BLE001 (a ComfyUI that lacks it: the proxy is of object)
-                module = None
-        return _class_in(module, self.cls)
+        found = self.upstream_classes()
+        if found or not (importing and self.module.startswith(("comfy.", "comfy_extras."))):
+            return found[0] if found else None
+        try:
+            return _class_in(importlib.import_module(self.module), self.cls)
+        except Exception:  # noqa: BLE001 (a ComfyUI that lacks it: the proxy is of object)
+            return None
 
     def upstream_classes(self):
         """The class in each copy of its module this process holds: upstream's

@@ -529,7 +529,6 @@ def _integrate(mm, link, with_standins):
     mm.load_models_gpu = load_models_gpu
     mm.free_memory = free_memory
     mm.LoadedModel.model_unload = model_unload
-    _remember_clip_vision_configs()
     threading.Thread(target=host.serve, name="comfy-supervisor", daemon=True).start()
     return host
 
@@ -567,6 +566,7 @@ def install():
         return host.execute(original_execute, executor, *args, **kwargs)
 
     execution.PromptExecutor.execute = execute
+    _remember_clip_vision_configs()  # the host's, which a pack's worker mirrors
     host.bridges = Bridges.start(host)
     log.info("comfy-supervisor: this ComfyUI is the host participant (slot %d, generation %d), supervising %s",
              link.slot, link.generation, host.device)

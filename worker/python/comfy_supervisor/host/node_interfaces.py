@@ -144,8 +144,7 @@ def proxy_class(link, node, interface):
         "PACK": link.name,
         "PACK_PYTHON_MODULE": interface.get("python_module") or f"custom_nodes.{link.name}",
         "CATEGORY": str(interface.get("CATEGORY", "isolated")),
-        "RETURN_TYPES": tuple(_as_tuples(kind) if isinstance(kind, dict) else kind
-                              for kind in interface.get("RETURN_TYPES", ())),
+        "RETURN_TYPES": tuple(_as_tuples(kind) for kind in interface.get("RETURN_TYPES", ())),
         "FUNCTION": function,
         "OUTPUT_NODE": bool(interface.get("OUTPUT_NODE", False)),
         "INPUT_TYPES": classmethod(lambda cls: {section: inputs.copy() for section, inputs in input_types.items()}),

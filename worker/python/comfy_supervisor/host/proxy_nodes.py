@@ -503,7 +503,8 @@ class Bridges:
         self.memory = memory       # comfyui._Host, for the prompt epoch and evictions while waiting
         self.links = {}            # pack name -> PackLink
         self.listed = False        # the supervisor's packs message came
-        self.registered = None     # pack name -> its node names registered, once ComfyUI took them (proxy_nodes)
+        # pack name -> (the interfaces registered, their node names), once ComfyUI took its start's (proxy_nodes)
+        self.registered = None
         self.browser_limits = Limits()  # on the packs' messages to the browser, as the packs message says
         self.changed = threading.Condition()
         import comfy.model_management as mm
