@@ -80,7 +80,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fak
 import comfy.model_management as mm  # noqa: E402
 import comfy.utils  # noqa: E402
 import torch  # noqa: E402
-from comfy_supervisor.host import comfyui, proxy_nodes  # noqa: E402
+from comfy_supervisor.host import comfyui, node_interfaces, proxy_nodes  # noqa: E402
 
 classes = {}
 host = None
@@ -703,9 +703,9 @@ def main():
         classes.setdefault(cls.PACK, {})[name] = cls
     if "other" in host.bridges.links and host.bridges.links["other"].interfaces:
         # Both packs have the same node names: ComfyUI would keep one; the checks keep both.
-        classes["other"] = {name: proxy_nodes.proxy_class(link("other"), name, interface)
+        classes["other"] = {name: node_interfaces.proxy_class(link("other"), name, interface)
                             for name, interface in link("other").interfaces.items()}
-        classes["bridge"] = {name: proxy_nodes.proxy_class(link("bridge"), name, interface)
+        classes["bridge"] = {name: node_interfaces.proxy_class(link("bridge"), name, interface)
                              for name, interface in link("bridge").interfaces.items()}
     for check in sys.argv[1:]:
         name, _, argument = check.partition(":")

@@ -71,17 +71,17 @@ HOST_WRITES = {
         "the stand-ins take their place in upstream's list by the machine-wide load order",
     ("host/standin.py", "StandIns.withdraw", "current[:]"):
         "the stand-ins leave upstream's list while a host load runs (admission made room already)",
-    ("host/proxy_nodes.py", "Bridges.hear_interrupts", "mm.interrupt_current_processing"):
+    ("host/bridges.py", "Bridges.hear_interrupts", "mm.interrupt_current_processing"):
         "wrapped: ComfyUI's Cancel reaches a pack's running node as it happens",
-    ("host/proxy_nodes.py", "Bridges.register_late", "nodes.NODE_CLASS_MAPPINGS.update"):
+    ("host/bridges.py", "Bridges.register_late", "nodes.NODE_CLASS_MAPPINGS.update"):
         "a pack described after ComfyUI started (fixed and retried) registers its nodes as a custom node's would",
-    ("host/proxy_nodes.py", "Bridges.register_late", "nodes.NODE_DISPLAY_NAME_MAPPINGS.update"):
+    ("host/bridges.py", "Bridges.register_late", "nodes.NODE_DISPLAY_NAME_MAPPINGS.update"):
         "and their display names",
-    ("host/proxy_nodes.py", "Bridges.register_late", "nodes.NODE_CLASS_MAPPINGS.pop"):
+    ("host/bridges.py", "Bridges.register_late", "nodes.NODE_CLASS_MAPPINGS.pop"):
         "a node a pack's new life no longer describes leaves upstream's mappings",
-    ("host/proxy_nodes.py", "Bridges.register_late", "nodes.NODE_DISPLAY_NAME_MAPPINGS.pop"):
+    ("host/bridges.py", "Bridges.register_late", "nodes.NODE_DISPLAY_NAME_MAPPINGS.pop"):
         "and its display name",
-    ("host/proxy_nodes.py", "Bridges.serve_front_end", "nodes.EXTENSION_WEB_DIRS[...]"):
+    ("host/bridges.py", "Bridges.serve_front_end", "nodes.EXTENSION_WEB_DIRS[...]"):
         "a pack's front-end folder, published where upstream serves a local pack's from",
     ("upstream/comfyui_startup.py", "_install_prompt_server", "server.PromptServer.instance"):
         "a pack worker's PromptServer: run by pack_worker alone (the host imports this module "

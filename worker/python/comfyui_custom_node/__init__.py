@@ -4,7 +4,7 @@
 
 When the supervisor started this ComfyUI (COMFY_SV_SLOT is set) it makes the process the
 host participant (comfy_supervisor.host.comfyui), and its nodes are the proxies of every
-pack that runs in a worker of its own (comfy_supervisor.host.proxy_nodes, docs/PACKS.md),
+pack that runs in a worker of its own (comfy_supervisor.host.bridges, docs/PACKS.md),
 under the packs' own names and categories. Otherwise it does nothing and adds no nodes.
 """
 

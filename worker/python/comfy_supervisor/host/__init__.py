@@ -6,8 +6,9 @@ runs in that process.
   answered through upstream's own model_unload, a prompt as one busy stretch; and the
   same memory integration in a pack's worker (install_in_worker);
 - standin: another process's model as an entry of upstream's current_loaded_models;
-- proxy_nodes: the host's end of each pack's bridge, one proxy class per node of a pack
-  that runs in a worker of its own.
+- bridges: the host's side of every pack that runs in a worker of its own, fed by the
+  supervisor's control socket; its proxy classes given to upstream;
+- proxy_nodes: the host's end of one pack's bridge (its link, its sessions, its calls).
 
 Imports participant, bridge and upstream; never pack_worker, whose code has no place in
 ComfyUI's process. Imported by the custom node, and by pack_worker for install_in_worker.

@@ -33,7 +33,7 @@ supervisor started this ComfyUI (COMFY_SV_SLOT set). It then:
 - wraps execution.PromptExecutor.execute: a whole prompt is one busy stretch (ComfyUI has
   no clean per-node hook); evictions that arrive meanwhile run at its end, except while
   the prompt thread waits for an admission or on a pack's node call (waiting_outside_upstream);
-- starts the bridges to the packs that run in workers of their own (proxy_nodes.py): the
+- starts the bridges to the packs that run in workers of their own (bridges.py): the
   custom node registers their proxy nodes.
 
 The supervised device is the one torch device whose memory the supervisor arbitrates:
@@ -62,7 +62,7 @@ import time
 from .. import participant as sv
 from ..bridge import mirror
 from ..bridge.conversation import load_by_owners
-from .proxy_nodes import Bridges
+from .bridges import Bridges
 from .standin import StandIn, StandIns
 
 log = logging.getLogger("comfy_supervisor")
@@ -125,7 +125,7 @@ class _Host:
         self.happened = False    # something happened since the last period's end (serve)
         self.ledger_seen = None  # the ledger's generation at the last refresh of the stand-ins
         self.census = None       # the census last published
-        self.bridges = None   # proxy_nodes.Bridges, in the host when packs run in workers
+        self.bridges = None   # bridges.Bridges, in the host when packs run in workers
         self.announced = False  # a pack's worker: node_started sent, node_finished not yet
         self.node_ok = True
 

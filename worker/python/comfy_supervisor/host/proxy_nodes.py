@@ -1,13 +1,12 @@
 """The isolated packs' nodes in the ComfyUI host: one proxy class per node, which runs the
 node in its pack's worker (the host side of docs/PACKS.md).
 
-The supervisor tells this life, on its bridge control socket, which packs run in workers
-(packs), hands it a call socket, the arena of each pack life and the arena to write for
-that life alone (pack_started), and says when one exits (pack_exited, with the signal)
-or is failed (pack_failed). At install the
-host waits for each pack's node interfaces (PACK_WAIT_S) and registers, per node, a class
-with the pack's own INPUT_TYPES, RETURN_TYPES, RETURN_NAMES, FUNCTION, CATEGORY,
-OUTPUT_NODE (node_interfaces.py; a node whose interface upstream could not use is left
+The supervisor tells this life, on its bridge control socket (read by bridges.py), which
+packs run in workers (packs), hands it a call socket, the arena of each pack life and the
+arena to write for that life alone (pack_started), and says when one exits (pack_exited,
+with the signal) or is failed (pack_failed). Each pack's link asks each life for its node
+interfaces; per node, a class with the pack's own INPUT_TYPES, RETURN_TYPES,
+RETURN_NAMES, FUNCTION, CATEGORY, OUTPUT_NODE (node_interfaces.py; a node whose interface upstream could not use is left
 out, in one line for its pack); IS_CHANGED and VALIDATE_INPUTS go to the worker. A call:
 
 - waits for the pack's worker if it is (re)starting, and fails with one line if the pack
@@ -36,35 +35,27 @@ call protocol, or closed its socket) is of no more use: the host asks the superv
 end that life, which logs why and restarts it as after a crash.
 """
 
-import contextlib
 import itertools
-import json
 import logging
 import os
-import socket
-import sys
 import threading
-import time
 import weakref
 
 from .. import participant as sv
 from ..bridge.arena import CopiedArena, OwnArena
-from ..bridge.channel import SPIN_S, control_socket, receive_control
+from ..bridge.channel import SPIN_S
 from ..bridge.conversation import Conversation
 from ..bridge.session import SESSION_OPS, PeerSession
 from ..bridge.values import ValueCrossingError
 from ..upstream.comfyui_startup import prompt_server
-from .browser_messages import BrowserGate, Limits
-from .node_interfaces import proxy_class
+from .browser_messages import BrowserGate
 
 log = logging.getLogger("comfy_supervisor")
 
-PACK_WAIT_S = float(os.environ.get("COMFY_SV_PACK_WAIT_S", "120"))  # for interfaces at ComfyUI's start
 CALL_WAIT_S = 60.0        # for a (re)starting worker, at a call
 STOPPED_REASON = "stopped by an operator"  # how the supervisor's pack_failed begins for comfyctl stop
 EXIT_NOTICE_WAIT_S = 2.0  # for the supervisor's pack_exited after a call socket closed
 FAILED_NOTICE_WAIT_S = 0.05  # for its pack_failed after that, sent in the same turn
-MAX_REQUEST_DETAIL = 200  # what a request to the supervisor says of its cause, at most
 
 
 class PackNodeError(RuntimeError):
@@ -493,195 +484,3 @@ def prompt_context():
     if server is None:
         return {}
     return {"client_id": getattr(server, "client_id", None), "node_id": getattr(server, "last_node_id", None)}
-
-
-class Bridges:
-    """The host's side of every isolated pack, fed by the bridge control socket."""
-
-    def __init__(self, control, memory):
-        self.control = control
-        self.memory = memory       # comfyui._Host, for the prompt epoch and evictions while waiting
-        self.links = {}            # pack name -> PackLink
-        self.listed = False        # the supervisor's packs message came
-        # pack name -> (the interfaces registered, their node names), once ComfyUI took its start's (proxy_nodes)
-        self.registered = None
-        self.browser_limits = Limits()  # on the packs' messages to the browser, as the packs message says
-        self.changed = threading.Condition()
-        import comfy.model_management as mm
-        self.mm = mm               # upstream's, for its interrupt flag and its exceptions
-
-    @classmethod
-    def start(cls, memory):
-        control = control_socket()
-        if control is None:
-            return None
-        bridges = cls(control, memory)
-        threading.Thread(target=bridges.take_events, name="bridge control", daemon=True).start()
-        bridges.hear_interrupts()
-        return bridges
-
-    def hear_interrupts(self):
-        """Wraps upstream's interrupt_current_processing (the UI's Cancel, POST /interrupt),
-        so a pack's running node hears it as it happens, not at a poll."""
-        mm = self.mm
-        original = mm.interrupt_current_processing
-
-        def interrupt_current_processing(value=True):
-            original(value)
-            if value:
-                self.interrupt()
-
-        mm.interrupt_current_processing = interrupt_current_processing
-
-    def epoch(self):
-        return self.memory.epoch if self.memory is not None else 0
-
-    def waiting(self):
-        return self.memory.waiting_outside_upstream() if self.memory is not None else contextlib.nullcontext()
-
-    def link(self, name):
-        with self.changed:
-            if name not in self.links:
-                self.links[name] = PackLink(name, self)
-            return self.links[name]
-
-    def take_events(self):
-        while True:
-            received = receive_control(self.control, {"pack_started": 3})
-            if received is None:
-                return
-            event, fds = received
-            kind, name = event["event"], event.get("pack")
-            if kind == "packs":
-                self.browser_limits = Limits.from_event(event.get("browser_messages"))
-                for link in list(self.links.values()):
-                    link.browser.set_limits(self.browser_limits)
-                for pack in event.get("packs") or ():
-                    link = self.link(str(pack.get("name")))
-                    link.folder = pack.get("folder")
-                    grace = pack.get("cancel_grace_ms")
-                    if type(grace) is int and grace >= 0:
-                        link.cancel_grace_s = grace / 1000
-                with self.changed:
-                    self.listed = True
-                    self.changed.notify_all()
-            elif kind == "pack_started" and isinstance(name, str):
-                link = self.link(name)
-                link.started(PackSession(link, self.socket_of(fds[0]), fds[1], fds[2], event.get("generation")))
-            elif kind == "pack_exited" and isinstance(name, str):
-                self.link(name).exited(event)
-            elif kind == "pack_failed" and isinstance(name, str):
-                self.link(name).failed(event.get("reason"))
-
-    @staticmethod
-    def socket_of(fd):
-        import socket
-        return socket.socket(fileno=fd)
-
-    def interrupt(self):
-        """Upstream's interrupt_current_processing(True) happened: every running call hears it."""
-        for link in list(self.links.values()):
-            link.interrupt()
-
-    def end_life(self, pack, generation, cause, detail):
-        """Asks the supervisor to end `pack`'s life `generation` (`cause` "cancel" or
-        "broken_session", supervisor/bridge/host_requests.hpp); it logs why, in its words
-        and `detail`'s, and answers with pack_exited."""
-        request = {"request": "end_pack", "pack": pack, "generation": generation, "cause": cause,
-                   "detail": str(detail)[:MAX_REQUEST_DETAIL]}
-        try:
-            self.control.send(json.dumps(request).encode(), socket.MSG_DONTWAIT)
-        except OSError as error:
-            log.error("comfy-supervisor: cannot ask the supervisor to end pack %s's worker (%s): %s", pack, detail,
-                      error)
-
-    def drain_idle(self):
-        """What the packs' workers sent while no call waited (their releases of the host's
-        blocks): the command thread calls this every period."""
-        for link in list(self.links.values()):
-            session = link.session
-            if session is not None:
-                session.drain_available()
-
-    def wait_for_packs(self, timeout_s=PACK_WAIT_S):
-        """Waits until every isolated pack described its nodes or failed; names the rest."""
-        deadline = time.monotonic() + timeout_s
-        with self.changed:
-            self.changed.wait_for(lambda: self.listed, timeout=timeout_s)
-            links = list(self.links.values())
-        for link in links:
-            with link.changed:
-                link.changed.wait_for(link.settled, timeout=max(0.0, deadline - time.monotonic()))
-            if not link.settled():
-                log.error("comfy-supervisor: pack %s did not describe its nodes within %.0f s: ComfyUI starts "
-                          "without them, and they register once its worker describes them", link.name, timeout_s)
-        return [link for link in links if link.interfaces is not None]
-
-    def proxy_nodes(self, timeout_s=PACK_WAIT_S):
-        """NODE_CLASS_MAPPINGS and NODE_DISPLAY_NAME_MAPPINGS of every isolated pack's nodes,
-        for ComfyUI's start; a pack described later registers then (register_late)."""
-        classes, names, registered = {}, {}, {}
-        for link in self.wait_for_packs(timeout_s):
-            self.serve_front_end(link)
-            interfaces = link.interfaces
-            found, found_names = self.classes_of(link, interfaces)
-            classes.update(found)
-            names.update(found_names)
-            registered[link.name] = (interfaces, set(found))
-        with self.changed:
-            self.registered = registered
-        log.info("comfy-supervisor: %d nodes of %d isolated packs registered", len(classes), len(self.links))
-        # What was described meanwhile, or came after the wait, registers as it would later.
-        for link in list(self.links.values()):
-            self.register_late(link)
-        return classes, names
-
-    @staticmethod
-    def classes_of(link, interfaces):
-        """The proxy classes and display names of `link`'s nodes as `interfaces` describes them."""
-        classes, names, left_out = {}, {}, []
-        for node, interface in interfaces.items():
-            try:
-                classes[node] = proxy_class(link, node, interface)
-            except Exception as error:  # noqa: BLE001 (what a worker described is input: any fault is that node's)
-                left_out.append(f"{node[:60]!r} ({one_line(error)})")
-                continue
-            names[node] = str(interface.get("display_name", node))
-        if left_out:
-            log.error("comfy-supervisor: pack %s: %d of its %d nodes cannot be proxied and are left out: %s",
-                      link.name, len(left_out), len(interfaces), "; ".join(left_out))
-        return classes, names
-
-    def register_late(self, link):
-        """A pack that described its nodes after ComfyUI took its start's (its import fixed and
-        retried, or a new life that describes them otherwise): its nodes go into upstream's
-        mappings now, and the ones it no longer has leave them, so that ComfyUI runs them
-        without a restart. The browser sees them once its page is reloaded."""
-        nodes = sys.modules.get("nodes")
-        with self.changed:
-            interfaces = link.interfaces
-            if self.registered is None or interfaces is None or \
-                    not isinstance(getattr(nodes, "NODE_CLASS_MAPPINGS", None), dict):
-                return  # ComfyUI's start takes them (proxy_nodes)
-            taken, before = self.registered.get(link.name, (None, set()))
-            if interfaces is taken:
-                return  # registered already, as described
-            classes, names = self.classes_of(link, interfaces)
-            for node in before - set(classes):
-                nodes.NODE_CLASS_MAPPINGS.pop(node, None)
-                nodes.NODE_DISPLAY_NAME_MAPPINGS.pop(node, None)
-            nodes.NODE_CLASS_MAPPINGS.update(classes)
-            nodes.NODE_DISPLAY_NAME_MAPPINGS.update(names)
-            self.registered[link.name] = (interfaces, set(classes))
-        self.serve_front_end(link)
-        log.info("comfy-supervisor: pack %s described its nodes after ComfyUI started: its %d nodes are registered "
-                 "now (reload the browser's page to see them)", link.name, len(classes))
-
-    @staticmethod
-    def serve_front_end(link):
-        """The pack's front-end files (its WEB_DIRECTORY), served by this ComfyUI under the
-        pack folder's name, as upstream serves a pack it imported itself (its nodes module's
-        EXTENSION_WEB_DIRS, read when the server adds its routes, after custom nodes load)."""
-        web, nodes = link.web_files(), sys.modules.get("nodes")
-        if web is not None and isinstance(getattr(nodes, "EXTENSION_WEB_DIRS", None), dict):
-            nodes.EXTENSION_WEB_DIRS[os.path.basename(os.path.realpath(link.folder))] = web
