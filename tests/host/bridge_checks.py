@@ -60,6 +60,8 @@ again as "other" (a second pack with the same nodes), tests/packs/hostile_pack a
                  they were after it wrote over every arena it can reach
     remote-*     ComfyUI's objects across, both ways, with tests/packs/model_pack as "model"
                  (remote_checks.py)
+    routes*      a pack's HTTP routes, served by the host and answered in its worker, with
+                 tests/packs/routes_pack as "routes" (route_checks.py)
     mirror-*     the host's diffusion model as a torch module in model_pack's worker, over the
                  host's weights mapped, and the pack's in the host (mirror_checks.py)
 """
@@ -693,8 +695,10 @@ def main():
     mm.participant = host.link  # as the fake's main.py: the host's loads are charged to the device
     import mirror_checks
     import remote_checks
+    import route_checks
     CHECKS.update(remote_checks.CHECKS)
     CHECKS.update(mirror_checks.CHECKS)
+    CHECKS.update(route_checks.checks(node, raises))
     mapping, names = host.bridges.proxy_nodes()
     classes["all"], classes["names"] = mapping, names
     for pack in ("bridge", "other"):

@@ -28,10 +28,17 @@ TEST_CASE("an isolated node reports progress, ends at ComfyUI's interrupt, and r
     run_checks({"progress", "interrupt", "error", "oom"}, json::array({python_pack("bridge", "bridge_pack")}));
 }
 
-TEST_CASE("a pack's messages to the browser and its front-end files are the host's to serve, its routes are said unserved") {
+TEST_CASE("a pack's messages to the browser and its front-end files are the host's to serve") {
     const auto log = run_checks({"browser", "front-end"}, json::array({python_pack("bridge", "bridge_pack")}));
-    CHECK_THAT(log, Contains("bridge_pack added 1 HTTP routes to its PromptServer: a worker serves no HTTP"));
+    CHECK_THAT(log, Contains("bridge_pack: 1 HTTP routes, served by ComfyUI and answered here"));
     CHECK(count_of(log, "bridge.binary messages to the browser are not JSON and stay in the worker") == 1);
+}
+
+TEST_CASE("a pack's HTTP routes are served by the host and answered in its worker, while its node runs and after it restarts") {
+    const auto log = run_checks({"routes", "routes-during-node", "routes-limit", "routes-restart"},
+                                json::array({python_pack("routes", "routes_pack")}));
+    CHECK_THAT(log, Contains("routes_pack: 12 HTTP routes, served by ComfyUI and answered here"));
+    CHECK_THAT(log, Contains("pack routes's route GET /routes_pack/socket opens a websocket"));
 }
 
 TEST_CASE("a worker that dies mid-node fails the node naming the signal, frees its blocks, and the next call works") {

@@ -18,7 +18,9 @@ CATEGORY = "comfy-supervisor tests"
 
 @PromptServer.instance.routes.get("/bridge_pack/hello")
 async def hello(request):
-    """A route, as packs add them at import: the worker's PromptServer keeps it, unserved."""
+    """A route, as packs add them at import (routes_pack has the routes' checks)."""
+    from aiohttp import web
+    return web.Response(text="hello")
 
 
 class Node:

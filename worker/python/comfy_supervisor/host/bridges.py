@@ -19,7 +19,9 @@ import time
 
 from ..bridge.channel import control_socket, receive_control
 from .browser_messages import Limits
+from ..upstream.comfyui_startup import prompt_server
 from .node_interfaces import proxy_class
+from .pack_routes import PackRoutes
 from .proxy_nodes import PackLink, PackSession, one_line
 
 log = logging.getLogger("comfy_supervisor")
@@ -38,6 +40,7 @@ class Bridges:
         self.listed = False        # the supervisor's packs message came
         # pack name -> (the interfaces registered, their node names), once ComfyUI took its start's (proxy_nodes)
         self.registered = None
+        self.routes = PackRoutes()     # the packs' HTTP routes given to ComfyUI's server
         self.browser_limits = Limits()  # on the packs' messages to the browser, as the packs message says
         self.changed = threading.Condition()
         import comfy.model_management as mm
@@ -154,8 +157,10 @@ class Bridges:
         """NODE_CLASS_MAPPINGS and NODE_DISPLAY_NAME_MAPPINGS of every isolated pack's nodes,
         for ComfyUI's start; a pack described later registers then (register_late)."""
         classes, names, registered = {}, {}, {}
+        server = prompt_server()
         for link in self.wait_for_packs(timeout_s):
             self.serve_front_end(link)
+            self.routes.register(link, server)
             interfaces = link.interfaces
             found, found_names = self.classes_of(link, interfaces)
             classes.update(found)
@@ -207,6 +212,7 @@ class Bridges:
             nodes.NODE_DISPLAY_NAME_MAPPINGS.update(names)
             self.registered[link.name] = (interfaces, set(classes))
         self.serve_front_end(link)
+        self.routes.check_late(link)
         log.info("comfy-supervisor: pack %s described its nodes after ComfyUI started: its %d nodes are registered "
                  "now (reload the browser's page to see them)", link.name, len(classes))
 

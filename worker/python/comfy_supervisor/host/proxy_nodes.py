@@ -38,6 +38,7 @@ end that life, which logs why and restarts it as after a crash.
 import itertools
 import logging
 import os
+import socket
 import threading
 import weakref
 
@@ -48,6 +49,7 @@ from ..bridge.conversation import Conversation
 from ..bridge.session import SESSION_OPS, PeerSession
 from ..bridge.values import ValueCrossingError
 from ..upstream.comfyui_startup import prompt_server
+from . import pack_routes
 from .browser_messages import BrowserGate
 
 log = logging.getLogger("comfy_supervisor")
@@ -102,6 +104,7 @@ class PackSession(PeerSession):
         super().__init__(sock, CopiedArena(arena_fd), OwnArena(own_fd), generation, f"pack {link.name} {generation}",
                          copy_received=True, watch=sv.word_watcher())
         self.link = link
+        self.routes = None  # pack_routes.RouteClient, once the life gave a socket for its HTTP routes
         # The host serves a pack only what object_kinds lists, and only while it waits on
         # that pack (a node call, or its own use of the pack's objects): never on a thread
         # of its own between calls.
@@ -127,7 +130,27 @@ class PackSession(PeerSession):
         else:
             self.link.answered(self, message)
 
+    def take_routes_socket(self):
+        """The socket this life sent with its description, for its HTTP routes' requests."""
+        fd = self.channel.take_fd()
+        try:
+            sock = socket.socket(fileno=fd) if fd is not None else None
+        except OSError:
+            os.close(fd)
+            sock = None
+        if sock is None or sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
+            log.error("comfy-supervisor: pack %s's worker sent no stream socket for its HTTP routes: they answer 503 "
+                      "until its next life", self.link.name)
+            if sock is not None:
+                sock.close()
+            return
+        self.routes = pack_routes.RouteClient(sock)
+        if self.closed.is_set():
+            self.routes.close()
+
     def on_close(self):
+        if self.routes is not None:
+            self.routes.close()
         self.own.close()  # written for this life alone: nothing of it is needed any more
         self.peer.close()
         self.link.session_closed(self)
@@ -142,6 +165,7 @@ class PackLink:
         self.interfaces = None     # node name -> interface, from the first life's describe
         self.folder = None         # the pack's folder, as the supervisor's config names it
         self.web_directory = None  # its WEB_DIRECTORY (relative to the folder), from the describe
+        self.routes = []           # its HTTP routes, (method, path), from the describe
         self.session = None
         self.failure = None        # why the supervisor marked the pack failed
         self.exits = {}            # generation -> the supervisor's pack_exited
@@ -174,19 +198,22 @@ class PackLink:
 
     def describe(self):
         try:
-            reply = self.request({"op": "describe"}, "its interfaces")
+            session, reply = self.request({"op": "describe"}, "its interfaces", with_session=True)
         except (PackUnavailable, PackWorkerDied) as error:
             log.error("comfy-supervisor: %s", error)
             return
+        if reply.get("routes_socket") is True:
+            session.take_routes_socket()
         nodes = reply.get("nodes")
         if not isinstance(nodes, dict):
             # Settled all the same: ComfyUI's start must not wait for it.
             log.error("comfy-supervisor: pack %s described its nodes as %s, not a dict: none is registered",
                       self.name, type(nodes).__name__)
             nodes = {}
+        routes = pack_routes.checked_routes(reply.get("routes"))
         with self.changed:
-            changed = nodes != self.interfaces
-            self.interfaces = nodes
+            changed = nodes != self.interfaces or routes != self.routes
+            self.interfaces, self.routes = nodes, routes
             self.web_directory = reply.get("web_directory")
             self.changed.notify_all()
         if changed:
@@ -220,6 +247,12 @@ class PackLink:
             self.failure = str(reason)
             self.changed.notify_all()
         log.error("comfy-supervisor: %s: its nodes cannot run", self.unavailable())
+
+    def why_not_running(self):
+        """Why no life of it answers now, in a few words."""
+        if self.failure is not None:
+            return self.unavailable()
+        return f"pack {self.name}'s worker is starting"
 
     def unavailable(self):
         """Why its nodes cannot run, and what brings them back."""
@@ -292,8 +325,9 @@ class PackLink:
                 except PackWorkerDied:
                     pass  # that life ended: the loop waits for the next
 
-    def request(self, message, what):
-        """A request other than a node call, answered by one reply."""
+    def request(self, message, what, with_session=False):
+        """A request other than a node call, answered by one reply (and the life that
+        answered it, `with_session`)."""
         with self.call_lock:
             session = self.ready_session()
             message["id"] = next(self.request_ids)
@@ -301,7 +335,7 @@ class PackLink:
                 session.send(message)
                 reply = self.await_reply(session, message["id"], what, current=False)
                 session.settle()  # the releases that came with it (bridge/session.py)
-                return reply
+                return (session, reply) if with_session else reply
 
     def call(self, node, kind, inputs, instance=None):
         with self.call_lock:

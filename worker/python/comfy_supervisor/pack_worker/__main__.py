@@ -35,6 +35,7 @@ from ..bridge.channel import control_socket
 from ..upstream import comfyui_startup
 from . import forwarded
 from .node_server import NodeServer
+from .routes import RouteServer
 
 EXIT_CANNOT_RUN = 78  # sysexits.h EX_CONFIG; the supervisor does not restart on it
 
@@ -191,9 +192,9 @@ def main():
         print(json.dumps(nodes, indent=2, sort_keys=True))
         return
     say(f"{name}: {len(nodes)} node classes: {', '.join(sorted(nodes))}")
-    if comfyui_startup.routes_added():
-        say(f"{name} added {comfyui_startup.routes_added()} HTTP routes to its PromptServer: a worker serves no "
-            "HTTP, so ComfyUI does not answer them")
+    routes = RouteServer.of_worker()
+    if routes is not None:
+        say(f"{name}: {len(routes.routes)} HTTP routes, served by ComfyUI and answered here")
     # The command thread answers the supervisor's Shutdown with SIGTERM, as in ComfyUI's
     # host; a worker has nothing to save, so it ends as a finished worker does.
     signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))
@@ -205,7 +206,7 @@ def main():
         threading.Event().wait()  # the command thread ends the process at the supervisor's Shutdown
     web_directory = getattr(module, "WEB_DIRECTORY", None)
     NodeServer(name, module.NODE_CLASS_MAPPINGS, nodes, arena, control, memory,
-               web_directory if isinstance(web_directory, str) else None).serve_forever()
+               web_directory if isinstance(web_directory, str) else None, routes).serve_forever()
 
 
 if __name__ == "__main__":

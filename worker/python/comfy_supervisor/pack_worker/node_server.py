@@ -77,8 +77,7 @@ class HostSession(PeerSession):
     def on_message(self, message):
         op = message.get("op")
         if op == "describe":
-            self.send({"op": "described", "id": message.get("id"), "nodes": self.server.interfaces,
-                               "web_directory": self.server.web_directory})
+            self.describe(message.get("id"))
         elif op == "stats":
             self.send({"op": "stats", "id": message.get("id"), "arena_used": self.server.arena.used,
                                "lent_blocks": len(self.lent), "cuda_lent": len(self.cuda.lent),
@@ -90,6 +89,18 @@ class HostSession(PeerSession):
         else:
             self.channel.send({"op": "error", "id": message.get("id"), "type": "ProtocolError",
                                "message": f"unknown operation {str(op)[:40]!r}", "traceback": ""})
+
+    def describe(self, request_id):
+        """The pack's interfaces, its front-end folder and its HTTP routes, with a socket of
+        this host life's own for the routes' requests (pack_worker/routes.py)."""
+        described = {"op": "described", "id": request_id, "nodes": self.server.interfaces,
+                     "web_directory": self.server.web_directory}
+        routes = self.server.routes
+        if routes is None:
+            self.channel.send(described)
+            return
+        with routes.connect() as theirs:
+            self.channel.send(dict(described, routes=routes.routes, routes_socket=True), fds=[theirs.fileno()])
 
     def on_release(self, message):
         for key, table in (("handles", self.handles), ("instances", self.instances)):
@@ -114,11 +125,12 @@ class HostSession(PeerSession):
 
 
 class NodeServer:
-    def __init__(self, pack_name, classes, interfaces, arena, control, memory, web_directory=None):
+    def __init__(self, pack_name, classes, interfaces, arena, control, memory, web_directory=None, routes=None):
         self.pack_name = pack_name
         self.classes = classes          # NODE_CLASS_MAPPINGS
         self.interfaces = interfaces    # __main__.describe()
         self.web_directory = web_directory  # the pack's WEB_DIRECTORY, relative to its folder
+        self.routes = routes            # routes.RouteServer, where the pack declared HTTP routes
         self.arena = arena
         self.control = control
         self.memory = memory            # host.comfyui._Host of this worker

@@ -15,9 +15,10 @@ pack's worker before the pack is imported: a real pack counts on it at import ti
 - The pack's own prestartup_script.py, as main.py runs it before any pack's import;
   a failure is logged, as upstream logs it, and the import goes on.
 - `server.PromptServer.instance`, which packs use at import (its `routes`) and while they
-  run (`send_sync` to the browser). The worker serves no HTTP, so it is upstream's class
-  without its server: routes a pack adds are kept and never served (said once), and what
-  a node sends the browser is forwarded to the host's PromptServer (`forward_to_host`).
+  run (`send_sync` to the browser). It is upstream's class without its server: the routes
+  a pack adds are kept, for pack_worker/routes.py to answer what ComfyUI's server
+  forwards, on the instance's loop; what a node sends the browser is forwarded to the
+  host's PromptServer (`forward_to_host`).
 
 Each step that the checkout cannot take (an older ComfyUI, a venv without aiohttp) is
 skipped with one warning line: the pack's own import then says what it misses.
@@ -103,7 +104,9 @@ def _install_prompt_server():
 
     instance = server.PromptServer.__new__(server.PromptServer)  # its methods, not its HTTP server
     instance.routes = web.RouteTableDef()
-    instance.app = web.Application()
+    # Uploads to the pack's routes as large as ComfyUI's server takes (--max-upload-size, in MB).
+    max_upload_mb = getattr(importlib.import_module("comfy.cli_args").args, "max_upload_size", 100)
+    instance.app = web.Application(client_max_size=round(max_upload_mb * 1024 * 1024))
     instance.loop = asyncio.new_event_loop()
     instance.supports = ["custom_nodes_from_web"]
     instance.sockets, instance.sockets_metadata = {}, {}
@@ -149,8 +152,3 @@ def set_call_context(client_id, node_id):
         instance.client_id = client_id if isinstance(client_id, str) else None
         instance.last_node_id = node_id if isinstance(node_id, str) else None
 
-
-def routes_added():
-    """How many HTTP routes the pack added to the worker's PromptServer (never served)."""
-    instance = prompt_server()
-    return len(instance.routes) if instance is not None else 0
