@@ -127,8 +127,14 @@ class PackRoutes:
                             "are not served", link.name, len(link.routes))
             return
         self.registered = table
+        # ComfyUI's own, and those of packs in its process: a second route of one method
+        # and path would fail upstream's add_routes, and ComfyUI's start with it.
+        served = {(route.method, route.path) for route in table if hasattr(route, "method")}
         taken = []
         for method, path in link.routes:
+            if (method, path) in served:
+                taken.append(f"{method} {path} (ComfyUI's, or a pack's in its process)")
+                continue
             owner = self.given.setdefault((method, path), link.name)
             if owner != link.name:
                 taken.append(f"{method} {path} (pack {owner}'s)")
@@ -137,8 +143,8 @@ class PackRoutes:
             # a decorator that takes none (its /api copies).
             table.route(method, path)(_forwarder(link))
         if taken:
-            log.error("comfy-supervisor: pack %s's HTTP routes %s are another pack's already: they answer there",
-                      link.name, ", ".join(taken))
+            log.error("comfy-supervisor: pack %s's HTTP routes %s are served already: they answer there, not in "
+                      "its worker", link.name, ", ".join(taken))
 
     def check_late(self, link):
         """A pack described after ComfyUI's server started: the routes it was not given."""
