@@ -37,7 +37,7 @@ TEST_CASE("a pack's messages to the browser and its front-end files are the host
 TEST_CASE("a pack's HTTP routes are served by the host and answered in its worker, while its node runs and after it restarts") {
     const auto log = run_checks({"routes", "routes-during-node", "routes-limit", "routes-restart"},
                                 json::array({python_pack("routes", "routes_pack")}));
-    CHECK_THAT(log, Contains("routes_pack: 12 HTTP routes, served by ComfyUI and answered here"));
+    CHECK_THAT(log, Contains("routes_pack: 13 HTTP routes, served by ComfyUI and answered here"));
     CHECK_THAT(log, Contains("pack routes's route GET /routes_pack/socket opens a websocket"));
 }
 

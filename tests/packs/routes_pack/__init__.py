@@ -1,11 +1,12 @@
 """A custom node pack for the HTTP routes' tests (docs/PACKS.md, "A pack's HTTP routes"):
 routes added at import as real packs add them, to PromptServer.instance.routes (a path with
 a pattern, every method, JSON and binary answers, a status of its own, a file, a static
-folder, a websocket) and to PromptServer.instance.app itself; a node that waits until a
+folder, a websocket, a garbage collection) and to PromptServer.instance.app itself; a node that waits until a
 route releases it, which only works if routes are answered while a node runs; and a node
 that ends its worker."""
 
 import asyncio
+import gc
 import os
 import threading
 
@@ -72,6 +73,14 @@ async def websocket(request):
     return socket
 
 
+@routes.post("/routes_pack/collect")
+async def collect(request):
+    """A garbage collection in the worker soon after this answer, while no request is under
+    way: what serves the next must outlive it."""
+    asyncio.get_running_loop().call_later(0.2, gc.collect)
+    return web.json_response({"collecting": True})
+
+
 @routes.post("/routes_pack/release")
 async def release(request):
     """Lets WaitForRoute's node end: answered while that node runs."""
@@ -98,10 +107,11 @@ PromptServer.instance.app.router.add_get("/routes_pack/direct", direct)
 
 
 class WaitForRoute:
-    """Waits until POST /routes_pack/release comes (or `seconds` pass)."""
+    """Waits until POST /routes_pack/release comes (or `seconds` pass), and shows which."""
     CATEGORY = "comfy-supervisor tests"
     FUNCTION = "run"
     RETURN_TYPES = ("STRING",)
+    OUTPUT_NODE = True
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -110,7 +120,8 @@ class WaitForRoute:
     def run(self, seconds):
         released = _released.wait(seconds)
         _released.clear()
-        return ("released by the route" if released else "not released",)
+        text = "released by the route" if released else "not released"
+        return {"ui": {"text": [text]}, "result": (text,)}
 
 
 class EndWorker:

@@ -75,7 +75,7 @@ class RouteServer:
         self.routes = routes   # as declared_routes() describes them to the host
         self.loop = None       # the PromptServer's, run by the routes thread from the first connection
         self.runner = None
-        self.tasks = set()     # answers under way (the loop keeps only weak references)
+        self.tasks = set()     # connections served and answers under way (the loop keeps only weak references)
 
     @classmethod
     def of_worker(cls):
@@ -115,6 +115,10 @@ class RouteServer:
         await self.runner.setup()
 
     async def _serve(self, sock):
+        # Held here: the loop keeps tasks only weakly, and the stream's protocol its reader
+        # too, so a task waiting on a quiet connection is otherwise garbage.
+        serving = asyncio.current_task()
+        self.tasks.add(serving)
         reader, writer = await asyncio.open_unix_connection(sock=sock)
         try:
             while (request := await read_frame(reader, MAX_REQUEST_BYTES)) is not None:
@@ -128,6 +132,7 @@ class RouteServer:
             pass  # the host's life ended
         finally:
             writer.close()
+            self.tasks.discard(serving)
 
     async def _answer(self, writer, header, body):
         try:
