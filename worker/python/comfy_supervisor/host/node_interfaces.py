@@ -82,8 +82,9 @@ def check_interface(interface):
     for flag in _FLAGS:
         _check(isinstance(interface.get(flag, False), bool), flag, interface.get(flag), "a flag")
     tooltips = interface.get("OUTPUT_TOOLTIPS", [])
-    _check(isinstance(tooltips, list) and all(isinstance(tip, str) for tip in tooltips), "OUTPUT_TOOLTIPS",
-           tooltips, "a list of tooltips")
+    # An output without a tooltip is None (comfy_api's nodes give one for each output).
+    _check(isinstance(tooltips, list) and all(tip is None or isinstance(tip, str) for tip in tooltips),
+           "OUTPUT_TOOLTIPS", tooltips, "a list of tooltips")
     module = interface.get("python_module", "")
     _check(isinstance(module, str) and len(module) <= 200, "python_module", module, "a module's name")
     validate = interface.get("VALIDATE_INPUTS")

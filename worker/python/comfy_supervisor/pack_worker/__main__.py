@@ -33,7 +33,7 @@ from ..bridge import cuda_ipc
 from ..bridge.arena import OwnArena
 from ..bridge.channel import control_socket
 from ..upstream import comfyui_startup
-from . import forwarded
+from . import forwarded, v3_nodes
 from .node_server import NodeServer
 from .routes import RouteServer
 
@@ -60,8 +60,10 @@ def import_pack(folder):
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
-    if not isinstance(getattr(module, "NODE_CLASS_MAPPINGS", None), dict):
-        raise ImportError(f"{name} defines no NODE_CLASS_MAPPINGS dict")
+    found = v3_nodes.node_classes(module)
+    if found is None:
+        raise ImportError(f"{name} defines no NODE_CLASS_MAPPINGS dict and no comfy_entrypoint")
+    module.NODE_CLASS_MAPPINGS, module.NODE_DISPLAY_NAME_MAPPINGS = found  # an entrypoint's, where it has one
     return name, module
 
 
@@ -83,7 +85,10 @@ def _plain(value):
     if isinstance(value, str) and type(value).__ne__ is not str.__ne__:
         if not value != _PROBE:
             return {"$any": str(value)}
-        return {"$equal": str(value), "to": [kind for kind in _CORE_TYPES if not value != kind]}
+        equal = [kind for kind in _CORE_TYPES if not value != kind]
+        if set(equal) <= {str(value)}:
+            return str(value)  # equal to no other (comfy_api's io types: their own name, or a list of names)
+        return {"$equal": str(value), "to": equal}
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, (list, tuple)):
@@ -105,17 +110,21 @@ def describe(module, pack):
     python_module = "custom_nodes." + (os.path.splitext(folder)[0] if os.path.isfile(pack) else folder)
     nodes = {}
     for node_name, cls in module.NODE_CLASS_MAPPINGS.items():
-        interface = {"display_name": names.get(node_name, node_name), "INPUT_TYPES": _plain(cls.INPUT_TYPES()),
+        v3 = v3_nodes.is_v3(cls)
+        declared = v3_nodes.input_types(cls) if v3 else cls.INPUT_TYPES()
+        interface = {"display_name": names.get(node_name, node_name), "INPUT_TYPES": _plain(declared),
                      "python_module": python_module}
         for member in _INTERFACE:
             if hasattr(cls, member):
                 interface[member] = _plain(getattr(cls, member))
-        interface["IS_CHANGED"] = hasattr(cls, "IS_CHANGED")
+        interface["IS_CHANGED"] = v3_nodes.overrides(cls, "fingerprint_inputs") is not None if v3 else \
+            hasattr(cls, "IS_CHANGED")
+        validate = v3_nodes.overrides(cls, "validate_inputs") if v3 else getattr(cls, "VALIDATE_INPUTS", None)
         interface["VALIDATE_INPUTS"] = None
-        if hasattr(cls, "VALIDATE_INPUTS"):
+        if validate is not None:
             # Upstream passes VALIDATE_INPUTS only the inputs its signature names: the
             # host's proxy takes the same signature.
-            spec = inspect.getfullargspec(cls.VALIDATE_INPUTS)
+            spec = inspect.getfullargspec(validate)
             interface["VALIDATE_INPUTS"] = {"args": spec.args, "varkw": spec.varkw is not None}
         nodes[node_name] = interface
     return nodes

@@ -41,6 +41,7 @@ from ..bridge.conversation import Conversation
 from ..bridge.session import PeerSession
 from ..bridge.values import ValueCrossingError
 from ..upstream import comfyui_startup
+from . import v3_nodes
 
 CALL_KINDS = ("function", "is_changed", "validate_inputs")
 # No call for this long after one ends: the worker tells the supervisor it is idle. Calls
@@ -263,6 +264,8 @@ class NodeServer:
         inputs = session.decoder(session.resolve).decode(message.get("inputs"))
         if not isinstance(inputs, dict):
             raise ValueCrossingError("inputs that are not a dict of names")
+        if v3_nodes.is_v3(cls):
+            return v3_nodes.call(cls, kind, inputs)
         if kind == "is_changed":
             return cls.IS_CHANGED(**inputs)
         if kind == "validate_inputs":

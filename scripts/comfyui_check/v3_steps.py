@@ -1,0 +1,69 @@
+"""comfyui-check's step over a pack of ComfyUI's newer node API (tests/packs/v3_pack, run
+isolated as pack "v3"; its nodes are io.ComfyNode classes given only by comfy_entrypoint):
+
+17. The V3 pack's nodes run isolated as upstream runs them in one process: V3Invert, its
+   image from EmptyImage, gives the inverted image to PreviewImage and says in its UI text
+   the hidden inputs it got (its UNIQUE_ID, the PROMPT's nodes); V3Echo, async, runs once
+   for one text however often the prompt is queued (its fingerprint_inputs answers IS_CHANGED)
+   and again for another; V3Count's validate_inputs refuses a negative count: POST /prompt
+   answers 400 with its message. Its /object_info entry has the pack's display name,
+   tooltips and python_module.
+"""
+
+import io
+import json
+import pathlib
+import urllib.parse
+
+V3_PACK = pathlib.Path(__file__).resolve().parents[2] / "tests" / "packs" / "v3_pack"
+V3_STEP = 17
+TITLE = "a pack of ComfyUI's newer node API (comfy_api io.ComfyNode) runs isolated as in one process"
+
+
+def step_v3(check):
+    try:
+        seen = _check(check)
+    except AssertionError as error:
+        check.step(V3_STEP, TITLE, False, str(error))
+        return
+    check.step(V3_STEP, TITLE, True, seen)
+
+
+def _expect(condition, why):
+    if not condition:
+        raise AssertionError(why)
+
+
+def _check(check):
+    status, raw = check.http("GET", "/object_info/V3Invert")
+    info = json.loads(raw or b"{}").get("V3Invert", {}) if status == 200 else {}
+    _expect(info.get("display_name") == "Invert (V3)" and info.get("python_module") == "custom_nodes.v3_pack" and
+            info.get("output_tooltips") == ["1 - image"] and info.get("output_name") == ["inverted"],
+            f"V3Invert's /object_info entry: {status} {json.dumps(info)[:300]}")
+    color = 0x204060
+    prompt = {"1": {"class_type": "EmptyImage", "inputs": {"width": 16, "height": 8, "batch_size": 1, "color": color}},
+              "2": {"class_type": "V3Invert", "inputs": {"image": ["1", 0]}},
+              "3": {"class_type": "PreviewImage", "inputs": {"images": ["2", 0]}}}
+    _, entry, failure = check.run_prompt(prompt)
+    _expect(entry is not None, f"V3Invert's prompt: {failure}")
+    hidden = entry["outputs"].get("2", {}).get("text")
+    _expect(hidden == ["node 2, prompt of 3 nodes"], f"V3Invert's hidden inputs: {hidden}")
+    image = entry["outputs"]["3"]["images"][0]
+    status, raw = check.http("GET", "/view?" + urllib.parse.urlencode(
+        {"filename": image["filename"], "subfolder": image.get("subfolder", ""), "type": image.get("type", "temp")}))
+    from PIL import Image
+    pixels = set(Image.open(io.BytesIO(raw)).convert("RGB").getdata()) if status == 200 else set()
+    inverted = (255 - (color >> 16 & 0xFF), 255 - (color >> 8 & 0xFF), 255 - (color & 0xFF))
+    _expect(pixels == {inverted}, f"V3Invert's image: {sorted(pixels)[:3]}, not {inverted}")
+    echoes = []
+    for text in ("hello", "hello", "bye"):
+        _, entry, failure = check.run_prompt({"1": {"class_type": "V3Echo", "inputs": {"text": text}}})
+        _expect(entry is not None, f"V3Echo's prompt: {failure}")
+        echoes += entry["outputs"].get("1", {}).get("text", [])
+    _expect(echoes == ["hello, run 1", "hello, run 1", "bye, run 2"], f"V3Echo queued three times: {echoes}")
+    status, raw = check.http("POST", "/prompt", {"prompt": {"1": {"class_type": "V3Count", "inputs": {"count": -1}}}})
+    refused = raw.decode(errors="replace")
+    _expect(status == 400 and "count must not be negative, not -1" in refused,
+            f"V3Count with -1: {status} {refused[:200]}")
+    return (f"/object_info as declared; V3Invert saw {hidden[0]!r} and inverted #{color:06x}; V3Echo {echoes}; "
+            "V3Count -1 refused with 400 and its own message")
