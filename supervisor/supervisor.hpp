@@ -95,6 +95,8 @@ private:
     // The simulated device's allocations and releases, which the supervisor decides.
     void on_device_use(WorkerProcess& worker, const Message& message);
     void accept_hello(WorkerProcess& worker, const Message& message);
+    // Its Hello, or the `ready` after it, made it ready: work goes to it from now on.
+    void become_ready(WorkerProcess& worker);
     void flush(WorkerProcess& worker);
     void dispatch_queued(WorkerProcess& worker);
     // A node's start and end: the worker's state, the arbiter's busy flag, and the
