@@ -189,6 +189,7 @@ void Supervisor::watch_exit(WorkerProcess& worker) {
 }
 
 void Supervisor::on_exit(WorkerProcess& worker) {
+    const auto now = Clock::now();  // of its death, for the restart decision told and made
     const pid_t pid = worker.process.pid;
     const std::string how = worker.reap();
     const char* who = worker.kind == ParticipantKind::host ? "pid " : "worker pid ";
@@ -204,7 +205,7 @@ void Supervisor::on_exit(WorkerProcess& worker) {
               {"reason", worker.kill_reason}});
     notify(WorkerEvent::exited, worker);
     strays_.life_ended(worker);
-    bridge_.exited(worker, how);
+    bridge_.exited(worker, how, restarts_after_exit(worker, now));
 
     // Its memory went with the process: return its device use and drop its census, its
     // region and its ledger entries (an eviction waiting on it counts as done). The table
@@ -227,13 +228,24 @@ void Supervisor::on_exit(WorkerProcess& worker) {
         return;
     }
     if (operator_.after_exit(worker)) return;
-    schedule_restart(worker);
+    schedule_restart(worker, now);
 }
 
-void Supervisor::schedule_restart(WorkerProcess& worker) {
+bool Supervisor::restarts_after_exit(const WorkerProcess& worker, Clock::time_point now) const {
+    if (shutting_down_) return false;
+    switch (worker.operator_intent) {
+        case OperatorIntent::stop: return false;
+        case OperatorIntent::restart:
+        case OperatorIntent::cancelled: return true;
+        case OperatorIntent::none: break;
+    }
+    return worker.last_exit_status != kExitCannotRun && !worker.restarts.gives_up_at(now);
+}
+
+void Supervisor::schedule_restart(WorkerProcess& worker, Clock::time_point now) {
     // No restart is counted for a pack that cannot run: none is made.
     const bool cannot_run = worker.last_exit_status == kExitCannotRun;
-    const auto decision = cannot_run ? RestartTracker::Decision{true, {}} : worker.restarts.on_death(Clock::now());
+    const auto decision = cannot_run ? RestartTracker::Decision{true, {}} : worker.restarts.on_death(now);
     if (decision.give_up) {
         set_state(worker, ParticipantState::failed);
         const std::string why = worker.why_given_up();

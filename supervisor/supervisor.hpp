@@ -89,7 +89,11 @@ private:
 
     void watch_exit(WorkerProcess& worker);
     void on_exit(WorkerProcess& worker);
-    void schedule_restart(WorkerProcess& worker);
+    // Another life follows the one of `worker` that ended at `now` (what on_exit goes on to
+    // decide), known before the host is told of the exit.
+    bool restarts_after_exit(const WorkerProcess& worker, std::chrono::steady_clock::time_point now) const;
+    void schedule_restart(WorkerProcess& worker,
+                          std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
 
     void handle_message(WorkerProcess& worker, const MessageSlot& slot);
     // The simulated device's allocations and releases, which the supervisor decides.
