@@ -13,16 +13,14 @@ while _GATE and not os.path.exists(_GATE) and time.monotonic() < _GIVE_UP:
 
 
 class Gated:
+    """The gate its import waited at."""
     CATEGORY = "comfy-supervisor tests"
-    FUNCTION = "run"
-    RETURN_TYPES = ("INT",)
+    FUNCTION = "gate"
+    RETURN_TYPES = ("STRING",)
+    INPUT_TYPES = classmethod(lambda cls: {"required": {}})
 
-    @classmethod
-    def INPUT_TYPES(cls):
-        return {"required": {"value": ("INT", {"default": 1})}}
-
-    def run(self, value):
-        return (value,)
+    def gate(self):
+        return (_GATE,)
 
 
 NODE_CLASS_MAPPINGS = {"Gated": Gated}
