@@ -64,7 +64,8 @@ std::string comfyctl_output(const std::string& instance, const std::string& argu
 
 // `pack`'s state as comfyctl workers names it.
 std::string comfyctl_state(const std::string& instance, const std::string& pack) {
-    for (const auto& row : json::parse(comfyctl_output(instance, "workers --json")).at("workers")) {
+    const json report = json::parse(comfyctl_output(instance, "workers --json"));
+    for (const auto& row : report.at("workers")) {
         if (row.at("name") == pack) return row.at("state");
     }
     return "(no row)";

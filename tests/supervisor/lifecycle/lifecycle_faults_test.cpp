@@ -137,12 +137,14 @@ TEST_CASE("a wrong token, a wrong version, a message before Hello, a short keep 
 }
 
 TEST_CASE("a worker that joins before its start-up is spawning until ready, past the Hello's time-out, and is ended when it outruns ready_timeout_ms") {
-    json config = config_with({misbehaving_pack("importer", "never-ready")});
+    json config = config_with(json::array({misbehaving_pack("importer", "never-ready")}));
     config["limits"]["handshake_timeout_ms"] = 300;
     config["limits"]["ready_timeout_ms"] = 3000;
     SupervisorProcess supervisor(config);
-    REQUIRE(eventually([&] { return supervisor.log().find("importer: joined (pid") != std::string::npos; },
-                       std::chrono::seconds(10)));
+    const bool seen = eventually([&] { return supervisor.log().find("importer: joined (pid") != std::string::npos; },
+                                 std::chrono::seconds(10));
+    INFO(supervisor.log());
+    REQUIRE(seen);
     // Joined, its Hello answered: still spawning, not ready, and not killed for the Hello.
     const auto joined = supervisor.participant("importer");
     REQUIRE(joined);
