@@ -171,6 +171,7 @@ Check check(const DeviceAllocation& m) {
     return nullptr;
 }
 Check check(const DeviceRelease& m) { return is_bytes(m.bytes) ? nullptr : "device_release.bytes"; }
+Check check(const Ready& m) { return m.reserved != 0 ? "ready.reserved" : nullptr; }
 
 // The variant's alternatives must follow MessageType order, one per type, so that
 // variant index + kFirstMessageType is the type.
@@ -253,6 +254,7 @@ std::string_view to_string(MessageType type) noexcept {
         case MessageType::device_allocate: return "device_allocate";
         case MessageType::device_allocation: return "device_allocation";
         case MessageType::device_release: return "device_release";
+        case MessageType::ready: return "ready";
     }
     return "unknown";
 }

@@ -20,7 +20,7 @@ using Payload = std::variant<Hello, HelloAck, Shutdown, ModelRegistered, Residen
                              ReleaseNodeBoundary, CastEpochBoundary, FullRelease, PartialRelease, ReleasePins,
                              ReleaseReceipt, PinRequest, PinGrant, NodeStarted, NodeFinished, WorkRequest, WorkResult,
                              RequestFailed, AdmissionKeep, StandInUnload, StandInResult, DeviceAllocate,
-                             DeviceAllocation, DeviceRelease>;
+                             DeviceAllocation, DeviceRelease, Ready>;
 
 struct Message {
     MessageHeader header;

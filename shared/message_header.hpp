@@ -46,9 +46,10 @@ enum class MessageType : std::uint16_t {
     device_allocate,        // P->S  the simulated device: may this life allocate n bytes more?
     device_allocation,      // S->P  the answer: granted or not
     device_release,         // P->S  the simulated device: this life gave n bytes back
+    ready,                  // P->S  its start-up is done (after a Hello with kCapReadyLater)
 };
 inline constexpr std::uint16_t kFirstMessageType = static_cast<std::uint16_t>(MessageType::hello);
-inline constexpr std::uint16_t kLastMessageType = static_cast<std::uint16_t>(MessageType::device_release);
+inline constexpr std::uint16_t kLastMessageType = static_cast<std::uint16_t>(MessageType::ready);
 
 std::string_view to_string(MessageType type) noexcept;
 

@@ -54,8 +54,13 @@ enum Capability : std::uint64_t {
     kCapNodeBoundaryRelease = 1u << 0,  // wants release_node_boundary after each node
     kCapPinnedMemory = 1u << 1,         // pins host memory and answers release_pins
     kCapPartialUnload = 1u << 2,        // can unload part of a model
+    // Joins before its start-up is done (a Python pack's worker, before it imports the
+    // pack, which may take longer than the supervisor waits for a Hello) and sends `ready`
+    // once it is: spawning until then. Without it a participant is ready at its Hello.
+    kCapReadyLater = 1u << 3,
 };
-inline constexpr std::uint64_t kKnownCapabilities = kCapNodeBoundaryRelease | kCapPinnedMemory | kCapPartialUnload;
+inline constexpr std::uint64_t kKnownCapabilities =
+    kCapNodeBoundaryRelease | kCapPinnedMemory | kCapPartialUnload | kCapReadyLater;
 
 struct Hello {
     static constexpr MessageType kType = MessageType::hello;
@@ -310,6 +315,13 @@ struct DeviceAllocation {
 struct DeviceRelease {
     static constexpr MessageType kType = MessageType::device_release;
     std::uint64_t bytes;
+};
+
+// Sent once, by a participant whose Hello declared kCapReadyLater, when its start-up
+// succeeded (a pack's worker: the pack imported and its nodes described).
+struct Ready {
+    static constexpr MessageType kType = MessageType::ready;
+    std::uint64_t reserved;  // zero
 };
 
 }  // namespace comfy

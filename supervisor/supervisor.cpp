@@ -118,6 +118,7 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     ++worker.generation;
     worker.token = new_token();
     worker.kill_reason.clear();
+    worker.joined = false;
     try {
         worker.open_region(view_);
         pump_.watch(worker);  // this life's doorbell, armed before the child can write its Hello
@@ -174,7 +175,7 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     watch_exit(worker);
     worker.handshake_timer.expires_after(config_.limits.handshake_timeout);
     worker.handshake_timer.async_wait([this, &worker, generation = worker.generation](const boost::system::error_code& ec) {
-        if (ec || worker.generation != generation || worker.state != ParticipantState::spawning) return;
+        if (ec || worker.generation != generation || worker.joined) return;
         terminate(worker, "no Hello within " + std::to_string(config_.limits.handshake_timeout.count()) + " ms");
     });
 }
@@ -188,6 +189,7 @@ void Supervisor::watch_exit(WorkerProcess& worker) {
 }
 
 void Supervisor::on_exit(WorkerProcess& worker) {
+    const auto now = Clock::now();  // of its death, for the restart decision told and made
     const pid_t pid = worker.process.pid;
     const std::string how = worker.reap();
     const char* who = worker.kind == ParticipantKind::host ? "pid " : "worker pid ";
@@ -203,7 +205,7 @@ void Supervisor::on_exit(WorkerProcess& worker) {
               {"reason", worker.kill_reason}});
     notify(WorkerEvent::exited, worker);
     strays_.life_ended(worker);
-    bridge_.exited(worker, how);
+    bridge_.exited(worker, how, restarts_after_exit(worker, now));
 
     // Its memory went with the process: return its device use and drop its census, its
     // region and its ledger entries (an eviction waiting on it counts as done). The table
@@ -226,13 +228,24 @@ void Supervisor::on_exit(WorkerProcess& worker) {
         return;
     }
     if (operator_.after_exit(worker)) return;
-    schedule_restart(worker);
+    schedule_restart(worker, now);
 }
 
-void Supervisor::schedule_restart(WorkerProcess& worker) {
+bool Supervisor::restarts_after_exit(const WorkerProcess& worker, Clock::time_point now) const {
+    if (shutting_down_) return false;
+    switch (worker.operator_intent) {
+        case OperatorIntent::stop: return false;
+        case OperatorIntent::restart:
+        case OperatorIntent::cancelled: return true;
+        case OperatorIntent::none: break;
+    }
+    return worker.last_exit_status != kExitCannotRun && !worker.restarts.gives_up_at(now);
+}
+
+void Supervisor::schedule_restart(WorkerProcess& worker, Clock::time_point now) {
     // No restart is counted for a pack that cannot run: none is made.
     const bool cannot_run = worker.last_exit_status == kExitCannotRun;
-    const auto decision = cannot_run ? RestartTracker::Decision{true, {}} : worker.restarts.on_death(Clock::now());
+    const auto decision = cannot_run ? RestartTracker::Decision{true, {}} : worker.restarts.on_death(now);
     if (decision.give_up) {
         set_state(worker, ParticipantState::failed);
         const std::string why = worker.why_given_up();
@@ -284,12 +297,19 @@ void Supervisor::handle_message(WorkerProcess& worker, const MessageSlot& slot) 
     census_.heard_from(worker.slot);  // what it wrote before this message is what it means by it
     // Being stopped: nothing more it sends is acted on, however much it sends until it is gone.
     if (!worker.kill_reason.empty()) return;
-    if (worker.state == ParticipantState::spawning) {
+    if (!worker.joined) {
         accept_hello(worker, message);
         return;
     }
     switch (message.type()) {
-        case MessageType::node_started: on_node_started(worker, std::get<NodeStarted>(message.payload)); break;
+        case MessageType::node_started:
+            // A node runs in a participant that is ready: busy is never a way round its start-up.
+            if (worker.starting()) {
+                terminate(worker, "sent node_started before ready");
+                break;
+            }
+            on_node_started(worker, std::get<NodeStarted>(message.payload));
+            break;
         case MessageType::node_finished: on_node_finished(worker, std::get<NodeFinished>(message.payload)); break;
         case MessageType::work_result: {
             const auto request = worker.in_flight.find(message.header.correlation);
@@ -301,6 +321,14 @@ void Supervisor::handle_message(WorkerProcess& worker, const MessageSlot& slot) 
         }
         case MessageType::hello:
             terminate(worker, "sent a second Hello");
+            break;
+        case MessageType::ready:
+            if (const auto problem = ready_problem(worker)) {
+                terminate(worker, *problem);
+            } else if (!shutting_down_) {  // being ended by SIGTERM: never shown ready now
+                worker.handshake_timer.cancel();
+                become_ready(worker);
+            }
             break;
         case MessageType::pin_request:
             if (memory_.may_ask(worker, message.type())) releases_.answer_pin_request(worker, message);
@@ -358,11 +386,32 @@ void Supervisor::accept_hello(WorkerProcess& worker, const Message& message) {
     // Relaxed: a counter compared with its own earlier values only.
     worker.last_heartbeat = worker.region_view.census().heartbeat.load(std::memory_order_relaxed);
     worker.heartbeat_seen_at = Clock::now();
-    set_state(worker, ParticipantState::ready);
+    worker.joined = true;
     deliver(worker, encode(HelloAck{worker.slot, worker.generation, config_.memory.reserve_bytes,
                                     view_.device_total_bytes()},
                            worker.generation));
     memory_.arbitrate(arbiter::event::Joined{{worker.slot, worker.generation}});
+    if ((hello.capabilities & kCapReadyLater) == 0) {
+        become_ready(worker);
+        return;
+    }
+    // Joined before its start-up (a pack's import), which the Hello's time-out does not
+    // bound: ready_timeout does, from here.
+    happened(LogLevel::info, worker, "joined",
+             "joined (pid " + std::to_string(worker.process.pid) + ", generation " +
+                 std::to_string(worker.generation) + "); ready once its start-up is done",
+             {{"pid", worker.process.pid}, {"generation", worker.generation}});
+    worker.handshake_timer.expires_after(config_.limits.ready_timeout);
+    const auto generation = worker.generation;
+    worker.handshake_timer.async_wait([this, &worker, generation](const boost::system::error_code& ec) {
+        if (ec || worker.generation != generation || !worker.starting()) return;
+        terminate(worker, "not ready within " + std::to_string(config_.limits.ready_timeout.count()) +
+                              " ms of its Hello; raise limits.ready_timeout_ms if its start-up needs longer");
+    });
+}
+
+void Supervisor::become_ready(WorkerProcess& worker) {
+    set_state(worker, ParticipantState::ready);
     happened(LogLevel::info, worker, "ready",
              "ready (pid " + std::to_string(worker.process.pid) + ", generation " + std::to_string(worker.generation) +
                  ")",
@@ -440,7 +489,7 @@ void Supervisor::check_heartbeats() {
     for (auto& worker_ptr : workers_) {
         WorkerProcess& worker = *worker_ptr;
         if (worker.alive()) writes_.census(worker.slot, census_.report(worker.slot));
-        if (!worker.up()) continue;
+        if (!worker.up() && !worker.starting()) continue;
         const auto census = static_cast<CensusStatus>(census_.report(worker.slot).status);
         if (const auto problem = shared_memory_problem(worker, census)) terminate(worker, *problem);
         if (const auto problem = heartbeat_problem(worker, now, config_.limits.heartbeat_timeout)) {

@@ -89,12 +89,18 @@ private:
 
     void watch_exit(WorkerProcess& worker);
     void on_exit(WorkerProcess& worker);
-    void schedule_restart(WorkerProcess& worker);
+    // Another life follows the one of `worker` that ended at `now` (what on_exit goes on to
+    // decide), known before the host is told of the exit.
+    bool restarts_after_exit(const WorkerProcess& worker, std::chrono::steady_clock::time_point now) const;
+    void schedule_restart(WorkerProcess& worker,
+                          std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
 
     void handle_message(WorkerProcess& worker, const MessageSlot& slot);
     // The simulated device's allocations and releases, which the supervisor decides.
     void on_device_use(WorkerProcess& worker, const Message& message);
     void accept_hello(WorkerProcess& worker, const Message& message);
+    // Its Hello, or the `ready` after it, made it ready: work goes to it from now on.
+    void become_ready(WorkerProcess& worker);
     void flush(WorkerProcess& worker);
     void dispatch_queued(WorkerProcess& worker);
     // A node's start and end: the worker's state, the arbiter's busy flag, and the

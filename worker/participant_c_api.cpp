@@ -41,6 +41,7 @@ static_assert(COMFY_COMMAND_CAST_EPOCH_BOUNDARY == static_cast<int>(MessageType:
 static_assert(COMFY_COMMAND_FULL_RELEASE == static_cast<int>(MessageType::full_release));
 static_assert(COMFY_COMMAND_PARTIAL_RELEASE == static_cast<int>(MessageType::partial_release));
 static_assert(COMFY_COMMAND_RELEASE_PINS == static_cast<int>(MessageType::release_pins));
+static_assert(COMFY_CAP_READY_LATER == kCapReadyLater);
 
 thread_local std::string last_error;
 
@@ -153,6 +154,10 @@ uint32_t comfy_participant_slot(const comfy_participant* participant) {
 
 uint32_t comfy_participant_generation(const comfy_participant* participant) {
     return participant == nullptr ? 0 : participant->runtime.generation();
+}
+
+int comfy_participant_ready(comfy_participant* participant) {
+    return guarded(participant, [](comfy_participant& p) { return send_checked(p, Ready{0}); });
 }
 
 int comfy_participant_register_model(comfy_participant* participant, uint64_t model_id, uint64_t weights_id,

@@ -76,6 +76,13 @@ typedef struct {
 /* Attaches from the COMFY_SV_* environment the supervisor set, says Hello and waits for
  * its answer. NULL on failure (see comfy_participant_last_error()). */
 COMFY_PARTICIPANT_API comfy_participant* comfy_participant_open(uint64_t capabilities);
+/* Capability bit: the participant joins before its start-up is done and says when it is
+ * (comfy_participant_ready): the supervisor shows it spawning, and sends it no work,
+ * until then. Without it a participant is ready once its Hello is answered. */
+#define COMFY_CAP_READY_LATER ((uint64_t)1 << 3)
+/* Its start-up is done (a pack imported): ready from now on. Once, and only after opening
+ * with COMFY_CAP_READY_LATER; otherwise the supervisor stops the process. */
+COMFY_PARTICIPANT_API int comfy_participant_ready(comfy_participant* participant);
 /* Stops the heartbeat and detaches; the handle is gone. NULL is ignored. */
 COMFY_PARTICIPANT_API void comfy_participant_close(comfy_participant* participant);
 /* The last failure on this thread, one line; "" when none. */

@@ -86,11 +86,11 @@ void BridgeBroker::spawned(WorkerProcess& worker) {
     }
 }
 
-void BridgeBroker::exited(WorkerProcess& worker, const std::string& reason) {
+void BridgeBroker::exited(WorkerProcess& worker, const std::string& reason, bool restarts) {
     WorkerProcess* const the_host = host();
     if (is_python_pack(worker) && the_host != nullptr) {
         send(*the_host, bridge::pack_exited(worker.pack.name, worker.generation, worker.last_exit_status,
-                                            worker.last_exit_signal, reason));
+                                            worker.last_exit_signal, reason, restarts));
     }
     close_life(worker);
 }

@@ -52,9 +52,9 @@ public:
     // The life's process was spawned (the caller closes the child's ends): pairs it with
     // the other side's life, and tells a new host which packs there are.
     void spawned(WorkerProcess& worker);
-    // The life's process exited (`reason` as the log says it): a Python pack's exit is
-    // told to the host, and the life's ends here are closed.
-    void exited(WorkerProcess& worker, const std::string& reason);
+    // The life's process exited (`reason` as the log says it; `restarts`: another life
+    // follows): a Python pack's exit is told to the host, and the life's ends here are closed.
+    void exited(WorkerProcess& worker, const std::string& reason, bool restarts);
     // The life was never spawned, or is over: closes its ends here.
     void close_life(const WorkerProcess& worker);
     // A Python pack was marked failed (`reason` as the log says it): told to the host.

@@ -41,13 +41,14 @@ std::string host_started(std::uint32_t generation) {
 }
 
 std::string pack_exited(const std::string& pack, std::uint32_t generation, int status, int signal,
-                        const std::string& reason) {
+                        const std::string& reason, bool restarts) {
     return text({{"event", "pack_exited"},
                  {"pack", pack},
                  {"generation", generation},
                  {"status", status},
                  {"signal", signal},
-                 {"reason", reason}});
+                 {"reason", reason},
+                 {"restarts", restarts}});
 }
 
 std::string pack_failed(const std::string& pack, const std::string& reason) {

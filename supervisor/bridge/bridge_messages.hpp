@@ -35,9 +35,10 @@ std::string pack_started(const std::string& pack, std::uint32_t generation);
 // for this pack life, read-only].
 std::string host_started(std::uint32_t generation);
 // To the host when a pack's worker exited: status -1 when a signal ended it, signal 0
-// when it exited; `reason` in the words of the supervisor's log.
+// when it exited; `reason` in the words of the supervisor's log; `restarts`: another life
+// follows (when not, pack_failed comes next, but at shutdown).
 std::string pack_exited(const std::string& pack, std::uint32_t generation, int status, int signal,
-                        const std::string& reason);
+                        const std::string& reason, bool restarts);
 // To the host when a pack is marked failed (not restarted until an operator asks).
 std::string pack_failed(const std::string& pack, const std::string& reason);
 

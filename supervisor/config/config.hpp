@@ -89,6 +89,9 @@ struct HttpConfig {
 struct Limits {
     Milliseconds heartbeat_timeout{5'000};   // a worker silent this long is hung
     Milliseconds handshake_timeout{10'000};  // from spawn to Hello
+    // From Hello to `ready`, for a participant that says when it is ready (kCapReadyLater:
+    // a Python pack's worker, whose import runs meanwhile); a start-up that hangs is ended.
+    Milliseconds ready_timeout{600'000};
     Milliseconds shutdown_grace{5'000};      // from Shutdown to SIGKILL
     // Requests one participant may have waiting on the supervisor: admissions not answered
     // yet, and answers it has not taken from its ring. One more stops it.

@@ -1,4 +1,4 @@
-// Reads /limits: the timeouts of a worker's life (handshake, heartbeat, shutdown), how
+// Reads /limits: the timeouts of a worker's life (handshake, ready, heartbeat, shutdown), how
 // many requests one participant may have waiting, and the shared segment's capacities.
 
 #include "shared/message_payloads.hpp"
@@ -12,6 +12,8 @@ namespace {
 
 constexpr Range kHeartbeatTimeoutMs{100, 3'600'000};
 constexpr Range kHandshakeTimeoutMs{100, 600'000};
+// A pack's import may install or download what it needs: up to an hour.
+constexpr Range kReadyTimeoutMs{100, 3'600'000};
 constexpr Range kShutdownGraceMs{0, kMaxGraceMs};  // the most a Shutdown message can carry
 // A participant waits for each answer; more than a few at once is a runaway loop.
 constexpr Range kOutstandingRequests{1, 4096};
@@ -49,14 +51,18 @@ Capacities read_capacities(const ConfigReader& reader, const Node& limits) {
 }  // namespace
 
 Limits read_limits(const ConfigReader& reader, const Node& node) {
-    reader.expect_object(node, {"heartbeat_timeout_ms", "handshake_timeout_ms", "shutdown_grace_ms",
-                                "outstanding_requests", "participants", "ledger_entries", "ring_slots"});
+    reader.expect_object(node, {"heartbeat_timeout_ms", "handshake_timeout_ms", "ready_timeout_ms",
+                                "shutdown_grace_ms", "outstanding_requests", "participants", "ledger_entries",
+                                "ring_slots"});
     Limits limits;
     if (const auto heartbeat = member(node, "heartbeat_timeout_ms")) {
         limits.heartbeat_timeout = reader.read_ms(*heartbeat, kHeartbeatTimeoutMs);
     }
     if (const auto handshake = member(node, "handshake_timeout_ms")) {
         limits.handshake_timeout = reader.read_ms(*handshake, kHandshakeTimeoutMs);
+    }
+    if (const auto ready = member(node, "ready_timeout_ms")) {
+        limits.ready_timeout = reader.read_ms(*ready, kReadyTimeoutMs);
     }
     if (const auto grace = member(node, "shutdown_grace_ms")) limits.shutdown_grace = reader.read_ms(*grace, kShutdownGraceMs);
     if (const auto outstanding = member(node, "outstanding_requests")) {

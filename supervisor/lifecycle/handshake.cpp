@@ -47,4 +47,10 @@ std::optional<std::string> hello_problem(const WorkerProcess& worker, const Mess
     return std::nullopt;
 }
 
+std::optional<std::string> ready_problem(const WorkerProcess& worker) {
+    if ((worker.capabilities & kCapReadyLater) == 0) return "sent ready, but its Hello did not say it would";
+    if (!worker.starting()) return "sent a second ready";
+    return std::nullopt;
+}
+
 }  // namespace comfy::supervisor

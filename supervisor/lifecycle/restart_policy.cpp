@@ -4,10 +4,17 @@
 
 namespace comfy::supervisor {
 
+bool RestartTracker::gives_up_at(Clock::time_point now) const {
+    const auto within =
+        std::count_if(deaths_.begin(), deaths_.end(), [&](auto death) { return now - death <= policy_.window; });
+    return static_cast<std::size_t>(within) + 1 > policy_.max_restarts;
+}
+
 RestartTracker::Decision RestartTracker::on_death(Clock::time_point now) {
+    const bool give_up = gives_up_at(now);
     while (!deaths_.empty() && now - deaths_.front() > policy_.window) deaths_.pop_front();
     deaths_.push_back(now);
-    if (deaths_.size() > policy_.max_restarts) return {true, Milliseconds{0}};
+    if (give_up) return {true, Milliseconds{0}};
     ++restarts_;
     // The n-th death inside the window waits initial * 2^(n-1), capped.
     Milliseconds delay = policy_.initial_backoff;

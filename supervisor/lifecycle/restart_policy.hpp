@@ -28,6 +28,9 @@ public:
 
     // Records a death at `now` and decides what follows.
     Decision on_death(Clock::time_point now);
+    // Whether a death at `now` would be past the limit, recording nothing: what on_death(now)
+    // will decide, known before (the host hears of an exit with whether a restart follows).
+    bool gives_up_at(Clock::time_point now) const;
     // An operator asked for the pack again: forget the deaths.
     void reset() { deaths_.clear(); }
     std::uint32_t restarts() const noexcept { return restarts_; }

@@ -84,6 +84,8 @@ struct WorkerProcess {
     std::uint64_t started_at_ms = 0;
     std::uint32_t starts = 0;
     std::uint64_t capabilities = 0;  // from its Hello
+    // This life's Hello was accepted; with kCapReadyLater it is spawning until its `ready`.
+    bool joined = false;
     std::chrono::steady_clock::time_point idle_since{};
     bool idle_released = false;  // the idle sweep already asked it for a full release
     // The arbiter passes it over until it answers (set by the memory broker): shown in its
@@ -99,6 +101,9 @@ struct WorkerProcess {
     bool alive() const noexcept { return process.pid > 0; }
     // Ready or busy: past its Hello and taking messages (not draining, dead or failed).
     bool up() const noexcept { return state == ParticipantState::ready || state == ParticipantState::busy; }
+    // Past its Hello, its start-up not done (kCapReadyLater): spawning, its memory messages
+    // taken and its heartbeat watched, but no work sent it and no release asked of it.
+    bool starting() const noexcept { return joined && state == ParticipantState::spawning; }
 
     // A fresh region for a new life, nothing the previous one wrote surviving into it, and
     // the rings joined from it and `segment` (the supervisor's halves emptied: the previous

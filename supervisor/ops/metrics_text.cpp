@@ -75,8 +75,9 @@ std::string metrics_text(const MetricsInput& in) {
     value("comfy_admission_wait_seconds_count", waits.count);
 
     metric("comfy_participant_state", "gauge",
-           "1 for the participant's current state, 0 for the others (dead: exited, its restart pending; failed: no "
-           "more restarts until an operator retries).");
+           "1 for the participant's current state, 0 for the others (spawning: not ready yet, before its Hello or "
+           "importing its pack; dead: exited, its restart pending; failed: no more restarts until an operator "
+           "retries).");
     for (const auto& p : in.participants) {
         for (std::uint8_t s = 0; s < kParticipantStateCount; ++s) {
             value("comfy_participant_state{pack=\"" + p.pack + "\",state=\"" + ctl::state_name(s) + "\"}",

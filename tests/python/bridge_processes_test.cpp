@@ -257,13 +257,13 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
         }
         CHECK(event_named(host, "pack_exited", "alpha", 1)["event"] ==
               json({{"event", "pack_exited"}, {"pack", "alpha"}, {"generation", 1}, {"status", -1}, {"signal", 9},
-                    {"reason", "killed by SIGKILL"}}));
+                    {"reason", "killed by SIGKILL"}, {"restarts", true}}));
 
         // broken was paired at its spawn, then exited with 78 and was marked failed.
         CHECK_FALSE(event_named(host, "pack_started", "broken", 1).is_null());
         CHECK(event_named(host, "pack_exited", "broken", 1)["event"] ==
               json({{"event", "pack_exited"}, {"pack", "broken"}, {"generation", 1}, {"status", 78}, {"signal", 0},
-                    {"reason", "exited with status 78"}}));
+                    {"reason", "exited with status 78"}, {"restarts", false}}));
         CHECK(event_named(host, "pack_failed", "broken")["event"] ==
               json({{"event", "pack_failed"},
                     {"pack", "broken"},

@@ -1,7 +1,8 @@
 // A custom node pack in a worker process of its own (comfy_supervisor.pack_worker): the
 // pack is imported with ComfyUI's comfy package on its path (our model of upstream under
-// tests/host/fake_comfyui), its node interfaces are described, and a pack that cannot be
-// imported is marked failed with its error, once, without a restart loop.
+// tests/host/fake_comfyui), its node interfaces are described, the pack is ready only once
+// that succeeded, and a pack that cannot be imported is marked failed with its error, once,
+// without a restart loop and without ever having been ready.
 #include <catch2/catch.hpp>
 
 #include "tests/support/sanitizer_reports.hpp"
@@ -9,6 +10,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <sstream>
 
 using namespace comfy;
 using namespace comfy::test;
@@ -52,6 +54,35 @@ json python_pack(const std::string& name, const std::string& pack) {
             {"restart", {{"initial_backoff_ms", 50}}}};
 }
 
+// What `comfyctl --instance INSTANCE ARGUMENTS` printed; fails the test when it failed.
+std::string comfyctl_output(const std::string& instance, const std::string& arguments) {
+    const auto run = run_and_capture(comfyctl_binary() + " --instance " + instance + " " + arguments);
+    INFO(run.output);
+    REQUIRE(run.status == 0);
+    return run.output;
+}
+
+// `pack`'s state as comfyctl workers names it.
+std::string comfyctl_state(const std::string& instance, const std::string& pack) {
+    const json report = json::parse(comfyctl_output(instance, "workers --json"));
+    for (const auto& row : report.at("workers")) {
+        if (row.at("name") == pack) return row.at("state");
+    }
+    return "(no row)";
+}
+
+// The kinds of `pack`'s events in the supervisor's journal, in order: each state it went
+// through, as recorded when it happened (no polling can miss one).
+std::vector<std::string> event_kinds(const std::string& instance, const std::string& pack) {
+    std::vector<std::string> kinds;
+    std::istringstream lines(comfyctl_output(instance, "events --json"));
+    for (std::string line; std::getline(lines, line);) {
+        const json event = json::parse(line);
+        if (event.at("pack") == pack) kinds.push_back(event.at("kind"));
+    }
+    return kinds;
+}
+
 }  // namespace
 
 TEST_CASE("a Python pack joins in a worker of its own and describes its nodes") {
@@ -75,6 +106,37 @@ TEST_CASE("a pack that fails to import is marked failed with its error in one li
     CHECK_THAT(log, Contains("broken: failed: it exited with status 78 (it cannot run as configured; its error is "
                              "above); not restarting until an operator asks (comfyctl retry broken)"));
     CHECK(supervisor.participant("broken")->restarts == 0);
+    // Joined before its import, never ready: not for a moment between its Hello and its exit.
+    CHECK(event_kinds(supervisor.instance(), "broken") ==
+          std::vector<std::string>{"spawned", "joined", "exited", "failed"});
+    CHECK(count_of(log, "broken: ready (") == 0);
+    CHECK(supervisor.stop() == 0);
+}
+
+TEST_CASE("a Python pack is spawning while its import runs, and ready once it succeeded") {
+    const TempFolder folder("gate");
+    auto pack = python_pack("gated", "gated_pack");
+    pack["env"]["GATED_PACK_GATE"] = (folder.path() / "open").string();
+    SupervisorProcess supervisor(memory_config_of(json::array({pack})));
+    REQUIRE(eventually([&] { return supervisor.log().find("gated: joined (pid") != std::string::npos; },
+                       std::chrono::seconds(20)));
+    // Its import waits at the gate: joined, and not ready, to the segment and to comfyctl
+    // (lifecycle_faults_test.cpp has one past the Hello's time-out).
+    const auto importing = supervisor.participant("gated");
+    REQUIRE(importing);
+    CHECK(importing->state == ParticipantState::spawning);
+    CHECK(importing->generation == 1);
+    CHECK(comfyctl_state(supervisor.instance(), "gated") == "spawning");
+    CHECK(event_kinds(supervisor.instance(), "gated") == std::vector<std::string>{"spawned", "joined"});
+
+    folder.write("open", "");
+    REQUIRE(supervisor.wait_for_state("gated", ParticipantState::ready, std::chrono::seconds(20)));
+    CHECK(comfyctl_state(supervisor.instance(), "gated") == "ready");
+    CHECK(event_kinds(supervisor.instance(), "gated") == std::vector<std::string>{"spawned", "joined", "ready"});
+    const auto log = supervisor.log();
+    INFO(log);
+    CHECK(log.find("gated: joined (pid") < log.find("gated: ready (pid"));
+    CHECK(supervisor.participant("gated")->pid == importing->pid);  // the same life, never restarted
     CHECK(supervisor.stop() == 0);
 }
 

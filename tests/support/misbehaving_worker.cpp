@@ -8,6 +8,10 @@
 //                   admission_keep messages named
 //   standin-unload  after a good Hello, a standin_unload (which only the ComfyUI host sends)
 //                   naming a model of slot 0
+//   ready-unasked   after a good Hello that does not say it will, a ready
+//   ready-twice     after a Hello that says it will say ready (kCapReadyLater), two
+//   early-node      after that Hello, a node_started before any ready
+//   never-ready     after that Hello, its heartbeat and never a ready (its start-up hangs)
 // Flood modes (it sends what the mode says, never reads what comes back):
 //   admission-flood once another pack holds a model, 20,000 admission requests that queue
 //                   behind the eviction of a model of its own that it never answers
@@ -277,6 +281,20 @@ int main(int argc, char* argv[]) {
         unload.model_id = 1;
         unload.detach = 1;
         out.try_push(encode(unload, env.generation, 7));
+    } else if (mode == "ready-unasked") {
+        out.try_push(encode(hello, env.generation));
+        out.try_push(encode(Ready{0}, env.generation));
+    } else if (mode == "ready-twice" || mode == "early-node" || mode == "never-ready") {
+        hello.capabilities = kCapReadyLater;
+        out.try_push(encode(hello, env.generation));
+        if (mode == "ready-twice") {
+            out.try_push(encode(Ready{0}, env.generation));
+            out.try_push(encode(Ready{0}, env.generation));
+        } else if (mode == "early-node") {
+            out.try_push(encode(NodeStarted{1, 0, 0}, env.generation));
+        } else {
+            beat_forever(memory.own.census());
+        }
     } else if (mode == "admission-flood") {
         push(out, encode(hello, env.generation));
         while (!other_holds_a_model(memory.view, env.slot)) std::this_thread::sleep_for(std::chrono::milliseconds(5));

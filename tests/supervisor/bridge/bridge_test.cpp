@@ -113,8 +113,9 @@ TEST_CASE("the bridge's control events have the formats the Python side reads") 
           R"({"event":"packs","packs":[],"browser_messages":{"max_bytes":1024,"per_second":1,"bytes_per_second":1024}})");
     CHECK(bridge::pack_started("impact", 3) == R"({"event":"pack_started","pack":"impact","generation":3})");
     CHECK(bridge::host_started(2) == R"({"event":"host_started","generation":2})");
-    CHECK(bridge::pack_exited("impact", 3, -1, 9, "killed by SIGKILL") ==
-          R"({"event":"pack_exited","pack":"impact","generation":3,"status":-1,"signal":9,"reason":"killed by SIGKILL"})");
+    CHECK(bridge::pack_exited("impact", 3, -1, 9, "killed by SIGKILL", true) ==
+          R"({"event":"pack_exited","pack":"impact","generation":3,"status":-1,"signal":9,)"
+          R"("reason":"killed by SIGKILL","restarts":true})");
     CHECK(bridge::pack_failed("impact", "more than 5 restarts") ==
           R"({"event":"pack_failed","pack":"impact","reason":"more than 5 restarts"})");
     // A reason that is not UTF-8 (a path's bytes) is still valid JSON.

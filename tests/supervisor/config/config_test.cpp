@@ -110,8 +110,9 @@ TEST_CASE("a config with every key lands in the struct field by field") {
     const ConfigFolder folder;
     const auto file = folder.config(R"({
         "device": {"kind": "cuda", "index": 1, "fallback": "simulated"},
-        "limits": {"heartbeat_timeout_ms": 2500, "handshake_timeout_ms": 20000, "shutdown_grace_ms": 0,
-                   "outstanding_requests": 3, "participants": 8, "ledger_entries": 128, "ring_slots": 64},
+        "limits": {"heartbeat_timeout_ms": 2500, "handshake_timeout_ms": 20000, "ready_timeout_ms": 90000,
+                   "shutdown_grace_ms": 0, "outstanding_requests": 3, "participants": 8, "ledger_entries": 128,
+                   "ring_slots": 64},
         "packs": [
             {"name": "pack-a", "command": "worker.sh", "args": ["--pack", "pack a.json"],
              "env_allowlist": ["PATH", "HOME"], "env": {"MY_VAR": "1", "EMPTY": ""}, "working_directory": "sub",
@@ -128,6 +129,7 @@ TEST_CASE("a config with every key lands in the struct field by field") {
     CHECK(config.device.cuda_fallback == CudaFallback::simulated);
     CHECK(config.limits.heartbeat_timeout == Milliseconds{2500});
     CHECK(config.limits.handshake_timeout == Milliseconds{20000});
+    CHECK(config.limits.ready_timeout == Milliseconds{90000});
     CHECK(config.limits.shutdown_grace == Milliseconds{0});
     CHECK(config.limits.outstanding_requests == 3);
     CHECK(config.limits.capacities.participants == 8);
@@ -167,6 +169,7 @@ TEST_CASE("omitted keys take the defaults of config.hpp") {
     const Limits limit_defaults;
     CHECK(config.limits.heartbeat_timeout == limit_defaults.heartbeat_timeout);
     CHECK(config.limits.handshake_timeout == limit_defaults.handshake_timeout);
+    CHECK(config.limits.ready_timeout == limit_defaults.ready_timeout);
     CHECK(config.limits.shutdown_grace == limit_defaults.shutdown_grace);
     CHECK(config.limits.outstanding_requests == limit_defaults.outstanding_requests);
     CHECK(config.limits.capacities.participants == limit_defaults.capacities.participants);
@@ -557,6 +560,8 @@ std::vector<BadConfig> bad_configs() {
          "at /limits/heartbeat_timeout_ms: expected a whole number of milliseconds from 100 to 3600000, found 99"},
         {"handshake too long", with_limits(R"({"handshake_timeout_ms": 600001})"),
          "at /limits/handshake_timeout_ms: expected a whole number of milliseconds from 100 to 600000, found 600001"},
+        {"ready too long", with_limits(R"({"ready_timeout_ms": 3600001})"),
+         "at /limits/ready_timeout_ms: expected a whole number of milliseconds from 100 to 3600000, found 3600001"},
         {"grace beyond a Shutdown message", with_limits(R"({"shutdown_grace_ms": 600001})"),
          "at /limits/shutdown_grace_ms: expected a whole number of milliseconds from 0 to 600000, found 600001"},
         {"negative grace", with_limits(R"({"shutdown_grace_ms": -1})"), "at /limits/shutdown_grace_ms: expected"},

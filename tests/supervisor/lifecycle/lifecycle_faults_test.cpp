@@ -101,19 +101,22 @@ TEST_CASE("a stopped worker is found by its silent heartbeat and replaced") {
     CHECK(supervisor.stop() == 0);
 }
 
-TEST_CASE("a wrong token, a wrong version, a message before Hello, a short keep list or a worker's stand-in unload is refused, and the rest run on") {
+TEST_CASE("a wrong token, a wrong version, a message before Hello, a short keep list, a worker's stand-in unload or a ready out of place is refused, and the rest run on") {
     TempFolder packs("packs");
     SupervisorProcess supervisor(config_with({misbehaving_pack("forger", "wrong-token"),
                                               misbehaving_pack("stranger", "wrong-version"),
                                               misbehaving_pack("hasty", "early-message"),
                                               misbehaving_pack("keeper", "keep-mismatch"),
                                               misbehaving_pack("impostor", "standin-unload"),
+                                              misbehaving_pack("unasked", "ready-unasked"),
+                                              misbehaving_pack("twice", "ready-twice"),
+                                              misbehaving_pack("eager", "early-node"),
                                               reference_pack(packs, "honest", idle_pack())}));
     REQUIRE(supervisor.wait_for([](const auto& t) {
         int failed = 0;
         for (const auto& p : t) failed += p.state == ParticipantState::failed;
         const auto honest = find(t, "honest");
-        return failed == 5 && honest && honest->state == ParticipantState::ready;
+        return failed == 8 && honest && honest->state == ParticipantState::ready;
     }));
     const auto log = supervisor.log();
     CHECK_THAT(log, Contains("forger: stopping pid") && Contains("presented a wrong token"));
@@ -123,6 +126,38 @@ TEST_CASE("a wrong token, a wrong version, a message before Hello, a short keep 
                         Contains("sent an admission_request keeping 3 models after admission_keep messages naming 2"));
     CHECK_THAT(log, Contains("impostor: stopping pid") &&
                         Contains("sent a standin_unload, which only the ComfyUI host sends"));
+    CHECK_THAT(log, Contains("unasked: stopping pid") && Contains("sent ready, but its Hello did not say it would"));
+    CHECK_THAT(log, Contains("twice: stopping pid") && Contains("sent a second ready"));
+    CHECK_THAT(log, Contains("eager: stopping pid") && Contains("sent node_started before ready"));
+    // Ready at its first ready, never before; never at all without one.
+    CHECK(count_of(log, "twice: ready (") == 1);
+    CHECK(count_of(log, "eager: ready (") == 0);
     CHECK(supervisor.participant("honest")->generation == 1);
+    CHECK(supervisor.stop() == 0);
+}
+
+TEST_CASE("a worker that joins before its start-up is spawning until ready, past the Hello's time-out, and is ended when it outruns ready_timeout_ms") {
+    json config = config_with(json::array({misbehaving_pack("importer", "never-ready")}));
+    config["limits"]["handshake_timeout_ms"] = 300;
+    config["limits"]["ready_timeout_ms"] = 3000;
+    SupervisorProcess supervisor(config);
+    const bool seen = eventually([&] { return supervisor.log().find("importer: joined (pid") != std::string::npos; },
+                                 std::chrono::seconds(10));
+    INFO(supervisor.log());
+    REQUIRE(seen);
+    // Joined, its Hello answered: still spawning, not ready, and not killed for the Hello.
+    const auto joined = supervisor.participant("importer");
+    REQUIRE(joined);
+    CHECK(joined->state == ParticipantState::spawning);
+    REQUIRE(supervisor.wait_for_state("importer", ParticipantState::failed, std::chrono::seconds(15)));
+    const auto log = supervisor.log();
+    INFO(log);
+    CHECK_THAT(log, Contains("importer: joined (pid " + std::to_string(joined->pid) +
+                             ", generation 1); ready once its start-up is done"));
+    CHECK_THAT(log, Contains("importer: stopping pid " + std::to_string(joined->pid) +
+                             ": not ready within 3000 ms of its Hello; raise limits.ready_timeout_ms if its start-up "
+                             "needs longer"));
+    CHECK(count_of(log, "no Hello within") == 0);
+    CHECK(count_of(log, "importer: ready (") == 0);
     CHECK(supervisor.stop() == 0);
 }

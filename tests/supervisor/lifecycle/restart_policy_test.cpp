@@ -40,3 +40,19 @@ TEST_CASE("a limit of zero fails at the first death, and reset gives the pack an
     tracker.reset();
     CHECK(tracker.on_death(t0 + 1s).give_up);
 }
+
+TEST_CASE("whether a death gives up is known before it is recorded, and is what recording it decides") {
+    RestartTracker tracker(RestartPolicy{100ms, 30s, 2, 10s});
+    const auto t0 = RestartTracker::Clock::time_point{} + 1h;
+    for (const auto at : {t0, t0 + 1s, t0 + 2s, t0 + 3s, t0 + 20s}) {
+        const bool foreseen = tracker.gives_up_at(at);
+        CHECK(tracker.gives_up_at(at) == foreseen);  // asking records nothing
+        CHECK(tracker.on_death(at).give_up == foreseen);
+    }
+    // Two restarts within the window, the third death gives up; past the window it does not.
+    RestartTracker fresh(RestartPolicy{100ms, 30s, 2, 10s});
+    CHECK_FALSE(fresh.on_death(t0).give_up);
+    CHECK_FALSE(fresh.on_death(t0 + 1s).give_up);
+    CHECK(fresh.gives_up_at(t0 + 2s));
+    CHECK_FALSE(fresh.gives_up_at(t0 + 12s));
+}

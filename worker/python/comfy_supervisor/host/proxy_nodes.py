@@ -56,8 +56,7 @@ log = logging.getLogger("comfy_supervisor")
 
 CALL_WAIT_S = 60.0        # for a (re)starting worker, at a call
 STOPPED_REASON = "stopped by an operator"  # how the supervisor's pack_failed begins for comfyctl stop
-EXIT_NOTICE_WAIT_S = 2.0  # for the supervisor's pack_exited after a call socket closed
-FAILED_NOTICE_WAIT_S = 0.05  # for its pack_failed after that, sent in the same turn
+EXIT_NOTICE_WAIT_S = 2.0  # for the supervisor's pack_exited after a call socket closed, or its pack_failed after
 
 
 class PackNodeError(RuntimeError):
@@ -433,14 +432,20 @@ class PackLink:
         with self.changed:
             self.changed.wait_for(lambda: session.generation in self.exits, timeout=EXIT_NOTICE_WAIT_S)
             event = self.exits.get(session.generation, {})
-            # A pack the supervisor gives up on is said to be failed right after its exit,
-            # in the same turn of the supervisor's: its notice is on its way, if it comes.
-            self.changed.wait_for(lambda: self.failure is not None, timeout=FAILED_NOTICE_WAIT_S)
+            # The supervisor decided before it told the exit whether it restarts the pack; one
+            # it does not is said failed (or stopped) right after, in the same turn, but at
+            # its shutdown: that notice is on its way.
+            restarts = event.get("restarts") is not False
+            if not restarts:
+                self.changed.wait_for(lambda: self.failure is not None, timeout=EXIT_NOTICE_WAIT_S)
             failure = self.failure
         reason = str(event.get("reason") or "its call socket closed")
         if failure is not None:
             return PackWorkerDied(f"pack {self.name}'s worker died during {what} ({reason}), and "
                                   f"{self.unavailable().removeprefix(f'pack {self.name} ')}")
+        if not restarts:
+            return PackWorkerDied(f"pack {self.name}'s worker died during {what} ({reason}), and the supervisor "
+                                  "does not restart it: see the supervisor's log")
         return PackWorkerDied(f"pack {self.name}'s worker died during {what} ({reason}); the supervisor "
                               "restarts it: queue the prompt again")
 

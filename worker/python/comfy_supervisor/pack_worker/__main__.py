@@ -181,7 +181,8 @@ def main():
         # Joined first: an import may take longer than the supervisor waits for a Hello.
         from .. import participant as sv
         try:
-            link = sv.Participant(capabilities=sv.CAP_PARTIAL_UNLOAD | sv.CAP_PINNED_MEMORY)  # node boundaries: node_server releases itself
+            # Node boundaries: node_server releases itself. Ready once the pack is imported.
+            link = sv.Participant(capabilities=sv.CAP_PARTIAL_UNLOAD | sv.CAP_PINNED_MEMORY | sv.CAP_READY_LATER)
         except sv.ParticipantError as error:
             say(f"cannot join the supervisor: {error}")
             sys.exit(1)
@@ -200,6 +201,7 @@ def main():
     if options.describe:
         print(json.dumps(nodes, indent=2, sort_keys=True))
         return
+    link.ready()  # imported and described: shown ready only now, never before a failed import
     say(f"{name}: {len(nodes)} node classes: {', '.join(sorted(nodes))}")
     routes = RouteServer.of_worker()
     if routes is not None:

@@ -38,6 +38,9 @@ RELEASES = (RELEASE_NODE_BOUNDARY, CAST_EPOCH_BOUNDARY, FULL_RELEASE, PARTIAL_RE
 CAP_NODE_BOUNDARY_RELEASE = 1 << 0
 CAP_PINNED_MEMORY = 1 << 1
 CAP_PARTIAL_UNLOAD = 1 << 2
+# Joins before its start-up is done (a pack's import) and says ready() once it is: until
+# then the supervisor shows it spawning and sends it no work.
+CAP_READY_LATER = 1 << 3
 
 # Model kinds of the ledger.
 KIND_UNKNOWN, KIND_DIFFUSION, KIND_TEXT_ENCODER, KIND_VAE, KIND_CLIP_VISION, KIND_CONTROLNET, KIND_OTHER = range(7)
@@ -174,6 +177,7 @@ _SIGNATURES = {
     "comfy_participant_open": (_p, [_u64]),
     "comfy_participant_close": (None, [_p]),
     "comfy_participant_last_error": (ctypes.c_char_p, []),
+    "comfy_participant_ready": (_int, [_p]),
     "comfy_participant_slot": (_u32, [_p]),
     "comfy_participant_generation": (_u32, [_p]),
     "comfy_participant_register_model": (_int, [_p, _u64, _u64, _u64, _u64, _u32, ctypes.c_uint16, _int]),
@@ -265,6 +269,10 @@ class Participant:
 
     def __exit__(self, *exc):
         self.close()
+
+    def ready(self):
+        """Its start-up is done: ready from now on. Once, and only with CAP_READY_LATER."""
+        self._check(self._lib.comfy_participant_ready(self._handle))
 
     @property
     def slot(self):
