@@ -6,14 +6,18 @@ isolated as pack "v3"; its nodes are io.ComfyNode classes given only by comfy_en
    the hidden inputs it got (its UNIQUE_ID, the PROMPT's nodes); V3Echo, async, runs once
    for one text however often the prompt is queued (its fingerprint_inputs answers IS_CHANGED)
    and again for another; V3Count's validate_inputs refuses a negative count: POST /prompt
-   answers 400 with its message. Its /object_info entry has the pack's display name,
-   tooltips and python_module.
+   answers 400 with its message; V3Choose takes one of two lazy images, and the node behind
+   the other (V3Fail, which fails if it runs) is never run; V3Block's block_execution stops
+   the PreviewImage after it, and its message is reported as upstream reports a blocker's.
+   Its /object_info entry has the pack's display name, tooltips and python_module.
 """
 
 import io
 import json
 import pathlib
 import urllib.parse
+
+import bridge_steps
 
 V3_PACK = pathlib.Path(__file__).resolve().parents[2] / "tests" / "packs" / "v3_pack"
 V3_STEP = 17
@@ -65,5 +69,21 @@ def _check(check):
     refused = raw.decode(errors="replace")
     _expect(status == 400 and "count must not be negative, not -1" in refused,
             f"V3Count with -1: {status} {refused[:200]}")
-    return (f"/object_info as declared; V3Invert saw {hidden[0]!r} and inverted #{color:06x}; V3Echo {echoes}; "
+    empty = {"class_type": "EmptyImage", "inputs": {"width": 8, "height": 8, "batch_size": 1, "color": color}}
+    _, entry, failure = check.run_prompt({"1": empty, "2": {"class_type": "V3Fail", "inputs": {}},
+                                          "3": {"class_type": "V3Choose", "inputs": {"first": True, "a": ["1", 0],
+                                                                                     "b": ["2", 0]}},
+                                          "4": {"class_type": "PreviewImage", "inputs": {"images": ["3", 0]}}})
+    _expect(entry is not None and entry["outputs"].get("4", {}).get("images"),
+            f"V3Choose of lazy inputs (V3Fail's never asked for): {failure}")
+    # Upstream reports a blocker's message to the browser (not in the history): listen there.
+    messages, failure = bridge_steps.BridgeSteps(check).prompt_seen_by_browser(
+        {"1": empty, "2": {"class_type": "V3Block", "inputs": {"image": ["1", 0]}},
+         "3": {"class_type": "PreviewImage", "inputs": {"images": ["2", 0]}}}, "comfyui-check-v3")
+    errors = [m["data"].get("exception_message") for m in messages if m.get("type") == "execution_error"]
+    previewed = [m for m in messages if m.get("type") == "executed" and m["data"].get("node") == "3"]
+    _expect(errors == ["Execution Blocked: V3Block blocked the nodes after it"] and not previewed,
+            f"V3Block's prompt: {failure}; errors {errors}; PreviewImage {'ran' if previewed else 'did not run'}")
+    return (f"lazy inputs asked for as in one process (V3Fail never ran); V3Block's blocker reported; "
+            f"/object_info as declared; V3Invert saw {hidden[0]!r} and inverted #{color:06x}; V3Echo {echoes}; "
             "V3Count -1 refused with 400 and its own message")

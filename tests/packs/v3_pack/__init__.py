@@ -2,7 +2,9 @@
 only through comfy_entrypoint() as such packs give their nodes: a node that inverts an
 image and says, in its UI text, its hidden inputs (UNIQUE_ID, PROMPT); an async node whose
 fingerprint_inputs makes it run again only when its text changes; a node whose
-validate_inputs refuses a negative count. Run isolated by scripts/comfyui-check."""
+validate_inputs refuses a negative count; a node of lazy inputs, beside a node that fails
+if it ever runs; a node that blocks the nodes after it. Run isolated by
+scripts/comfyui-check."""
 
 import asyncio
 
@@ -59,9 +61,51 @@ class V3Count(io.ComfyNode):
         return io.NodeOutput(count * 2, ui={"text": [str(count * 2)]})
 
 
+class V3Choose(io.ComfyNode):
+    """Takes one of two lazy images: upstream computes only the one check_lazy_status asks for."""
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(node_id="V3Choose", category=CATEGORY,
+                         inputs=[io.Boolean.Input("first"), io.Image.Input("a", lazy=True),
+                                 io.Image.Input("b", lazy=True)],
+                         outputs=[io.Image.Output()])
+
+    @classmethod
+    def check_lazy_status(cls, first, a=None, b=None):
+        wanted = "a" if first else "b"
+        return [wanted] if (a if first else b) is None else []
+
+    @classmethod
+    def execute(cls, first, a=None, b=None):
+        return io.NodeOutput(a if first else b)
+
+
+class V3Fail(io.ComfyNode):
+    """Fails whenever it runs: what a lazy input not asked for must never do."""
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(node_id="V3Fail", category=CATEGORY, inputs=[], outputs=[io.Image.Output()])
+
+    @classmethod
+    def execute(cls):
+        raise RuntimeError("V3Fail ran, though no node asked for its image")
+
+
+class V3Block(io.ComfyNode):
+    """Blocks the nodes after it, with a message upstream reports."""
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(node_id="V3Block", category=CATEGORY, inputs=[io.Image.Input("image")],
+                         outputs=[io.Image.Output()])
+
+    @classmethod
+    def execute(cls, image):
+        return io.NodeOutput(block_execution="V3Block blocked the nodes after it")
+
+
 class V3Pack(ComfyExtension):
     async def get_node_list(self):
-        return [V3Invert, V3Echo, V3Count]
+        return [V3Invert, V3Echo, V3Count, V3Choose, V3Fail, V3Block]
 
 
 async def comfy_entrypoint():

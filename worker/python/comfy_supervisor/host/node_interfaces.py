@@ -172,8 +172,14 @@ def proxy_class(link, node, interface):
         generation = link.handle_generation.get(node)
         return answer if generation is None else [answer, generation]
 
+    def check_lazy_status(self, **inputs):
+        return link.call(node, "check_lazy_status", inputs, instance=self.instance)
+
     attributes["__init__"] = __init__
     attributes[function] = run
+    if interface.get("check_lazy_status") is True:
+        # Upstream asks a node with it which of its lazy inputs to compute (None: not yet).
+        attributes["check_lazy_status"] = check_lazy_status
     # Upstream saves IS_CHANGED's answer in the prompt, and so in each image's metadata: a
     # proxy has one where the pack's class has, or where its outputs may hold objects.
     plain = all(isinstance(kind, list) or kind in _PLAIN_TYPES for kind in attributes["RETURN_TYPES"])

@@ -120,6 +120,8 @@ def describe(module, pack):
         interface["IS_CHANGED"] = v3_nodes.overrides(cls, "fingerprint_inputs") is not None if v3 else \
             hasattr(cls, "IS_CHANGED")
         validate = v3_nodes.overrides(cls, "validate_inputs") if v3 else getattr(cls, "VALIDATE_INPUTS", None)
+        interface["check_lazy_status"] = v3_nodes.overrides(cls, "check_lazy_status") is not None if v3 else \
+            getattr(cls, "check_lazy_status", None) is not None
         interface["VALIDATE_INPUTS"] = None
         if validate is not None:
             # Upstream passes VALIDATE_INPUTS only the inputs its signature names: the

@@ -43,7 +43,7 @@ from ..bridge.values import ValueCrossingError
 from ..upstream import comfyui_startup
 from . import v3_nodes
 
-CALL_KINDS = ("function", "is_changed", "validate_inputs")
+CALL_KINDS = ("function", "is_changed", "validate_inputs", "check_lazy_status")
 # No call for this long after one ends: the worker tells the supervisor it is idle. Calls
 # closer together (a pack's nodes in a row) stay one busy stretch to the supervisor.
 IDLE_AFTER_S = 0.002
@@ -276,7 +276,8 @@ class NodeServer:
             instance = cls()
             if type(instance_id) is int:
                 session.instances[instance_id] = instance
-        return getattr(instance, cls.FUNCTION)(**inputs)
+        # Upstream asks the node's own instance which lazy inputs it needs, then runs it.
+        return getattr(instance, cls.FUNCTION if kind == "function" else kind)(**inputs)
 
     def error_message(self, call_id, error):
         interrupted = isinstance(error, self.mm.InterruptProcessingException)

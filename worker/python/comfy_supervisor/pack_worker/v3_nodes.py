@@ -11,7 +11,7 @@ but for what upstream's execution does otherwise for it, done here as execution.
   UNIQUE_ID, EXTRA_PNGINFO...); here they go to a clone of the class (PREPARE_CLASS_CLONE)
   rather than to the call;
 - IS_CHANGED and VALIDATE_INPUTS are its fingerprint_inputs and validate_inputs, where the
-  class overrides them;
+  class overrides them, and its check_lazy_status is asked as an older node's is;
 - each call runs on a locked clone of the class, as upstream's make_locked_method_func
   runs it, awaited where execute is a coroutine; its NodeOutput is given back in the older
   API's form ({"ui", "result", "expand"}).
@@ -24,7 +24,8 @@ import asyncio
 import inspect
 
 # The older API's kind of call -> the V3 method that answers it.
-_METHODS = {"is_changed": "fingerprint_inputs", "validate_inputs": "validate_inputs"}
+_METHODS = {"is_changed": "fingerprint_inputs", "validate_inputs": "validate_inputs",
+            "check_lazy_status": "check_lazy_status"}
 
 
 def is_v3(cls):
@@ -90,26 +91,28 @@ def call(cls, kind, inputs):
     result = run(**inputs)
     if inspect.iscoroutine(result):
         result = asyncio.run(_awaited(result))
-    return older_form(result, io.NodeOutput) if kind == "function" else result
+    return older_form(result, io.NodeOutput, len(cls.RETURN_TYPES)) if kind == "function" else result
 
 
 async def _awaited(result):
     return await result
 
 
-def older_form(output, node_output):
+def older_form(output, node_output, outputs):
     """A NodeOutput as the older API returns it: {"ui", "result", "expand"}, each only where
-    there is one."""
+    there is one; one that blocks execution as upstream's execution makes it, an
+    ExecutionBlocker for each of its `outputs` (which crosses by value)."""
     if not isinstance(output, node_output):
         return output
+    result = output.result
     if output.block_execution is not None:
-        raise NotImplementedError(f"the node blocked execution ({str(output.block_execution)[:200]}), which a node "
-                                  "in a worker of its own cannot do yet")
+        from comfy_execution.graph_utils import ExecutionBlocker
+        result = tuple([ExecutionBlocker(output.block_execution)] * outputs)
     returned = {}
     if output.ui is not None:
         returned["ui"] = output.ui if isinstance(output.ui, dict) else output.ui.as_dict()
     if output.expand is not None:
         returned["expand"] = output.expand
-    if output.result is not None or output.expand is not None:
-        returned["result"] = output.result if output.result is not None else ()
+    if result is not None or output.expand is not None:
+        returned["result"] = result if result is not None else ()
     return returned
