@@ -306,7 +306,8 @@ def check_handles():
     error = raises(lambda: node("ApplyTinyModel", "other").run(model=model, samples={"samples": torch.ones(1, 4)}),
                    TypeError)
     expect(str(error) == "a Linear made by pack bridge cannot go to pack other: connect it only to nodes of "
-                         "pack bridge", f"another pack: {error}")
+                         "pack bridge, or run the two as one group (list both packs' folders in one entry's \"pack\")",
+           f"another pack: {error}")
     error = raises(lambda: model.weight, AttributeError)
     expect(str(error) == "a Linear made by pack bridge stays in that pack's worker: connect it only to nodes of "
                          "pack bridge", f"a host node: {error}")
@@ -498,10 +499,10 @@ def check_front_end():
     expect(served is not None and os.path.isfile(os.path.join(served, "bridge.js")),
            f"the bridge pack's front end is served from {served}")
     stray = proxy_nodes.PackLink("stray", host.bridges)
-    stray.folder = link().folder
+    stray.folders = link().folders
     for outside in ("..", "../../..", "/etc", "__init__.py"):
-        stray.web_directory = outside
-        expect(stray.web_files() is None, f"a WEB_DIRECTORY of {outside!r} would be served")
+        stray.web_directories = [outside]
+        expect(stray.web_files() == {}, f"a WEB_DIRECTORY of {outside!r} would be served")
 
 
 def check_cuda_handshake():

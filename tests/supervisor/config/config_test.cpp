@@ -26,16 +26,19 @@ namespace fs = std::filesystem;
 namespace {
 
 // A scratch folder holding a config and what it points at: an executable script
-// "worker.sh", a file that is not executable, a link to the script, a folder "sub", and a
-// custom node pack's folder "pack" (with __init__.py).
+// "worker.sh", a file that is not executable, a link to the script, a folder "sub", and
+// custom node packs' folders (with __init__.py): "pack", "other", and "other/pack" of the
+// first one's name.
 // Removed when the test ends.
 class ConfigFolder {
 public:
     ConfigFolder() : path_(fs::temp_directory_path() / ("comfy-config-test-" + std::to_string(::getpid()))) {
         fs::remove_all(path_);
         fs::create_directories(path_ / "sub");
-        fs::create_directories(path_ / "pack");
-        write("pack/__init__.py", "NODE_CLASS_MAPPINGS = {}\n");
+        for (const char* pack : {"pack", "other", "other/pack"}) {
+            fs::create_directories(path_ / pack);
+            write(std::string(pack) + "/__init__.py", "NODE_CLASS_MAPPINGS = {}\n");
+        }
         write("worker.sh", "#!/bin/sh\nexit 0\n");
         fs::permissions(path_ / "worker.sh", static_cast<fs::perms>(0755));
         write("not-executable.sh", "#!/bin/sh\nexit 0\n");
@@ -306,7 +309,7 @@ TEST_CASE("a pack in the python form runs pack_worker in its interpreter, the su
 
     const PackConfig& a = config.packs.at(0);
     REQUIRE(a.python);
-    CHECK(a.python->pack == at("pack"));
+    CHECK(a.python->folders == std::vector<std::string>{at("pack")});
     CHECK(a.python->interpreter == at("link.sh"));  // the link kept, as a venv's python needs
     CHECK(a.python->comfyui == at("sub"));           // the host's checkout
     CHECK(a.command == at("link.sh"));
@@ -336,6 +339,25 @@ TEST_CASE("a pack in the python form runs pack_worker in its interpreter, the su
     const PackConfig& c = config.packs.at(2);
     CHECK_FALSE(c.python);
     CHECK_FALSE(c.bridges);
+}
+
+TEST_CASE("a group of packs is one entry whose pack lists their folders: one worker imports them in order") {
+    const ConfigFolder folder;
+    const Config config = load_config(folder.config(R"({
+        "comfyui": {"command": "worker.sh", "checkout": "sub"},
+        "packs": [{"name": "group", "python": {"pack": ["other", "pack/"], "interpreter": "worker.sh"}},
+                  {"name": "alone", "python": {"pack": ["pack"], "interpreter": "worker.sh"}}]
+    })"));
+    const auto at = [&](const char* name) { return (folder.path() / name).lexically_normal().string(); };
+    const PackConfig& group = config.packs.at(0);
+    REQUIRE(group.python);
+    CHECK(group.python->folders == std::vector<std::string>{at("other"), at("pack")});
+    // --pack once a folder, in the config's order.
+    CHECK(group.args == std::vector<std::string>{"-m", "comfy_supervisor.pack_worker", "--pack", at("other"), "--pack",
+                                                 at("pack"), "--comfyui", at("sub")});
+    // A list of one is a pack alone.
+    CHECK(config.packs.at(1).python->folders == std::vector<std::string>{at("pack")});
+    CHECK(config.packs.at(1).args.at(3) == at("pack"));
 }
 
 TEST_CASE("a Python pack's CUDA tensors go by IPC unless it is sandboxed or says no") {
@@ -596,7 +618,28 @@ std::vector<BadConfig> bad_configs() {
          "at /packs/0/python/venv: expected one of the keys pack, interpreter, comfyui, comfyui_args, arena_bytes, cuda_ipc, "
          "cancel_grace_ms, found an unknown key"},
         {"python without its pack", python_pack(R"("interpreter": "worker.sh")", "", kHostWithCheckout),
-         "at /packs/0/python/pack: expected a custom node pack's folder (a directory with __init__.py) (required), found nothing"},
+         "at /packs/0/python/pack: expected a custom node pack's folder (a directory with __init__.py), or a list of "
+         "them (a group, run in one worker) (required), found nothing"},
+        {"python pack a number", python_pack(R"("pack": 5, "interpreter": "worker.sh")", "", kHostWithCheckout),
+         "at /packs/0/python/pack: expected a custom node pack's folder (a directory with __init__.py), or a list of "
+         "them (a group, run in one worker), found 5"},
+        {"a group of no folders", python_pack(R"("pack": [], "interpreter": "worker.sh")", "", kHostWithCheckout),
+         "at /packs/0/python/pack: expected a custom node pack's folder (a directory with __init__.py), or a list of "
+         "them (a group, run in one worker), found []"},
+        {"a group with a folder twice",
+         python_pack(R"("pack": ["pack", "other", "./pack/"], "interpreter": "worker.sh")", "", kHostWithCheckout),
+         "at /packs/0/python/pack/2: expected each folder once, found \"./pack/\" (also /packs/0/python/pack/0)"},
+        {"a group with two folders of one name",
+         python_pack(R"("pack": ["pack", "other/pack"], "interpreter": "worker.sh")", "", kHostWithCheckout),
+         "at /packs/0/python/pack/1: expected a folder whose name no other folder of the group has (ComfyUI imports a "
+         "pack as the module of its folder's name), found \"other/pack\" (the name of /packs/0/python/pack/0 too)"},
+        {"a group with a folder that is not a pack",
+         python_pack(R"("pack": ["pack", "sub"], "interpreter": "worker.sh")", "", kHostWithCheckout),
+         "at /packs/0/python/pack/1: expected a custom node pack's folder (a directory with __init__.py), found \"sub\" "
+         "("},
+        {"a group with a folder that is not a string",
+         python_pack(R"("pack": ["pack", ["other"]], "interpreter": "worker.sh")", "", kHostWithCheckout),
+         "at /packs/0/python/pack/1: expected a custom node pack's folder (a directory with __init__.py), found [\"other\"]"},
         {"python pack without __init__.py", python_pack(R"("pack": "sub", "interpreter": "worker.sh")", "", kHostWithCheckout),
          "at /packs/0/python/pack: expected a custom node pack's folder (a directory with __init__.py), found \"sub\" ("},
         {"python pack a file", python_pack(R"("pack": "worker.sh", "interpreter": "worker.sh")", "", kHostWithCheckout),

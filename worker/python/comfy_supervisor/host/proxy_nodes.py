@@ -149,8 +149,8 @@ class PackLink:
         self.name = name
         self.bridges = bridges
         self.interfaces = None     # node name -> interface, from the first life's describe
-        self.folder = None         # the pack's folder, as the supervisor's config names it
-        self.web_directory = None  # its WEB_DIRECTORY (relative to the folder), from the describe
+        self.folders = None        # the pack's folders (a group's several), as the supervisor's config names them
+        self.web_directories = None  # each folder's WEB_DIRECTORY (relative to it) or None, from the describe
         self.session = None
         self.failure = None        # why the supervisor marked the pack failed
         self.exits = {}            # generation -> the supervisor's pack_exited
@@ -196,25 +196,30 @@ class PackLink:
         with self.changed:
             changed = nodes != self.interfaces
             self.interfaces = nodes
-            self.web_directory = reply.get("web_directory")
+            self.web_directories = reply.get("web_directories")
             self.changed.notify_all()
         if changed:
             self.bridges.register_late(self)
 
     def web_files(self):
-        """The folder of the pack's front-end files, for ComfyUI to serve as it serves a
-        local pack's WEB_DIRECTORY; None when it has none. The folder is the config's, and
-        the worker's WEB_DIRECTORY may only name a directory inside it: the host opens no
-        path a worker chose."""
-        if not isinstance(self.folder, str) or not isinstance(self.web_directory, str):
-            return None
-        pack = os.path.realpath(self.folder)
-        web = os.path.realpath(os.path.join(pack, self.web_directory[:4096]))
-        if not web.startswith(pack + os.sep) or not os.path.isdir(web):
-            log.warning("comfy-supervisor: pack %s's WEB_DIRECTORY %r is not a folder inside %s: its front-end "
-                        "files are not served", self.name, self.web_directory[:200], pack)
-            return None
-        return web
+        """The folders of the pack's front-end files, for ComfyUI to serve as it serves a local
+        pack's WEB_DIRECTORY, by the name of the pack folder each belongs to (a group's packs
+        each have theirs). Each pack folder is the config's, and the worker's WEB_DIRECTORY for
+        it may only name a directory inside it: the host opens no path a worker chose."""
+        if not isinstance(self.folders, list) or not isinstance(self.web_directories, list):
+            return {}
+        served = {}
+        for folder, web_directory in zip(self.folders, self.web_directories):
+            if not isinstance(folder, str) or not isinstance(web_directory, str):
+                continue
+            pack = os.path.realpath(folder)
+            web = os.path.realpath(os.path.join(pack, web_directory[:4096]))
+            if not web.startswith(pack + os.sep) or not os.path.isdir(web):
+                log.warning("comfy-supervisor: pack %s's WEB_DIRECTORY %r is not a folder inside %s: its front-end "
+                            "files are not served", self.name, web_directory[:200], pack)
+                continue
+            served[os.path.basename(pack)] = web
+        return served
 
     def exited(self, event):
         with self.changed:
@@ -462,7 +467,8 @@ class PackLink:
         if isinstance(value, PackObject):
             if value.pack != self.name:
                 raise ValueCrossingError(f"a {value.type_name} made by pack {value.pack} cannot go to pack "
-                                         f"{self.name}: connect it only to nodes of pack {value.pack}")
+                                         f"{self.name}: connect it only to nodes of pack {value.pack}, or run the "
+                                         "two as one group (list both packs' folders in one entry's \"pack\")")
             if value.generation != session.generation:
                 raise ValueCrossingError(f"the {value.type_name} made by pack {self.name} was lost when its worker "
                                          "restarted: run the node that made it again")
@@ -558,7 +564,7 @@ class Bridges:
                     link.browser.set_limits(self.browser_limits)
                 for pack in event.get("packs") or ():
                     link = self.link(str(pack.get("name")))
-                    link.folder = pack.get("folder")
+                    link.folders = pack.get("folders")
                     grace = pack.get("cancel_grace_ms")
                     if type(grace) is int and grace >= 0:
                         link.cancel_grace_s = grace / 1000
@@ -679,9 +685,10 @@ class Bridges:
 
     @staticmethod
     def serve_front_end(link):
-        """The pack's front-end files (its WEB_DIRECTORY), served by this ComfyUI under the
-        pack folder's name, as upstream serves a pack it imported itself (its nodes module's
-        EXTENSION_WEB_DIRS, read when the server adds its routes, after custom nodes load)."""
-        web, nodes = link.web_files(), sys.modules.get("nodes")
-        if web is not None and isinstance(getattr(nodes, "EXTENSION_WEB_DIRS", None), dict):
-            nodes.EXTENSION_WEB_DIRS[os.path.basename(os.path.realpath(link.folder))] = web
+        """The pack's front-end files (its WEB_DIRECTORY, each of a group's), served by this
+        ComfyUI under the pack folder's name, as upstream serves a pack it imported itself (its
+        nodes module's EXTENSION_WEB_DIRS, read when the server adds its routes, after custom
+        nodes load)."""
+        nodes = sys.modules.get("nodes")
+        if isinstance(getattr(nodes, "EXTENSION_WEB_DIRS", None), dict):
+            nodes.EXTENSION_WEB_DIRS.update(link.web_files())

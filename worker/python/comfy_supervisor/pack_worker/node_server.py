@@ -78,7 +78,7 @@ class HostSession(PeerSession):
         op = message.get("op")
         if op == "describe":
             self.send({"op": "described", "id": message.get("id"), "nodes": self.server.interfaces,
-                               "web_directory": self.server.web_directory})
+                               "web_directories": self.server.web_directories})
         elif op == "stats":
             self.send({"op": "stats", "id": message.get("id"), "arena_used": self.server.arena.used,
                                "lent_blocks": len(self.lent), "cuda_lent": len(self.cuda.lent),
@@ -114,11 +114,12 @@ class HostSession(PeerSession):
 
 
 class NodeServer:
-    def __init__(self, pack_name, classes, interfaces, arena, control, memory, web_directory=None):
+    def __init__(self, pack_name, classes, interfaces, arena, control, memory, web_directories=()):
         self.pack_name = pack_name
-        self.classes = classes          # NODE_CLASS_MAPPINGS
+        self.classes = classes          # NODE_CLASS_MAPPINGS, a group's packs' together
         self.interfaces = interfaces    # __main__.describe()
-        self.web_directory = web_directory  # the pack's WEB_DIRECTORY, relative to its folder
+        # Each pack folder's WEB_DIRECTORY (relative to it) or None, in the order of --pack.
+        self.web_directories = list(web_directories)
         self.arena = arena
         self.control = control
         self.memory = memory            # host.comfyui._Host of this worker
