@@ -60,6 +60,7 @@ again as "other" (a second pack with the same nodes), tests/packs/hostile_pack a
                  they were after it wrote over every arena it can reach
     remote-*     ComfyUI's objects across, both ways, with tests/packs/model_pack as "model"
                  (remote_checks.py)
+    group*       two packs that share a type, as one group and as two packs (group_checks.py)
     mirror-*     the host's diffusion model as a torch module in model_pack's worker, over the
                  host's weights mapped, and the pack's in the host (mirror_checks.py)
 """
@@ -692,10 +693,12 @@ def main():
     server.PromptServer()  # ComfyUI's main makes it before it loads custom nodes
     host = comfyui.install()
     mm.participant = host.link  # as the fake's main.py: the host's loads are charged to the device
+    import group_checks
     import mirror_checks
     import remote_checks
     CHECKS.update(remote_checks.CHECKS)
     CHECKS.update(mirror_checks.CHECKS)
+    CHECKS.update(group_checks.CHECKS)
     mapping, names = host.bridges.proxy_nodes()
     classes["all"], classes["names"] = mapping, names
     for pack in ("bridge", "other"):
