@@ -26,7 +26,8 @@ It starts comfy-supervisor with a config made on the spot in a temporary folder:
 - packs: "worker", the reference worker comfy-worker, whose node "load" loads a
   WORKER_MODEL model; "bridge", the test pack tests/packs/bridge_pack in a worker of its
   own (the config's `python` form: PY, the checkout's comfy package, --cpu); "model",
-  the test pack tests/packs/model_pack in a worker of its own, the same way; and "clock",
+  the test pack tests/packs/model_pack in a worker of its own, the same way; "group", the
+  test packs group_maker and group_taker as one group in one worker; and "clock",
   a comfy-worker whose node "hold" computes for an hour
   so that the workload (and so the supervisor) keeps running while the check looks. The
   workload starts once every participant is up, and the clock's process waits for a gate
@@ -91,7 +92,9 @@ one PASS or FAIL line with what was seen:
 14.-15. Node info and wildcard sockets (bridge_steps.py): an isolated node's /object_info
    entry and the prompt saved in its images equal one process's; a wildcard socket passes
    ComfyUI's validation as in one process.
-16. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
+16. A pack group (group_steps.py): an object one pack's node makes goes into another
+   pack's node as it is, the two packs run as one group in one worker.
+17. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
    when its one failed prompt is the clock's, which the shutdown cuts short), and no
    participant process and no /dev/shm segment may be left.
 
@@ -113,8 +116,10 @@ import urllib.error
 import urllib.request
 
 import bridge_steps
+import group_steps
 import remote_steps
 from bridge_steps import BRIDGE_ONE_PROCESS, BRIDGE_PACK, NODE_INFO_STEP, WILDCARD_STEP
+from group_steps import GROUP_STEP
 from support import PROMPT_TIMEOUT_S, MiB, alive, comfyui_version, free_port, mib, write_json, write_stubs
 
 GiB = 1024 * MiB
@@ -130,7 +135,7 @@ MODEL_PACK = REPO / "tests" / "packs" / "model_pack"
 STARTUP_TIMEOUT_S = 600
 LEDGER_TIMEOUT_S = 60
 FREE_TIMEOUT_S = 20
-SHUTDOWN_STEP = 16
+SHUTDOWN_STEP = 17
 
 
 class Interrupted(Exception):
@@ -219,6 +224,9 @@ class Check:
                             "comfyui_args": ["--cpu"]},
                  "env": {"PYTHONPATH": str(stubs), "PYTHONDONTWRITEBYTECODE": "1"}, "restart": {"max_restarts": 0}},
                 {"name": "model", "python": {"pack": str(MODEL_PACK), "interpreter": self.python, "comfyui_args": ["--cpu"]},
+                 "env": {"PYTHONPATH": str(stubs), "PYTHONDONTWRITEBYTECODE": "1"}, "restart": {"max_restarts": 0}},
+                {"name": "group", "python": {"pack": [str(folder) for folder in group_steps.GROUP],
+                                             "interpreter": self.python, "comfyui_args": ["--cpu"]},
                  "env": {"PYTHONPATH": str(stubs), "PYTHONDONTWRITEBYTECODE": "1"}, "restart": {"max_restarts": 0}},
                 {"name": "clock", "command": "/bin/sh",
                  "args": ["-c", 'while [ ! -e "$0" ]; do sleep 0.2; done; exec "$1" --pack "$2"',
@@ -541,7 +549,7 @@ class Check:
                                   (4, "a node in its pack's worker"), (5, "a pack's front end and messages"),
                                   *[(n, t) for n, t, _ in remote_steps.STEPS],
                                   (NODE_INFO_STEP, "an isolated node's node info and saved prompt"),
-                                  (WILDCARD_STEP, "wildcard sockets")):
+                                  (WILDCARD_STEP, "wildcard sockets"), (GROUP_STEP, "a pack group")):
                 self.step(number, title, False, f"not run: {why}")
             self.shutdown()
             return
@@ -555,6 +563,7 @@ class Check:
         bridge.run_node_and_front_end()
         remote_steps.RemoteSteps(self).run()
         bridge.run_node_info_and_wildcards()
+        group_steps.GroupSteps(self).run()
         self.shutdown()
 
     def summary(self):

@@ -28,7 +28,8 @@ def check_group():
     expect(isinstance(thing, proxy_nodes.PackObject) and thing.type_name == "SharedThing",
            f"group_maker's SHARED_THING is {thing!r} in the host, not a handle")
     read = _checks.node("ReadSharedThing", "group").read(thing=thing)
-    expect(read == ("SHARED!", True), f"group_taker's node read {read}, not group_maker's own object")
+    expect(read == {"ui": {"text": ["SHARED!"], "own": [True]}, "result": ("SHARED!", True)},
+           f"group_taker's node read {read}, not group_maker's own object")
     modules = {name: cls.RELATIVE_PYTHON_MODULE for name, cls in _checks.classes["group"].items()}
     expect(modules == {"MakeSharedThing": "custom_nodes.group_maker", "ReadSharedThing": "custom_nodes.group_taker"},
            f"the group's nodes' python_module: {modules}")

@@ -11,10 +11,13 @@ if os.environ.get("GROUP_TAKER_PRESTARTUP") != "ran":
 
 
 class ReadSharedThing:
+    """Its outputs, and shown as ComfyUI shows a node's text (its "ui"), so that a prompt of
+    this node alone says what it read."""
     CATEGORY = "comfy-supervisor tests"
     RETURN_TYPES = ("STRING", "BOOLEAN")
     RETURN_NAMES = ("shout", "group_maker's own")
     FUNCTION = "read"
+    OUTPUT_NODE = True
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -22,7 +25,8 @@ class ReadSharedThing:
 
     def read(self, thing):
         maker = sys.modules.get("group_maker")  # imported by the worker under its folder's name
-        return (thing.shout(), maker is not None and isinstance(thing, maker.SharedThing))
+        shout, own = thing.shout(), maker is not None and isinstance(thing, maker.SharedThing)
+        return {"ui": {"text": [shout], "own": [own]}, "result": (shout, own)}
 
 
 NODE_CLASS_MAPPINGS = {"ReadSharedThing": ReadSharedThing}
