@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "supervisor/config/config.hpp"
+#include "supervisor/config/install_layout.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -358,6 +359,54 @@ TEST_CASE("a group of packs is one entry whose pack lists their folders: one wor
     // A list of one is a pack alone.
     CHECK(config.packs.at(1).python->folders == std::vector<std::string>{at("pack")});
     CHECK(config.packs.at(1).args.at(3) == at("pack"));
+}
+
+TEST_CASE("a sandboxed Python pack's sandbox shows, read-only, what its worker needs where the sandbox hides it") {
+    const ConfigFolder folder;
+    // Under /tmp, which the sandbox hides whatever $TMPDIR says: a group of two packs, one
+    // given by a link, a checkout, and a venv whose python is a link to an interpreter there.
+    const fs::path hidden = fs::canonical("/tmp") / ("comfy-config-hidden-" + std::to_string(::getpid()));
+    struct Removed {
+        fs::path path;
+        ~Removed() {
+            std::error_code ignored;
+            fs::remove_all(path, ignored);
+        }
+    } removed{hidden};
+    for (const char* made : {"pack", "other", "checkout", "venv/bin"}) fs::create_directories(hidden / made);
+    for (const char* pack : {"pack", "other"}) std::ofstream(hidden / pack / "__init__.py") << "NODE_CLASS_MAPPINGS = {}\n";
+    fs::create_directory_symlink(hidden / "pack", hidden / "linked");
+    std::ofstream(hidden / "venv" / "pyvenv.cfg") << "include-system-site-packages = false\n";
+    std::ofstream(hidden / "python.sh") << "#!/bin/sh\n";
+    fs::permissions(hidden / "python.sh", static_cast<fs::perms>(0755));
+    fs::create_symlink(hidden / "python.sh", hidden / "venv" / "bin" / "python");
+    const auto at = [&](const char* name) { return (hidden / name).string(); };
+    const nlohmann::json config = {
+        {"comfyui", {{"command", "worker.sh"}, {"checkout", "sub"}}},
+        {"packs", nlohmann::json::array({{{"name", "a"},
+                                {"python", {{"pack", {at("linked"), at("other")}},
+                                            {"interpreter", at("venv/bin/python")}, {"comfyui", at("checkout")}}},
+                                {"working_directory", "sub"},
+                                {"sandbox", {{"readable", nlohmann::json::array({"sub"})}}}}})}};
+    const Config loaded = load_config(folder.config(config.dump()));
+    const SandboxConfig& sandbox = *loaded.packs.at(0).sandbox;
+    const std::string sub = fs::canonical(folder.path() / "sub").string();
+    // The config's own first; then each pack folder as the worker is given it and where its
+    // link leads, the checkout, the venv, and the interpreter the venv's python links to.
+    REQUIRE(sandbox.readable.size() >= 7);
+    CHECK(std::vector<std::string>(sandbox.readable.begin(), sandbox.readable.begin() + 7) ==
+          std::vector<std::string>{sub, at("linked"), at("pack"), at("other"), at("checkout"), at("venv"),
+                                   at("python.sh")});
+    // The supervisor's own package and library too, when they lie where the sandbox hides.
+    std::vector<std::string> install;
+    for (const std::string& part : {python_package_dir(), participant_library()}) {
+        std::error_code error;
+        install.insert(install.end(), {part, fs::canonical(part, error).string()});
+    }
+    for (auto shown = sandbox.readable.begin() + 7; shown != sandbox.readable.end(); ++shown) {
+        CHECK(std::find(install.begin(), install.end(), *shown) != install.end());
+    }
+    CHECK(sandbox.writable == std::vector<std::string>{sub});  // read-only, all of them
 }
 
 TEST_CASE("a Python pack's CUDA tensors go by IPC unless it is sandboxed or says no") {
@@ -745,6 +794,24 @@ std::vector<BadConfig> bad_configs() {
          "at /packs/0/sandbox/readable/0: expected the path of a file or folder, found \"\""},
         {"sandbox network not a flag", one_pack(R"("sandbox": {"network": "no"})"),
          "at /packs/0/sandbox/network: expected true or false, found \"no\""},
+        {"a sandbox writable over its own /dev", one_pack(R"("sandbox": {"writable": ["sub", "/"]})"),
+         "at /packs/0/sandbox/writable/1: expected a folder that holds neither /dev nor /proc (bound writable, it "
+         "would cover the sandbox's own, where a worker opens its devices), found \"/\" (a writable folder, which "
+         "holds /dev)"},
+        {"a sandbox's working directory over its own /dev", one_pack(R"("working_directory": "/", "sandbox": {})"),
+         "at /packs/0/sandbox: expected a folder that holds neither /dev nor /proc (bound writable, it would cover "
+         "the sandbox's own, where a worker opens its devices), found \"/\" (the working directory, bound writable, "
+         "which holds /dev)"},
+        {"a sandboxed Python pack's checkout is /tmp",
+         python_pack(R"("pack": "pack", "interpreter": "worker.sh", "comfyui": "/tmp")", R"("sandbox": {})"),
+         "at /packs/0/python/comfyui: expected a folder a sandbox can show by itself: not /tmp, /run, /dev, /proc or "
+         "a folder holding one, nor one inside /proc, found \"/tmp\" (the ComfyUI checkout, which a sandboxed Python "
+         "pack needs shown: move it into a folder of its own, or remove the pack's \"sandbox\")"},
+        {"a sandboxed Python pack's checkout holds /run",
+         python_pack(R"("pack": "pack", "interpreter": "worker.sh")", R"("sandbox": {})",
+                     R"("comfyui": {"command": "worker.sh", "checkout": "/"})"),
+         "at /comfyui/checkout: expected a folder a sandbox can show by itself: not /tmp, /run, /dev, /proc or a "
+         "folder holding one, nor one inside /proc, found \"/\" (the ComfyUI checkout, "},
         {"key with a slash and a newline", one_pack("", R"("a/b\nc": 1)"),
          "at /a~1b\\x0ac: expected one of the keys device, limits, memory, host, http, comfyui, packs"},
         {"long value cut short", with_device(R"({"kind": ")" + std::string(100, 'k') + R"("})"),
