@@ -13,7 +13,7 @@ using namespace comfy::test;
 using Catch::Matchers::Contains;
 using nlohmann::json;
 
-TEST_CASE("a group's packs share one worker: an object one pack's node makes is the other pack's node's input as it is") {
+TEST_CASE("a group's packs share one worker: one pack's node's object is another's node's input as it is") {
     const auto log = run_checks({"group"}, json::array({pack_group("group", {"group_maker", "group_taker"})}));
     // One worker, one life: both packs' nodes in it.
     CHECK(count_of(log, "group: spawned pid") == 1);

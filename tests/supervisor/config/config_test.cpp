@@ -374,7 +374,9 @@ TEST_CASE("a sandboxed Python pack's sandbox shows, read-only, what its worker n
         }
     } removed{hidden};
     for (const char* made : {"pack", "other", "checkout", "venv/bin"}) fs::create_directories(hidden / made);
-    for (const char* pack : {"pack", "other"}) std::ofstream(hidden / pack / "__init__.py") << "NODE_CLASS_MAPPINGS = {}\n";
+    for (const char* pack : {"pack", "other"}) {
+        std::ofstream(hidden / pack / "__init__.py") << "NODE_CLASS_MAPPINGS = {}\n";
+    }
     fs::create_directory_symlink(hidden / "pack", hidden / "linked");
     std::ofstream(hidden / "venv" / "pyvenv.cfg") << "include-system-site-packages = false\n";
     std::ofstream(hidden / "python.sh") << "#!/bin/sh\n";
@@ -684,11 +686,12 @@ std::vector<BadConfig> bad_configs() {
          "pack as the module of its folder's name), found \"other/pack\" (the name of /packs/0/python/pack/0 too)"},
         {"a group with a folder that is not a pack",
          python_pack(R"("pack": ["pack", "sub"], "interpreter": "worker.sh")", "", kHostWithCheckout),
-         "at /packs/0/python/pack/1: expected a custom node pack's folder (a directory with __init__.py), found \"sub\" "
-         "("},
+         "at /packs/0/python/pack/1: expected a custom node pack's folder (a directory with __init__.py), found "
+         "\"sub\" ("},
         {"a group with a folder that is not a string",
          python_pack(R"("pack": ["pack", ["other"]], "interpreter": "worker.sh")", "", kHostWithCheckout),
-         "at /packs/0/python/pack/1: expected a custom node pack's folder (a directory with __init__.py), found [\"other\"]"},
+         "at /packs/0/python/pack/1: expected a custom node pack's folder (a directory with __init__.py), found "
+         "[\"other\"]"},
         {"python pack without __init__.py", python_pack(R"("pack": "sub", "interpreter": "worker.sh")", "", kHostWithCheckout),
          "at /packs/0/python/pack: expected a custom node pack's folder (a directory with __init__.py), found \"sub\" ("},
         {"python pack a file", python_pack(R"("pack": "worker.sh", "interpreter": "worker.sh")", "", kHostWithCheckout),
