@@ -1,9 +1,9 @@
 // Reads a process's "sandbox" section (docs/SECURITY.md): the folders bwrap binds
 // writable and read-only, each resolved to where it really is, and whether the network
 // stays. The keys are the same for a pack's worker and the ComfyUI host. A writable folder
-// that holds /dev or /proc cannot work: bound over the sandbox's own (bwrap binds without
-// device access), the worker could open no device (torch dies on /dev/urandom), so it is
-// refused at load.
+// that holds /dev cannot work: bound over the sandbox's own /dev without device access (as
+// bwrap binds), it leaves the worker no device it can open (torch dies on /dev/urandom), so
+// it is refused at load.
 
 #include "supervisor/config/sections.hpp"
 
@@ -26,20 +26,12 @@ fs::path real_path(const ConfigReader& reader, const Node& node, const fs::path&
     return real;
 }
 
-// Empty when `folder`, bound writable, leaves the sandbox its own /dev and /proc; else which it covers.
-std::string covers_sandbox_own(const fs::path& folder) {
-    for (const char* own : {"/dev", "/proc"}) {
-        if (is_within(fs::path(own), folder)) return own;
-    }
-    return {};
-}
-
 void check_writable(const ConfigReader& reader, const Pointer& at, const fs::path& folder, std::string_view what) {
-    if (const std::string own = covers_sandbox_own(folder); !own.empty()) {
+    if (is_within(fs::path("/dev"), folder)) {
         reader.fail(at,
-                    "a folder that holds neither /dev nor /proc (bound writable, it would cover the sandbox's own, "
-                    "where a worker opens its devices)",
-                    describe_json_value(folder.string()) + " (" + std::string(what) + ", which holds " + own + ")");
+                    "a folder that does not hold /dev (bound writable over the sandbox's own, it would leave the "
+                    "worker no device it can open)",
+                    describe_json_value(folder.string()) + " (" + std::string(what) + ")");
     }
 }
 

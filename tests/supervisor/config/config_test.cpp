@@ -797,14 +797,12 @@ std::vector<BadConfig> bad_configs() {
          "at /packs/0/sandbox/readable/0: expected the path of a file or folder, found \"\""},
         {"sandbox network not a flag", one_pack(R"("sandbox": {"network": "no"})"),
          "at /packs/0/sandbox/network: expected true or false, found \"no\""},
-        {"a sandbox writable over its own /dev", one_pack(R"("sandbox": {"writable": ["sub", "/"]})"),
-         "at /packs/0/sandbox/writable/1: expected a folder that holds neither /dev nor /proc (bound writable, it "
-         "would cover the sandbox's own, where a worker opens its devices), found \"/\" (a writable folder, which "
-         "holds /dev)"},
+        {"a sandbox writable over its own /dev", one_pack(R"("sandbox": {"writable": ["sub", "/dev"]})"),
+         "at /packs/0/sandbox/writable/1: expected a folder that does not hold /dev (bound writable over the "
+         "sandbox's own, it would leave the worker no device it can open), found \"/dev\" (a writable folder)"},
         {"a sandbox's working directory over its own /dev", one_pack(R"("working_directory": "/", "sandbox": {})"),
-         "at /packs/0/sandbox: expected a folder that holds neither /dev nor /proc (bound writable, it would cover "
-         "the sandbox's own, where a worker opens its devices), found \"/\" (the working directory, bound writable, "
-         "which holds /dev)"},
+         "at /packs/0/sandbox: expected a folder that does not hold /dev (bound writable over the sandbox's own, it "
+         "would leave the worker no device it can open), found \"/\" (the working directory, bound writable)"},
         {"a sandboxed Python pack's checkout is /tmp",
          python_pack(R"("pack": "pack", "interpreter": "worker.sh", "comfyui": "/tmp")", R"("sandbox": {})"),
          "at /packs/0/python/comfyui: expected a folder a sandbox can show by itself: not /tmp, /run, /dev, /proc or "
