@@ -27,7 +27,8 @@ It starts comfy-supervisor with a config made on the spot in a temporary folder:
   WORKER_MODEL model; "bridge", the test pack tests/packs/bridge_pack in a worker of its
   own (the config's `python` form: PY, the checkout's comfy package, --cpu); "model",
   "routes" and "v3", the test packs tests/packs/model_pack, routes_pack and v3_pack, the
-  same way; and "clock",
+  same way; "group", the test packs group_maker and group_taker as one group in one
+  worker; and "clock",
   a comfy-worker whose node "hold" computes for an hour
   so that the workload (and so the supervisor) keeps running while the check looks. The
   workload starts once every participant is up, and the clock's process waits for a gate
@@ -97,7 +98,9 @@ one PASS or FAIL line with what was seen:
    pack's node runs.
 17. A pack of ComfyUI's newer node API (v3_steps.py, tests/packs/v3_pack as "v3"): its
    io.ComfyNode classes, given by comfy_entrypoint, run isolated as upstream runs them.
-18. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
+18. A pack group (group_steps.py): an object one pack's node makes goes into another
+   pack's node as it is, the two packs run as one group in one worker.
+19. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
    when its one failed prompt is the clock's, which the shutdown cuts short), and no
    participant process and no /dev/shm segment may be left.
 
@@ -119,12 +122,14 @@ import urllib.error
 import urllib.request
 
 import bridge_steps
+import group_steps
 import remote_steps
 import route_steps
 import v3_steps
 from bridge_steps import BRIDGE_ONE_PROCESS, BRIDGE_PACK, NODE_INFO_STEP, WILDCARD_STEP
 from route_steps import ROUTES_PACK, ROUTES_STEP
 from v3_steps import V3_PACK, V3_STEP
+from group_steps import GROUP_STEP
 from support import PROMPT_TIMEOUT_S, MiB, alive, comfyui_version, free_port, mib, write_json, write_stubs
 
 GiB = 1024 * MiB
@@ -140,7 +145,7 @@ MODEL_PACK = REPO / "tests" / "packs" / "model_pack"
 STARTUP_TIMEOUT_S = 600
 LEDGER_TIMEOUT_S = 60
 FREE_TIMEOUT_S = 20
-SHUTDOWN_STEP = 18
+SHUTDOWN_STEP = 19
 
 
 class Interrupted(Exception):
@@ -234,6 +239,9 @@ class Check:
                                               "comfyui_args": ["--cpu"]},
                  "env": {"PYTHONPATH": str(stubs), "PYTHONDONTWRITEBYTECODE": "1"}, "restart": {"max_restarts": 0}},
                 {"name": "v3", "python": {"pack": str(V3_PACK), "interpreter": self.python, "comfyui_args": ["--cpu"]},
+                 "env": {"PYTHONPATH": str(stubs), "PYTHONDONTWRITEBYTECODE": "1"}, "restart": {"max_restarts": 0}},
+                {"name": "group", "python": {"pack": [str(folder) for folder in group_steps.GROUP],
+                                             "interpreter": self.python, "comfyui_args": ["--cpu"]},
                  "env": {"PYTHONPATH": str(stubs), "PYTHONDONTWRITEBYTECODE": "1"}, "restart": {"max_restarts": 0}},
                 {"name": "clock", "command": "/bin/sh",
                  "args": ["-c", 'while [ ! -e "$0" ]; do sleep 0.2; done; exec "$1" --pack "$2"',
@@ -557,7 +565,7 @@ class Check:
                                   *[(n, t) for n, t, _ in remote_steps.STEPS],
                                   (NODE_INFO_STEP, "an isolated node's node info and saved prompt"),
                                   (WILDCARD_STEP, "wildcard sockets"), (ROUTES_STEP, route_steps.TITLE),
-                                  (V3_STEP, v3_steps.TITLE)):
+                                  (V3_STEP, v3_steps.TITLE), (GROUP_STEP, "a pack group")):
                 self.step(number, title, False, f"not run: {why}")
             self.shutdown()
             return
@@ -573,6 +581,7 @@ class Check:
         bridge.run_node_info_and_wildcards()
         route_steps.step_routes(self)
         v3_steps.step_v3(self)
+        group_steps.GroupSteps(self).run()
         self.shutdown()
 
     def summary(self):

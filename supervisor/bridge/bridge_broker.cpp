@@ -72,7 +72,7 @@ void BridgeBroker::spawned(WorkerProcess& worker) {
         for (const auto& pack : workers_) {
             if (is_python_pack(*pack)) {
                 packs.push_back({pack->pack.name, ctl::state_name(static_cast<std::uint8_t>(pack->state)),
-                                 pack->pack.python->pack,
+                                 pack->pack.python->folders,
                                  static_cast<std::uint64_t>(pack->pack.python->cancel_grace.count())});
             }
         }

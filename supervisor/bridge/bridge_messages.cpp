@@ -21,7 +21,7 @@ std::string packs(const std::vector<PackState>& packs, const BrowserLimits& brow
     for (const auto& pack : packs) {
         list.push_back({{"name", pack.name},
                         {"state", pack.state},
-                        {"folder", pack.folder},
+                        {"folders", pack.folders},
                         {"cancel_grace_ms", pack.cancel_grace_ms}});
     }
     return text({{"event", "packs"},

@@ -13,7 +13,8 @@ namespace comfy::supervisor::bridge {
 struct PackState {
     std::string name;
     std::string state;   // as comfyctl names it: spawning, ready, busy, draining, dead, failed
-    std::string folder;  // the config's python.pack: the host serves the pack's web directory from it
+    // The config's python.pack, its folders in order: the host serves each one's web directory from it.
+    std::vector<std::string> folders;
     std::uint64_t cancel_grace_ms = 0;  // the config's python.cancel_grace_ms (host_requests.hpp)
 };
 

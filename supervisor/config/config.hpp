@@ -115,11 +115,13 @@ struct SandboxConfig {
 // says otherwise: sparse, so only what the life writes takes memory.
 inline constexpr std::uint64_t kDefaultArenaBytes = std::uint64_t{2} << 30;
 
-// A pack given in the config's "python" form: a custom node pack's folder, run by
-// comfy_supervisor.pack_worker in the pack's own interpreter. The loader turns it into
-// the pack's command, args and PYTHONPATH.
+// A pack given in the config's "python" form: a custom node pack's folder, or a group of
+// them, run by comfy_supervisor.pack_worker in the pack's own interpreter. The loader
+// turns it into the pack's command, args and PYTHONPATH.
 struct PythonPack {
-    std::string pack;         // the pack's folder (it has __init__.py), absolute
+    // The pack's folder (it has __init__.py), absolute; a group's several, in the config's
+    // order, imported into one worker so that objects pass between them as within one pack.
+    std::vector<std::string> folders;
     std::string interpreter;  // absolute; default: the first python3 on the supervisor's PATH at load time
     std::string comfyui;      // the ComfyUI checkout whose comfy package it imports, absolute
     std::vector<std::string> comfyui_args;  // ComfyUI's own flags for that comfy package (--cpu, ...)

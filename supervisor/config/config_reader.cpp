@@ -139,6 +139,10 @@ std::string directory_problem(const fs::path& folder) {
     return {};
 }
 
+bool is_within(const fs::path& path, const fs::path& folder) {
+    return std::mismatch(folder.begin(), folder.end(), path.begin(), path.end()).first == folder.end();
+}
+
 ConfigReader::ConfigReader(std::string file)
     : file_(std::move(file)), folder_(fs::absolute(file_).parent_path().lexically_normal()) {}
 

@@ -48,6 +48,8 @@ json parse_document(std::string_view text, const std::string& file);
 std::string executable_problem(const fs::path& file);
 // Empty when `folder` is a directory; otherwise why not.
 std::string directory_problem(const fs::path& folder);
+// Whether `path` is `folder` or lies inside it, part by part (both absolute and normal).
+bool is_within(const fs::path& path, const fs::path& folder);
 
 // Reads the values of one config file, failing with ConfigError on the first wrong one.
 class ConfigReader {

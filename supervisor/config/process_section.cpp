@@ -183,6 +183,7 @@ void read_process(const ConfigReader& reader, const Node& node, PackConfig& proc
     if (const auto sandbox = member(node, "sandbox")) {
         process.sandbox = read_sandbox(reader, *sandbox, process.working_directory);
     }
+    if (process.python && process.sandbox) add_python_sandbox_paths(reader, node, process);
     if (process.python) process.args = pack_worker_args(*process.python, process.sandbox.has_value());
     check_exec_size(reader, node, process);
 }

@@ -1,7 +1,7 @@
 // Reads a pack's "python" section: the pack's interpreter runs comfy_supervisor.pack_worker
-// on the pack's folder, with the ComfyUI checkout's comfy package on its path. The
-// supervisor, not the config, makes such a pack's command line and the head of its
-// PYTHONPATH, so that the config names only the pack, the interpreter and the checkout.
+// on the pack's folder (or a group's folders), with the ComfyUI checkout's comfy package on
+// its path. The supervisor, not the config, makes such a pack's command line and the head
+// of its PYTHONPATH, so that the config names only the pack, the interpreter and the checkout.
 
 #include "supervisor/config/install_layout.hpp"
 #include "supervisor/config/sections.hpp"
@@ -15,6 +15,8 @@ namespace comfy::supervisor::config_loader {
 namespace {
 
 constexpr const char* kPackFolderRule = "a custom node pack's folder (a directory with __init__.py)";
+constexpr const char* kPackFoldersRule =
+    "a custom node pack's folder (a directory with __init__.py), or a list of them (a group, run in one worker)";
 // 0: a node that is still running at Cancel is ended at once; at most an hour.
 constexpr Range kCancelGraceMs{0, 3'600'000};
 
@@ -43,13 +45,39 @@ fs::path find_in_path(std::string_view name) {
     }
 }
 
-std::string read_pack_folder(const ConfigReader& reader, const Node& node) {
-    const fs::path folder = reader.read_path(node, kPackFolderRule);
+std::string read_pack_folder(const ConfigReader& reader, const Node& node, std::string_view rule) {
+    const fs::path folder = reader.read_path(node, rule);
     if (const auto problem = pack_folder_problem(folder); !problem.empty()) {
         reader.fail(node.at, kPackFolderRule,
                     describe_json_value(node.value) + " (" + folder.string() + ": " + problem + ")");
     }
     return folder.string();
+}
+
+// One folder, or a group's list. ComfyUI imports a pack as the module of its folder's name
+// (and serves its front end under it), so two folders of one name cannot share a worker.
+std::vector<std::string> read_pack_folders(const ConfigReader& reader, const Node& node) {
+    if (!node.value.is_array()) return {read_pack_folder(reader, node, kPackFoldersRule)};
+    if (node.value.empty()) reader.fail(node.at, kPackFoldersRule, "[]");
+    std::vector<std::string> folders;
+    for (std::size_t index = 0; index < node.value.size(); ++index) {
+        const Node entry{node.value[index], node.at / index};
+        std::string folder = read_pack_folder(reader, entry, kPackFolderRule);
+        for (std::size_t other = 0; other < folders.size(); ++other) {
+            if (folders[other] == folder) {
+                reader.fail(entry.at, "each folder once",
+                            describe_json_value(entry.value) + " (also " + path_text(node.at / other) + ")");
+            }
+            if (fs::path(folders[other]).filename() == fs::path(folder).filename()) {
+                reader.fail(entry.at,
+                            "a folder whose name no other folder of the group has (ComfyUI imports a pack as the "
+                            "module of its folder's name)",
+                            describe_json_value(entry.value) + " (the name of " + path_text(node.at / other) + " too)");
+            }
+        }
+        folders.push_back(std::move(folder));
+    }
+    return folders;
 }
 
 }  // namespace
@@ -58,7 +86,7 @@ void read_python(const ConfigReader& reader, const Node& node, PackConfig& pack,
     reader.expect_object(node,
                          {"pack", "interpreter", "comfyui", "comfyui_args", "arena_bytes", "cuda_ipc", "cancel_grace_ms"});
     PythonPack python;
-    python.pack = read_pack_folder(reader, reader.required(node, "pack", kPackFolderRule));
+    python.folders = read_pack_folders(reader, reader.required(node, "pack", kPackFoldersRule));
     if (const auto interpreter = member(node, "interpreter")) {
         python.interpreter = reader.read_command(*interpreter);
     } else {
@@ -104,10 +132,11 @@ void add_python_path(const ConfigReader& reader, const Node& node, PackConfig& p
     path = path.empty() ? ours : ours + ":" + path;
 }
 
-// A Python pack's command line, once its sandbox is known.
+// A Python pack's command line, once its sandbox is known: --pack once a folder, in order.
 std::vector<std::string> pack_worker_args(const PythonPack& python, bool sandboxed) {
-    std::vector<std::string> args{"-m", "comfy_supervisor.pack_worker", "--pack", python.pack, "--comfyui",
-                                  python.comfyui};
+    std::vector<std::string> args{"-m", "comfy_supervisor.pack_worker"};
+    for (const auto& folder : python.folders) args.insert(args.end(), {"--pack", folder});
+    args.insert(args.end(), {"--comfyui", python.comfyui});
     if (!python.cuda_ipc.value_or(!sandboxed)) args.push_back("--no-cuda-ipc");
     // ComfyUI's own flags (--cpu, --lowvram...), for the worker's comfy package to parse
     // as main.py has it parse them.

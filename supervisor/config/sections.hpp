@@ -61,6 +61,12 @@ void read_python(const ConfigReader& reader, const Node& node, PackConfig& pack,
 void add_python_path(const ConfigReader& reader, const Node& node, PackConfig& pack);
 std::vector<std::string> pack_worker_args(const PythonPack& python, bool sandboxed);
 
+// A sandboxed Python pack's sandbox, once read: what its worker needs that the sandbox would
+// hide (its pack folders, checkout, interpreter and venv, the supervisor's package and
+// library) joins its readable list, or is refused when no sandbox can show it
+// (python_sandbox.cpp).
+void add_python_sandbox_paths(const ConfigReader& reader, const Node& node, PackConfig& pack);
+
 // A process's sandbox (sandbox_section.cpp); its working directory is writable in it.
 SandboxConfig read_sandbox(const ConfigReader& reader, const Node& node, const std::string& working_directory);
 

@@ -62,6 +62,7 @@ again as "other" (a second pack with the same nodes), tests/packs/hostile_pack a
                  (remote_checks.py)
     routes*      a pack's HTTP routes, served by the host and answered in its worker, with
                  tests/packs/routes_pack as "routes" (route_checks.py)
+    group*       two packs that share a type, as one group and as two packs (group_checks.py)
     mirror-*     the host's diffusion model as a torch module in model_pack's worker, over the
                  host's weights mapped, and the pack's in the host (mirror_checks.py)
 """
@@ -308,7 +309,8 @@ def check_handles():
     error = raises(lambda: node("ApplyTinyModel", "other").run(model=model, samples={"samples": torch.ones(1, 4)}),
                    TypeError)
     expect(str(error) == "a Linear made by pack bridge cannot go to pack other: connect it only to nodes of "
-                         "pack bridge", f"another pack: {error}")
+                         "pack bridge, or run the two as one group (list both packs' folders in one entry's \"pack\")",
+           f"another pack: {error}")
     error = raises(lambda: model.weight, AttributeError)
     expect(str(error) == "a Linear made by pack bridge stays in that pack's worker: connect it only to nodes of "
                          "pack bridge", f"a host node: {error}")
@@ -500,10 +502,10 @@ def check_front_end():
     expect(served is not None and os.path.isfile(os.path.join(served, "bridge.js")),
            f"the bridge pack's front end is served from {served}")
     stray = proxy_nodes.PackLink("stray", host.bridges)
-    stray.folder = link().folder
+    stray.folders = link().folders
     for outside in ("..", "../../..", "/etc", "__init__.py"):
-        stray.web_directory = outside
-        expect(stray.web_files() is None, f"a WEB_DIRECTORY of {outside!r} would be served")
+        stray.web_directories = [outside]
+        expect(stray.web_files() == {}, f"a WEB_DIRECTORY of {outside!r} would be served")
 
 
 def check_cuda_handshake():
@@ -693,12 +695,14 @@ def main():
     server.PromptServer()  # ComfyUI's main makes it before it loads custom nodes
     host = comfyui.install()
     mm.participant = host.link  # as the fake's main.py: the host's loads are charged to the device
+    import group_checks
     import mirror_checks
     import remote_checks
     import route_checks
     CHECKS.update(remote_checks.CHECKS)
     CHECKS.update(mirror_checks.CHECKS)
     CHECKS.update(route_checks.checks(node, raises))
+    CHECKS.update(group_checks.CHECKS)
     mapping, names = host.bridges.proxy_nodes()
     classes["all"], classes["names"] = mapping, names
     for pack in ("bridge", "other"):

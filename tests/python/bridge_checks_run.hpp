@@ -12,12 +12,23 @@
 
 namespace comfy::test {
 
-inline nlohmann::json python_pack(const std::string& name, const std::string& folder) {
+// `pack`: a test pack's folder, or a group's list of them.
+inline nlohmann::json python_pack_of(const std::string& name, const nlohmann::json& pack) {
     return {{"name", name},
-            {"python",
-             {{"pack", std::string(TEST_PACKS) + "/" + folder}, {"interpreter", PYTHON3_PATH}, {"comfyui", FAKE_COMFYUI}}},
+            {"python", {{"pack", pack}, {"interpreter", PYTHON3_PATH}, {"comfyui", FAKE_COMFYUI}}},
             {"env", {{"PYTHONDONTWRITEBYTECODE", "1"}}},
             {"restart", {{"initial_backoff_ms", 50}}}};
+}
+
+inline nlohmann::json python_pack(const std::string& name, const std::string& folder) {
+    return python_pack_of(name, std::string(TEST_PACKS) + "/" + folder);
+}
+
+// One entry whose packs, tests/packs' `folders`, run in one worker.
+inline nlohmann::json pack_group(const std::string& name, const std::vector<std::string>& folders) {
+    nlohmann::json paths = nlohmann::json::array();
+    for (const auto& folder : folders) paths.push_back(std::string(TEST_PACKS) + "/" + folder);
+    return python_pack_of(name, paths);
 }
 
 // `host`: more keys of the comfyui section.

@@ -235,10 +235,10 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
         REQUIRE_FALSE(events.empty());
         CHECK(events[0]["event"] ==
               json({{"event", "packs"},
-                    {"packs", json::array({{{"name", "alpha"}, {"state", "empty"}, {"folder", alpha_pack},
-                                            {"cancel_grace_ms", 3000}},
-                                           {{"name", "broken"}, {"state", "empty"}, {"folder", broken_pack},
-                                            {"cancel_grace_ms", 3000}}})},
+                    {"packs", json::array({{{"name", "alpha"}, {"state", "empty"},
+                                            {"folders", json::array({alpha_pack})}, {"cancel_grace_ms", 3000}},
+                                           {{"name", "broken"}, {"state", "empty"},
+                                            {"folders", json::array({broken_pack})}, {"cancel_grace_ms", 3000}}})},
                     {"browser_messages", kBrowserMessages}}));
         CHECK(events[0]["fds"] == json::array());
 
@@ -278,10 +278,10 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
         REQUIRE(events.size() >= 2);
         CHECK(events[0]["event"] ==
               json({{"event", "packs"},
-                    {"packs", json::array({{{"name", "alpha"}, {"state", "ready"}, {"folder", alpha_pack},
-                                            {"cancel_grace_ms", 3000}},
-                                           {{"name", "broken"}, {"state", "failed"}, {"folder", broken_pack},
-                                            {"cancel_grace_ms", 3000}}})},
+                    {"packs", json::array({{{"name", "alpha"}, {"state", "ready"},
+                                            {"folders", json::array({alpha_pack})}, {"cancel_grace_ms", 3000}},
+                                           {{"name", "broken"}, {"state", "failed"},
+                                            {"folders", json::array({broken_pack})}, {"cancel_grace_ms", 3000}}})},
                     {"browser_messages", kBrowserMessages}}));
         CHECK(events[1]["event"] == json({{"event", "pack_started"}, {"pack", "alpha"}, {"generation", 2}}));
         REQUIRE(events[1]["fds"].size() == 3);

@@ -81,8 +81,8 @@ HOST_WRITES = {
         "a node a pack's new life no longer describes leaves upstream's mappings",
     ("host/bridges.py", "Bridges.register_late", "nodes.NODE_DISPLAY_NAME_MAPPINGS.pop"):
         "and its display name",
-    ("host/bridges.py", "Bridges.serve_front_end", "nodes.EXTENSION_WEB_DIRS[...]"):
-        "a pack's front-end folder, published where upstream serves a local pack's from",
+    ("host/bridges.py", "Bridges.serve_front_end", "nodes.EXTENSION_WEB_DIRS.update"):
+        "a pack's front-end folders (a group's packs' each), published where upstream serves a local pack's from",
     ("upstream/comfyui_startup.py", "_install_prompt_server", "server.PromptServer.instance"):
         "a pack worker's PromptServer: run by pack_worker alone (the host imports this module "
         "for prompt_server(), and never calls prepare())",

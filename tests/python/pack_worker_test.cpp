@@ -2,7 +2,8 @@
 // pack is imported with ComfyUI's comfy package on its path (our model of upstream under
 // tests/host/fake_comfyui), its node interfaces are described, the pack is ready only once
 // that succeeded, and a pack that cannot be imported is marked failed with its error, once,
-// without a restart loop and without ever having been ready.
+// without a restart loop and without ever having been ready. A group of packs (several
+// --pack) is imported into one worker, each node described as its own pack's.
 #include <catch2/catch.hpp>
 
 #include "tests/support/sanitizer_reports.hpp"
@@ -19,9 +20,11 @@ using nlohmann::json;
 
 namespace {
 
-std::vector<std::string> pack_worker_args(const std::string& pack, bool describe = false) {
-    std::vector<std::string> args{"-m", "comfy_supervisor.pack_worker", "--pack", std::string(TEST_PACKS) + "/" + pack,
-                                  "--comfyui", FAKE_COMFYUI};
+// `packs`: test packs' folders, one for a pack alone, several for a group.
+std::vector<std::string> pack_worker_args(const std::vector<std::string>& packs, bool describe = false) {
+    std::vector<std::string> args{"-m", "comfy_supervisor.pack_worker"};
+    for (const auto& pack : packs) args.insert(args.end(), {"--pack", std::string(TEST_PACKS) + "/" + pack});
+    args.insert(args.end(), {"--comfyui", FAKE_COMFYUI});
     if (describe) args.push_back("--describe");
     return args;
 }
@@ -34,12 +37,13 @@ struct Described {
 
 // `pack_worker --describe` on a test pack, with `environment` (VAR='value' ...) and
 // `comfyui_args` (" -- FLAG...") added.
-Described describe(const std::string& pack, const std::string& environment = "", const std::string& comfyui_args = "") {
+Described describe(const std::vector<std::string>& packs, const std::string& environment = "",
+                   const std::string& comfyui_args = "") {
     const TempFolder folder("describe");
     const auto log = folder.path() / "stderr.txt";
     std::string command = "env " + sanitizer_python_environment() + "PYTHONPATH=" + PARTICIPANT_PYTHONPATH +
                           " PYTHONDONTWRITEBYTECODE=1 " + environment + PYTHON3_PATH;
-    for (const auto& arg : pack_worker_args(pack, true)) command += " '" + arg + "'";
+    for (const auto& arg : pack_worker_args(packs, true)) command += " '" + arg + "'";
     const auto run = run_and_capture(command + comfyui_args + " 2>'" + log.string() + "'");
     REQUIRE(run.started);
     std::ifstream errors(log);
@@ -49,7 +53,7 @@ Described describe(const std::string& pack, const std::string& environment = "",
 json python_pack(const std::string& name, const std::string& pack) {
     return {{"name", name},
             {"command", PYTHON3_PATH},
-            {"args", pack_worker_args(pack)},
+            {"args", pack_worker_args({pack})},
             {"env", {{"PYTHONPATH", PARTICIPANT_PYTHONPATH}, {"PYTHONDONTWRITEBYTECODE", "1"}}},
             {"restart", {{"initial_backoff_ms", 50}}}};
 }
@@ -141,7 +145,7 @@ TEST_CASE("a Python pack is spawning while its import runs, and ready once it su
 }
 
 TEST_CASE("the pack worker describes each node class's interface as the host's proxy nodes need it") {
-    const auto described = describe("example_pack");
+    const auto described = describe({"example_pack"});
     INFO(described.log);
     REQUIRE(described.status == 0);
     const json nodes = json::parse(described.interfaces);
@@ -167,11 +171,41 @@ TEST_CASE("the pack worker sets up what ComfyUI's main.py has before it imports 
     const auto output = (folder.path() / "output").string();
     const auto extra = folder.write("extra_model_paths.txt", "checkpoints: " + models + "\n");
     const auto described =
-        describe("startup_pack", "STARTUP_PACK_MODELS='" + models + "' STARTUP_PACK_OUTPUT='" + output + "' ",
+        describe({"startup_pack"}, "STARTUP_PACK_MODELS='" + models + "' STARTUP_PACK_OUTPUT='" + output + "' ",
                  " -- --extra-model-paths-config '" + extra.string() + "' --output-directory '" + output + "'");
     INFO(described.log);
     REQUIRE(described.status == 0);
     CHECK(json::parse(described.interfaces).contains("Ready"));
     // ComfyUI's logging: what the pack logs at INFO is written, as ComfyUI writes it.
     CHECK_THAT(described.log, Contains("startup_pack: imported with ComfyUI's start-up"));
+}
+
+TEST_CASE("the pack worker imports a group's packs into one worker, each node its own pack's, each prestartup run") {
+    // Each of group_maker and group_taker fails to import unless its own prestartup script ran.
+    const auto described = describe({"group_maker", "group_taker"});
+    INFO(described.log);
+    REQUIRE(described.status == 0);
+    const json nodes = json::parse(described.interfaces);
+    CHECK(nodes.size() == 2);
+    CHECK(nodes.at("MakeSharedThing").at("python_module") == "custom_nodes.group_maker");
+    CHECK(nodes.at("MakeSharedThing").at("RETURN_TYPES") == json::array({"SHARED_THING"}));
+    CHECK(nodes.at("ReadSharedThing").at("python_module") == "custom_nodes.group_taker");
+    CHECK(nodes.at("ReadSharedThing").at("INPUT_TYPES").at("required").at("thing") == json::array({"SHARED_THING"}));
+}
+
+TEST_CASE("a group whose packs define one node class twice is refused in one line naming both, as an import error") {
+    const auto described = describe({"example_pack", "bridge_pack"});  // both have an Echo
+    CHECK(described.status == 78);
+    CHECK(described.interfaces.empty());
+    CHECK(described.log == "pack_worker: cannot import bridge_pack beside example_pack: both define the node class "
+                           "'Echo', and one worker has one class of a name; leave one of the two out of the group (the "
+                           "config's \"pack\" list)\n");
+}
+
+TEST_CASE("a group's pack that cannot be imported is named in the one line") {
+    const auto described = describe({"example_pack", "broken_pack"});
+    CHECK(described.status == 78);
+    CHECK_THAT(described.log, Contains("pack_worker: cannot import broken_pack: ModuleNotFoundError: No module named "
+                                       "'some_dependency_not_installed' (in broken_pack/__init__.py:3)"));
+    CHECK(count_of(described.log, "\n") == 1);
 }

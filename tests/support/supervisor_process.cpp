@@ -22,8 +22,8 @@
 
 namespace comfy::test {
 
-TempFolder::TempFolder(const std::string& tag)
-    : path_(std::filesystem::temp_directory_path() / ("comfy-test-" + test_instance(tag))) {
+TempFolder::TempFolder(const std::string& tag, const std::filesystem::path& under)
+    : path_(under / ("comfy-test-" + test_instance(tag))) {
     std::filesystem::create_directories(path_);
 }
 

@@ -19,10 +19,12 @@
 
 namespace comfy::test {
 
-// A folder removed with everything in it when the object goes.
+// A folder removed with everything in it when the object goes: in `under`, by default the
+// system's temporary folder ($TMPDIR or /tmp).
 class TempFolder {
 public:
-    explicit TempFolder(const std::string& tag);
+    explicit TempFolder(const std::string& tag,
+                        const std::filesystem::path& under = std::filesystem::temp_directory_path());
     ~TempFolder();
     const std::filesystem::path& path() const noexcept { return path_; }
     std::filesystem::path write(const std::string& name, const std::string& text) const;

@@ -104,10 +104,11 @@ TEST_CASE("an arena is sparse and sealed, and its read-only descriptor maps only
 }
 
 TEST_CASE("the bridge's control events have the formats the Python side reads") {
-    CHECK(bridge::packs({{"impact", "spawning", "/srv/impact", 3000}, {"video", "failed", "/srv/video", 0}},
+    CHECK(bridge::packs({{"impact", "spawning", {"/srv/impact", "/srv/subpack"}, 3000},
+                         {"video", "failed", {"/srv/video"}, 0}},
                         {1048576, 100, 16777216}) ==
-          R"({"event":"packs","packs":[{"name":"impact","state":"spawning","folder":"/srv/impact","cancel_grace_ms":3000},)"
-          R"({"name":"video","state":"failed","folder":"/srv/video","cancel_grace_ms":0}],)"
+          R"({"event":"packs","packs":[{"name":"impact","state":"spawning","folders":["/srv/impact","/srv/subpack"],)"
+          R"("cancel_grace_ms":3000},{"name":"video","state":"failed","folders":["/srv/video"],"cancel_grace_ms":0}],)"
           R"("browser_messages":{"max_bytes":1048576,"per_second":100,"bytes_per_second":16777216}})");
     CHECK(bridge::packs({}, {1024, 1, 1024}) ==
           R"({"event":"packs","packs":[],"browser_messages":{"max_bytes":1024,"per_second":1,"bytes_per_second":1024}})");

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "supervisor/config/config.hpp"
+#include "supervisor/config/install_layout.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -26,16 +27,19 @@ namespace fs = std::filesystem;
 namespace {
 
 // A scratch folder holding a config and what it points at: an executable script
-// "worker.sh", a file that is not executable, a link to the script, a folder "sub", and a
-// custom node pack's folder "pack" (with __init__.py).
+// "worker.sh", a file that is not executable, a link to the script, a folder "sub", and
+// custom node packs' folders (with __init__.py): "pack", "other", and "other/pack" of the
+// first one's name.
 // Removed when the test ends.
 class ConfigFolder {
 public:
     ConfigFolder() : path_(fs::temp_directory_path() / ("comfy-config-test-" + std::to_string(::getpid()))) {
         fs::remove_all(path_);
         fs::create_directories(path_ / "sub");
-        fs::create_directories(path_ / "pack");
-        write("pack/__init__.py", "NODE_CLASS_MAPPINGS = {}\n");
+        for (const char* pack : {"pack", "other", "other/pack"}) {
+            fs::create_directories(path_ / pack);
+            write(std::string(pack) + "/__init__.py", "NODE_CLASS_MAPPINGS = {}\n");
+        }
         write("worker.sh", "#!/bin/sh\nexit 0\n");
         fs::permissions(path_ / "worker.sh", static_cast<fs::perms>(0755));
         write("not-executable.sh", "#!/bin/sh\nexit 0\n");
@@ -309,7 +313,7 @@ TEST_CASE("a pack in the python form runs pack_worker in its interpreter, the su
 
     const PackConfig& a = config.packs.at(0);
     REQUIRE(a.python);
-    CHECK(a.python->pack == at("pack"));
+    CHECK(a.python->folders == std::vector<std::string>{at("pack")});
     CHECK(a.python->interpreter == at("link.sh"));  // the link kept, as a venv's python needs
     CHECK(a.python->comfyui == at("sub"));           // the host's checkout
     CHECK(a.command == at("link.sh"));
@@ -339,6 +343,75 @@ TEST_CASE("a pack in the python form runs pack_worker in its interpreter, the su
     const PackConfig& c = config.packs.at(2);
     CHECK_FALSE(c.python);
     CHECK_FALSE(c.bridges);
+}
+
+TEST_CASE("a group of packs is one entry whose pack lists their folders: one worker imports them in order") {
+    const ConfigFolder folder;
+    const Config config = load_config(folder.config(R"({
+        "comfyui": {"command": "worker.sh", "checkout": "sub"},
+        "packs": [{"name": "group", "python": {"pack": ["other", "pack/"], "interpreter": "worker.sh"}},
+                  {"name": "alone", "python": {"pack": ["pack"], "interpreter": "worker.sh"}}]
+    })"));
+    const auto at = [&](const char* name) { return (folder.path() / name).lexically_normal().string(); };
+    const PackConfig& group = config.packs.at(0);
+    REQUIRE(group.python);
+    CHECK(group.python->folders == std::vector<std::string>{at("other"), at("pack")});
+    // --pack once a folder, in the config's order.
+    CHECK(group.args == std::vector<std::string>{"-m", "comfy_supervisor.pack_worker", "--pack", at("other"), "--pack",
+                                                 at("pack"), "--comfyui", at("sub")});
+    // A list of one is a pack alone.
+    CHECK(config.packs.at(1).python->folders == std::vector<std::string>{at("pack")});
+    CHECK(config.packs.at(1).args.at(3) == at("pack"));
+}
+
+TEST_CASE("a sandboxed Python pack's sandbox shows, read-only, what its worker needs where the sandbox hides it") {
+    const ConfigFolder folder;
+    // Under /tmp, which the sandbox hides whatever $TMPDIR says: a group of two packs, one
+    // given by a link, a checkout, and a venv whose python is a link to an interpreter there.
+    const fs::path hidden = fs::canonical("/tmp") / ("comfy-config-hidden-" + std::to_string(::getpid()));
+    struct Removed {
+        fs::path path;
+        ~Removed() {
+            std::error_code ignored;
+            fs::remove_all(path, ignored);
+        }
+    } removed{hidden};
+    for (const char* made : {"pack", "other", "checkout", "venv/bin"}) fs::create_directories(hidden / made);
+    for (const char* pack : {"pack", "other"}) {
+        std::ofstream(hidden / pack / "__init__.py") << "NODE_CLASS_MAPPINGS = {}\n";
+    }
+    fs::create_directory_symlink(hidden / "pack", hidden / "linked");
+    std::ofstream(hidden / "venv" / "pyvenv.cfg") << "include-system-site-packages = false\n";
+    std::ofstream(hidden / "python.sh") << "#!/bin/sh\n";
+    fs::permissions(hidden / "python.sh", static_cast<fs::perms>(0755));
+    fs::create_symlink(hidden / "python.sh", hidden / "venv" / "bin" / "python");
+    const auto at = [&](const char* name) { return (hidden / name).string(); };
+    const nlohmann::json config = {
+        {"comfyui", {{"command", "worker.sh"}, {"checkout", "sub"}}},
+        {"packs", nlohmann::json::array({{{"name", "a"},
+                                {"python", {{"pack", {at("linked"), at("other")}},
+                                            {"interpreter", at("venv/bin/python")}, {"comfyui", at("checkout")}}},
+                                {"working_directory", "sub"},
+                                {"sandbox", {{"readable", nlohmann::json::array({"sub"})}}}}})}};
+    const Config loaded = load_config(folder.config(config.dump()));
+    const SandboxConfig& sandbox = *loaded.packs.at(0).sandbox;
+    const std::string sub = fs::canonical(folder.path() / "sub").string();
+    // The config's own first; then each pack folder as the worker is given it and where its
+    // link leads, the checkout, the venv, and the interpreter the venv's python links to.
+    REQUIRE(sandbox.readable.size() >= 7);
+    CHECK(std::vector<std::string>(sandbox.readable.begin(), sandbox.readable.begin() + 7) ==
+          std::vector<std::string>{sub, at("linked"), at("pack"), at("other"), at("checkout"), at("venv"),
+                                   at("python.sh")});
+    // The supervisor's own package and library too, when they lie where the sandbox hides.
+    std::vector<std::string> install;
+    for (const std::string& part : {python_package_dir(), participant_library()}) {
+        std::error_code error;
+        install.insert(install.end(), {part, fs::canonical(part, error).string()});
+    }
+    for (auto shown = sandbox.readable.begin() + 7; shown != sandbox.readable.end(); ++shown) {
+        CHECK(std::find(install.begin(), install.end(), *shown) != install.end());
+    }
+    CHECK(sandbox.writable == std::vector<std::string>{sub});  // read-only, all of them
 }
 
 TEST_CASE("a Python pack's CUDA tensors go by IPC unless it is sandboxed or says no") {
@@ -601,7 +674,29 @@ std::vector<BadConfig> bad_configs() {
          "at /packs/0/python/venv: expected one of the keys pack, interpreter, comfyui, comfyui_args, arena_bytes, cuda_ipc, "
          "cancel_grace_ms, found an unknown key"},
         {"python without its pack", python_pack(R"("interpreter": "worker.sh")", "", kHostWithCheckout),
-         "at /packs/0/python/pack: expected a custom node pack's folder (a directory with __init__.py) (required), found nothing"},
+         "at /packs/0/python/pack: expected a custom node pack's folder (a directory with __init__.py), or a list of "
+         "them (a group, run in one worker) (required), found nothing"},
+        {"python pack a number", python_pack(R"("pack": 5, "interpreter": "worker.sh")", "", kHostWithCheckout),
+         "at /packs/0/python/pack: expected a custom node pack's folder (a directory with __init__.py), or a list of "
+         "them (a group, run in one worker), found 5"},
+        {"a group of no folders", python_pack(R"("pack": [], "interpreter": "worker.sh")", "", kHostWithCheckout),
+         "at /packs/0/python/pack: expected a custom node pack's folder (a directory with __init__.py), or a list of "
+         "them (a group, run in one worker), found []"},
+        {"a group with a folder twice",
+         python_pack(R"("pack": ["pack", "other", "./pack/"], "interpreter": "worker.sh")", "", kHostWithCheckout),
+         "at /packs/0/python/pack/2: expected each folder once, found \"./pack/\" (also /packs/0/python/pack/0)"},
+        {"a group with two folders of one name",
+         python_pack(R"("pack": ["pack", "other/pack"], "interpreter": "worker.sh")", "", kHostWithCheckout),
+         "at /packs/0/python/pack/1: expected a folder whose name no other folder of the group has (ComfyUI imports a "
+         "pack as the module of its folder's name), found \"other/pack\" (the name of /packs/0/python/pack/0 too)"},
+        {"a group with a folder that is not a pack",
+         python_pack(R"("pack": ["pack", "sub"], "interpreter": "worker.sh")", "", kHostWithCheckout),
+         "at /packs/0/python/pack/1: expected a custom node pack's folder (a directory with __init__.py), found "
+         "\"sub\" ("},
+        {"a group with a folder that is not a string",
+         python_pack(R"("pack": ["pack", ["other"]], "interpreter": "worker.sh")", "", kHostWithCheckout),
+         "at /packs/0/python/pack/1: expected a custom node pack's folder (a directory with __init__.py), found "
+         "[\"other\"]"},
         {"python pack without __init__.py", python_pack(R"("pack": "sub", "interpreter": "worker.sh")", "", kHostWithCheckout),
          "at /packs/0/python/pack: expected a custom node pack's folder (a directory with __init__.py), found \"sub\" ("},
         {"python pack a file", python_pack(R"("pack": "worker.sh", "interpreter": "worker.sh")", "", kHostWithCheckout),
@@ -707,6 +802,22 @@ std::vector<BadConfig> bad_configs() {
          "at /packs/0/sandbox/readable/0: expected the path of a file or folder, found \"\""},
         {"sandbox network not a flag", one_pack(R"("sandbox": {"network": "no"})"),
          "at /packs/0/sandbox/network: expected true or false, found \"no\""},
+        {"a sandbox writable over its own /dev", one_pack(R"("sandbox": {"writable": ["sub", "/dev"]})"),
+         "at /packs/0/sandbox/writable/1: expected a folder that does not hold /dev (bound writable over the "
+         "sandbox's own, it would leave the worker no device it can open), found \"/dev\" (a writable folder)"},
+        {"a sandbox's working directory over its own /dev", one_pack(R"("working_directory": "/", "sandbox": {})"),
+         "at /packs/0/sandbox: expected a folder that does not hold /dev (bound writable over the sandbox's own, it "
+         "would leave the worker no device it can open), found \"/\" (the working directory, bound writable)"},
+        {"a sandboxed Python pack's checkout is /tmp",
+         python_pack(R"("pack": "pack", "interpreter": "worker.sh", "comfyui": "/tmp")", R"("sandbox": {})"),
+         "at /packs/0/python/comfyui: expected a folder a sandbox can show by itself: not /tmp, /run, /dev, /proc or "
+         "a folder holding one, nor one inside /proc, found \"/tmp\" (the ComfyUI checkout, which a sandboxed Python "
+         "pack needs shown: move it into a folder of its own, or remove the pack's \"sandbox\")"},
+        {"a sandboxed Python pack's checkout holds /run",
+         python_pack(R"("pack": "pack", "interpreter": "worker.sh")", R"("sandbox": {})",
+                     R"("comfyui": {"command": "worker.sh", "checkout": "/"})"),
+         "at /comfyui/checkout: expected a folder a sandbox can show by itself: not /tmp, /run, /dev, /proc or a "
+         "folder holding one, nor one inside /proc, found \"/\" (the ComfyUI checkout, "},
         {"key with a slash and a newline", one_pack("", R"("a/b\nc": 1)"),
          "at /a~1b\\x0ac: expected one of the keys device, limits, memory, host, http, comfyui, packs"},
         {"long value cut short", with_device(R"({"kind": ")" + std::string(100, 'k') + R"("})"),

@@ -94,7 +94,7 @@ class Bridges:
                     link.browser.set_limits(self.browser_limits)
                 for pack in event.get("packs") or ():
                     link = self.link(str(pack.get("name")))
-                    link.folder = pack.get("folder")
+                    link.folders = pack.get("folders")
                     grace = pack.get("cancel_grace_ms")
                     if type(grace) is int and grace >= 0:
                         link.cancel_grace_s = grace / 1000
@@ -218,9 +218,10 @@ class Bridges:
 
     @staticmethod
     def serve_front_end(link):
-        """The pack's front-end files (its WEB_DIRECTORY), served by this ComfyUI under the
-        pack folder's name, as upstream serves a pack it imported itself (its nodes module's
-        EXTENSION_WEB_DIRS, read when the server adds its routes, after custom nodes load)."""
-        web, nodes = link.web_files(), sys.modules.get("nodes")
-        if web is not None and isinstance(getattr(nodes, "EXTENSION_WEB_DIRS", None), dict):
-            nodes.EXTENSION_WEB_DIRS[os.path.basename(os.path.realpath(link.folder))] = web
+        """The pack's front-end files (its WEB_DIRECTORY, each of a group's), served by this
+        ComfyUI under the pack folder's name, as upstream serves a pack it imported itself (its
+        nodes module's EXTENSION_WEB_DIRS, read when the server adds its routes, after custom
+        nodes load)."""
+        nodes = sys.modules.get("nodes")
+        if isinstance(getattr(nodes, "EXTENSION_WEB_DIRS", None), dict):
+            nodes.EXTENSION_WEB_DIRS.update(link.web_files())

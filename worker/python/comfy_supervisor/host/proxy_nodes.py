@@ -162,8 +162,8 @@ class PackLink:
         self.name = name
         self.bridges = bridges
         self.interfaces = None     # node name -> interface, from the first life's describe
-        self.folder = None         # the pack's folder, as the supervisor's config names it
-        self.web_directory = None  # its WEB_DIRECTORY (relative to the folder), from the describe
+        self.folders = None        # the pack's folders (a group's several), as the supervisor's config names them
+        self.web_directories = None  # each folder's WEB_DIRECTORY (relative to it) or None, from the describe
         self.routes = []           # its HTTP routes, (method, path), from the describe
         self.session = None
         self.failure = None        # why the supervisor marked the pack failed
@@ -213,25 +213,30 @@ class PackLink:
         with self.changed:
             changed = nodes != self.interfaces or routes != self.routes
             self.interfaces, self.routes = nodes, routes
-            self.web_directory = reply.get("web_directory")
+            self.web_directories = reply.get("web_directories")
             self.changed.notify_all()
         if changed:
             self.bridges.register_late(self)
 
     def web_files(self):
-        """The folder of the pack's front-end files, for ComfyUI to serve as it serves a
-        local pack's WEB_DIRECTORY; None when it has none. The folder is the config's, and
-        the worker's WEB_DIRECTORY may only name a directory inside it: the host opens no
-        path a worker chose."""
-        if not isinstance(self.folder, str) or not isinstance(self.web_directory, str):
-            return None
-        pack = os.path.realpath(self.folder)
-        web = os.path.realpath(os.path.join(pack, self.web_directory[:4096]))
-        if not web.startswith(pack + os.sep) or not os.path.isdir(web):
-            log.warning("comfy-supervisor: pack %s's WEB_DIRECTORY %r is not a folder inside %s: its front-end "
-                        "files are not served", self.name, self.web_directory[:200], pack)
-            return None
-        return web
+        """The folders of the pack's front-end files, for ComfyUI to serve as it serves a local
+        pack's WEB_DIRECTORY, by the name of the pack folder each belongs to (a group's packs
+        each have theirs). Each pack folder is the config's, and the worker's WEB_DIRECTORY for
+        it may only name a directory inside it: the host opens no path a worker chose."""
+        if not isinstance(self.folders, list) or not isinstance(self.web_directories, list):
+            return {}
+        served = {}
+        for folder, web_directory in zip(self.folders, self.web_directories):
+            if not isinstance(folder, str) or not isinstance(web_directory, str):
+                continue
+            pack = os.path.realpath(folder)
+            web = os.path.realpath(os.path.join(pack, web_directory[:4096]))
+            if not web.startswith(pack + os.sep) or not os.path.isdir(web):
+                log.warning("comfy-supervisor: pack %s's WEB_DIRECTORY %r is not a folder inside %s: its front-end "
+                            "files are not served", self.name, web_directory[:200], pack)
+                continue
+            served[os.path.basename(pack)] = web
+        return served
 
     def exited(self, event):
         with self.changed:
@@ -492,7 +497,8 @@ class PackLink:
         if isinstance(value, PackObject):
             if value.pack != self.name:
                 raise ValueCrossingError(f"a {value.type_name} made by pack {value.pack} cannot go to pack "
-                                         f"{self.name}: connect it only to nodes of pack {value.pack}")
+                                         f"{self.name}: connect it only to nodes of pack {value.pack}, or run the "
+                                         "two as one group (list both packs' folders in one entry's \"pack\")")
             if value.generation != session.generation:
                 raise ValueCrossingError(f"the {value.type_name} made by pack {self.name} was lost when its worker "
                                          "restarted: run the node that made it again")

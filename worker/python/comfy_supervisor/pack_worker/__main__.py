@@ -1,6 +1,7 @@
 """A custom node pack in a worker process of its own.
 
-    python -m comfy_supervisor.pack_worker --pack DIR [--comfyui DIR] [--describe] [-- COMFYUI_ARG...]
+    python -m comfy_supervisor.pack_worker --pack DIR [--pack DIR...] [--comfyui DIR] [--describe]
+        [-- COMFYUI_ARG...]
 
 Run by the supervisor (the pack's entry in the config runs the pack's own interpreter with
 these arguments), it joins as a participant, imports the pack from DIR as ComfyUI imports
@@ -10,6 +11,11 @@ ComfyUI checkout --comfyui first on the module path so that the pack finds Comfy
 commands with the host's memory integration (host.comfyui.install_in_worker): admission
 before its loads, its models in the ledger, evictions through upstream's model_unload,
 releases. It then runs the host's node calls (node_server.py) for as long as it lives.
+
+A group of packs (--pack again for each, the config's "pack" list) is imported in order into
+this one worker, as ComfyUI imports custom node folders one after another into its process:
+what one member's node makes is another's own object. A node class that two members define
+is refused as an import error is.
 
 A pack that cannot be imported ends the worker with one line naming the error and exit
 status 78 (EX_CONFIG); the supervisor marks the pack failed without restarting it, until
@@ -147,6 +153,36 @@ def where_raised(error, pack, frames=2):
     return where or "no traceback"
 
 
+class CannotImport(Exception):
+    """A pack of the worker cannot be imported as it is; the message is the one line that says so."""
+
+
+def import_packs(folders):
+    """The packs of `folders` imported in order, each as import_pack imports it, and described:
+    ([(name, module, WEB_DIRECTORY or None)], each node's interface by its name). Raises
+    CannotImport naming the folder that failed, or the two that define one node class."""
+    members, nodes, defined_by = [], {}, {}
+    for folder in folders:
+        pack = os.path.basename(os.path.abspath(folder))
+        try:
+            name, module = import_pack(folder)
+            described = describe(module, folder)
+        except Exception as error:  # noqa: BLE001 (whatever the pack raises is its error)
+            raise CannotImport(f"cannot import {pack}: {type(error).__name__}: "
+                               f"{str(error).splitlines()[0] if str(error) else ''} ({where_raised(error, folder)}); "
+                               "fix the pack or its venv, then comfyctl retry the pack") from error
+        for node in described:
+            if node in defined_by:
+                raise CannotImport(f"cannot import {pack} beside {defined_by[node]}: both define the node class "
+                                   f"{node[:60]!r}, and one worker has one class of a name; leave one of the two "
+                                   "out of the group (the config's \"pack\" list)")
+            defined_by[node] = pack
+        nodes.update(described)
+        web_directory = getattr(module, "WEB_DIRECTORY", None)
+        members.append((name, module, web_directory if isinstance(web_directory, str) else None))
+    return members, nodes
+
+
 def take_comfyui_args(comfyui_args):
     """ComfyUI's flags, for comfy.cli_args to parse as main.py has it parse sys.argv."""
     try:
@@ -160,7 +196,8 @@ def take_comfyui_args(comfyui_args):
 
 def main():
     parser = argparse.ArgumentParser(prog="pack_worker", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pack", required=True, help="the custom node pack's folder")
+    parser.add_argument("--pack", required=True, action="append",
+                        help="the custom node pack's folder; once a folder for a group, imported in this order")
     parser.add_argument("--comfyui", help="the ComfyUI checkout whose comfy package the pack imports")
     parser.add_argument("--describe", action="store_true", help="print the node interfaces as JSON and exit")
     parser.add_argument("--no-cuda-ipc", action="store_true",
@@ -176,7 +213,8 @@ def main():
     if options.comfyui:
         sys.path.insert(0, os.path.abspath(options.comfyui))
         take_comfyui_args(comfyui_args)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(options.pack)))
+    for folder in reversed(options.pack):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(folder)))
 
     link = None
     if not options.describe:
@@ -189,20 +227,18 @@ def main():
             say(f"cannot join the supervisor: {error}")
             sys.exit(1)
     if options.comfyui:
-        comfyui_startup.prepare(os.path.abspath(options.comfyui), os.path.abspath(options.pack))
+        comfyui_startup.prepare(os.path.abspath(options.comfyui), [os.path.abspath(folder) for folder in options.pack])
         if not options.describe:
             forwarded.install()  # before the pack imports upstream's functions by name
     try:
-        name, module = import_pack(options.pack)
-        nodes = describe(module, options.pack)
-    except Exception as error:  # noqa: BLE001 (whatever the pack raises is its error)
-        say(f"cannot import {os.path.basename(os.path.abspath(options.pack))}: {type(error).__name__}: "
-            f"{str(error).splitlines()[0] if str(error) else ''} ({where_raised(error, options.pack)}); fix the "
-            "pack or its venv, then comfyctl retry the pack")
+        members, nodes = import_packs(options.pack)
+    except CannotImport as error:
+        say(str(error))
         sys.exit(EXIT_CANNOT_RUN)
     if options.describe:
         print(json.dumps(nodes, indent=2, sort_keys=True))
         return
+    name = " + ".join(member[0] for member in members)
     link.ready()  # imported and described: shown ready only now, never before a failed import
     say(f"{name}: {len(nodes)} node classes: {', '.join(sorted(nodes))}")
     routes = RouteServer.of_worker()
@@ -217,9 +253,9 @@ def main():
     if arena is None or control is None:
         # Started by a `command` entry: no bridge to the host, memory integration only.
         threading.Event().wait()  # the command thread ends the process at the supervisor's Shutdown
-    web_directory = getattr(module, "WEB_DIRECTORY", None)
-    NodeServer(name, module.NODE_CLASS_MAPPINGS, nodes, arena, control, memory,
-               web_directory if isinstance(web_directory, str) else None, routes).serve_forever()
+    classes = {node: cls for _, module, _ in members for node, cls in module.NODE_CLASS_MAPPINGS.items()}
+    NodeServer(name, classes, nodes, arena, control, memory, [member[2] for member in members],
+               routes).serve_forever()
 
 
 if __name__ == "__main__":

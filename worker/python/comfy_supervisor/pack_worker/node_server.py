@@ -95,7 +95,7 @@ class HostSession(PeerSession):
         """The pack's interfaces, its front-end folder and its HTTP routes, with a socket of
         this host life's own for the routes' requests (pack_worker/routes.py)."""
         described = {"op": "described", "id": request_id, "nodes": self.server.interfaces,
-                     "web_directory": self.server.web_directory}
+                     "web_directories": self.server.web_directories}
         routes = self.server.routes
         if routes is None:
             self.channel.send(described)
@@ -126,11 +126,12 @@ class HostSession(PeerSession):
 
 
 class NodeServer:
-    def __init__(self, pack_name, classes, interfaces, arena, control, memory, web_directory=None, routes=None):
+    def __init__(self, pack_name, classes, interfaces, arena, control, memory, web_directories=(), routes=None):
         self.pack_name = pack_name
-        self.classes = classes          # NODE_CLASS_MAPPINGS
+        self.classes = classes          # NODE_CLASS_MAPPINGS, a group's packs' together
         self.interfaces = interfaces    # __main__.describe()
-        self.web_directory = web_directory  # the pack's WEB_DIRECTORY, relative to its folder
+        # Each pack folder's WEB_DIRECTORY (relative to it) or None, in the order of --pack.
+        self.web_directories = list(web_directories)
         self.routes = routes            # routes.RouteServer, where the pack declared HTTP routes
         self.arena = arena
         self.control = control

@@ -12,8 +12,9 @@ pack's worker before the pack is imported: a real pack counts on it at import ti
   calls): the checkout's extra_model_paths.yaml, --extra-model-paths-config, and
   --output-directory, --input-directory, --user-directory from ComfyUI's own flags, so that
   the pack's loaders list what the host's do.
-- The pack's own prestartup_script.py, as main.py runs it before any pack's import;
-  a failure is logged, as upstream logs it, and the import goes on.
+- The pack's own prestartup_script.py (each one of a group's packs'), as main.py runs
+  them all before any pack's import; a failure is logged, as upstream logs it, and the
+  import goes on.
 - `server.PromptServer.instance`, which packs use at import (its `routes`) and while they
   run (`send_sync` to the browser). It is upstream's class without its server: the routes
   a pack adds are kept, for pack_worker/routes.py to answer what ComfyUI's server
@@ -40,14 +41,16 @@ forward_to_host = None
 _unsendable_said = set()
 
 
-def prepare(checkout, pack_folder):
-    """ComfyUI's start-up, as far as a pack in a worker needs it. ComfyUI's own flags are
-    parsed already (pack_worker.__main__.take_comfyui_args)."""
+def prepare(checkout, pack_folders):
+    """ComfyUI's start-up, as far as a pack in a worker needs it (`pack_folders`: the pack's
+    folder, or a group's in order). ComfyUI's own flags are parsed already
+    (pack_worker.__main__.take_comfyui_args)."""
     if not _step("its utils package", lambda: importlib.import_module("utils.extra_config")):
         return
     _step("its logging", _set_up_logging)
     _step("its model folders", lambda: _apply_model_folders(checkout))
-    _run_prestartup_script(pack_folder)
+    for folder in pack_folders:
+        _run_prestartup_script(folder)
     _step("its PromptServer", _install_prompt_server)
 
 

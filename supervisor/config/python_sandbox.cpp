@@ -1,0 +1,119 @@
+// What a sandboxed Python pack needs shown in its sandbox. The sandbox shows the file system
+// read-only but puts empty folders of its own over /tmp, /run and /dev/shm, and its own /dev
+// and /proc (lifecycle/sandbox.cpp): a pack folder, a ComfyUI checkout, the supervisor's
+// Python package or library, or an interpreter and its venv that lie there would be missing,
+// and the worker would die at every start (No module named 'comfy_supervisor'). So each one
+// that lies there joins the sandbox's readable list, both by the path the worker is given
+// and where its links lead; one that is, or holds, a folder the sandbox makes its own cannot
+// be shown without undoing the sandbox, and is refused at load.
+
+#include "supervisor/config/install_layout.hpp"
+#include "supervisor/config/sections.hpp"
+
+#include <algorithm>
+#include <array>
+#include <optional>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+namespace comfy::supervisor::config_loader {
+
+namespace {
+
+// The folders the sandbox mounts afresh, each hiding the host's.
+constexpr std::array<std::string_view, 4> kSandboxOwn = {"/tmp", "/run", "/dev", "/proc"};
+
+// A path the worker needs, with the config's key it comes from (for a refusal's one line)
+// and what it is, in words.
+struct Needed {
+    fs::path path;
+    Pointer at;
+    std::string what;
+};
+
+class Shown {
+public:
+    Shown(const ConfigReader& reader, SandboxConfig& sandbox) : reader_(reader), sandbox_(sandbox) {}
+
+    // `needed` as the worker is given it and, where links lead elsewhere, as they resolve.
+    void add(const Needed& needed) {
+        add_one(needed, needed.path);
+        std::error_code error;
+        const fs::path real = fs::canonical(needed.path, error);
+        if (!error && real != needed.path) add_one(needed, real);
+    }
+
+private:
+    void add_one(const Needed& needed, const fs::path& path) {
+        for (const std::string_view own : kSandboxOwn) {
+            const bool holds = is_within(fs::path(own), path);
+            if (!holds && !(own == "/proc" && is_within(path, fs::path(own)))) continue;
+            reader_.fail(needed.at,
+                         "a folder a sandbox can show by itself: not /tmp, /run, /dev, /proc or a folder holding "
+                         "one, nor one inside /proc",
+                         describe_json_value(path.string()) + " (" + needed.what +
+                             ", which a sandboxed Python pack needs shown: move it into a folder of its own, or "
+                             "remove the pack's \"sandbox\")");
+        }
+        const bool hidden = std::any_of(kSandboxOwn.begin(), kSandboxOwn.end(),
+                                        [&](std::string_view own) { return is_within(path, fs::path(own)); });
+        auto& readable = sandbox_.readable;
+        if (hidden && std::find(readable.begin(), readable.end(), path.string()) == readable.end()) {
+            readable.push_back(path.string());
+        }
+    }
+
+    const ConfigReader& reader_;
+    SandboxConfig& sandbox_;
+};
+
+// The venv an interpreter runs in: the folder of pyvenv.cfg, which Python looks for beside
+// the program it was started as (links kept) and one folder up.
+std::optional<fs::path> venv_of(const fs::path& interpreter) {
+    for (const fs::path& folder : {interpreter.parent_path(), interpreter.parent_path().parent_path()}) {
+        std::error_code error;
+        if (fs::is_regular_file(folder / "pyvenv.cfg", error)) return folder;
+    }
+    return std::nullopt;
+}
+
+// The interpreter's program with links resolved (a venv's python is a link to its base's),
+// and the standard library beside it: PREFIX/lib and PREFIX/lib64 of PREFIX/bin/python.
+std::vector<fs::path> installation_of(const fs::path& interpreter) {
+    std::error_code error;
+    const fs::path real = fs::canonical(interpreter, error);
+    if (error) return {};
+    std::vector<fs::path> parts{real};
+    if (real.parent_path().filename() != "bin") return parts;
+    for (const char* lib : {"lib", "lib64"}) {
+        const fs::path folder = real.parent_path().parent_path() / lib;
+        if (fs::is_directory(folder, error)) parts.push_back(folder);
+    }
+    return parts;
+}
+
+}  // namespace
+
+void add_python_sandbox_paths(const ConfigReader& reader, const Node& node, PackConfig& pack) {
+    const PythonPack& python = *pack.python;
+    const Node section = *member(node, "python");
+    Shown shown(reader, *pack.sandbox);
+    const Node folders = *member(section, "pack");
+    for (std::size_t index = 0; index < python.folders.size(); ++index) {
+        shown.add({python.folders[index], folders.value.is_array() ? folders.at / index : folders.at, "the pack"});
+    }
+    const auto comfyui = member(section, "comfyui");
+    shown.add({python.comfyui, comfyui ? comfyui->at : Pointer("/comfyui/checkout"), "the ComfyUI checkout"});
+    const auto given = member(section, "interpreter");
+    const Pointer interpreter_at = given ? given->at : section.at;
+    if (const auto venv = venv_of(python.interpreter)) shown.add({*venv, interpreter_at, "the interpreter's venv"});
+    for (const auto& part : installation_of(python.interpreter)) shown.add({part, interpreter_at, "the interpreter"});
+    const Pointer sandbox_at = node.at / "sandbox";
+    shown.add({python_package_dir(), sandbox_at, "the folder of the supervisor's Python package"});
+    if (const std::string library = participant_library(); !library.empty()) {
+        shown.add({library, sandbox_at, "the supervisor's participant library"});
+    }
+}
+
+}  // namespace comfy::supervisor::config_loader

@@ -1,0 +1,5 @@
+"""Run by the pack worker before any pack of the group is imported, as ComfyUI's main.py runs it."""
+
+import os
+
+os.environ["GROUP_MAKER_PRESTARTUP"] = "ran"
