@@ -36,5 +36,6 @@ def step_routes(check):
     except (AssertionError, OSError) as error:
         check.step(ROUTES_STEP, TITLE, False, str(error).splitlines()[0] if str(error) else type(error).__name__)
         return
-    check.step(ROUTES_STEP, TITLE, True, "13 routes answered as the pack made them, a garbage collection in the worker between them; a websocket refused with 501; "
+    check.step(ROUTES_STEP, TITLE, True, "13 routes answered as the pack made them, a garbage collection in the "
+                                         "worker between them; a websocket refused with 501; "
                                          "the release route answered while WaitForRoute ran, and it ended released")
