@@ -12,7 +12,7 @@ threshold (another participant loaded), so the test decides the order; with
 --later-keeps-held that load uses every model held, as one load_models_gpu of many
 models, and keeps them all loaded. --call-isolated calls nodes of the packs that run in
 workers of their own (the `python` form, docs/PACKS.md) through the host's proxy nodes,
-as ComfyUI would, with comfy_supervisor.host.proxy_nodes over our model of upstream's comfy
+as ComfyUI would, with comfy_supervisor.host.bridges over our model of upstream's comfy
 package (tests/host/fake_comfyui on the PYTHONPATH). --hostile-calls runs, for the soak
 (tests/soak), one round of calls to PACK (tests/packs/hostile_pack) at each signal: at
 SIGUSR1 a node that never ends, cancelled as ComfyUI's Cancel does, which must end with
@@ -279,8 +279,8 @@ def main():
     for name, nbytes in options.hold:
         host.load(name, nbytes)
     if options.call_isolated or options.hostile_calls:
-        from comfy_supervisor.host import proxy_nodes
-        bridges = proxy_nodes.Bridges.start(None)
+        from comfy_supervisor.host.bridges import Bridges
+        bridges = Bridges.start(None)
         if bridges is None:
             flag = "--call-isolated" if options.call_isolated else "--hostile-calls"
             say(f"{flag}: the supervisor gave this life no bridge (no pack in the python form?)")
