@@ -33,7 +33,8 @@ again as "other" (a second pack with the same nodes), tests/packs/hostile_pack a
     malformed    values a hostile worker could send are refused in one line, their blocks released
     failed:PACK  PACK is failed: its nodes are not registered and the host said why
     late:PACK    PACK failed to import; fixed and retried by the test, its node registers in
-                 upstream's mappings without a restart of the host, and runs
+                 upstream's mappings without a restart of the host, and runs, and its
+                 route answers (ComfyUI's server started without it)
     cancel       a node that never checks for interrupts ends at Cancel after the grace
                  period: its worker is ended and restarted, the call raises upstream's
                  InterruptProcessingException, and the next call runs in the new life
@@ -682,6 +683,13 @@ def check_late(pack):
     expect(late().run(value=4) == (12,) and late.RELATIVE_PYTHON_MODULE == "custom_nodes.late_pack" and
            nodes.NODE_DISPLAY_NAME_MAPPINGS.get("LateNode") == "LateNode",
            f"the retried pack's node as registered: {late.RELATIVE_PYTHON_MODULE}")
+    import route_checks
+    ask = route_checks.asker(route_checks.serve())
+    for path in ("/late_pack/hello/you", "/api/late_pack/hello/you"):
+        status, _, _, body = ask("GET", path)
+        expect(status == 200 and json.loads(body) == {"hello": "you"}, f"the retried pack's route {path}: {status}")
+    status, _, _, _ = ask("GET", "/late_pack/nothing")
+    expect(status == 404, f"a path no one serves, after the retried pack's routes: {status}")
 
 
 ARGUED = {"failed": check_failed, "protocol": check_protocol, "snoop": check_snoop,  # NAME:ARGUMENT

@@ -5,6 +5,9 @@ running ComfyUI."""
 
 import os
 
+from aiohttp import web
+from server import PromptServer
+
 _BROKEN = os.environ.get("LATE_PACK_BROKEN", "")
 if _BROKEN and os.path.exists(_BROKEN):
     raise ImportError(f"late_pack is broken while {_BROKEN} exists")
@@ -21,6 +24,12 @@ class LateNode:
 
     def run(self, value):
         return (value * 3,)
+
+
+@PromptServer.instance.routes.get("/late_pack/hello/{name}")
+async def hello(request):
+    """A route of a pack ComfyUI's server never saw at its start."""
+    return web.json_response({"hello": request.match_info["name"]})
 
 
 NODE_CLASS_MAPPINGS = {"LateNode": LateNode}

@@ -158,6 +158,7 @@ class Bridges:
         for ComfyUI's start; a pack described later registers then (register_late)."""
         classes, names, registered = {}, {}, {}
         server = prompt_server()
+        self.routes.serve_late(server)
         for link in self.wait_for_packs(timeout_s):
             self.serve_front_end(link)
             self.routes.register(link, server)

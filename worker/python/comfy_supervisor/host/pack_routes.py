@@ -12,8 +12,9 @@ answer and in the log: a websocket (501), a pack with no life running (503), a l
 does not answer, or answers more than MAX_ANSWER_BYTES (502).
 
 ComfyUI's router is fixed once its server runs: routes a pack describes later (a pack
-fixed and retried, or a life that declares routes its first did not) are served from
-ComfyUI's next start, as a line says.
+fixed and retried, or a life that declares routes its first did not) go into a router of
+our own, which a middleware of ComfyUI's application, added at its start, asks for every
+request ComfyUI finds no route for (its 404).
 """
 
 import asyncio
@@ -117,6 +118,34 @@ class PackRoutes:
     def __init__(self):
         self.given = {}         # (method, path) -> the pack whose route it is
         self.registered = None  # upstream's route table, once routes were given to it
+        self.late = None        # an aiohttp router of the routes described after ComfyUI started
+
+    def serve_late(self, server):
+        """At ComfyUI's start, before its server runs: a middleware of its application that
+        answers a request ComfyUI finds no route for (404) from the routes packs describe
+        later, so that a pack fixed and retried has its routes without a restart."""
+        app = getattr(server, "app", None)
+        if app is None or not hasattr(app, "middlewares"):
+            return
+        from aiohttp import web
+        late = self.late = web.UrlDispatcher()
+
+        @web.middleware
+        async def late_routes(request, handler):
+            try:
+                response = await handler(request)
+            except web.HTTPNotFound:
+                found = await late.resolve(request)
+                if found.http_exception is not None:
+                    raise
+                return await found.handler(request)
+            if response.status == 404:
+                found = await late.resolve(request)
+                if found.http_exception is None:
+                    return await found.handler(request)
+            return response
+
+        app.middlewares.append(late_routes)
 
     def register(self, link, server):
         """`link`'s routes into upstream's table, at ComfyUI's start."""
@@ -147,14 +176,28 @@ class PackRoutes:
                       "its worker", link.name, ", ".join(taken))
 
     def check_late(self, link):
-        """A pack described after ComfyUI's server started: the routes it was not given."""
-        if self.registered is None:
+        """A pack described after ComfyUI's server started: the routes it was not given go
+        where serve_late's middleware finds them (under /api too, as upstream's are)."""
+        if self.registered is None and self.late is None:
+            return  # ComfyUI's start takes them (register)
+        missing = [(method, path) for method, path in link.routes if (method, path) not in self.given]
+        if not missing:
             return
-        missing = [f"{method} {path}" for method, path in link.routes if (method, path) not in self.given]
-        if missing:
+        named = ", ".join(f"{method} {path}" for method, path in missing[:5]) + \
+            (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        if self.late is None:
             log.warning("comfy-supervisor: pack %s declares HTTP routes ComfyUI's server was not given at its start "
-                        "(%s): they are served once ComfyUI restarts", link.name, ", ".join(missing[:5]) +
-                        (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
+                        "(%s): they are served once ComfyUI restarts", link.name, named)
+            return
+        for method, path in missing:
+            self.given[(method, path)] = link.name
+            for served in (path, "/api" + path):
+                if method == "GET":
+                    self.late.add_get(served, _forwarder(link))  # and HEAD, as upstream's GET routes
+                else:
+                    self.late.add_route(method, served, _forwarder(link))
+        log.info("comfy-supervisor: pack %s's HTTP routes %s, described after ComfyUI started, are answered where "
+                 "ComfyUI has no route of its own", link.name, named)
 
 
 def _forwarder(link):
