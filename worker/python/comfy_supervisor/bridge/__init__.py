@@ -12,7 +12,8 @@
   a pack may use of the host's, per kind; the proxies; the uses and their answers, served
   by the thread that waits);
 - mirror: a model's torch module itself in the other process, built there over its
-  owner's weights mapped from a sealed memfd of the owner's, for code that needs the module.
+  owner's weights mapped from a sealed memfd of the owner's, for code that needs the module;
+- http_frames: a pack's HTTP requests and their answers, on a socket of their own.
 
 Each end lives in its own room: the host's proxy nodes in host, the worker's node server
 in pack_worker (docs/PACKS.md tells the whole story). The bridge knows neither end nor

@@ -8,7 +8,8 @@ runs in that process.
 - standin: another process's model as an entry of upstream's current_loaded_models;
 - bridges: the host's side of every pack that runs in a worker of its own, fed by the
   supervisor's control socket; its proxy classes given to upstream;
-- proxy_nodes: the host's end of one pack's bridge (its link, its sessions, its calls).
+- proxy_nodes: the host's end of one pack's bridge (its link, its sessions, its calls);
+- pack_routes: a pack's HTTP routes, given to ComfyUI's server and answered in its worker.
 
 Imports participant, bridge and upstream; never pack_worker, whose code has no place in
 ComfyUI's process. Imported by the custom node, and by pack_worker for install_in_worker.
