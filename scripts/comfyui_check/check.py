@@ -193,8 +193,10 @@ class Check:
         # Under the pack's own folder name, as a user installs it: upstream's python_module for its classes is then
         # custom_nodes.bridge_pack, what the isolated proxies must show (step 14).
         shutil.copytree(HERE / "one_process", nodes / BRIDGE_PACK.name)
+        shutil.copytree(HERE / "one_process", nodes / V3_PACK.name)
         one_process = {"comfyui_check_one_process": [str(MODEL_PACK), "OneProcess"],
-                       BRIDGE_PACK.name: [str(BRIDGE_PACK), BRIDGE_ONE_PROCESS]}
+                       BRIDGE_PACK.name: [str(BRIDGE_PACK), BRIDGE_ONE_PROCESS],
+                       V3_PACK.name: [str(V3_PACK), v3_steps.V3_ONE_PROCESS]}
         front = self.tmp / "frontend"
         front.mkdir()
         (front / "index.html").write_text("<!doctype html><title>comfyui-check</title>\n")

@@ -11,7 +11,8 @@ pack's folder and the prefix: tests/packs/model_pack as comfyui_check_one_proces
 nodes "OneProcess" + name; tests/packs/bridge_pack as bridge_pack/, the pack's own folder
 name, so that upstream gives its classes the python_module a user's install gives them
 (custom_nodes.bridge_pack), its nodes "OneProcessBridge" + name (both packs have an
-ExitMidNode). Each node keeps the pack's display name, or its own name where the pack
+ExitMidNode); and tests/packs/v3_pack as v3_pack/, its comfy_api nodes renamed
+"OneProcessV3" + node id in their schemas. Each node keeps the pack's display name, or its own name where the pack
 gives none, as the isolated pack's proxy does: the two differ in their names only.
 """
 
@@ -30,8 +31,42 @@ def _load(folder):
     return module
 
 
+def _awaited(coroutine):
+    """A coroutine's result, run here to its end: a pack's comfy_entrypoint and its node list
+    await nothing real, and upstream's loader is mid-way through its own event loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    raise RuntimeError("the pack's comfy_entrypoint awaits something: this copy cannot run it")
+
+
+def _renamed(cls, prefix):
+    """A comfy_api node class whose schema's node_id has `prefix`: its copy's id."""
+    class Renamed(cls):
+        @classmethod
+        def define_schema(renamed):
+            schema = cls.define_schema()
+            schema.node_id = prefix + schema.node_id
+            return schema
+    Renamed.__name__ = cls.__name__
+    return Renamed
+
+
+def _node_classes(pack, prefix):
+    """The pack's classes by their copies' names, and the names upstream shows: from its
+    NODE_CLASS_MAPPINGS, or its comfy_entrypoint's extension (comfy_api nodes)."""
+    if isinstance(getattr(pack, "NODE_CLASS_MAPPINGS", None), dict):
+        names = getattr(pack, "NODE_DISPLAY_NAME_MAPPINGS", None) or {}
+        return ({prefix + name: cls for name, cls in pack.NODE_CLASS_MAPPINGS.items()},
+                {prefix + name: names.get(name, name) for name in pack.NODE_CLASS_MAPPINGS})
+    classes, names = {}, {}
+    for cls in _awaited(_awaited(pack.comfy_entrypoint()).get_node_list()):
+        schema = cls.GET_SCHEMA()
+        classes[prefix + schema.node_id] = _renamed(cls, prefix)
+        names[prefix + schema.node_id] = schema.display_name or schema.node_id
+    return classes, names
+
+
 _path, _prefix = json.loads(os.environ["COMFYUI_CHECK_ONE_PROCESS_PACKS"])[_FOLDER]
-_pack = _load(_path)
-_names = getattr(_pack, "NODE_DISPLAY_NAME_MAPPINGS", None) or {}
-NODE_CLASS_MAPPINGS = {_prefix + name: cls for name, cls in _pack.NODE_CLASS_MAPPINGS.items()}
-NODE_DISPLAY_NAME_MAPPINGS = {_prefix + name: _names.get(name, name) for name in _pack.NODE_CLASS_MAPPINGS}
+NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS = _node_classes(_load(_path), _prefix)

@@ -185,7 +185,8 @@ class Bridges:
             except Exception as error:  # noqa: BLE001 (what a worker described is input: any fault is that node's)
                 left_out.append(f"{node[:60]!r} ({one_line(error)})")
                 continue
-            names[node] = str(interface.get("display_name", node))
+            shown = interface.get("display_name", node)
+            names[node] = None if shown is None else str(shown)  # None: upstream shows a comfy_api node's so
         if left_out:
             log.error("comfy-supervisor: pack %s: %d of its %d nodes cannot be proxied and are left out: %s",
                       link.name, len(left_out), len(interfaces), "; ".join(left_out))

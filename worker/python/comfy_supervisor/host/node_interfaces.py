@@ -105,11 +105,13 @@ def _as_tuples(value):
     return value
 
 
-def _section(inputs):
-    """A section of INPUT_TYPES() as upstream reads it."""
+def _section(inputs, hidden=False):
+    """A section of INPUT_TYPES() as upstream reads it; in the hidden one, a comfy_api node's
+    (kind,) as such (socket_types.HiddenKind)."""
     if socket_types.is_any_inputs(inputs):
         return socket_types.AnyInputs(_section(inputs["$inputs"]), _as_tuples(inputs["$default"]))
-    return {name: _as_tuples(spec) if isinstance(spec, list) else spec for name, spec in inputs.items()}
+    return {name: socket_types.HiddenKind(spec) if hidden and isinstance(spec, list) and len(spec) == 1 else
+            _as_tuples(spec) if isinstance(spec, list) else spec for name, spec in inputs.items()}
 
 
 def _identifier(name, what):
@@ -138,7 +140,8 @@ def proxy_class(link, node, interface):
     upstream could not use."""
     check_interface(interface)
     function = _identifier(interface.get("FUNCTION"), "FUNCTION")
-    input_types = {section: _section(inputs) for section, inputs in interface["INPUT_TYPES"].items()}
+    input_types = {section: _section(inputs, hidden=section == "hidden")
+                   for section, inputs in interface["INPUT_TYPES"].items()}
     attributes = {
         "__module__": __name__,
         "__doc__": f"{node} of pack {link.name}, run in the pack's worker.",

@@ -35,6 +35,20 @@ class EqualType(str):
     __hash__ = str.__hash__
 
 
+class HiddenKind(tuple):
+    """A hidden input as a comfy_api node declares it, (kind,): what /object_info shows of it
+    in one process. Equal to its kind's name too, as upstream's execution asks an older
+    node's hidden inputs (h[x] == "PROMPT"), so that the proxy is given their values."""
+
+    def __eq__(self, other):
+        return other == self[0] if isinstance(other, str) else tuple.__eq__(self, other)
+
+    def __ne__(self, other):
+        return not self == other
+
+    __hash__ = tuple.__hash__
+
+
 class AnyInputs(dict):
     """A section of inputs that takes any name: a name it does not list is `default`."""
 

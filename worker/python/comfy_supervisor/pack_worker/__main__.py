@@ -117,8 +117,9 @@ def describe(module, pack):
     nodes = {}
     for node_name, cls in module.NODE_CLASS_MAPPINGS.items():
         v3 = v3_nodes.is_v3(cls)
-        declared = v3_nodes.input_types(cls) if v3 else cls.INPUT_TYPES()
-        interface = {"display_name": names.get(node_name, node_name), "INPUT_TYPES": _plain(declared),
+        # Upstream shows a comfy_api node's display name from its schema alone.
+        display_name = cls.GET_SCHEMA().display_name if v3 else names.get(node_name, node_name)
+        interface = {"display_name": display_name, "INPUT_TYPES": _plain(cls.INPUT_TYPES()),
                      "python_module": python_module}
         for member in _INTERFACE:
             if hasattr(cls, member):

@@ -6,10 +6,11 @@ A V3 class answers the older API's questions itself (INPUT_TYPES, RETURN_TYPES, 
 and the rest are its class properties), so its interface is described as any node's,
 but for what upstream's execution does otherwise for it, done here as execution.py does it:
 
-- hidden inputs: the class lists them as name -> (kind,); the proxy declares them as the
-  older API does, name -> kind, so that the host's execution passes each (PROMPT,
-  UNIQUE_ID, EXTRA_PNGINFO...); here they go to a clone of the class (PREPARE_CLASS_CLONE)
-  rather than to the call;
+- hidden inputs: the class lists them as name -> (kind,), and so does the proxy, whose
+  (kind,) is also equal to the kind's name (host/socket_types.HiddenKind), so that the
+  host's execution passes each (PROMPT, UNIQUE_ID, EXTRA_PNGINFO...); here they go to a
+  clone of the class (PREPARE_CLASS_CLONE) rather than to the call;
+- its display name is its schema's, None where it gives none, as upstream shows it;
 - IS_CHANGED and VALIDATE_INPUTS are its fingerprint_inputs and validate_inputs, where the
   class overrides them, and its check_lazy_status is asked as an older node's is;
 - each call runs on a locked clone of the class, as upstream's make_locked_method_func
@@ -68,16 +69,6 @@ def node_classes(module):
         if schema.display_name is not None:
             names[schema.node_id] = schema.display_name
     return classes, names
-
-
-def input_types(cls):
-    """INPUT_TYPES as the older API declares hidden inputs: name -> kind."""
-    declared = cls.INPUT_TYPES()
-    hidden = declared.get("hidden")
-    if isinstance(hidden, dict):
-        declared["hidden"] = {name: kind[0] if isinstance(kind, tuple) and kind else kind
-                              for name, kind in hidden.items()}
-    return declared
 
 
 def call(cls, kind, inputs):
