@@ -5,12 +5,14 @@
 
 Run by the supervisor (the pack's entry in the config runs the pack's own interpreter with
 these arguments), it joins as a participant, imports the pack from DIR as ComfyUI imports
-a custom node folder (its NODE_CLASS_MAPPINGS and NODE_DISPLAY_NAME_MAPPINGS), with the
-ComfyUI checkout --comfyui first on the module path so that the pack finds ComfyUI's own
-`comfy` package, describes each node class's interface, and serves the supervisor's
-commands with the host's memory integration (host.comfyui.install_in_worker): admission
-before its loads, its models in the ledger, evictions through upstream's model_unload,
-releases. It then runs the host's node calls (node_server.py) for as long as it lives.
+a custom node folder (its NODE_CLASS_MAPPINGS and NODE_DISPLAY_NAME_MAPPINGS, or the nodes
+of its comfy_entrypoint: v3_nodes.py), with the ComfyUI checkout --comfyui first on the
+module path so that the pack finds ComfyUI's own `comfy` package, describes each node
+class's interface, says it is ready, and serves the supervisor's commands with the host's
+memory integration (host.comfyui.install_in_worker): admission before its loads, its
+models in the ledger, evictions through upstream's model_unload, releases. It then runs
+the host's node calls (node_server.py), and answers the HTTP routes the pack added
+(routes.py), for as long as it lives.
 
 A group of packs (--pack again for each, the config's "pack" list) is imported in order into
 this one worker, as ComfyUI imports custom node folders one after another into its process:
