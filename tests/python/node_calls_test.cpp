@@ -123,6 +123,14 @@ TEST_CASE("a pack's values no encoder makes fail its node alone: a bool of other
     run_checks({"bad-bool", "repeat-block"}, json::array({hostile}));
 }
 
+TEST_CASE("a sandboxed pack's HTTP routes are answered too: its routes' socket crosses the sandbox") {
+    SKIP_WITHOUT_BWRAP();
+    json routes = python_pack("routes", "routes_pack");
+    routes["sandbox"] = json::object();
+    run_checks({"routes", "routes-during-node"}, json::array({routes}));
+    reap_orphans();
+}
+
 TEST_CASE("a pack's node whose interface upstream could not use is left out alone, in one line") {
     const auto log = run_checks({"bad-interface", "values"},
                                 json::array({python_pack("bad", "bad_interface_pack"), python_pack("bridge", "bridge_pack")}));
