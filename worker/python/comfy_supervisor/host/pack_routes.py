@@ -226,8 +226,11 @@ async def forward_request(link, request):
         error = str(failure)
     if error is not None:
         return _refused(502, f"pack {link.name} did not answer {what}: {error}")
-    kept = [(name, value) for name, value in headers if name.lower() not in _EXCHANGE_HEADERS]
-    return web.Response(status=status, reason=reason or None, headers=kept, body=content)
+    # A HEAD's answer says the length its GET's body would have: it keeps the worker's.
+    head = request.method == "HEAD"
+    dropped = _EXCHANGE_HEADERS - {"content-length"} if head else _EXCHANGE_HEADERS
+    kept = [(name, value) for name, value in headers if name.lower() not in dropped]
+    return web.Response(status=status, reason=reason or None, headers=kept, body=None if head else content)
 
 
 def _refused(status, line):
