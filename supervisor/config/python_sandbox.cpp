@@ -1,7 +1,8 @@
 // What a sandboxed Python pack needs shown in its sandbox. The sandbox shows the file system
 // read-only but puts empty folders of its own over /tmp, /run and /dev/shm, and its own /dev
 // and /proc (lifecycle/sandbox.cpp): a pack folder, a ComfyUI checkout, the supervisor's
-// Python package or library, or an interpreter and its venv that lie there would be missing,
+// Python package or library, an interpreter and its venv, or a folder of the pack's own
+// PYTHONPATH that lie there would be missing,
 // and the worker would die at every start (No module named 'comfy_supervisor'). So each one
 // that lies there joins the sandbox's readable list, both by the path the worker is given
 // and where its links lead; one that is, or holds, a folder the sandbox makes its own cannot
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
@@ -113,6 +115,19 @@ void add_python_sandbox_paths(const ConfigReader& reader, const Node& node, Pack
     shown.add({python_package_dir(), sandbox_at, "the folder of the supervisor's Python package"});
     if (const std::string library = participant_library(); !library.empty()) {
         shown.add({library, sandbox_at, "the supervisor's participant library"});
+    }
+    // The folders the pack's own PYTHONPATH adds after ours (add_python_path): those that
+    // exist, as Python skips the others.
+    const auto path = pack.env.find(std::string(kPythonPathVariable));
+    std::string_view rest = path != pack.env.end() ? std::string_view(path->second) : std::string_view();
+    while (!rest.empty()) {
+        const auto colon = rest.find(':');
+        const fs::path entry(rest.substr(0, colon));
+        std::error_code error;
+        if (entry.is_absolute() && fs::exists(entry, error)) {
+            shown.add({entry, node.at / "env" / "PYTHONPATH", "a folder of the pack's PYTHONPATH"});
+        }
+        rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
     }
 }
 

@@ -376,7 +376,7 @@ TEST_CASE("a sandboxed Python pack's sandbox shows, read-only, what its worker n
             fs::remove_all(path, ignored);
         }
     } removed{hidden};
-    for (const char* made : {"pack", "other", "checkout", "venv/bin"}) fs::create_directories(hidden / made);
+    for (const char* made : {"pack", "other", "checkout", "venv/bin", "stubs"}) fs::create_directories(hidden / made);
     for (const char* pack : {"pack", "other"}) {
         std::ofstream(hidden / pack / "__init__.py") << "NODE_CLASS_MAPPINGS = {}\n";
     }
@@ -392,6 +392,7 @@ TEST_CASE("a sandboxed Python pack's sandbox shows, read-only, what its worker n
                                 {"python", {{"pack", {at("linked"), at("other")}},
                                             {"interpreter", at("venv/bin/python")}, {"comfyui", at("checkout")}}},
                                 {"working_directory", "sub"},
+                                {"env", {{"PYTHONPATH", at("stubs") + ":relative:" + at("missing")}}},
                                 {"sandbox", {{"readable", nlohmann::json::array({"sub"})}}}}})}};
     const Config loaded = load_config(folder.config(config.dump()));
     const SandboxConfig& sandbox = *loaded.packs.at(0).sandbox;
@@ -408,7 +409,9 @@ TEST_CASE("a sandboxed Python pack's sandbox shows, read-only, what its worker n
         std::error_code error;
         install.insert(install.end(), {part, fs::canonical(part, error).string()});
     }
-    for (auto shown = sandbox.readable.begin() + 7; shown != sandbox.readable.end(); ++shown) {
+    // Last, the folders of the pack's own PYTHONPATH that exist (absolute ones).
+    CHECK(sandbox.readable.back() == at("stubs"));
+    for (auto shown = sandbox.readable.begin() + 7; shown != sandbox.readable.end() - 1; ++shown) {
         CHECK(std::find(install.begin(), install.end(), *shown) != install.end());
     }
     CHECK(sandbox.writable == std::vector<std::string>{sub});  // read-only, all of them
