@@ -22,6 +22,7 @@ comfy_entrypoint() (a ComfyExtension): node_classes() reads both, as upstream's 
 """
 
 import asyncio
+import functools
 import inspect
 
 # The older API's kind of call -> the V3 method that answers it.
@@ -34,7 +35,10 @@ def is_v3(cls):
     return internal is not None and isinstance(cls, type) and issubclass(cls, internal._ComfyNodeInternal)
 
 
+@functools.cache
 def _internal():
+    """Looked for once, after the pack's import: a failed import searches the whole path,
+    which every node call would pay."""
     try:
         import comfy_api.internal
     except ImportError:
