@@ -103,5 +103,6 @@ def _check(check):
     _expect(errors == ["Execution Blocked: V3Block blocked the nodes after it"] and not previewed,
             f"V3Block's prompt: {failure}; errors {errors}; PreviewImage {'ran' if previewed else 'did not run'}")
     return (f"lazy inputs asked for as in one process (V3Fail never ran); V3Block's blocker reported; "
-            f"/object_info of its {len(nodes)} nodes equal to their one-process copies but for the name; V3Invert saw {hidden[0]!r} and inverted #{color:06x}; V3Echo {echoes}; "
+            f"/object_info of its {len(nodes)} nodes equal to their one-process copies but for the name; "
+            f"V3Invert saw {hidden[0]!r} and inverted #{color:06x}; V3Echo {echoes}; "
             "V3Count -1 refused with 400 and its own message")

@@ -117,7 +117,6 @@ class PackRoutes:
 
     def __init__(self):
         self.given = {}         # (method, path) -> the pack whose route it is
-        self.registered = None  # upstream's route table, once routes were given to it
         self.late = None        # an aiohttp router of the routes described after ComfyUI started
 
     def serve_late(self, server):
@@ -132,17 +131,17 @@ class PackRoutes:
 
         @web.middleware
         async def late_routes(request, handler):
+            response = not_found = None
             try:
                 response = await handler(request)
-            except web.HTTPNotFound:
-                found = await late.resolve(request)
-                if found.http_exception is not None:
-                    raise
-                return await found.handler(request)
-            if response.status == 404:
+            except web.HTTPNotFound as error:
+                not_found = error
+            if not_found is not None or response.status == 404:
                 found = await late.resolve(request)
                 if found.http_exception is None:
                     return await found.handler(request)
+            if not_found is not None:
+                raise not_found
             return response
 
         app.middlewares.append(late_routes)
@@ -155,7 +154,6 @@ class PackRoutes:
                 log.warning("comfy-supervisor: this ComfyUI's server has no route table: pack %s's %d HTTP routes "
                             "are not served", link.name, len(link.routes))
             return
-        self.registered = table
         # ComfyUI's own, and those of packs in its process: a second route of one method
         # and path would fail upstream's add_routes, and ComfyUI's start with it.
         served = {(route.method, route.path) for route in table if hasattr(route, "method")}
@@ -176,10 +174,9 @@ class PackRoutes:
                       "its worker", link.name, ", ".join(taken))
 
     def check_late(self, link):
-        """A pack described after ComfyUI's server started: the routes it was not given go
-        where serve_late's middleware finds them (under /api too, as upstream's are)."""
-        if self.registered is None and self.late is None:
-            return  # ComfyUI's start takes them (register)
+        """A pack described after ComfyUI's server started (Bridges.register_late): the routes
+        it was not given go where serve_late's middleware finds them (under /api too, as
+        upstream's are)."""
         missing = [(method, path) for method, path in link.routes if (method, path) not in self.given]
         if not missing:
             return

@@ -85,12 +85,8 @@ def call(cls, kind, inputs):
     run = _internal().make_locked_method_func(cls, _METHODS.get(kind, cls.FUNCTION), clone)
     result = run(**inputs)
     if inspect.iscoroutine(result):
-        result = asyncio.run(_awaited(result))
+        result = asyncio.run(result)
     return older_form(result, io.NodeOutput, len(cls.RETURN_TYPES)) if kind == "function" else result
-
-
-async def _awaited(result):
-    return await result
 
 
 def older_form(output, node_output, outputs):
