@@ -148,13 +148,18 @@ class RemoteSteps:
 
     # ---- the steps ----
 
-    def step_patch(self, number, title):
+    def compare_patched(self, number, title, node, key, **inputs):
+        """`node` patches the host's MODEL, isolated and in one process, and the host's
+        KSampler samples each: bit-equal to one another, and otherwise than unpatched."""
         prompt = base()
-        graph = both("PatchModel", model=["tiny", 0], scale=1.05)
-        prompt.update({"patch_iso": graph["iso"], "patch_one": graph["one"],
-                       **sampled_both((("patch_iso", 0), ("patch_one", 0)), plain="unpatched")})
+        graph = both(node, model=["tiny", 0], **inputs)
+        prompt.update({f"{key}_iso": graph["iso"], f"{key}_one": graph["one"],
+                       **sampled_both(((f"{key}_iso", 0), (f"{key}_one", 0)), plain="unpatched")})
         self.report(number, title, self.compare(number, title, prompt, [("isolated", "one_process")],
                                                 [("isolated", "unpatched")]))
+
+    def step_patch(self, number, title):
+        self.compare_patched(number, title, "PatchModel", "patch", scale=1.05)
 
     def step_clip_vae(self, number, title):
         prompt = base()
@@ -249,12 +254,7 @@ class RemoteSteps:
         # write-back to the host's object brings the replacement to the host's KSampler. Upstream's
         # BasicTransformerBlock looks patches_replace["attn2"] up by (block, index), then by the block alone,
         # ("middle", 0) for the tiny UNet's middle transformer; "unpatched" differing shows that it ran there.
-        prompt = base()
-        graph = both("ReplaceAttention", model=["tiny", 0], scale=1.1)
-        prompt.update({"replace_iso": graph["iso"], "replace_one": graph["one"],
-                       **sampled_both((("replace_iso", 0), ("replace_one", 0)), plain="unpatched")})
-        self.report(number, title, self.compare(number, title, prompt, [("isolated", "one_process")],
-                                                [("isolated", "unpatched")]))
+        self.compare_patched(number, title, "ReplaceAttention", "replace", scale=1.1)
 
     def step_noise(self, number, title):
         # Upstream's RandomNoise makes a Noise_RandomNoise, which crosses into the worker as a remote object: the
