@@ -90,6 +90,7 @@ Supervisor::~Supervisor() {
 }
 
 int Supervisor::run() {
+    log_line(supervised_device_text(config_.device, cuda_.get()));
     signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
         if (!ec) begin_shutdown(std::string("received SIG") + sigabbrev_np(signal));
     });

@@ -144,11 +144,7 @@ void await_configured_device(const DeviceConfig& device, const DeviceWaitProgres
 std::unique_ptr<worker::Device> open_configured_device(DeviceConfig& device, const std::string& config_file) {
     if (device.kind == DeviceKind::cuda) {
         const auto reason = worker::cuda_unavailable_reason(device.cuda_index);
-        if (!reason) {
-            auto cuda = worker::open_cuda_device(device.cuda_index);
-            log_line("supervising " + device_name(device.cuda_index) + ": " + format_byte_size(cuda->total_bytes()));
-            return cuda;
-        }
+        if (!reason) return worker::open_cuda_device(device.cuda_index);
         if (device.cuda_fallback == CudaFallback::stop) {
             if (!worker::built_with_cuda()) {
                 throw DeviceUnavailable(*reason + "; rebuild with the CUDA toolkit, or, to run without a GPU, set "
@@ -161,9 +157,13 @@ std::unique_ptr<worker::Device> open_configured_device(DeviceConfig& device, con
         log_warning(*reason + "; using the simulated device instead (the config's device.fallback)");
         device.kind = DeviceKind::simulated;
     }
-    log_line("supervising a simulated device: " + format_byte_size(device.total_bytes) +
-             " (no GPU: the supervisor keeps its account)");
     return nullptr;
+}
+
+std::string supervised_device_text(const DeviceConfig& device, const worker::Device* cuda) {
+    if (cuda) return "supervising " + device_name(device.cuda_index) + ": " + format_byte_size(cuda->total_bytes());
+    return "supervising a simulated device: " + format_byte_size(device.total_bytes) +
+           " (no GPU: the supervisor keeps its account)";
 }
 
 }  // namespace comfy::supervisor

@@ -69,11 +69,15 @@ std::optional<std::string> probe_cuda_in_child(int index);
 // first failed try and when the device comes.
 void await_configured_device(const DeviceConfig& device, const DeviceWaitProgress& progress);
 
-// Opens the configured CUDA device, null for the simulated one, and logs which device is
-// supervised and how big it is. When the CUDA device cannot be used, says in one line
-// why and what to do (`config_file` names the config), and either falls back to the
-// simulated device (the config's device.fallback allows it; `device` then says
-// simulated) or throws DeviceUnavailable (never usable by this build) or DeviceNotReady.
+// Opens the configured CUDA device, null for the simulated one. When the CUDA device
+// cannot be used, says in one line why and what to do (`config_file` names the config),
+// and either falls back to the simulated device (the config's device.fallback allows it;
+// `device` then says simulated) or throws DeviceUnavailable (never usable by this build)
+// or DeviceNotReady.
 std::unique_ptr<worker::Device> open_configured_device(DeviceConfig& device, const std::string& config_file);
+
+// Which device is supervised and how big it is, for the log at start: "supervising CUDA
+// device 0: 80.0 GiB". `cuda`: what open_configured_device opened.
+std::string supervised_device_text(const DeviceConfig& device, const worker::Device* cuda);
 
 }  // namespace comfy::supervisor
