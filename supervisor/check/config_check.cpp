@@ -22,7 +22,8 @@ std::optional<std::string> checkout_problem(const std::string& folder, const std
     std::error_code error;
     if (fs::is_regular_file(fs::path(folder) / "comfy" / "model_management.py", error)) return std::nullopt;
     return "at " + at + ": " + folder +
-           " is not a ComfyUI checkout (it has no comfy/model_management.py); name the folder of ComfyUI's main.py there";
+           " is not a ComfyUI checkout (it has no comfy/model_management.py); name the folder of ComfyUI's main.py "
+           "there";
 }
 
 // Nothing when the script a Python host runs is there: its first argument that is not an
@@ -74,7 +75,8 @@ private:
     void check_pack(const PackConfig& pack, const std::string& at, bool sandboxes) {
         if (!pack.python) {
             if (looks_like_python(pack.command)) {
-                add(interpreter_problem(prober_, pack, pack.command, at + "/command", config_.limits.handshake_timeout));
+                add(interpreter_problem(prober_, pack, pack.command, at + "/command",
+                                        config_.limits.handshake_timeout));
             }
             return;
         }
@@ -88,11 +90,12 @@ private:
         if (interpreter || checkout || (pack.sandbox && !sandboxes)) return;
         const ImportOutcome outcome = import_outcome(prober_, pack, at + "/python/pack", config_.limits.ready_timeout);
         add(outcome.problem);
-        if (!outcome.problem) {
-            const auto nodes = outcome.nodes.value_or(0);
-            imported_.push_back(pack.name + (!outcome.nodes ? ""
-                                             : " (" + std::to_string(nodes) + (nodes == 1 ? " node class)" : " node classes)")));
+        if (outcome.problem) return;
+        std::string imported = pack.name;
+        if (const auto nodes = outcome.nodes) {
+            imported += " (" + std::to_string(*nodes) + (*nodes == 1 ? " node class)" : " node classes)");
         }
+        imported_.push_back(std::move(imported));
     }
 
     std::string summary() const {
@@ -101,7 +104,9 @@ private:
                            (packs == 1 ? " pack" : " packs");
         if (!imported_.empty()) {
             text += "; each Python pack imports:";
-            for (std::size_t index = 0; index < imported_.size(); ++index) text += (index ? ", " : " ") + imported_[index];
+            for (std::size_t index = 0; index < imported_.size(); ++index) {
+                text += (index ? ", " : " ") + imported_[index];
+            }
         }
         return json_file_message(config_.source, "OK: " + text);
     }

@@ -98,10 +98,11 @@ void Prober::end_leftovers(pid_t group) {
 }
 
 std::string last_line(const std::string& output) {
-    auto end = output.find_last_not_of("\r\n");
+    const auto end = output.find_last_not_of("\r\n");
     if (end == std::string::npos) return {};
-    const auto start = output.rfind('\n', end);
-    return output.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+    const auto newline = output.rfind('\n', end);
+    const auto start = newline == std::string::npos ? 0 : newline + 1;
+    return output.substr(start, end + 1 - start);
 }
 
 }  // namespace comfy::supervisor

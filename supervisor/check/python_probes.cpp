@@ -69,7 +69,8 @@ bool looks_like_python(const std::string& command) {
 std::optional<std::string> interpreter_problem(Prober& prober, const PackConfig& process,
                                                const std::string& interpreter, const std::string& at,
                                                Milliseconds limit) {
-    const std::string needed = std::to_string(COMFY_SV_PYTHON_MIN_MAJOR) + "." + std::to_string(COMFY_SV_PYTHON_MIN_MINOR);
+    constexpr int kMajor = COMFY_SV_PYTHON_MIN_MAJOR;
+    constexpr int kMinor = COMFY_SV_PYTHON_MIN_MINOR;
     const ProbeResult result = prober.run(
         request_for(process, interpreter, {"-c", "import sys; sys.stdout.write('%d.%d' % sys.version_info[:2])"}),
         limit);
@@ -85,9 +86,10 @@ std::optional<std::string> interpreter_problem(Prober& prober, const PackConfig&
         return "at " + at + ": " + interpreter + " does not say its version as Python does (it wrote \"" +
                last_line(result.output).substr(0, 60) + "\"); name a Python interpreter there";
     }
-    if (major < COMFY_SV_PYTHON_MIN_MAJOR || (major == COMFY_SV_PYTHON_MIN_MAJOR && minor < COMFY_SV_PYTHON_MIN_MINOR)) {
+    if (major < kMajor || (major == kMajor && minor < kMinor)) {
         return "at " + at + ": " + interpreter + " is Python " + std::to_string(major) + "." + std::to_string(minor) +
-               ", and comfy_supervisor needs Python " + needed + " or newer; name a newer interpreter there";
+               ", and comfy_supervisor needs Python " + std::to_string(kMajor) + "." + std::to_string(kMinor) +
+               " or newer; name a newer interpreter there";
     }
     return std::nullopt;
 }

@@ -171,7 +171,8 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
     }
     const std::string what = command.empty() ? std::string("no command given")
                                               : "unknown command '" + command + "'";
-    throw cli::UsageError(what + ", expected 'run', 'check' or 'replay' (" + kRunUsage + "); see comfy-supervisor --help");
+    throw cli::UsageError(what + ", expected 'run', 'check' or 'replay' (" + kRunUsage +
+                          "); see comfy-supervisor --help");
 }
 
 }  // namespace comfy::supervisor

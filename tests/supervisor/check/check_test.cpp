@@ -5,6 +5,7 @@
 // told, and status 2; a config `run` would refuse is refused with `run`'s own line.
 #include <catch2/catch.hpp>
 
+#include "tests/support/sandbox_skip.hpp"
 #include "tests/support/supervisor_process.hpp"
 
 #include <unistd.h>
@@ -134,6 +135,33 @@ TEST_CASE("check: every problem is one line naming its JSON pointer and what to 
     const auto lines = lines_of(run.err);
     REQUIRE(lines.size() == expected.size());
     for (std::size_t index = 0; index < lines.size(); ++index) CHECK_THAT(lines[index], StartsWith(expected[index]));
+}
+
+TEST_CASE("check: a sandboxed Python pack is imported in its sandbox") {
+    SKIP_WITHOUT_BWRAP();
+    const TempFolder folder("check");
+    fs::create_directories(folder.path() / "work");
+    fs::create_directories(folder.path() / "elsewhere");
+    // The same pack twice: its import writes beside the config, which only the sandboxed
+    // one cannot (only its working directory is writable there).
+    json free = python_pack("free", "lingering_pack");
+    free["env"]["LINGERING_PACK_PID"] = (folder.path() / "elsewhere" / "free.pid").string();
+    json boxed = python_pack("boxed", "lingering_pack");
+    boxed["env"]["LINGERING_PACK_PID"] = (folder.path() / "elsewhere" / "boxed.pid").string();
+    boxed["working_directory"] = "work";
+    boxed["sandbox"] = json::object();
+    const auto file = folder.write("config.json", json{{"packs", {free, boxed}}}.dump()).string();
+
+    const auto run = supervisor("check " + file, folder);
+    reap_orphans();
+
+    INFO(run.err);
+    CHECK(run.status == 2);
+    const auto lines = lines_of(run.err);
+    REQUIRE(lines.size() == 1);
+    CHECK_THAT(lines[0], StartsWith("comfy-supervisor: " + file + ": at /packs/1/python/pack: pack \"boxed\" does not "
+                                    "import in its worker: cannot import lingering_pack: "));
+    CHECK(fs::exists(folder.path() / "elsewhere" / "free.pid"));
 }
 
 TEST_CASE("check: a config run would refuse is refused with run's own line") {

@@ -63,8 +63,8 @@ TEST_CASE("every program and subcommand prints the project's version") {
     TempFolder folder("cli");
     const std::vector<std::pair<std::string, std::string>> versions = {
         {supervisor_binary(), "--version comfy-supervisor"}, {supervisor_binary(), "run --version comfy-supervisor"},
-        {supervisor_binary(), "replay --version comfy-supervisor"}, {supervisor_binary(), "check --version comfy-supervisor"},
-        {worker_binary(), "--version comfy-worker"},
+        {supervisor_binary(), "replay --version comfy-supervisor"},
+        {supervisor_binary(), "check --version comfy-supervisor"}, {worker_binary(), "--version comfy-worker"},
         {COMFY_SOAK_PATH, "--version comfy-soak"},             {comfyctl_binary(), "--version comfyctl"}};
     for (const auto& [binary, arguments_and_name] : versions) {
         const auto space = arguments_and_name.rfind(' ');
