@@ -103,50 +103,54 @@ CommandLine parse_run(const std::vector<std::string>& args) {
     return line;
 }
 
-// The one FILE a command takes (`name` is the positional option's), or its help or version
-// text in `line.text`.
-std::string parse_one_file(const std::vector<std::string>& args, const char* name, const char* usage,
-                           const char* about, const char* exits, const char* wrong_count, CommandLine& line) {
+// A command that takes one FILE (`name` is its positional option's), which goes into `file`
+// of the line, whose action is then `action`; or its help or version text.
+struct OneFileCommand {
+    const char* name;
+    const char* usage;
+    const char* about;
+    const char* exits;
+    const char* wrong_count;  // the usage error when there is not one FILE
+    CommandLine::Action action;
+    std::string CommandLine::*file;
+};
+
+CommandLine parse_one_file(const std::vector<std::string>& args, const OneFileCommand& command) {
     po::options_description options("options");
     cli::add_help_and_version(options);
     po::options_description all;
-    all.add(options).add_options()(name, po::value<std::vector<std::string>>());
-    const auto values = cli::parse(args, all, name);
-    if (const auto text = asked_text(values, usage, about, options, exits)) {
+    all.add(options).add_options()(command.name, po::value<std::vector<std::string>>());
+    const auto values = cli::parse(args, all, command.name);
+    CommandLine line;
+    if (const auto text = asked_text(values, command.usage, command.about, options, command.exits)) {
         line.text = *text;
-        return {};
+        return line;
     }
-    const auto files = values.count(name) ? values[name].as<std::vector<std::string>>() : std::vector<std::string>{};
-    if (files.size() != 1) throw cli::UsageError(wrong_count);
-    return files.front();
-}
-
-CommandLine parse_replay(const std::vector<std::string>& args) {
-    CommandLine line;
-    line.trace = parse_one_file(args, "trace", kReplayUsage,
-                                "Feeds a trace written by `run --record` to the arbiter of this build and compares\n"
-                                "each decision with the recorded one (docs/TRACE.md). A file whose name starts\n"
-                                "with a dash goes after `--`.\n",
-                                kReplayExits, "replay takes one trace file", line);
-    if (line.text.empty()) line.action = CommandLine::Action::replay;
+    const auto files =
+        values.count(command.name) ? values[command.name].as<std::vector<std::string>>() : std::vector<std::string>{};
+    if (files.size() != 1) throw cli::UsageError(command.wrong_count);
+    line.action = command.action;
+    line.*command.file = files.front();
     return line;
 }
 
-CommandLine parse_check(const std::vector<std::string>& args) {
-    CommandLine line;
-    line.check_config = parse_one_file(
-        args, "config", kCheckUsage,
-        "Checks a config as `run` would read it, and more, without starting the supervisor,\n"
-        "a segment or ComfyUI: every path it names, that each Python interpreter runs and is\n"
-        "new enough for the package, and that each Python pack imports in its own interpreter\n"
-        "(its worker's --describe; in its sandbox, where it has one). One line per problem on\n"
-        "stderr, naming the JSON pointer of the value and what to do; one line on stdout\n"
-        "when there is none (docs/CONFIG.md, \"Checking a config\"). CONFIG may also be given\n"
-        "as --config CONFIG, as run takes it.\n",
-        kCheckExits, "check takes one config file", line);
-    if (line.text.empty()) line.action = CommandLine::Action::check;
-    return line;
-}
+const OneFileCommand kReplay{
+    "trace", kReplayUsage,
+    "Feeds a trace written by `run --record` to the arbiter of this build and compares\n"
+    "each decision with the recorded one (docs/TRACE.md). A file whose name starts\n"
+    "with a dash goes after `--`.\n",
+    kReplayExits, "replay takes one trace file", CommandLine::Action::replay, &CommandLine::trace};
+
+const OneFileCommand kCheck{
+    "config", kCheckUsage,
+    "Checks a config as `run` would read it, and more, without starting the supervisor,\n"
+    "a segment or ComfyUI: every path it names, that each Python interpreter runs and is\n"
+    "new enough for the package, and that each Python pack imports in its own interpreter\n"
+    "(its worker's --describe; in its sandbox, where it has one). One line per problem on\n"
+    "stderr, naming the JSON pointer of the value and what to do; one line on stdout\n"
+    "when there is none (docs/CONFIG.md, \"Checking a config\"). CONFIG may also be given\n"
+    "as --config CONFIG, as run takes it.\n",
+    kCheckExits, "check takes one config file", CommandLine::Action::check, &CommandLine::check_config};
 
 }  // namespace
 
@@ -155,8 +159,8 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
     const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
     try {
         if (command == "run") return parse_run(rest);
-        if (command == "check") return parse_check(rest);
-        if (command == "replay") return parse_replay(rest);
+        if (command == "check") return parse_one_file(rest, kCheck);
+        if (command == "replay") return parse_one_file(rest, kReplay);
     } catch (const cli::UsageError& error) {
         throw cli::UsageError(std::string(error.what()) + "; see comfy-supervisor " + command + " --help");
     }
