@@ -121,7 +121,7 @@ void SystemdNotify::send(const std::string& state) {
     std::string error;
     if (sent(state, error) || failure_logged_) return;
     failure_logged_ = true;
-    log_line(error);
+    log_warning(error);
 }
 
 }  // namespace comfy::supervisor
