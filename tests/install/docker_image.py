@@ -159,8 +159,10 @@ def needed_packages(prefix):
                     continue
             dynamic = subprocess.run(["objdump", "-p", path], capture_output=True, text=True, check=True).stdout
             sonames = re.findall(r"^\s+NEEDED\s+(\S+)$", dynamic, re.M)
-            resolved = dict(re.findall(r"^\s+(\S+) => (/\S+)", subprocess.run(
-                ["ldd", path], capture_output=True, text=True).stdout, re.M))
+            listed = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
+            resolved = dict(re.findall(r"^\s+(\S+) => (/\S+)", listed, re.M))
+            # The dynamic loader, which ldd lists by its path alone.
+            resolved.update((os.path.basename(p), p) for p in re.findall(r"^\s+(/\S+) \(", listed, re.M))
             for soname in sonames:
                 if soname not in resolved:
                     fail(f"{path} needs {soname}, which is not found here")
