@@ -134,21 +134,24 @@ def check_cmake_steps(build):
     return install.group(1), install.group(3), "-DCOMFY_REQUIRE_CUDA=ON" in configure.group(2)
 
 
-def owner(library):
-    """The Debian package that holds a library, or None (one from a toolkit outside Debian)."""
-    candidates = [library, os.path.realpath(library)]
-    candidates += [c[len("/usr"):] if c.startswith("/usr/") else "/usr" + c for c in list(candidates)]
-    for path in candidates:
-        result = subprocess.run(["dpkg", "-S", path], capture_output=True, text=True)
-        if result.returncode == 0:
-            return result.stdout.split(":", 1)[0]
-    return None
+def owners(libraries):
+    """The Debian package that holds each library (by its path, its real path, either with
+    or without /usr), or None for one from a toolkit outside Debian. One dpkg -S for all:
+    each call reads the whole package database."""
+    candidates = {}
+    for library in libraries:
+        paths = [library, os.path.realpath(library)]
+        candidates[library] = paths + [p[len("/usr"):] if p.startswith("/usr/") else "/usr" + p for p in paths]
+    listed = subprocess.run(["dpkg", "-S"] + sorted({p for paths in candidates.values() for p in paths}),
+                            capture_output=True, text=True).stdout
+    held = {path: package.split(":")[0] for package, path in re.findall(r"^(\S+): (/\S+)$", listed, re.M)}
+    return {library: next((held[p] for p in paths if p in held), None) for library, paths in candidates.items()}
 
 
 def needed_packages(prefix):
-    """Package name (or None, with the soname) of each shared library an installed program
-    or library needs directly."""
-    needed = set()
+    """(Package or None, soname) of each shared library an installed program or library
+    needs directly."""
+    needed = {}
     for folder in ("bin", "lib"):
         for name in sorted(os.listdir(os.path.join(prefix, folder))):
             path = os.path.join(prefix, folder, name)
@@ -158,16 +161,16 @@ def needed_packages(prefix):
                 if f.read(4) != b"\x7fELF":
                     continue
             dynamic = subprocess.run(["objdump", "-p", path], capture_output=True, text=True, check=True).stdout
-            sonames = re.findall(r"^\s+NEEDED\s+(\S+)$", dynamic, re.M)
             listed = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
             resolved = dict(re.findall(r"^\s+(\S+) => (/\S+)", listed, re.M))
             # The dynamic loader, which ldd lists by its path alone.
             resolved.update((os.path.basename(p), p) for p in re.findall(r"^\s+(/\S+) \(", listed, re.M))
-            for soname in sonames:
+            for soname in re.findall(r"^\s+NEEDED\s+(\S+)$", dynamic, re.M):
                 if soname not in resolved:
                     fail(f"{path} needs {soname}, which is not found here")
-                needed.add((owner(resolved[soname]), soname))
-    return needed
+                needed[soname] = resolved[soname]
+    held = owners(set(needed.values()))
+    return {(held[library], soname) for soname, library in needed.items()}
 
 
 def check_run_stage(run, needed, requires_cuda):
