@@ -116,7 +116,8 @@ def check_installed(cmake, build, deploy):
             for name in os.listdir(os.path.join(deploy, folder)):
                 copy = os.path.join(installed, folder, name)
                 if not os.path.isfile(copy) or not filecmp.cmp(os.path.join(deploy, folder, name), copy, shallow=False):
-                    fail(f"cmake --install does not put deploy/{folder}/{name} in share/comfy-supervisor/deploy/{folder}")
+                    fail(f"cmake --install does not put deploy/{folder}/{name} in "
+                         f"share/comfy-supervisor/deploy/{folder}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
