@@ -109,16 +109,23 @@ def check_build_stage(build, source, project_cmake):
 def cmake_sources(source):
     """The source paths the configure and install of an image read: the root's subfolders
     but tests/ (the image is built with BUILD_TESTING=OFF), the root's includes, and every
-    path cmake/install.cmake names in the tree."""
+    path in the tree that a CMake file of those folders or of cmake/ names."""
     with open(os.path.join(source, "CMakeLists.txt")) as f:
         root = f.read()
-    with open(os.path.join(source, "cmake", "install.cmake")) as f:
-        install = f.read()
-    paths = {"CMakeLists.txt"}
-    paths |= {d for d in re.findall(r"add_subdirectory\((\w+)\)", root) if d != "tests"}
+    folders = [d for d in re.findall(r"add_subdirectory\((\w+)\)", root) if d != "tests"]
+    paths = {"CMakeLists.txt", *folders}
     paths |= set(re.findall(r"include\((cmake/[\w.]+)\)", root))
-    paths |= set(re.findall(r"\$\{CMAKE_CURRENT_SOURCE_DIR\}/([\w./]+)", root))
-    paths |= {p.rstrip("/") for p in re.findall(r"\$\{PROJECT_SOURCE_DIR\}/([\w./@-]+)", install)}
+    # The root's own folder is the tree's; elsewhere only these two name the root.
+    texts = [root.replace("${CMAKE_CURRENT_SOURCE_DIR}", "${PROJECT_SOURCE_DIR}")]
+    for folder in folders + ["cmake"]:
+        for where, _, names in os.walk(os.path.join(source, folder)):
+            for name in names:
+                if name == "CMakeLists.txt" or name.endswith(".cmake"):
+                    with open(os.path.join(where, name)) as f:
+                        texts.append(f.read())
+    for text in texts:
+        found = re.findall(r"\$\{(?:PROJECT_SOURCE_DIR|CMAKE_SOURCE_DIR)\}/([\w./@-]+)", text)
+        paths |= {p.rstrip("/") for p in found}
     return sorted(paths)
 
 
