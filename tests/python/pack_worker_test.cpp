@@ -103,8 +103,8 @@ TEST_CASE("a pack that fails to import is marked failed with its error in one li
     REQUIRE(supervisor.wait_for_state("broken", ParticipantState::failed));
     const auto log = supervisor.log();
     INFO(log);
-    // Where it failed: the file and line of the failing import.
-    CHECK(count_of(log, "pack_worker: cannot import broken_pack: ModuleNotFoundError: No module named "
+    // Where it failed: the file and line of the failing import, in one line of its own.
+    CHECK(count_of(log, "broken: pack_worker: cannot import broken_pack: ModuleNotFoundError: No module named "
                         "'some_dependency_not_installed' (in broken_pack/__init__.py:3); fix the pack or its "
                         "venv") == 1);
     // The failure carries that line, where it outlasts the log's: the journal, comfyctl events, the dashboard.
