@@ -23,8 +23,8 @@
 namespace comfy {
 
 // Bump on any change to the bytes of the segment or of a message. 4: the ledger's
-// generation (LedgerGeneration).
-inline constexpr std::uint32_t kLayoutVersion = 4;
+// generation (LedgerGeneration). 5: a participant's last node by name (ParticipantRecord).
+inline constexpr std::uint32_t kLayoutVersion = 5;
 
 struct Capacities {
     std::uint32_t participants = 64;

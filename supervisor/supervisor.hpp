@@ -105,7 +105,8 @@ private:
     void dispatch_queued(WorkerProcess& worker);
     // A node's start and end: the worker's state, the arbiter's busy flag, and the
     // release paths' boundaries.
-    void on_node_started(WorkerProcess& worker, const NodeStarted& node);
+    // `correlation`: its message's, which names the work request it runs when it is one of ours.
+    void on_node_started(WorkerProcess& worker, const NodeStarted& node, std::uint64_t correlation);
     void on_node_finished(WorkerProcess& worker, const NodeFinished& node);
 
     // The control socket: started with the workers, stopped at shutdown.

@@ -68,11 +68,15 @@ std::string kind_name(std::uint8_t kind) {
 }
 
 std::string display_name(const char (&raw)[kPackNameBytes], bool& valid) {
+    return display_text(raw, kPackNameBytes, valid);
+}
+
+std::string display_text(const char* raw, std::size_t capacity, bool& valid) {
     valid = true;
     std::size_t length = 0;
-    while (length < kPackNameBytes && raw[length] != '\0') ++length;
-    const bool terminated = length < kPackNameBytes;
-    if (!terminated) length = kPackNameBytes - 1;  // room for the '?' that marks the cut
+    while (length < capacity && raw[length] != '\0') ++length;
+    const bool terminated = length < capacity;
+    if (!terminated) length = capacity - 1;  // room for the '?' that marks the cut
     std::string name;
     name.reserve(length + 1);
     for (std::size_t i = 0; i < length; ++i) {
@@ -110,6 +114,8 @@ WorkerRow worker_row(std::uint32_t slot, const ParticipantRecord& record) {
     row.last_exit_status = record.last_exit_status;
     row.last_exit_signal = record.last_exit_signal;
     row.started_at_ms = record.started_at_ms;
+    bool node_valid = true;
+    row.last_node = display_text(record.last_node, kNodeNameBytes, node_valid);
     return row;
 }
 

@@ -42,7 +42,8 @@ struct WorkerRow {
     std::uint32_t restarts = 0;
     std::int32_t last_exit_status = -1;
     std::int32_t last_exit_signal = 0;
-    std::uint64_t started_at_ms = 0;
+    std::uint64_t started_at_ms = 0;  // its life's start, ms since the Unix epoch
+    std::string last_node;            // by name, when the supervisor sent it; as `name`, empty when none
 };
 
 struct CensusRow {
@@ -110,6 +111,8 @@ SegmentReport read_report(const std::string& instance, const ipc::SharedSegment&
 bool slot_in_use(const ParticipantRecord& record) noexcept;
 WorkerRow worker_row(std::uint32_t slot, const ParticipantRecord& record);
 std::string display_name(const char (&raw)[kPackNameBytes], bool& valid);
+// The text of a NUL-terminated field of `capacity` bytes, as display_name shows a name.
+std::string display_text(const char* raw, std::size_t capacity, bool& valid);
 std::string state_name(std::uint8_t state);
 std::string kind_name(std::uint8_t kind);
 
