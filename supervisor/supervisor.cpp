@@ -36,7 +36,7 @@ constexpr std::chrono::seconds kLogWindow{10};
 Supervisor::Supervisor(Config config, const std::string& instance)
     : config_(std::move(config)),
       instance_(instance),
-      cuda_(open_configured_device(config_.device)),
+      cuda_(open_configured_device(config_.device, config_.source)),
       segment_(create_fresh_segment(instance, config_)),
       view_(view_of(segment_)),
       published_view_(segment_.published()->base(), view_.capacities()),
@@ -90,6 +90,7 @@ Supervisor::~Supervisor() {
 }
 
 int Supervisor::run() {
+    log_line(supervised_device_text(config_.device, cuda_.get()));
     signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
         if (!ec) begin_shutdown(std::string("received SIG") + sigabbrev_np(signal));
     });
@@ -174,10 +175,15 @@ void Supervisor::start_worker(WorkerProcess& worker) {
              {{"pid", worker.process.pid}, {"generation", worker.generation}});
     bridge_.spawned(worker);
     watch_exit(worker);
-    worker.handshake_timer.expires_after(config_.limits.handshake_timeout);
-    worker.handshake_timer.async_wait([this, &worker, generation = worker.generation](const boost::system::error_code& ec) {
+    const bool host = worker.kind == ParticipantKind::host;
+    const auto handshake = host ? config_.limits.host_handshake_timeout : config_.limits.handshake_timeout;
+    worker.handshake_timer.expires_after(handshake);
+    worker.handshake_timer.async_wait([this, &worker, generation = worker.generation, handshake,
+                                       key = host ? "host_handshake_timeout_ms" : "handshake_timeout_ms"](
+                                          const boost::system::error_code& ec) {
         if (ec || worker.generation != generation || worker.joined) return;
-        terminate(worker, "no Hello within " + std::to_string(config_.limits.handshake_timeout.count()) + " ms");
+        terminate(worker, "no Hello within " + std::to_string(handshake.count()) + " ms; raise limits." + key +
+                              " if its start-up needs longer");
     });
 }
 

@@ -14,7 +14,7 @@ namespace {
 
 constexpr const char* kJson = "application/json";
 constexpr const char* kEndpoints =
-    "GET /, GET /census, GET /metrics, GET /memory-history, GET /events?since=N or POST /free";
+    "GET /, GET /census, GET /metrics, GET /memory-history, GET /events?since=N, GET /healthz, GET /readyz or POST /free";
 
 // The value of `name` in a query string ("since=3&limit=10"); nothing when absent.
 std::optional<std::string_view> query_value(std::string_view query, std::string_view name) {
@@ -88,12 +88,18 @@ OpsResponse route(const OpsHandlers& handlers, std::string_view method, std::str
     const auto question = target.find('?');
     const auto path = target.substr(0, question);
     const auto query = question == std::string_view::npos ? std::string_view{} : target.substr(question + 1);
-    const bool get = method == "GET";
+    // HEAD asks what GET would answer; the connection sends the head alone.
+    const bool get = method == "GET" || method == "HEAD";
     if (get && path == "/") return {200, "text/html; charset=utf-8", std::string(dashboard_page())};
     if (get && path == "/census") return {200, kJson, handlers.census_json()};
     if (get && path == "/metrics") return {200, "text/plain; version=0.0.4; charset=utf-8", handlers.metrics_text()};
     if (get && path == "/memory-history") return {200, kJson, handlers.history_json()};
     if (get && path == "/events") return events(handlers, query);
+    if (get && path == "/healthz") return {200, kJson, "{\"alive\":true}\n"};
+    if (get && path == "/readyz") {
+        const auto readiness = handlers.readiness();
+        return {readiness.ready() ? 200U : 503U, kJson, readiness_json(readiness)};
+    }
     if (method == "POST" && (path == "/free" || path == "/api/free")) return free_endpoint(handlers, body);
     return error_response(404, "no such endpoint: " + std::string(method) + " " + std::string(path.substr(0, 80)) + "; try " + kEndpoints);
 }

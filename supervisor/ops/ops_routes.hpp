@@ -8,9 +8,14 @@
 //                          (not /history, which is ComfyUI's prompt history)
 //   GET  /events?since=N   the event journal after event N, as JSON (&limit=M: the newest M;
 //                          &failures=true: the warnings and errors, kept apart and longer)
+//   GET  /healthz          alive: 200 whenever the loop answers
+//   GET  /readyz           ready (supervisor/ops/health.hpp): 200, or 503 saying who it waits for
 //   POST /free             ComfyUI's /free: {"unload_models": bool, "free_memory": bool}
+// HEAD is answered wherever GET is, with the same status and headers and no body (the
+// connection leaves the body out).
 
 #include "supervisor/ops/free_request.hpp"
+#include "supervisor/ops/health.hpp"
 #include "supervisor/ops/log/event_journal.hpp"
 
 #include <cstdint>
@@ -30,6 +35,7 @@ struct OpsHandlers {
     std::function<std::string()> history_json;
     std::function<std::string(std::uint64_t since, std::size_t limit, EventFilter filter)> events_json;
     std::function<void(const FreeRequest&)> free;
+    std::function<Readiness()> readiness;
 };
 
 struct OpsResponse {

@@ -53,7 +53,7 @@ std::size_t lines(const std::string& text) { return static_cast<std::size_t>(std
 
 // Two idle packs that stop within half a second when asked.
 Json two_packs(const TempFolder& folder) {
-    return {{"limits", {{"heartbeat_timeout_ms", 20000}, {"shutdown_grace_ms", 500}}},
+    return {{"device", simulated_device()}, {"limits", {{"heartbeat_timeout_ms", 20000}, {"shutdown_grace_ms", 500}}},
             {"packs", {reference_pack(folder, "alpha", idle_pack()), reference_pack(folder, "beta", idle_pack())}}};
 }
 

@@ -29,7 +29,7 @@ struct Scrape {
 
 Scrape scrape_live_supervisor() {
     TempFolder packs("metrics");
-    const json config = {{"http", {{"listen", "127.0.0.1:0"}}},
+    const json config = {{"device", simulated_device()}, {"http", {{"listen", "127.0.0.1:0"}}},
                          {"host", {{"budget_bytes", "64GiB"}}},
                          {"packs", {reference_pack(packs, "solo", idle_pack())}}};
     SupervisorProcess supervisor(config);

@@ -1,18 +1,23 @@
 // What the HTTP endpoints answer, without a socket: POST /free's body as ComfyUI reads it,
-// /events' query, the history's bound and the metrics' histogram, and the dashboard's own
-// requests (relative, each one a route).
+// /events' query, the history's bound, the metrics' histogram, the dashboard's own requests
+// (relative, each one a route), /healthz and /readyz with the readiness rule, and HEAD wherever GET is.
 #include <catch2/catch.hpp>
 
+#include "supervisor/lifecycle/worker_process.hpp"
+#include "supervisor/ops/health.hpp"
 #include "supervisor/ops/memory_history.hpp"
 #include "supervisor/ops/metrics_text.hpp"
 #include "supervisor/ops/ops_routes.hpp"
 
+#include <boost/asio/io_context.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <regex>
 #include <tuple>
+#include <vector>
 
 using namespace comfy;
 using namespace comfy::supervisor;
@@ -26,6 +31,7 @@ using EventsCall = std::tuple<std::uint64_t, std::size_t, EventFilter>;
 struct Calls {
     std::vector<FreeRequest> frees;
     std::vector<EventsCall> events;
+    Readiness readiness;
 };
 
 OpsHandlers handlers_into(Calls& calls) {
@@ -35,7 +41,8 @@ OpsHandlers handlers_into(Calls& calls) {
                 calls.events.emplace_back(since, limit, filter);
                 return std::string("events");
             },
-            [&calls](const FreeRequest& request) { calls.frees.push_back(request); }};
+            [&calls](const FreeRequest& request) { calls.frees.push_back(request); },
+            [&calls] { return calls.readiness; }};
 }
 
 }  // namespace
@@ -228,4 +235,97 @@ TEST_CASE("the metrics write the admission waits as a cumulative histogram in se
     CHECK_THAT(text, Contains("comfy_worker_up{pack=\"video\"} 0\n"));
     // Without a reading, no available figure rather than a false 0.
     CHECK(text.find("comfy_host_available_bytes") == std::string::npos);
+}
+
+TEST_CASE("GET /healthz says alive, GET /readyz says ready or answers 503 naming who it waits for") {
+    Calls calls;
+    const auto handlers = handlers_into(calls);
+    const auto alive = route(handlers, "GET", "/healthz", "");
+    CHECK(alive.status == 200);
+    CHECK(nlohmann::json::parse(alive.body) == nlohmann::json{{"alive", true}});
+
+    calls.readiness = {{}, 2, 2, false};
+    const auto ready = route(handlers, "GET", "/readyz", "");
+    CHECK(ready.status == 200);
+    CHECK(nlohmann::json::parse(ready.body)["ready"] == true);
+
+    calls.readiness = {{{"host", ParticipantState::spawning}}, 2, 1, false};
+    const auto waiting = route(handlers, "GET", "/readyz", "");
+    CHECK(waiting.status == 503);
+    const auto body = nlohmann::json::parse(waiting.body);
+    CHECK(body["ready"] == false);
+    CHECK(body["up"] == 1);
+    CHECK(body["participants"] == 2);
+    CHECK(body["waiting"] == nlohmann::json::parse(R"([{"name": "host", "state": "spawning"}])"));
+
+    calls.readiness = {{}, 2, 2, true};
+    CHECK(route(handlers, "GET", "/readyz", "").status == 503);
+    CHECK(nlohmann::json::parse(route(handlers, "GET", "/readyz", "").body)["shutting_down"] == true);
+}
+
+TEST_CASE("HEAD is answered wherever GET is, as GET would be") {
+    Calls calls;
+    const auto handlers = handlers_into(calls);
+    calls.readiness = {{{"beta", ParticipantState::dead}}, 1, 0, false};
+    for (const auto* target :
+         {"/", "/census", "/metrics", "/memory-history", "/events?since=0", "/events?since=x", "/healthz", "/readyz"}) {
+        INFO(target);
+        const auto get = route(handlers, "GET", target, "");
+        const auto head = route(handlers, "HEAD", target, "");
+        CHECK(head.status == get.status);
+        CHECK(head.content_type == get.content_type);
+        // The connection leaves the body out; its length is what GET's would be.
+        CHECK(head.body.size() == get.body.size());
+    }
+    // Where GET is not answered, neither is HEAD.
+    for (const auto* target : {"/nothing", "/free"}) {
+        INFO(target);
+        CHECK(route(handlers, "HEAD", target, "").status == 404);
+    }
+}
+
+TEST_CASE("ready: the host up and every pack up but those failed or stopped, never while shutting down") {
+    boost::asio::io_context io;
+    PackConfig host_config;
+    host_config.name = kHostParticipantName;
+    std::vector<std::unique_ptr<WorkerProcess>> workers;
+    workers.push_back(std::make_unique<WorkerProcess>(host_config, 0, ParticipantKind::host, io, 16));
+    for (const auto* name : {"alpha", "beta", "gamma"}) {
+        PackConfig pack;
+        pack.name = name;
+        workers.push_back(std::make_unique<WorkerProcess>(pack, static_cast<std::uint32_t>(workers.size()),
+                                                          ParticipantKind::worker, io, 16));
+    }
+    const auto set = [&](ParticipantState host, ParticipantState alpha, ParticipantState beta, ParticipantState gamma) {
+        workers[0]->state = host;
+        workers[1]->state = alpha;
+        workers[2]->state = beta;
+        workers[3]->state = gamma;
+    };
+    using S = ParticipantState;
+
+    set(S::spawning, S::ready, S::spawning, S::ready);
+    auto readiness = readiness_of(workers, false);
+    CHECK_FALSE(readiness.ready());
+    CHECK(readiness_text(readiness) == "2 of 4 participants up; waiting for host (spawning), beta (spawning)");
+
+    // Busy serves; a pack failed or stopped waits for an operator, not for time.
+    set(S::busy, S::ready, S::failed, S::stopped);
+    readiness = readiness_of(workers, false);
+    CHECK(readiness.ready());
+    CHECK(readiness_text(readiness) == "2 of 4 participants up");
+
+    // A pack restarting is not ready; the host failed or stopped never is.
+    set(S::ready, S::dead, S::ready, S::ready);
+    CHECK(readiness_text(readiness_of(workers, false)) == "3 of 4 participants up; waiting for alpha (dead)");
+    for (const auto host : {S::failed, S::stopped}) {
+        set(host, S::ready, S::ready, S::ready);
+        CHECK_FALSE(readiness_of(workers, false).ready());
+    }
+
+    set(S::ready, S::ready, S::ready, S::ready);
+    CHECK(readiness_of(workers, false).ready());
+    readiness = readiness_of(workers, true);
+    CHECK_FALSE(readiness.ready());
+    CHECK(readiness_text(readiness) == "4 of 4 participants up; shutting down");
 }
