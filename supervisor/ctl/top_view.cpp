@@ -11,6 +11,7 @@ namespace {
 
 constexpr std::size_t kMinWidth = 60;
 constexpr std::size_t kMinBar = 10;
+constexpr std::size_t kTopModels = 8;  // the screen keeps room for the participants
 
 std::string right(std::string text, std::size_t width) {
     return text.size() >= width ? text : std::string(width - text.size(), ' ') + text;
@@ -32,6 +33,32 @@ std::string bar(std::uint64_t part, std::uint64_t whole, std::size_t width) {
 std::string fit(std::string line, std::size_t width) {
     if (line.size() > width) line.resize(width);
     return line + "\n";
+}
+
+// The models loaded last (the ledger's front), each with its owner and name: which model
+// the bars above are made of.
+std::string models_block(const SegmentReport& report, std::size_t width) {
+    if (report.ledger.empty()) return {};
+    std::size_t owner_width = 5;
+    for (const auto& row : report.ledger) owner_width = std::max(owner_width, std::min<std::size_t>(row.owner.size(), 16));
+    std::string out = "\n" + fit(right("MODEL", 7) + "  " + left("OWNER", owner_width) + "  " + right("LOADED / TOTAL", 21) +
+                                     "  NAME",
+                                 width);
+    std::size_t shown = 0;
+    for (const auto& row : report.ledger) {
+        if (row.busy) continue;
+        if (shown == kTopModels) {
+            out += fit("... and " + std::to_string(report.ledger.size() - shown) + " more (comfyctl ledger)", width);
+            break;
+        }
+        const std::string loaded = row.loaded_bytes ? format_byte_size(*row.loaded_bytes) : std::string("unknown");
+        out += fit(right(std::to_string(row.model_id), 7) + "  " + left(row.owner, owner_width) + "  " +
+                       right(loaded + " / " + format_byte_size(row.total_bytes), 21) + "  " +
+                       (row.name.empty() ? "-" : row.name),
+                   width);
+        ++shown;
+    }
+    return out;
 }
 
 }  // namespace
@@ -81,6 +108,7 @@ std::string top_frame(const SegmentReport& report, const TopContext& context) {
                        bar(known ? c.device_used_bytes : 0, whole, bar_width),
                    width);
     }
+    out += models_block(report, width);
     out += "\nq quits\n";
     return out;
 }

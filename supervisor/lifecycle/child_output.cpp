@@ -9,7 +9,7 @@
 
 namespace comfy::supervisor {
 
-std::shared_ptr<ChildOutput> ChildOutput::open(boost::asio::io_context& io, std::string pack) {
+std::shared_ptr<ChildOutput> ChildOutput::open(boost::asio::io_context& io, LogFields about) {
     int ends[2];
     if (::pipe2(ends, O_CLOEXEC | O_NONBLOCK) != 0) {
         throw std::system_error(errno, std::generic_category(), "a pipe for its output");
@@ -17,11 +17,11 @@ std::shared_ptr<ChildOutput> ChildOutput::open(boost::asio::io_context& io, std:
     // The child's end blocks: a child that writes faster than we log waits, as it would on
     // a terminal, rather than failing its writes.
     ::fcntl(ends[1], F_SETFL, 0);
-    return std::shared_ptr<ChildOutput>(new ChildOutput(io, std::move(pack), ends[0], ends[1]));
+    return std::shared_ptr<ChildOutput>(new ChildOutput(io, std::move(about), ends[0], ends[1]));
 }
 
-ChildOutput::ChildOutput(boost::asio::io_context& io, std::string pack, int read_end, int write_end)
-    : pack_(std::move(pack)), pipe_(io, read_end), write_end_(write_end) {}
+ChildOutput::ChildOutput(boost::asio::io_context& io, LogFields about, int read_end, int write_end)
+    : about_(std::move(about)), pipe_(io, read_end), write_end_(write_end) {}
 
 void ChildOutput::start() {
     write_end_.reset();
@@ -54,14 +54,14 @@ void ChildOutput::take(const char* data, std::size_t size) {
     for (std::size_t i = 0; i < size; ++i) {
         const char c = data[i];
         if (c == '\n') {
-            log_child_line(pack_, partial_);
+            log_child_line(about_, partial_);
             partial_.clear();
             continue;
         }
         const auto byte = static_cast<unsigned char>(c);
         partial_.push_back(byte < 0x20 && c != '\t' ? '?' : byte == 0x7f ? '?' : c);
         if (partial_.size() == kLineBytes) {
-            log_child_line(pack_, partial_);
+            log_child_line(about_, partial_);
             partial_.clear();
         }
     }
@@ -69,7 +69,7 @@ void ChildOutput::take(const char* data, std::size_t size) {
 
 void ChildOutput::flush_partial() {
     if (partial_.empty()) return;
-    log_child_line(pack_, partial_);
+    log_child_line(about_, partial_);
     partial_.clear();
 }
 
