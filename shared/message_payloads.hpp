@@ -97,7 +97,7 @@ struct ModelRegistered {
     std::uint8_t reserved;
     // What the operator reads for it (shared/name_field.hpp): ComfyUI's model class and the
     // file it came from, a reference worker's pack-file name, or empty when it has none.
-    char name[kModelNameBytes];
+    char name[kModelNameBytes]{};
 };
 
 struct ResidencyReceipt {

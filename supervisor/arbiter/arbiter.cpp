@@ -204,7 +204,8 @@ void Arbiter::on(const event::Tick&) {
         if (!working_->releasing.empty() && now - working_->releasing_since_ms >= config_.answer_timeout_ms) {
             for (const auto slot : working_->releasing) {
                 const Participant sibling{slot, participants_.at(slot).generation};
-                note("sibling " + who(sibling) + " did not answer the partial release" + within + "; going on without it",
+                note("sibling " + who(sibling) + " did not answer the partial release" + within +
+                         "; going on without it",
                      about(sibling));
                 silent.push_back(sibling);
             }
@@ -367,7 +368,8 @@ void Arbiter::step() {
         // The asker waits for this answer, so it answers even in the middle of a node.
         if (participants_[owner.slot].busy && owner.slot != w.request.asker.slot) {
             // A busy owner frees nothing now; the command runs at its next boundary.
-            note("owner " + who(owner) + " is busy: eviction of " + model_of(subject) + " deferred to its next boundary",
+            note("owner " + who(owner) + " is busy: eviction of " + model_of(subject) +
+                     " deferred to its next boundary",
                  subject);
             continue;
         }
@@ -493,8 +495,8 @@ void Arbiter::no_fit(Request request) {
         case NoFitPolicy::refuse: refuse(request, RefusalReason::no_fit); return;
         case NoFitPolicy::wait:
             request.deadline_ms = snapshot_->now_ms + config_.wait_timeout_ms;
-            note(asker(request.asker.slot) + " waits for " + bytes(shortfall) + " more to come free (policy wait, up to " +
-                     std::to_string(config_.wait_timeout_ms) + " ms)",
+            note(asker(request.asker.slot) + " waits for " + bytes(shortfall) +
+                     " more to come free (policy wait, up to " + std::to_string(config_.wait_timeout_ms) + " ms)",
                  about(request.asker));
             waiting_.push_back(std::move(request));
             return;
@@ -574,7 +576,8 @@ std::string Arbiter::who(const Participant& p) const {
 std::string Arbiter::asker(std::uint32_t slot) const {
     const auto found = participants_.find(slot);
     const std::string number = "slot " + std::to_string(slot);
-    return found == participants_.end() || found->second.name.empty() ? number : found->second.name + " (" + number + ")";
+    if (found == participants_.end() || found->second.name.empty()) return number;
+    return found->second.name + " (" + number + ")";
 }
 
 action::NoteSubject Arbiter::model_subject(const Participant& owner, std::uint64_t model_id) const {

@@ -126,8 +126,8 @@ std::string ledger_text(const SegmentReport& report) {
     if (report.ledger.empty()) return out + "no models on any device\n";
     // The model's name last: the one cell of any length, it makes no other column wider and
     // is cut where the line would pass 100 columns (whole in --json).
-    Table table({"ROW", "OWNER", "SLOT", "GEN", "MODEL", "DEVICE", "LOADED / TOTAL", "REFS", "USED", "DYNAMIC", "STATUS",
-                 "NAME"},
+    Table table({"ROW", "OWNER", "SLOT", "GEN", "MODEL", "DEVICE", "LOADED / TOTAL", "REFS", "USED", "DYNAMIC",
+                 "STATUS", "NAME"},
                 {true, false, true, true, true, true, true, true, false, false, false, false});
     for (const auto& row : report.ledger) {
         if (row.busy) {

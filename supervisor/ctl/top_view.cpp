@@ -40,10 +40,12 @@ std::string fit(std::string line, std::size_t width) {
 std::string models_block(const SegmentReport& report, std::size_t width) {
     if (report.ledger.empty()) return {};
     std::size_t owner_width = 5;
-    for (const auto& row : report.ledger) owner_width = std::max(owner_width, std::min<std::size_t>(row.owner.size(), 16));
-    std::string out = "\n" + fit(right("MODEL", 7) + "  " + left("OWNER", owner_width) + "  " + right("LOADED / TOTAL", 21) +
-                                     "  NAME",
-                                 width);
+    for (const auto& row : report.ledger) {
+        owner_width = std::max(owner_width, std::min<std::size_t>(row.owner.size(), 16));
+    }
+    const std::string heading =
+        right("MODEL", 7) + "  " + left("OWNER", owner_width) + "  " + right("LOADED / TOTAL", 21) + "  NAME";
+    std::string out = "\n" + fit(heading, width);
     std::size_t shown = 0;
     for (const auto& row : report.ledger) {
         if (row.busy) continue;

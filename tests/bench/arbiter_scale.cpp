@@ -42,7 +42,7 @@ std::vector<double> time_event(const Arbiter& prepared, const Event& event, cons
 }
 
 ModelRegistered model(std::uint64_t id, Bytes total, std::uint32_t device) {
-    return ModelRegistered{id, id, total, total, device, 1, 0, 0, {}};
+    return ModelRegistered{id, id, total, total, device, 1, 0, 0};
 }
 
 }  // namespace

@@ -108,7 +108,7 @@ Prepared prepare() {
         const Bytes loaded = uniform(0, 1) == 0 ? total : uniform(0, total);
         loaded_sum += loaded;
         const auto kind = static_cast<std::uint16_t>(uniform(1, kModelKindCount - 1));
-        p.arbiter.handle(event::Registered{{owner, 1}, ModelRegistered{id, id, total, loaded, 0, kind, 0, 0, {}}}, setup);
+        p.arbiter.handle(event::Registered{{owner, 1}, ModelRegistered{id, id, total, loaded, 0, kind, 0, 0}}, setup);
         ResidencyReceipt residency{};
         residency.model_id = id;
         residency.sequence = 1;

@@ -167,8 +167,8 @@ TEST_CASE("unload_all_models in the host detaches a worker's model through its s
     CHECK(supervisor.wait() == 0);
     const auto log = supervisor.log();
     INFO(log);
-    CHECK_THAT(log, Contains("the host's eviction reached the stand-in of model 1 \"w\" of holder (slot 1, generation 1): "
-                             "asking its owner to detach it (4.0 GiB loaded)"));
+    CHECK_THAT(log, Contains("the host's eviction reached the stand-in of model 1 \"w\" of holder (slot 1, generation "
+                             "1): asking its owner to detach it (4.0 GiB loaded)"));
     CHECK(census_figure(supervisor.output(), "holder", 0) == 0);
     CHECK_THAT(supervisor.output(), Contains("4.0 GiB freed (measured by the owners)"));
 }
@@ -187,7 +187,8 @@ TEST_CASE("upstream's free_memory in the host evicts other processes' models in 
     CHECK(supervisor.wait() == 0);
     const auto log = supervisor.log();
     INFO(log);
-    CHECK_THAT(log, Contains("the host's eviction reached the stand-in of model 1 \"s\" of small (slot 1, generation 1)"));
+    CHECK_THAT(log,
+               Contains("the host's eviction reached the stand-in of model 1 \"s\" of small (slot 1, generation 1)"));
     CHECK_THAT(log, !Contains("of large (slot 2, generation 1)"));
     CHECK(census_figure(supervisor.output(), "small", 0) == 0);
     CHECK(census_figure(supervisor.output(), "large", 0) == 8 * kGiBf);

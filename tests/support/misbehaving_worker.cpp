@@ -92,7 +92,7 @@ bool other_holds_a_model(const SegmentView& view, std::uint32_t slot) {
     return false;
 }
 
-ModelRegistered model(std::uint64_t id, std::uint64_t bytes) { return ModelRegistered{id, id, bytes, bytes, 0, 0, 0, 0, {}}; }
+ModelRegistered model(std::uint64_t id, std::uint64_t bytes) { return ModelRegistered{id, id, bytes, bytes, 0, 0, 0, 0}; }
 
 AdmissionRequest load_of(std::uint64_t bytes, std::uint32_t keep) {
     AdmissionRequest request{};
@@ -178,7 +178,7 @@ bool escape() {
     if (runtime.request_admission(request, {}).granted && runtime.device().allocate(request.bytes)) {
         const auto kind = static_cast<std::uint16_t>(ModelKind::diffusion);
         for (std::uint64_t id = 1; id <= models; ++id) {
-            runtime.send(encode(ModelRegistered{id, id, model_bytes, model_bytes, 0, kind, 0, 0, {}}, env.generation));
+            runtime.send(encode(ModelRegistered{id, id, model_bytes, model_bytes, 0, kind, 0, 0}, env.generation));
             runtime.send(encode(ResidencyReceipt{id, 1, model_bytes, 1, 0, 1, {}}, env.generation));
         }
     }

@@ -474,7 +474,7 @@ private:
         const bool unknown = take == request.bytes && chance(0.3);
         const auto kind = static_cast<std::uint16_t>(uniform(0, kModelKindCount - 1));
         send(event::Registered{who(slot), ModelRegistered{id, id, request.bytes, unknown ? kUnknownBytes : take, 0, kind,
-                                                          static_cast<std::uint8_t>(dynamic), 0, {}}});
+                                                          static_cast<std::uint8_t>(dynamic), 0}});
         if (chance(0.4)) residency(slot, id);
     }
 
@@ -911,7 +911,7 @@ TEST_CASE("two admissions answered by one receipt are not granted the same free 
     Bytes held = 20 * kGiB;
     const auto snapshot = [&] { return Snapshot{0, kDeviceTotal, kDeviceTotal - held, {}}; };
     for (std::uint32_t slot = 1; slot <= 3; ++slot) arbiter.handle(event::Joined{{slot, 1}}, snapshot());
-    arbiter.handle(event::Registered{{2, 1}, ModelRegistered{1, 1, held, held, 0, 0, 0, 0, {}}}, snapshot());
+    arbiter.handle(event::Registered{{2, 1}, ModelRegistered{1, 1, held, held, 0, 0, 0, 0}}, snapshot());
     AdmissionRequest load{};
     load.streams = 1;
     load.bytes = 4 * kGiB;

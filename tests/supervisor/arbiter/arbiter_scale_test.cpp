@@ -127,7 +127,7 @@ TEST_CASE("registrations, drops, unloads and owner deaths keep the ledger equal 
                 const Bytes loaded = uniform(0, 3) == 0 ? kUnknownBytes : uniform(0, total);
                 const auto known = reference.find(slot, model);
                 const auto expected_row = known ? known : reference.lowest_free();
-                const auto row = ledger.apply_registered(slot, 1, ModelRegistered{model, model, total, loaded, device, 0, 0, 0, {}});
+                const auto row = ledger.apply_registered(slot, 1, ModelRegistered{model, model, total, loaded, device, 0, 0, 0});
                 REQUIRE(row == expected_row);  // nothing when full; otherwise the lowest free row
                 if (row) reference.rows[*row] = ReferenceLedger::Row{slot, model, device, loaded == kUnknownBytes ? total : loaded};
                 break;
@@ -141,11 +141,11 @@ TEST_CASE("an owner's death frees exactly its rows, and they are reused from the
     Ledger ledger(8);
     // Slots 1 and 2 interleaved: rows 0, 2, 4, 6 are slot 1's.
     for (std::uint64_t id = 1; id <= 4; ++id) {
-        REQUIRE(ledger.apply_registered(1, 1, ModelRegistered{id, id, kMiB, kMiB, 0, 0, 0, 0, {}}));
-        REQUIRE(ledger.apply_registered(2, 1, ModelRegistered{id, id, kMiB, kMiB, 0, 0, 0, 0, {}}));
+        REQUIRE(ledger.apply_registered(1, 1, ModelRegistered{id, id, kMiB, kMiB, 0, 0, 0, 0}));
+        REQUIRE(ledger.apply_registered(2, 1, ModelRegistered{id, id, kMiB, kMiB, 0, 0, 0, 0}));
     }
     REQUIRE(ledger.size() == 8);
-    CHECK_FALSE(ledger.apply_registered(3, 1, ModelRegistered{1, 1, kMiB, kMiB, 0, 0, 0, 0, {}}));  // full
+    CHECK_FALSE(ledger.apply_registered(3, 1, ModelRegistered{1, 1, kMiB, kMiB, 0, 0, 0, 0}));  // full
     ledger.take_changed();
     ledger.erase_owner(1);
     CHECK(ledger.size() == 4);
@@ -153,9 +153,9 @@ TEST_CASE("an owner's death frees exactly its rows, and they are reused from the
     CHECK(ledger.take_changed().empty());
     CHECK(ledger.loaded_on(0) == 4 * kMiB);
     for (const std::size_t expected : {0u, 2u, 4u, 6u}) {
-        CHECK(ledger.apply_registered(3, 1, ModelRegistered{expected + 1, 1, kMiB, kMiB, 0, 0, 0, 0, {}}) == expected);
+        CHECK(ledger.apply_registered(3, 1, ModelRegistered{expected + 1, 1, kMiB, kMiB, 0, 0, 0, 0}) == expected);
     }
-    CHECK_FALSE(ledger.apply_registered(3, 1, ModelRegistered{99, 1, kMiB, kMiB, 0, 0, 0, 0, {}}));
+    CHECK_FALSE(ledger.apply_registered(3, 1, ModelRegistered{99, 1, kMiB, kMiB, 0, 0, 0, 0}));
 }
 
 TEST_CASE("siblings holding a kept model are not asked for a partial release; the others are") {
@@ -170,7 +170,7 @@ TEST_CASE("siblings holding a kept model are not asked for a partial release; th
     // model of slot 9 (nobody) and one that slot 4 does not hold (8).
     for (std::uint32_t slot = 2; slot <= 4; ++slot) {
         const std::uint32_t device = slot == 4 ? 1 : 0;
-        arbiter.handle(event::Registered{{slot, 1}, ModelRegistered{7, 7, kGiB, kGiB, device, 0, 0, 0, {}}}, snapshot);
+        arbiter.handle(event::Registered{{slot, 1}, ModelRegistered{7, 7, kGiB, kGiB, device, 0, 0, 0}}, snapshot);
     }
     AdmissionRequest request{};
     request.streams = 1;
@@ -196,7 +196,7 @@ TEST_CASE("a copied ledger keeps its own order: changing the copy leaves the ori
     Ledger original(16);
     for (std::uint64_t id = 1; id <= 6; ++id) {
         REQUIRE(original.apply_registered(1 + static_cast<std::uint32_t>(id % 2), 1,
-                                          ModelRegistered{id, id, id * kMiB, id * kMiB, 0, 0, 0, 0, {}}));
+                                          ModelRegistered{id, id, id * kMiB, id * kMiB, 0, 0, 0, 0}));
     }
     const std::vector<std::size_t> before = eviction_order(original, EvictionQuery{0, {}});
     Ledger copy = original;

@@ -13,7 +13,7 @@
 namespace comfy::arbiter::test {
 
 inline ModelRegistered model(std::uint64_t id, Bytes total, Bytes loaded, bool dynamic = false) {
-    return ModelRegistered{id, id, total, loaded, 0, 0, static_cast<std::uint8_t>(dynamic), 0, {}};
+    return ModelRegistered{id, id, total, loaded, 0, 0, static_cast<std::uint8_t>(dynamic), 0};
 }
 
 inline AdmissionRequest load_of(Bytes bytes, std::uint32_t flags = 0) {

@@ -31,7 +31,7 @@ Snapshot busy_world() {
 }
 
 ModelRegistered model(std::uint64_t id, Bytes total, Bytes loaded) {
-    return ModelRegistered{id, id, total, loaded, 0, static_cast<std::uint16_t>(ModelKind::diffusion), 0, 0, {}};
+    return ModelRegistered{id, id, total, loaded, 0, static_cast<std::uint16_t>(ModelKind::diffusion), 0, 0};
 }
 
 AdmissionRequest load_of(Bytes bytes) {

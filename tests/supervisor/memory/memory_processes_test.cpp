@@ -50,7 +50,8 @@ TEST_CASE("an owner killed during its eviction counts as freed and the load proc
     REQUIRE(supervisor.wait_for_state("asker", ParticipantState::busy));
     const auto holder = *supervisor.participant("holder");
     REQUIRE(::kill(holder.pid, SIGSTOP) == 0);
-    REQUIRE(eventually([&] { return supervisor.log().find("asking holder (slot 1, generation 1) to free") != std::string::npos; },
+    REQUIRE(eventually(
+        [&] { return supervisor.log().find("asking holder (slot 1, generation 1) to free") != std::string::npos; },
                        std::chrono::seconds(10)));
     REQUIRE(::kill(holder.pid, SIGKILL) == 0);
     CHECK(supervisor.wait() == 0);
@@ -145,7 +146,8 @@ TEST_CASE("a worker's load makes room among its own models, which it evicts whil
     SupervisorProcess supervisor(memory_config_of(json::array({reference_pack(packs, "solo", pack)}), {{"no_fit", "refuse"}}),
                                  workload_of({{node("solo", "first"), node("solo", "second")}}));
     CHECK(supervisor.wait() == 0);
-    CHECK_THAT(supervisor.log(), Contains("memory: solo (slot 1) needs 18 GiB with 12 GiB free: asking solo (slot 1, generation 1) to free"));
+    CHECK_THAT(supervisor.log(), Contains("memory: solo (slot 1) needs 18 GiB with 12 GiB free: asking solo (slot 1, "
+                                          "generation 1) to free"));
     CHECK_THAT(supervisor.log(), !Contains("deferred"));
     CHECK_THAT(supervisor.output(), Contains("0 refused"));
 }
@@ -161,8 +163,8 @@ TEST_CASE("a model used again moves to the front of the eviction order") {
     SupervisorProcess supervisor(memory_config_of({reference_pack(packs, "holder", holder), reference_pack(packs, "asker", asker)}),
                                  workload_of({{node("holder", "load"), node("holder", "reuse"), node("asker", "load")}}));
     CHECK(supervisor.wait() == 0);
-    CHECK_THAT(supervisor.log(),
-               Contains("asking holder (slot 1, generation 1) to free") && Contains("of model 1 \"a\" (6.0 GiB loaded)"));
+    CHECK_THAT(supervisor.log(), Contains("asking holder (slot 1, generation 1) to free") &&
+                                     Contains("of model 1 \"a\" (6.0 GiB loaded)"));
     CHECK_THAT(supervisor.log(), !Contains("of model 2 \"b\" (6.0 GiB loaded)"));
 }
 

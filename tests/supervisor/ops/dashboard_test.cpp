@@ -114,8 +114,9 @@ TEST_CASE("the dashboard shows every participant and a memory chart in headless 
         }
     }
     CHECK(dom.output.find("<tr data-model=") != std::string::npos);
-    CHECK(std::any_of(models.begin(), models.end(),
-                      [&](const std::string& model) { return dom.output.find("<td>" + model + "</td>") != std::string::npos; }));
+    CHECK(std::any_of(models.begin(), models.end(), [&](const std::string& model) {
+        return dom.output.find("<td>" + model + "</td>") != std::string::npos;
+    }));
 
     const std::filesystem::path artifacts = std::filesystem::path(COMFY_BUILD_DIR) / "test-artifacts";
     std::filesystem::create_directories(artifacts);

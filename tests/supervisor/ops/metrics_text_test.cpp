@@ -25,7 +25,8 @@ TEST_CASE("each model of the ledger is a series of its pack, its id and its name
                               "(sd_xl_base_1.0.safetensors)\"} 6442450944\n"));
     CHECK_THAT(text, Contains("comfy_model_loaded_bytes{pack=\"sdxl\",model_id=\"3\",model=\"SDXL "
                               "(sd_xl_base_1.0.safetensors)\"} 4294967296\n"));
-    CHECK_THAT(text, Contains(R"(comfy_model_total_bytes{pack="odd",model_id="4",model="say \"hi\" \\ bye"} 1073741824)"));
+    CHECK_THAT(text,
+               Contains(R"(comfy_model_total_bytes{pack="odd",model_id="4",model="say \"hi\" \\ bye"} 1073741824)"));
     CHECK_THAT(text, !Contains(R"(comfy_model_loaded_bytes{pack="odd",model_id="4")"));  // not reported yet: no sample
     CHECK_THAT(text, Contains(R"(comfy_model_loaded_bytes{pack="odd",model_id="5",model=""} 1073741824)"));
 }
