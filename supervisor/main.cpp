@@ -2,10 +2,12 @@
 // machine's shared-memory segment.
 //
 //   comfy-supervisor run --config FILE [--instance NAME] [--workload FILE [--keep-running]] [--record FILE]
+//   comfy-supervisor check CONFIG
 //   comfy-supervisor replay TRACE.jsonl
 // Exit statuses: supervisor/config/supervisor_options.cpp (each command's --help).
 
 #include "supervisor/arbiter/trace.hpp"
+#include "supervisor/check/config_check.hpp"
 #include "supervisor/config/supervisor_options.hpp"
 #include "supervisor/lifecycle/sandbox_check.hpp"
 #include "supervisor/ops/summary.hpp"
@@ -30,6 +32,7 @@ int main(int argc, char* argv[]) {
         return 2;
     }
     if (line.action == CommandLine::Action::print) return std::fputs(line.text.c_str(), stdout) < 0 ? 1 : 0;
+    if (line.action == CommandLine::Action::check) return run_check_command(line.check_config);
     if (line.action == CommandLine::Action::replay) return comfy::arbiter::run_replay_command(line.trace);
     // Not dumpable: another process of our user (a pack's worker among them) can then
     // neither ptrace the supervisor nor open its /proc/PID/mem, environ or fd/, which

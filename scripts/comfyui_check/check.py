@@ -104,6 +104,9 @@ one PASS or FAIL line with what was seen:
 19. The supervisor is stopped with SIGTERM: it must shut down cleanly (exit status 0, or 1
    when its one failed prompt is the clock's, which the shutdown cuts short), and no
    participant process and no /dev/shm segment may be left.
+20. Upstream's own free_memory, from the checkout, over stand-in entries on 1,000 random
+   machines must leave every model as the same call in one process does
+   (tests/host/standin_equivalence.py; no supervisor: the owners' unloads are direct).
 
 Then one line `comfyui-check: N passed, M failed`; the exit status is 1 on any failure.
 Every process and the segment are cleaned up on exit, Ctrl-C and SIGTERM included.
@@ -148,6 +151,7 @@ STARTUP_TIMEOUT_S = 600
 LEDGER_TIMEOUT_S = 60
 FREE_TIMEOUT_S = 20
 SHUTDOWN_STEP = 19
+EQUIVALENCE_STEP = 20
 
 
 class Interrupted(Exception):
@@ -574,6 +578,7 @@ class Check:
                                   (V3_STEP, v3_steps.TITLE), (GROUP_STEP, "a pack group")):
                 self.step(number, title, False, f"not run: {why}")
             self.shutdown()
+            self.standin_equivalence()  # needs no supervisor
             return
         host = [w for w in self.workers() if w.get("slot") == 0][0]
         self.say(f"ComfyUI is the host participant (pid {host['pid']}, generation {host['generation']}), "
@@ -589,6 +594,14 @@ class Check:
         v3_steps.step_v3(self)
         group_steps.GroupSteps(self).run()
         self.shutdown()
+        self.standin_equivalence()
+
+    def standin_equivalence(self):
+        run = subprocess.run([self.python, str(REPO / "tests" / "host" / "standin_equivalence.py"),
+                              "--comfyui", str(self.comfyui)], capture_output=True, text=True, timeout=600)
+        last = (run.stdout.strip() or run.stderr.strip() or "no output").splitlines()[-1]
+        self.step(EQUIVALENCE_STEP, "upstream's free_memory over stand-ins equals one process", run.returncode == 0,
+                  last.removeprefix("standin equivalence: "))
 
     def summary(self):
         passed = sum(self.results)

@@ -252,6 +252,17 @@ void Arbiter::on(const event::StandIn& e) {
     }
     const bool on_its_way = standins_.in_flight(owner.slot, request.model_id) ||
                             (working_ && awaiting_of(owner.slot, request.model_id) != working_->awaiting.end());
+    if (participants_[owner.slot].busy) {
+        // As an admission's eviction: a busy owner frees nothing now and runs the command at
+        // its next boundary. The host's loop is answered at once, so it never waits out a
+        // node of another process with its models locked.
+        if (!on_its_way) send_standin_command(owner, request);
+        note("stand-in unload of " + model_of(subject) + " of " + who(owner) +
+                 " answered as deferred: its owner is busy and runs it at its next boundary",
+             subject);
+        answer_standins({pending}, StandInOutcome::deferred, 0, kUnknownBytes);
+        return;
+    }
     standins_.add(pending);
     if (on_its_way) {
         note("stand-in unload of " + model_of(subject) + " of " + who(owner) + " joins the command already sent for it",
@@ -264,6 +275,10 @@ void Arbiter::on(const event::StandIn& e) {
              (request.detach ? std::string("detach") : "free " + bytes(static_cast<Bytes>(request.bytes)) + " of") +
              " it (" + bytes(entry.loaded_or_total()) + " loaded)",
          subject);
+    send_standin_command(owner, request);
+}
+
+void Arbiter::send_standin_command(const Participant& owner, const StandInUnload& request) {
     if (request.detach) {
         out_->push_back(action::SendDetach{owner, Detach{request.model_id}});
     } else {

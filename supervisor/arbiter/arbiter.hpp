@@ -104,6 +104,8 @@ private:
     void on(const event::Released& e);
     void on(const event::StandIn& e);
     void answer_standins(std::vector<PendingStandIn> pending, StandInOutcome outcome, Bytes freed, Bytes loaded_after);
+    // The command a stand-in unload asks of its owner, as the host asked it.
+    void send_standin_command(const Participant& owner, const StandInUnload& request);
     // Asks the idle siblings (not the asker, none holding a kept model) for a partial
     // release of the shortfall; true when at least one was asked.
     bool ask_siblings(Working& w, Bytes shortfall);

@@ -9,6 +9,7 @@
 #include "supervisor/config/sections.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace comfy::supervisor {
 
@@ -45,6 +46,15 @@ Config load_config_text(std::string_view text, const std::string& path) {
                               config.limits.capacities.participants, config.comfyui.has_value(),
                               config.comfyui_checkout);
     return config;
+}
+
+std::map<std::string, std::string> configured_environment(const PackConfig& process) {
+    std::map<std::string, std::string> env;
+    for (const auto& name : process.env_allowlist) {
+        if (const char* value = std::getenv(name.c_str())) env[name] = value;
+    }
+    for (const auto& [key, value] : process.env) env[key] = value;
+    return env;
 }
 
 std::uint32_t ledger_quota_of(const Config& config) {

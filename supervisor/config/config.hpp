@@ -200,6 +200,11 @@ Config load_config(const std::string& path);
 // relative paths start.
 Config load_config_text(std::string_view text, const std::string& path);
 
+// What the config gives a process's environment: the variables of its env_allowlist that the
+// supervisor has now, then its env (a Python pack's PYTHONPATH with the package's folder
+// first). The supervisor adds its own COMFY_SV_* variables at spawn.
+std::map<std::string, std::string> configured_environment(const PackConfig& process);
+
 // memory.ledger_quota, or when the config does not set it, each participant's fair share:
 // the ledger's rows divided among the participants configured (the packs, and the host
 // when there is one), at least 1. Every participant keeps room for its share however

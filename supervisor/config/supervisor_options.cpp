@@ -12,6 +12,7 @@ constexpr const char* kProgram = "comfy-supervisor";
 constexpr const char* kRunUsage =
     "usage: comfy-supervisor run --config FILE [--instance NAME] [--workload FILE [--keep-running]] [--record FILE]";
 constexpr const char* kReplayUsage = "usage: comfy-supervisor replay TRACE";
+constexpr const char* kCheckUsage = "usage: comfy-supervisor check CONFIG";
 
 std::string help_of(const char* usage, const char* about, const po::options_description& options,
                     const char* exits) {
@@ -21,7 +22,7 @@ std::string help_of(const char* usage, const char* about, const po::options_desc
 }
 
 std::string top_help() {
-    return std::string(kRunUsage) + "\n   or: comfy-supervisor replay TRACE\n" +
+    return std::string(kRunUsage) + "\n   or: comfy-supervisor check CONFIG\n   or: comfy-supervisor replay TRACE\n" +
            "\n"
            "Runs one worker process per ComfyUI custom node pack (and ComfyUI itself, when the\n"
            "config has it) under one event loop, and keeps the machine's shared-memory segment.\n"
@@ -29,6 +30,8 @@ std::string top_help() {
            "commands:\n"
            "  run          start the config's packs and run until SIGTERM or SIGINT\n"
            "               (comfy-supervisor run --help)\n"
+           "  check        check a config, its paths, interpreters and packs' imports, starting\n"
+           "               nothing (comfy-supervisor check --help)\n"
            "  replay       replay recorded arbitration decisions (comfy-supervisor replay --help)\n"
            "options:\n"
            "  -h [ --help ]  print this help and exit\n"
@@ -59,6 +62,10 @@ constexpr const char* kRunExits =
     "  2   bad command line, config, workload or --record file, the configured CUDA\n"
     "      device cannot be used and the config says stop, or the instance is in use\n"
     "      by a live supervisor\n";
+
+constexpr const char* kCheckExits =
+    "  0   the config is good (one line says what it holds)\n"
+    "  2   bad command line, or a problem in the config (one line each)\n";
 
 constexpr const char* kReplayExits =
     "  0   every decision replayed as recorded\n"
@@ -96,27 +103,54 @@ CommandLine parse_run(const std::vector<std::string>& args) {
     return line;
 }
 
-CommandLine parse_replay(const std::vector<std::string>& args) {
+// A command that takes one FILE (`name` is its positional option's), which goes into `file`
+// of the line, whose action is then `action`; or its help or version text.
+struct OneFileCommand {
+    const char* name;
+    const char* usage;
+    const char* about;
+    const char* exits;
+    const char* wrong_count;  // the usage error when there is not one FILE
+    CommandLine::Action action;
+    std::string CommandLine::*file;
+};
+
+CommandLine parse_one_file(const std::vector<std::string>& args, const OneFileCommand& command) {
     po::options_description options("options");
     cli::add_help_and_version(options);
     po::options_description all;
-    all.add(options).add_options()("trace", po::value<std::vector<std::string>>());
-    const auto values = cli::parse(args, all, "trace");
+    all.add(options).add_options()(command.name, po::value<std::vector<std::string>>());
+    const auto values = cli::parse(args, all, command.name);
     CommandLine line;
-    if (const auto text = asked_text(values, kReplayUsage,
-                                     "Feeds a trace written by `run --record` to the arbiter of this build and "
-                                     "compares\neach decision with the recorded one (docs/TRACE.md). A file whose "
-                                     "name starts\nwith a dash goes after `--`.\n",
-                                     options, kReplayExits)) {
+    if (const auto text = asked_text(values, command.usage, command.about, options, command.exits)) {
         line.text = *text;
         return line;
     }
-    const auto traces = values.count("trace") ? values["trace"].as<std::vector<std::string>>() : std::vector<std::string>{};
-    if (traces.size() != 1) throw cli::UsageError("replay takes one trace file");
-    line.action = CommandLine::Action::replay;
-    line.trace = traces.front();
+    const auto files =
+        values.count(command.name) ? values[command.name].as<std::vector<std::string>>() : std::vector<std::string>{};
+    if (files.size() != 1) throw cli::UsageError(command.wrong_count);
+    line.action = command.action;
+    line.*command.file = files.front();
     return line;
 }
+
+const OneFileCommand kReplay{
+    "trace", kReplayUsage,
+    "Feeds a trace written by `run --record` to the arbiter of this build and compares\n"
+    "each decision with the recorded one (docs/TRACE.md). A file whose name starts\n"
+    "with a dash goes after `--`.\n",
+    kReplayExits, "replay takes one trace file", CommandLine::Action::replay, &CommandLine::trace};
+
+const OneFileCommand kCheck{
+    "config", kCheckUsage,
+    "Checks a config as `run` would read it, and more, without starting the supervisor,\n"
+    "a segment or ComfyUI: every path it names, that each Python interpreter runs and is\n"
+    "new enough for the package, and that each Python pack imports in its own interpreter\n"
+    "(its worker's --describe; in its sandbox, where it has one). One line per problem on\n"
+    "stderr, naming the JSON pointer of the value and what to do; one line on stdout\n"
+    "when there is none (docs/CONFIG.md, \"Checking a config\"). CONFIG may also be given\n"
+    "as --config CONFIG, as run takes it.\n",
+    kCheckExits, "check takes one config file", CommandLine::Action::check, &CommandLine::check_config};
 
 }  // namespace
 
@@ -125,7 +159,8 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
     const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
     try {
         if (command == "run") return parse_run(rest);
-        if (command == "replay") return parse_replay(rest);
+        if (command == "check") return parse_one_file(rest, kCheck);
+        if (command == "replay") return parse_one_file(rest, kReplay);
     } catch (const cli::UsageError& error) {
         throw cli::UsageError(std::string(error.what()) + "; see comfy-supervisor " + command + " --help");
     }
@@ -140,7 +175,8 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
     }
     const std::string what = command.empty() ? std::string("no command given")
                                               : "unknown command '" + command + "'";
-    throw cli::UsageError(what + ", expected 'run' or 'replay' (" + kRunUsage + "); see comfy-supervisor --help");
+    throw cli::UsageError(what + ", expected 'run', 'check' or 'replay' (" + kRunUsage +
+                          "); see comfy-supervisor --help");
 }
 
 }  // namespace comfy::supervisor

@@ -1,6 +1,6 @@
 #pragma once
-// comfy-supervisor's command line: `run` with its options, `replay` with its trace file,
-// and --help/--version for the program and each command.
+// comfy-supervisor's command line: `run` with its options, `check` with its config file,
+// `replay` with its trace file, and --help/--version for the program and each command.
 
 #include "shared/command_line.hpp"
 
@@ -19,10 +19,11 @@ struct RunOptions {
 };
 
 struct CommandLine {
-    enum class Action { run, replay, print };  // print: `text` to stdout, exit 0
+    enum class Action { run, check, replay, print };  // print: `text` to stdout, exit 0
     Action action = Action::print;
     RunOptions run;
-    std::string trace;  // replay's file
+    std::string trace;         // replay's file
+    std::string check_config;  // check's file
     std::string text;   // the help or version text, for print
 };
 

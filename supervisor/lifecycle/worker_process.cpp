@@ -7,8 +7,6 @@
 #include <sys/wait.h>
 
 #include <cerrno>
-
-#include <cstdlib>
 #include <cstring>
 
 namespace comfy::supervisor {
@@ -122,11 +120,7 @@ Message request_failed(const RequestFailed& payload, std::uint32_t generation, s
 }
 
 std::map<std::string, std::string> child_environment(const PackConfig& pack, const worker::WorkerEnvironment& attach) {
-    std::map<std::string, std::string> env;
-    for (const auto& name : pack.env_allowlist) {
-        if (const char* value = std::getenv(name.c_str())) env[name] = value;
-    }
-    for (const auto& [key, value] : pack.env) env[key] = value;
+    std::map<std::string, std::string> env = configured_environment(pack);
     for (const auto& [key, value] : attach.to_variables()) env[key] = value;
     // The library of this build or install, so that a Python participant loads the one that
     // speaks this supervisor's layout.

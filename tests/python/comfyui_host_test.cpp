@@ -173,6 +173,26 @@ TEST_CASE("unload_all_models in the host detaches a worker's model through its s
     CHECK_THAT(supervisor.output(), Contains("4.0 GiB freed (measured by the owners)"));
 }
 
+TEST_CASE("unload_all_models over the stand-in of a busy owner goes on at once, and the owner detaches at its boundary") {
+    TempFolder packs("comfyui");
+    // The holder's node loads its model and computes on: it is busy when the host's
+    // unload_all_models reaches the stand-in. Upstream's loop is answered at once (it used
+    // to wait out the answer time-out with the host's lock held), and the detach runs when
+    // the holder's node ends.
+    const json config = config_with(
+        fake_comfyui({"wait-standins:1", "unload-all"}),
+        json::array({reference_pack(packs, "holder", {{"nodes", {{"load", {step_load("w", "4GiB"), step_compute(3000)}}}}})}));
+    SupervisorProcess supervisor(config, workload_of({{node("holder", "load")}}));
+    CHECK(supervisor.wait() == 0);
+    const auto log = supervisor.log();
+    INFO(log);
+    CHECK_THAT(log, Contains("stand-in unload of model 1 \"w\" of holder (slot 1, generation 1) answered as deferred: "
+                             "its owner is busy and runs it at its next boundary"));
+    CHECK_THAT(log, Contains("fake_comfyui: ledger true after unload-all in "));
+    CHECK_THAT(log, !Contains("not answered by their owner"));
+    CHECK(census_figure(supervisor.output(), "holder", 0) == 0);
+}
+
 TEST_CASE("upstream's free_memory in the host evicts other processes' models in upstream's order") {
     TempFolder packs("comfyui");
     // 13 GiB free and 16 asked: upstream's sort puts the smaller model first, and freeing

@@ -154,7 +154,7 @@ TEST_CASE("JSON nested deeper than the limit is refused with its place, however 
     CHECK(parse_json<nlohmann::json>("[\"" + std::string(100, '[') + "\\\"" + std::string(100, '{') + "\"]").size() == 1);
 }
 
-TEST_CASE("a number no double holds is refused with its place; one that underflows reads as 0") {
+TEST_CASE("a number no double holds is refused with its place, and one that underflows reads as 0") {
     // Before: nlohmann threw out_of_range with no place, which replay did not catch (exit 134).
     const auto error = parse_error("{\"a\": [1,\n 1E400]}");
     CHECK_FALSE(error.syntax());

@@ -31,7 +31,7 @@ TEST_CASE("the admission target is W x 1.1 + max(minimum inference, forward + re
     CHECK(admission_target(2 * kGiB, 0, 1, kDefaultReserve) == 3'640'655'872.0);
 }
 
-TEST_CASE("a shortfall below the loaded bytes is a partial unload of its ceiling; one equal to them detaches") {
+TEST_CASE("a shortfall below the loaded bytes is a partial unload of its ceiling, and one equal to them detaches") {
     CHECK(unloads_partially(0.2, 2 * kGiB));
     CHECK(whole_bytes_up(0.2) == 1);
     CHECK(whole_bytes_up(268'435'455.4) == 268'435'456);

@@ -158,7 +158,7 @@ TEST_CASE("an owner's death frees exactly its rows, and they are reused from the
     CHECK_FALSE(ledger.apply_registered(3, 1, ModelRegistered{99, 1, kMiB, kMiB, 0, 0, 0, 0}));
 }
 
-TEST_CASE("siblings holding a kept model are not asked for a partial release; the others are") {
+TEST_CASE("siblings holding a kept model are not asked for a partial release, and the others are") {
     ArbiterConfig config;
     config.no_fit = NoFitPolicy::refuse;
     Arbiter arbiter(config, 64);

@@ -294,7 +294,7 @@ TEST_CASE("the notes name the packs and the models, keep their numbers, and say 
     CHECK(notes[0].subject.model.empty());
 }
 
-TEST_CASE("an asker that dies withdraws its requests, the one being worked and those queued; the next is worked") {
+TEST_CASE("an asker that dies withdraws its requests, the one being worked and those queued, and the next is worked") {
     World world;
     world.join(1);
     world.join(2);
@@ -528,7 +528,7 @@ TEST_CASE("an owner has one eviction command in flight, and its next candidate w
     CHECK(world.arbiter.unanswered() == 0);
 }
 
-TEST_CASE("a load that fits before every answer is in is granted at once; the late answer is applied as any") {
+TEST_CASE("a load that fits before every answer is in is granted at once, and the late answer is applied as any") {
     World world;
     world.join(1);
     world.join(2);
@@ -859,6 +859,35 @@ TEST_CASE("a stand-in unload goes to the owner as it was asked and is answered w
     // A detach asks the whole model.
     actions = w.send(event::StandIn{{0, 1}, 43, standin_of(1, 7, 0, true)});
     CHECK(only<action::SendDetach>(actions).size() == 1);
+}
+
+TEST_CASE("a stand-in unload of a busy owner is answered deferred at once, and the owner runs it at its boundary") {
+    World w;
+    w.join(0);
+    w.join(1);
+    w.load(1, model(7, 8 * kGiB, 8 * kGiB));
+    w.send(event::Busy{{1, 1}, true});
+    auto actions = w.send(event::StandIn{{0, 1}, 42, standin_of(1, 7, 3 * kGiB)});
+    const auto asked = only<action::SendPartialUnload>(actions);
+    REQUIRE(asked.size() == 1);
+    CHECK(asked[0].to.slot == 1);
+    const auto answers = only<action::AnswerStandIn>(actions);
+    REQUIRE(answers.size() == 1);
+    CHECK(answers[0].correlation == 42);
+    CHECK(answers[0].result.outcome == static_cast<std::uint32_t>(StandInOutcome::deferred));
+    CHECK(answers[0].result.bytes_freed == 0);
+    CHECK(w.arbiter.unanswered(0) == 0);
+    // Upstream's model_unload then detaches: deferred at once too, sent behind the first.
+    actions = w.send(event::StandIn{{0, 1}, 43, standin_of(1, 7, 0, true)});
+    CHECK(only<action::SendDetach>(actions).size() == 1);
+    CHECK(only<action::AnswerStandIn>(actions).size() == 1);
+    // At its boundary the owner answers; the receipt is applied to the ledger as any.
+    w.send(event::Busy{{1, 1}, false});
+    actions = w.free_and_answer(1, 7, 3 * kGiB, 3 * kGiB);
+    CHECK(only<action::AnswerStandIn>(actions).empty());
+    const auto index = w.arbiter.ledger().find(1, 1, 7);
+    REQUIRE(index);
+    CHECK(w.arbiter.ledger().at(*index)->loaded_bytes == 5 * kGiB);
 }
 
 TEST_CASE("a stand-in unload of a model already being evicted joins that command instead of asking twice") {

@@ -206,7 +206,7 @@ TEST_CASE("an owner that answers late is not waited on again by the same load, a
     CHECK(commands_to(actions, 2) == 1);
 }
 
-TEST_CASE("a stand-in unload that times out makes its owner deaf; the next is answered without asking it") {
+TEST_CASE("a stand-in unload that times out makes its owner deaf, and the next is answered without asking it") {
     World world;
     world.join(0);
     world.join(1);

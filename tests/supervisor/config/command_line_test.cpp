@@ -42,7 +42,8 @@ TEST_CASE("every program and subcommand prints its help with -h and --help, its 
     const std::vector<std::pair<std::string, std::string>> helps = {
         {supervisor_binary(), "--help"},     {supervisor_binary(), "-h"},       {supervisor_binary(), "run --help"},
         {supervisor_binary(), "run -h"},     {supervisor_binary(), "replay --help"},
-        {supervisor_binary(), "replay -h"},  {worker_binary(), "--help"},       {worker_binary(), "-h"},
+        {supervisor_binary(), "replay -h"},  {supervisor_binary(), "check --help"}, {supervisor_binary(), "check -h"},
+        {worker_binary(), "--help"},       {worker_binary(), "-h"},
         {COMFY_SOAK_PATH, "--help"},         {COMFY_SOAK_PATH, "-h"},           {comfyctl_binary(), "-h"}};
     for (const auto& [binary, arguments] : helps) {
         INFO(binary << " " << arguments);
@@ -55,13 +56,15 @@ TEST_CASE("every program and subcommand prints its help with -h and --help, its 
     // Before: "--help needs a value", and replay opened a file named --help.
     CHECK_THAT(run(supervisor_binary(), "run --help", folder).out, Contains("--config FILE"));
     CHECK_THAT(run(supervisor_binary(), "replay --help", folder).out, Contains("usage: comfy-supervisor replay TRACE"));
+    CHECK_THAT(run(supervisor_binary(), "check --help", folder).out, Contains("usage: comfy-supervisor check CONFIG"));
 }
 
 TEST_CASE("every program and subcommand prints the project's version") {
     TempFolder folder("cli");
     const std::vector<std::pair<std::string, std::string>> versions = {
         {supervisor_binary(), "--version comfy-supervisor"}, {supervisor_binary(), "run --version comfy-supervisor"},
-        {supervisor_binary(), "replay --version comfy-supervisor"}, {worker_binary(), "--version comfy-worker"},
+        {supervisor_binary(), "replay --version comfy-supervisor"},
+        {supervisor_binary(), "check --version comfy-supervisor"}, {worker_binary(), "--version comfy-worker"},
         {COMFY_SOAK_PATH, "--version comfy-soak"},             {comfyctl_binary(), "--version comfyctl"}};
     for (const auto& [binary, arguments_and_name] : versions) {
         const auto space = arguments_and_name.rfind(' ');
@@ -84,6 +87,11 @@ TEST_CASE("every program reads an option's value after an equals sign as well as
     CHECK_THAT(supervisor.err, Contains("/packs"));
     const auto short_form = run(supervisor_binary(), "run -c " + config.string(), folder);
     CHECK_THAT(short_form.err, Contains(config.string()));
+    // check takes its config as run does, as well as on its own.
+    const auto check = run(supervisor_binary(), "check --config=" + config.string(), folder);
+    CHECK(check.status == 2);
+    CHECK(check.err == run(supervisor_binary(), "check " + config.string(), folder).err);
+    CHECK_THAT(check.err, Contains(config.string() + ": at /packs: expected at least one pack"));
     const auto worker = run(worker_binary(), "--pack=/nonexistent/pack.json", folder);
     CHECK(worker.status == 2);
     CHECK_THAT(worker.err, Contains("/nonexistent/pack.json"));
@@ -108,6 +116,8 @@ TEST_CASE("a bad command line is one line with status 2 that says which help to 
         {supervisor_binary(), "run --config a stray", "unexpected argument 'stray'"},
         {supervisor_binary(), "replay", "replay takes one trace file; see comfy-supervisor replay --help"},
         {supervisor_binary(), "replay a b", "replay takes one trace file"},
+        {supervisor_binary(), "check", "check takes one config file; see comfy-supervisor check --help"},
+        {supervisor_binary(), "check a b", "check takes one config file"},
         {supervisor_binary(), "dance", "unknown command 'dance'"},
         {supervisor_binary(), "", "no command given"},
         {worker_binary(), "--bogus", "comfy-worker: unknown option '--bogus'"},

@@ -361,7 +361,7 @@ TEST_CASE("names, states and kinds out of range are shown, not trusted") {
     CHECK_FALSE(ctl::slot_in_use(ParticipantRecord{}));
 }
 
-TEST_CASE("a participant the arbiter passes over is shown deaf; flag bits it does not know are left alone") {
+TEST_CASE("a participant the arbiter passes over is shown deaf, and flag bits it does not know are left alone") {
     auto record = participant("filler", 300, 2, ParticipantState::ready);
     CHECK_FALSE(ctl::worker_row(1, record).deaf);
     record.flags = 0x8000;  // a later supervisor's flag

@@ -148,7 +148,7 @@ TEST_CASE("the census reader notices a changed slot, and a corrupt or torn one c
     CHECK(snap.device_free == kDevice - 3 * kGiB);
 }
 
-TEST_CASE("an event reads only the census of the participant heard from; the heartbeat check reads every one") {
+TEST_CASE("an event reads only the census of the participant heard from, and the heartbeat check reads every one") {
     Machine m;
     m.write_census(1, census(1, 2 * kGiB));
     m.write_census(2, census(1, 1 * kGiB));

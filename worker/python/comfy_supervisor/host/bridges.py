@@ -169,7 +169,8 @@ class Bridges:
             registered[link.name] = (interfaces, set(found))
         with self.changed:
             self.registered = registered
-        log.info("comfy-supervisor: %d nodes of %d isolated packs registered", len(classes), len(self.links))
+        log.info("comfy-supervisor: %s of %s registered", _counted(len(classes), "node"),
+                 _counted(len(self.links), "isolated pack"))
         # What was described meanwhile, or came after the wait, registers as it would later.
         for link in list(self.links.values()):
             self.register_late(link)
@@ -227,3 +228,7 @@ class Bridges:
         nodes = sys.modules.get("nodes")
         if isinstance(getattr(nodes, "EXTENSION_WEB_DIRS", None), dict):
             nodes.EXTENSION_WEB_DIRS.update(link.web_files())
+
+
+def _counted(count, noun):
+    return f"{count} {noun}" + ("" if count == 1 else "s")

@@ -12,10 +12,11 @@ supervisor started this ComfyUI (COMFY_SV_SLOT set). It then:
   host's models only: the stand-ins are out of the list while it runs (docs/ARBITRATION.md);
 - wraps comfy.model_management.free_memory, through which every other unload path of
   upstream's runs (unload_all_models for POST /free and "Unload models",
-  unload_model_and_clones, a custom node's own call): it runs under the host's lock, so it
-  never acts on an entry while the command thread does, over the host's own entries plus
+  unload_model_and_clones, a custom node's own call), over the host's own entries plus
   one stand-in entry per model another participant holds on the device (standin.py), so
-  upstream's own loop reaches every process's models;
+  upstream's own loop reaches every process's models. While it runs the command thread
+  leaves the list alone (evictions asked meanwhile wait for its end), but it holds no lock
+  the command thread needs: a stand-in waits for another process's answer;
 - keeps the ledger true, each model under its name (model_names.py: its class and file):
   every command-thread period (REFRESH_S, up to IDLE_REFRESH_S
   while idle) and after each of the above, the entries of current_loaded_models on the
@@ -48,8 +49,8 @@ install() keeps upstream's and bypasses them.
 RUN AGAINST A REAL ComfyUI: scripts/comfyui-check runs this integration in a real
 ComfyUI (a125cd84, --cpu, torch 1.13 from Debian; README "Checking against a real
 ComfyUI"): a prompt's load admitted and in the ledger, a worker's load evicting it through
-upstream's model_unload, POST /free reaching a worker's model through its stand-in: all
-four steps passed. The tests run the same code against tests/host/fake_comfyui, our own model of upstream's
+upstream's model_unload, POST /free reaching a worker's model through its stand-in, and
+every step since (`scripts/comfyui-check --help` lists them). The tests run the same code against tests/host/fake_comfyui, our own model of upstream's
 memory manager.
 """
 
@@ -101,8 +102,15 @@ class _Host:
         self.link = link  # sv.Participant
         # Stand-ins live in the ComfyUI host alone: a pack's worker evicts only its own.
         self.with_standins = with_standins
+        self.process = "ComfyUI" if with_standins else "this pack's worker"  # for the log lines
         # Upstream's current_loaded_models is touched by the prompt thread and ours.
         self.lock = threading.RLock()
+        # Held by whoever runs upstream's own loop over that list (free_memory,
+        # load_models_gpu), always taken before self.lock. free_memory may wait on another
+        # process (a stand-in's owner): it waits holding this one only, so the command
+        # thread goes on answering, and keeps its hands off the list while `in_upstream`.
+        self.upstream_lock = threading.RLock()
+        self.in_upstream = 0
         self.device = supervised_device(mm)
         self.device_key = _device_key(self.device)
         import torch  # ComfyUI's own dependency, loaded already
@@ -119,7 +127,7 @@ class _Host:
         # The prompt thread waits in our code (for an admission, or on a pack's node
         # call), not in upstream's: evictions run at once, even in a busy stretch.
         self.waiting = 0
-        self.deferred = []    # commands that arrived during a prompt
+        self.deferred = []    # commands that arrived during a prompt, or while freeing
         self.epoch = 0
         self.failures_logged = set()
         self.last_refresh = 0.0
@@ -146,8 +154,11 @@ class _Host:
     def sync_ledger(self, used=()):
         """Reports the host's own entries on the supervised device to the ledger: new ones,
         changed residency, the gone. `used`: id()s of the patchers a load just used, which
-        move to the front of the order (upstream re-inserts them at index 0)."""
+        move to the front of the order (upstream re-inserts them at index 0). Not while
+        upstream's free_memory walks the list: it syncs at its end."""
         with self.lock:
+            if self.in_upstream:
+                return
             present = set()
             for loaded in self.own_on_device():
                 patcher = loaded.model
@@ -200,6 +211,9 @@ class _Host:
         the ledger at all: with a million rows, walking them every period was most of an
         idle worker's CPU."""
         with self.lock:
+            self.last_refresh = time.monotonic()
+            if self.in_upstream:
+                return  # upstream's free_memory walks the list, and refreshes at its end
             self.sync_ledger(used)
             if self.with_standins:
                 generation = self.link.ledger_generation()
@@ -209,7 +223,6 @@ class _Host:
                 own = {entry.model_id: entry.load_order for entry in ledger if entry.owner_slot == self.link.slot}
                 own_orders = {key: own[model_id] for key, model_id in self.ids.items() if model_id in own}
                 self.standins.refresh(ledger, own_orders)
-            self.last_refresh = time.monotonic()
 
     def loaded_entry(self, model_id):
         for loaded in self.mm.current_loaded_models:
@@ -255,11 +268,13 @@ class _Host:
             if answer.shortfall:
                 log.warning("comfy-supervisor admitted this load %d bytes short (policy admit)", answer.shortfall)
             self.mm.EXTRA_RESERVED_VRAM = answer.reserve_bytes
-        with self.lock:
+        with self.upstream_lock, self.lock:
             self.standins.withdraw()
+            self.in_upstream += 1
             try:
                 return original(models, *args, **kwargs)
             finally:
+                self.in_upstream -= 1
                 self.standins.restore()
                 self.refresh(used={id(m) for m in models})
 
@@ -269,12 +284,19 @@ class _Host:
         return _WaitingOutsideUpstream(self)
 
     def free_memory(self, original, *args, **kwargs):
-        with self.lock:
-            self.refresh()  # upstream's loop sees the ledger as it stands now
+        with self.upstream_lock:
+            with self.lock:
+                self.refresh()  # upstream's loop sees the ledger as it stands now
+                self.in_upstream += 1
             try:
+                # Not under self.lock: a stand-in's unload waits for its owner's answer.
                 return original(*args, **kwargs)
             finally:
-                self.sync_ledger()
+                with self.lock:
+                    self.in_upstream -= 1
+                    self.sync_ledger()  # nothing while a load that called this goes on
+                    if not self.in_upstream and self.answer_deferred():
+                        self.sync_ledger()
 
     # ---- commands ----
 
@@ -284,13 +306,13 @@ class _Host:
                 # Waits for a command no longer than the next refresh is due.
                 command = self.link.next_command(max(0.0, self.last_refresh + self.period - time.monotonic()))
                 if command is not None and command.type == sv.SHUTDOWN:
-                    log.info("comfy-supervisor asked ComfyUI to finish; ending the process")
+                    log.info("comfy-supervisor asked %s to finish; ending the process", self.process)
                     os.kill(os.getpid(), signal.SIGTERM)
                     return
                 if command is not None:
                     with self.lock:
                         self.happened = True
-                        if self.busy and not (self.waiting and command.type in (sv.PARTIAL_UNLOAD, sv.DETACH)):
+                        if self.defers(command):
                             self.deferred.append(command)
                         else:
                             self.answer(command)
@@ -304,7 +326,7 @@ class _Host:
                         self.period = min(2 * self.period, IDLE_REFRESH_S) if idle else REFRESH_S
                         self.happened = False
         except sv.ParticipantError as error:
-            log.error("comfy-supervisor: %s; ending ComfyUI so the supervisor restarts it", error)
+            log.error("comfy-supervisor: %s; ending %s so the supervisor restarts it", error, self.process)
             os.kill(os.getpid(), signal.SIGTERM)
 
     def attempt(self, what, call):
@@ -454,14 +476,27 @@ class _Host:
             if answered:
                 self.attempt("refresh", self.refresh)
 
+    def defers(self, command):
+        """Whether the command thread keeps `command` for later. Under the lock."""
+        evicts = command.type in (sv.PARTIAL_UNLOAD, sv.DETACH)
+        if evicts and self.in_upstream:
+            return True  # upstream's own loop is walking the list
+        return self.busy and not (self.waiting and evicts)
+
+    def answer_deferred(self):
+        """Answers, in order, the deferred commands that need wait no longer; whether there
+        were any. Under the lock."""
+        due = [command for command in self.deferred if not self.defers(command)]
+        self.deferred = [command for command in self.deferred if self.defers(command)]
+        for command in due:
+            self.answer(command)
+        return bool(due)
+
     def end_busy(self):
         """Not busy any more: answers the commands deferred meanwhile; whether there were any.
         Under the lock."""
         self.busy = False
-        deferred, self.deferred = self.deferred, []
-        for command in deferred:
-            self.answer(command)
-        return bool(deferred)
+        return self.answer_deferred()
 
     def idle(self):
         """The run of node calls or uses ended: the supervisor may count this worker idle,

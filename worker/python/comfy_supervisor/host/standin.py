@@ -16,6 +16,7 @@ add here.
 """
 
 import logging
+import math
 import uuid
 
 from .. import participant as sv
@@ -140,8 +141,11 @@ class StandIn:
         return False  # keeps upstream's pin, cast-buffer and dynamic paths away
 
     def partially_unload(self, device, memory_to_free, *args, **kwargs):
-        """Has the owner free `memory_to_free` bytes; returns the bytes it measured freed."""
-        return self._unload(int(memory_to_free), detach=False)
+        """Has the owner free `memory_to_free` bytes; returns the bytes it measured freed.
+        Upstream passes a fraction (need * 1.1 less free): the owner is asked for the
+        whole bytes above it, as the arbiter asks, since one byte short of it would have
+        upstream's model_unload detach the whole model."""
+        return self._unload(math.ceil(memory_to_free), detach=False)
 
     def detach(self, unpatch_all=True):
         """Has the owner unload the whole model. With unpatch_all False (upstream's clone

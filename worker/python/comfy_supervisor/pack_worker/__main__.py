@@ -160,10 +160,11 @@ class CannotImport(Exception):
     """A pack of the worker cannot be imported as it is; the message is the one line that says so."""
 
 
-def import_packs(folders):
+def import_packs(folders, then="comfyctl retry the pack"):
     """The packs of `folders` imported in order, each as import_pack imports it, and described:
     ([(name, module, WEB_DIRECTORY or None)], each node's interface by its name). Raises
-    CannotImport naming the folder that failed, or the two that define one node class."""
+    CannotImport naming the folder that failed, or the two that define one node class;
+    `then` is what to do once the pack is fixed."""
     members, nodes, defined_by = [], {}, {}
     for folder in folders:
         pack = os.path.basename(os.path.abspath(folder))
@@ -173,7 +174,7 @@ def import_packs(folders):
         except Exception as error:  # noqa: BLE001 (whatever the pack raises is its error)
             raise CannotImport(f"cannot import {pack}: {type(error).__name__}: "
                                f"{str(error).splitlines()[0] if str(error) else ''} ({where_raised(error, folder)}); "
-                               "fix the pack or its venv, then comfyctl retry the pack") from error
+                               f"fix the pack or its venv, then {then}") from error
         for node in described:
             if node in defined_by:
                 raise CannotImport(f"cannot import {pack} beside {defined_by[node]}: both define the node class "
@@ -229,14 +230,20 @@ def main():
         except sv.ParticipantError as error:
             say(f"cannot join the supervisor: {error}")
             sys.exit(1)
+    skipped = []
     if options.comfyui:
-        comfyui_startup.prepare(os.path.abspath(options.comfyui), [os.path.abspath(folder) for folder in options.pack])
+        # A describe-only run prints one line, whatever fails: what the start-up skipped
+        # goes into it, should the import then fail.
+        skipped = comfyui_startup.prepare(os.path.abspath(options.comfyui),
+                                          [os.path.abspath(folder) for folder in options.pack], quiet=options.describe)
         if not options.describe:
             forwarded.install()  # before the pack imports upstream's functions by name
     try:
-        members, nodes = import_packs(options.pack)
+        members, nodes = import_packs(options.pack, then="run this again" if options.describe else
+                                      "comfyctl retry the pack")
     except CannotImport as error:
-        say(str(error))
+        startup = f" (ComfyUI's start-up went {'; '.join(skipped)})" if skipped else ""
+        say(f"{error}{startup}")
         sys.exit(EXIT_CANNOT_RUN)
     if options.describe:
         print(json.dumps(nodes, indent=2, sort_keys=True))

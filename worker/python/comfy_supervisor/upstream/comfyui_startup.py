@@ -22,7 +22,8 @@ pack's worker before the pack is imported: a real pack counts on it at import ti
   host's PromptServer (`forward_to_host`).
 
 Each step that the checkout cannot take (an older ComfyUI, a venv without aiohttp) is
-skipped with one warning line: the pack's own import then says what it misses.
+skipped with one warning line, or, for a describe-only run, said in its one line should
+the import then fail: the pack's own import says what it misses.
 """
 
 import asyncio
@@ -41,27 +42,33 @@ forward_to_host = None
 _unsendable_said = set()
 
 
-def prepare(checkout, pack_folders):
+def prepare(checkout, pack_folders, quiet=False):
     """ComfyUI's start-up, as far as a pack in a worker needs it (`pack_folders`: the pack's
     folder, or a group's in order). ComfyUI's own flags are parsed already
-    (pack_worker.__main__.take_comfyui_args)."""
-    if not _step("its utils package", lambda: importlib.import_module("utils.extra_config")):
-        return
-    _step("its logging", _set_up_logging)
-    _step("its model folders", lambda: _apply_model_folders(checkout))
+    (pack_worker.__main__.take_comfyui_args). Returns what was skipped, one phrase a step;
+    each is also logged as a warning unless `quiet`."""
+    skipped = []
+
+    def step(what, run):
+        try:
+            run()
+            return True
+        except Exception as error:  # noqa: BLE001 (an older checkout or a venv without its requirements)
+            skipped.append(f"without {what} ({type(error).__name__}: "
+                           f"{str(error).splitlines()[0] if str(error) else ''})")
+            if not quiet:
+                log.warning("comfy-supervisor: ComfyUI's start-up %s: a pack that uses it fails at import",
+                            skipped[-1])
+            return False
+
+    if not step("its utils package", lambda: importlib.import_module("utils.extra_config")):
+        return skipped
+    step("its logging", _set_up_logging)
+    step("its model folders", lambda: _apply_model_folders(checkout))
     for folder in pack_folders:
         _run_prestartup_script(folder)
-    _step("its PromptServer", _install_prompt_server)
-
-
-def _step(what, run):
-    try:
-        run()
-        return True
-    except Exception as error:  # noqa: BLE001 (an older checkout or a venv without its requirements)
-        log.warning("comfy-supervisor: ComfyUI's start-up without %s (%s: %s): a pack that uses it fails at import",
-                    what, type(error).__name__, str(error).splitlines()[0] if str(error) else "")
-        return False
+    step("its PromptServer", _install_prompt_server)
+    return skipped
 
 
 def _set_up_logging():
