@@ -3,6 +3,7 @@
 // zero), trivially copyable, so the bytes in a ring slot are the struct.
 
 #include "shared/message_header.hpp"
+#include "shared/name_field.hpp"
 #include "shared/records.hpp"  // kNodeNameBytes
 
 #include <cstdint>
@@ -94,6 +95,9 @@ struct ModelRegistered {
     std::uint16_t kind;          // a ModelKind
     std::uint8_t dynamic;        // 0 or 1
     std::uint8_t reserved;
+    // What the operator reads for it (shared/name_field.hpp): ComfyUI's model class and the
+    // file it came from, a reference worker's pack-file name, or empty when it has none.
+    char name[kModelNameBytes]{};
 };
 
 struct ResidencyReceipt {

@@ -4,6 +4,8 @@
 // its participant in its own region. Readers go through the seqlock and validate what
 // they read.
 
+#include "shared/name_field.hpp"
+
 #include <cstdint>
 
 namespace comfy {
@@ -58,6 +60,7 @@ struct LedgerRecord {
     std::uint8_t currently_used;   // 0 or 1
     std::uint8_t dynamic;          // 0 or 1
     std::uint32_t reserved;
+    char name[kModelNameBytes];    // as its owner reported it (model_registered.name); may be empty
 };
 
 // Participant-written: what a participant holds that the ledger does not.

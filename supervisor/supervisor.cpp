@@ -153,7 +153,7 @@ void Supervisor::start_worker(WorkerProcess& worker) {
             attach.arena_fd = bridge->arena.get();
             attach.arena_bytes = bridge->arena_bytes;
         }
-        worker.output = ChildOutput::open(io_, worker.pack.name);
+        worker.output = ChildOutput::open(io_, worker.log_fields());
         worker.process = spawn_process(with_sandbox(
             worker.pack, SpawnRequest{worker.pack.command, worker.pack.args, child_environment(worker.pack, attach),
                                       worker.pack.working_directory, attach.descriptors(), worker.output->write_end()}));
@@ -367,7 +367,7 @@ void Supervisor::on_device_use(WorkerProcess& worker, const Message& message) {
 
 void Supervisor::happened(LogLevel level, const WorkerProcess& worker, const char* kind, const std::string& text,
                           nlohmann::json figures) {
-    log_line(level, worker.pack.name + ": " + text);
+    log_line(level, worker.pack.name + ": " + text, worker.log_fields(kind));
     journal_.record(kind, worker.pack.name, text, std::move(figures), level);
 }
 
@@ -377,8 +377,17 @@ WorkerProcess* Supervisor::live(std::uint32_t slot, std::uint32_t generation) {
     return worker.generation == generation && worker.alive() ? &worker : nullptr;
 }
 
-void Supervisor::log_about(const WorkerProcess& worker, const std::string& topic, std::string line) {
-    for (const auto& out : log_limiter_.pass(worker.pack.name, topic, std::move(line), Clock::now())) log_line(out);
+void Supervisor::log_about(const WorkerProcess& worker, const std::string& topic, std::string line, LogFields about) {
+    if (about.pack.empty()) {
+        LogFields own = worker.log_fields();
+        own.model = std::move(about.model);
+        own.model_id = about.model_id;
+        about = std::move(own);
+    }
+    if (about.event.empty()) about.event = topic;
+    for (auto& out : log_limiter_.pass(worker.pack.name, topic, std::move(line), Clock::now())) {
+        log_line(LogLevel::info, out, about);
+    }
 }
 
 void Supervisor::accept_hello(WorkerProcess& worker, const Message& message) {
@@ -399,7 +408,7 @@ void Supervisor::accept_hello(WorkerProcess& worker, const Message& message) {
     deliver(worker, encode(HelloAck{worker.slot, worker.generation, config_.memory.reserve_bytes,
                                     view_.device_total_bytes()},
                            worker.generation));
-    memory_.arbitrate(arbiter::event::Joined{{worker.slot, worker.generation}});
+    memory_.arbitrate(arbiter::event::Joined{{worker.slot, worker.generation}, worker.pack.name});
     if ((hello.capabilities & kCapReadyLater) == 0) {
         become_ready(worker);
         return;

@@ -82,7 +82,8 @@ private:
     WorkerProcess* live(std::uint32_t slot, std::uint32_t generation) override;
     void deliver(WorkerProcess& worker, const MessageSlot& message) override;
     void terminate(WorkerProcess& worker, const std::string& reason) override;
-    void log_about(const WorkerProcess& worker, const std::string& topic, std::string line) override;
+    void log_about(const WorkerProcess& worker, const std::string& topic, std::string line,
+                   LogFields about = {}) override;
     void happened(LogLevel level, const WorkerProcess& worker, const char* kind, const std::string& text,
                   nlohmann::json figures = nlohmann::json::object()) override;
     void start_worker(WorkerProcess& worker) override;

@@ -86,6 +86,7 @@ nlohmann::ordered_json ledger_json(const SegmentReport& report) {
             entry["owner_slot"] = row.owner_slot;
             entry["owner_generation"] = row.owner_generation;
             entry["model_id"] = row.model_id;
+            entry["name"] = row.name;
             entry["device"] = row.device;
             entry["total_bytes"] = row.total_bytes;
             entry["loaded_bytes"] = row.loaded_bytes ? nlohmann::ordered_json(*row.loaded_bytes) : nlohmann::ordered_json();

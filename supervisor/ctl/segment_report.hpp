@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,7 @@ struct LedgerRow {
     std::string owner = "?";   // the owner's pack name, or "?" when its slot is not a live participant
     std::uint32_t owner_generation = 0;
     std::uint64_t model_id = 0;
+    std::string name;          // as its owner reported it, printable as for WorkerRow::name; may be empty
     std::uint32_t device = 0;
     std::uint64_t total_bytes = 0;
     std::optional<std::uint64_t> loaded_bytes;  // absent: not reported yet (never read as 0)
@@ -110,9 +112,9 @@ SegmentReport read_report(const std::string& instance, const ipc::SharedSegment&
 // The pieces of read_report, for tests.
 bool slot_in_use(const ParticipantRecord& record) noexcept;
 WorkerRow worker_row(std::uint32_t slot, const ParticipantRecord& record);
-std::string display_name(const char (&raw)[kPackNameBytes], bool& valid);
-// The text of a NUL-terminated field of `capacity` bytes, as display_name shows a name.
-std::string display_text(const char* raw, std::size_t capacity, bool& valid);
+// A name field of another process's (a pack's, a model's) as printable ASCII: '?' for each
+// bad byte, and a '?' that ends a name with no NUL; `valid` false when either was needed.
+std::string display_name(std::span<const char> raw, bool& valid);
 std::string state_name(std::uint8_t state);
 std::string kind_name(std::uint8_t kind);
 

@@ -18,6 +18,7 @@ constexpr std::size_t kMinColumn = 4;
 constexpr std::size_t kMaxColumn = 16;  // NAME and NODE as wide as their longest text, up to this
 // SLOT STATE DEVICE PINNED CAST and the two spaces after each column, NAME's and NODE's included.
 constexpr std::size_t kFixedColumns = 4 + 8 + 9 + 9 + 9 + 7 * 2;
+constexpr std::size_t kTopModels = 8;  // the screen keeps room for the participants
 
 std::string right(std::string text, std::size_t width) {
     return text.size() >= width ? text : std::string(width - text.size(), ' ') + text;
@@ -74,6 +75,34 @@ Layout layout_of(const SegmentReport& report, std::size_t width) {
     return layout;
 }
 
+// The models loaded last (the ledger's front), each with its owner and name: which model
+// the bars above are made of.
+std::string models_block(const SegmentReport& report, std::size_t width) {
+    if (report.ledger.empty()) return {};
+    std::size_t owner_width = 5;
+    for (const auto& row : report.ledger) {
+        owner_width = std::max(owner_width, std::min<std::size_t>(row.owner.size(), 16));
+    }
+    const std::string heading =
+        right("MODEL", 7) + "  " + left("OWNER", owner_width) + "  " + right("LOADED / TOTAL", 21) + "  NAME";
+    std::string out = "\n" + fit(heading, width);
+    std::size_t shown = 0;
+    for (const auto& row : report.ledger) {
+        if (row.busy) continue;
+        if (shown == kTopModels) {
+            out += fit("... and " + std::to_string(report.ledger.size() - shown) + " more (comfyctl ledger)", width);
+            break;
+        }
+        const std::string loaded = row.loaded_bytes ? format_byte_size(*row.loaded_bytes) : std::string("unknown");
+        out += fit(right(std::to_string(row.model_id), 7) + "  " + left(row.owner, owner_width) + "  " +
+                       right(loaded + " / " + format_byte_size(row.total_bytes), 21) + "  " +
+                       (row.name.empty() ? "-" : row.name),
+                   width);
+        ++shown;
+    }
+    return out;
+}
+
 }  // namespace
 
 std::size_t columns_or(const char* columns, std::size_t otherwise) {
@@ -127,6 +156,7 @@ std::string top_frame(const SegmentReport& report, const TopContext& context) {
                        (layout.bar > 0 ? "  " + bar(known ? c.device_used_bytes : 0, whole, layout.bar) : ""),
                    width);
     }
+    out += models_block(report, width);
     out += "\nq quits\n";
     return out;
 }

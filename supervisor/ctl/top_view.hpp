@@ -1,8 +1,8 @@
 #pragma once
 // comfyctl top's screen, as text: a heading with the device's total, use, free memory and
 // the reserve, then one row per participant (state, device, pinned and cast-buffer bytes,
-// last node) ending in a bar of its device use against the device's total. Pure: the
-// terminal handling is top_command.cpp's.
+// last node) ending in a bar of its device use against the device's total, then the models
+// loaded last with their owners and names. Pure: the terminal handling is top_command.cpp's.
 
 #include "supervisor/ctl/segment_report.hpp"
 

@@ -10,7 +10,7 @@
 
 namespace comfy::supervisor {
 
-std::shared_ptr<ChildOutput> ChildOutput::open(boost::asio::io_context& io, std::string pack) {
+std::shared_ptr<ChildOutput> ChildOutput::open(boost::asio::io_context& io, LogFields about) {
     int ends[2];
     if (::pipe2(ends, O_CLOEXEC | O_NONBLOCK) != 0) {
         throw std::system_error(errno, std::generic_category(), "a pipe for its output");
@@ -18,11 +18,11 @@ std::shared_ptr<ChildOutput> ChildOutput::open(boost::asio::io_context& io, std:
     // The child's end blocks: a child that writes faster than we log waits, as it would on
     // a terminal, rather than failing its writes.
     ::fcntl(ends[1], F_SETFL, 0);
-    return std::shared_ptr<ChildOutput>(new ChildOutput(io, std::move(pack), ends[0], ends[1]));
+    return std::shared_ptr<ChildOutput>(new ChildOutput(io, std::move(about), ends[0], ends[1]));
 }
 
-ChildOutput::ChildOutput(boost::asio::io_context& io, std::string pack, int read_end, int write_end)
-    : pack_(std::move(pack)), pipe_(io, read_end), write_end_(write_end) {}
+ChildOutput::ChildOutput(boost::asio::io_context& io, LogFields about, int read_end, int write_end)
+    : about_(std::move(about)), pipe_(io, read_end), write_end_(write_end) {}
 
 void ChildOutput::start() {
     write_end_.reset();
@@ -68,7 +68,7 @@ std::string ChildOutput::last_line() const {
 }
 
 void ChildOutput::log_line_of_child(std::string line) {
-    log_child_line(pack_, line);
+    log_child_line(about_, line);
     if (line.find_first_not_of(" \t") != std::string::npos) last_line_ = std::move(line);
 }
 

@@ -8,6 +8,7 @@
 // comes once the life's process group is gone, and keeps itself alive until then.
 
 #include "ipc/unique_fd.hpp"
+#include "supervisor/ops/log/journal_fields.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -23,8 +24,9 @@ public:
     // Longer lines are logged in pieces of this many bytes.
     static constexpr std::size_t kLineBytes = 8192;
 
-    // Throws std::system_error when no pipe can be made.
-    static std::shared_ptr<ChildOutput> open(boost::asio::io_context& io, std::string pack);
+    // `about`: the life whose output it is (its pack's name, slot and generation). Throws
+    // std::system_error when no pipe can be made.
+    static std::shared_ptr<ChildOutput> open(boost::asio::io_context& io, LogFields about);
 
     // The child's stdout and stderr, close-on-exec here (the spawner dups it).
     int write_end() const noexcept { return write_end_.get(); }
@@ -42,13 +44,13 @@ public:
     static constexpr std::size_t kLastLineBytes = 400;
 
 private:
-    ChildOutput(boost::asio::io_context& io, std::string pack, int read_end, int write_end);
+    ChildOutput(boost::asio::io_context& io, LogFields about, int read_end, int write_end);
     void read();
     void take(const char* data, std::size_t size);
     void flush_partial();
     void log_line_of_child(std::string line);
 
-    std::string pack_;
+    LogFields about_;
     boost::asio::posix::stream_descriptor pipe_;
     ipc::UniqueFd write_end_;
     std::array<char, 16384> buffer_{};

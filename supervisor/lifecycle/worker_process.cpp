@@ -76,6 +76,15 @@ std::string WorkerProcess::why_given_up() const {
            "; not restarting until an operator asks";
 }
 
+LogFields WorkerProcess::log_fields(std::string event) const {
+    LogFields fields;
+    fields.pack = pack.name;
+    fields.slot = slot;
+    fields.generation = generation;
+    fields.event = std::move(event);
+    return fields;
+}
+
 ParticipantRecord WorkerProcess::record() const {
     ParticipantRecord record{};
     std::strncpy(record.name, pack.name.c_str(), sizeof record.name - 1);

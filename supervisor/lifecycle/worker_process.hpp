@@ -132,6 +132,9 @@ struct WorkerProcess {
     std::string why_given_up() const;
     // Its row of the participant table, as comfyctl and the host read it.
     ParticipantRecord record() const;
+    // Who it is, for the journal's fields of a line about it (its pack, slot and life),
+    // with the event journal's kind or the log's topic the line is under.
+    LogFields log_fields(std::string event = {}) const;
     // The RequestFailed that answers request `correlation`, with how its last life ended.
     Message failure(FailureReason reason, std::uint64_t correlation) const;
     // Answers every request sent to it (and, with `include_queued`, every one still

@@ -7,6 +7,9 @@
 #include "supervisor/ops/metrics_text.hpp"
 #include "supervisor/ops/ops_routes.hpp"
 
+#include <map>
+#include <optional>
+
 namespace comfy::supervisor {
 
 OpsEndpoints::OpsEndpoints(boost::asio::io_context& io, Sources sources) : io_(io), from_(sources) {}
@@ -70,9 +73,18 @@ std::string OpsEndpoints::metrics_text() {
     in.device_total = snap.device_total;
     in.device_free = snap.device_free;
     in.device_reserve = from_.config.memory.reserve_bytes;
-    in.ledger_models = from_.memory.arbiter().ledger().size();
+    const auto& ledger = from_.memory.arbiter().ledger();
+    in.ledger_models = ledger.size();
+    std::map<std::uint32_t, std::string> packs;  // by slot
     for (const auto& w : from_.workers.workers()) {
         in.participants.push_back({w->pack.name, w->state, w->restarts.restarts(), w->deaf});
+        packs[w->slot] = w->pack.name;
+    }
+    for (std::size_t row = 0; row < ledger.capacity() && in.models.size() < ledger.size(); ++row) {
+        const auto& entry = ledger.at(row);
+        if (!entry) continue;
+        in.models.push_back({packs[entry->owner_slot], entry->model_id, entry->name, entry->total_bytes,
+                             entry->loaded_known() ? std::optional<Bytes>(entry->loaded_bytes) : std::nullopt});
     }
     in.census = from_.supervisor.census_rows();
     in.host = from_.releases.host_figures();

@@ -292,6 +292,7 @@ TEST_CASE("the ledger lists every model with its owner, newest load first, and d
     older.loaded_bytes = 4 * kGiB;
     older.references = 2;
     older.load_order = 10;
+    set_name(older.name, "SDXL (sd_xl_base_1.0.safetensors)");
     put(view.ledger(3).entry, older);
     LedgerRecord newer = older;
     newer.model_id = 8;
@@ -305,9 +306,15 @@ TEST_CASE("the ledger lists every model with its owner, newest load first, and d
     broken.loaded_bytes = 9 * kGiB;  // more than its total
     broken.load_order = 3;
     put(view.ledger(2).entry, broken);
+    LedgerRecord bad_name = older;  // a name no supervisor writes: not printable, no end
+    bad_name.model_id = 10;
+    bad_name.load_order = 2;
+    std::memset(bad_name.name, 'a', sizeof bad_name.name);
+    bad_name.name[1] = '\x1b';
+    put(view.ledger(4).entry, bad_name);
 
     const auto report = ctl::read_report("here", segment);
-    REQUIRE(report.ledger.size() == 3);
+    REQUIRE(report.ledger.size() == 4);
     CHECK(report.ledger[0].model_id == 8);
     CHECK(report.ledger[0].owner == "comfyui");
     CHECK_FALSE(report.ledger[0].loaded_bytes);  // unknown, not zero
@@ -316,16 +323,25 @@ TEST_CASE("the ledger lists every model with its owner, newest load first, and d
     CHECK(report.ledger[1].row == 3);
     CHECK(*report.ledger[1].loaded_bytes == 4 * kGiB);
     CHECK(report.ledger[1].valid);
+    CHECK(report.ledger[1].name == "SDXL (sd_xl_base_1.0.safetensors)");
+    CHECK(report.ledger[0].name.empty());
     CHECK_FALSE(report.ledger[2].valid);
+    CHECK_FALSE(report.ledger[3].valid);  // shown, not trusted
+    CHECK(report.ledger[3].name == "a?" + std::string(kModelNameBytes - 3, 'a') + "?");
 
     const auto text = ctl::ledger_text(report);
     CHECK_THAT(text, Contains("unknown / 6.0 GiB"));
     CHECK_THAT(text, Contains("4.0 GiB / 6.0 GiB"));
     CHECK_THAT(text, Contains("invalid"));
+    CHECK_THAT(text, Contains(" ok  ") && Contains(" SDXL (sd_xl_base_1.0.safetensors)\n"));
     const auto json = ctl::ledger_json(report);
     CHECK(json["ledger"][0]["loaded_bytes"].is_null());
     CHECK(json["ledger"][1]["loaded_bytes"] == 4 * kGiB);
+    CHECK(json["ledger"][1]["model_id"] == 7);  // the number stays beside the name, for scripts
+    CHECK(json["ledger"][1]["name"] == "SDXL (sd_xl_base_1.0.safetensors)");
     CHECK(json["ledger"][2]["status"] == "invalid");
+    const auto top = ctl::top_frame(report, {std::nullopt, "12:34:56", 100});
+    CHECK_THAT(top, Contains("      7  pack-a") && Contains("4.0 GiB / 6.0 GiB  SDXL (sd_xl_base_1.0.safetensors)"));
 }
 
 TEST_CASE("names, states and kinds out of range are shown, not trusted") {
@@ -635,6 +651,17 @@ TEST_CASE("every table fits 100 columns for five participants") {
         c.last_node = 12345;
         report_census(view, slot, c, 99'999, slot == 4 ? CensusStatus::unreadable : CensusStatus::ok);
     }
+    for (std::uint32_t row = 0; row < 3; ++row) {  // models with the longest names a participant can send
+        LedgerRecord model{};
+        model.model_id = 100 + row;
+        model.owner_slot = row;
+        model.owner_generation = 12;
+        model.total_bytes = 999 * kGiB;
+        model.loaded_bytes = 123 * kGiB;
+        model.load_order = row + 1;
+        set_name(model.name, std::string(kModelNameBytes - 1, 'm'));
+        put(view.ledger(row).entry, model);
+    }
     const auto report = ctl::read_report("demo", segment);
     auto widest = [](const std::string& text) {
         std::size_t widest_line = 0;
@@ -647,6 +674,7 @@ TEST_CASE("every table fits 100 columns for five participants") {
     CHECK(widest(ctl::workers_text(report, now)) <= 100);
     CHECK(widest(ctl::census_text(report)) <= 100);
     CHECK(widest(ctl::ledger_text(report)) <= 100);
+    CHECK_THAT(ctl::ledger_text(report), Contains("mmm...\n"));  // cut to fit; whole in --json
     const auto top = ctl::top_frame(report, {512 * kMiB, "12:34:56", 100});
     CHECK(widest(top) <= 100);
     CHECK(widest(ctl::top_frame(report, {std::nullopt, "12:34:56", 240})) <= 240);
