@@ -76,7 +76,7 @@ class Host:
             model_id = self.next_id
             self.next_id += 1
             self.models[model_id] = [name, nbytes, nbytes]
-            self.link.register_model(model_id, nbytes, nbytes, kind=sv.KIND_DIFFUSION)
+            self.link.register_model(model_id, nbytes, nbytes, kind=sv.KIND_DIFFUSION, name=name)
             self.link.report_residency(model_id, nbytes)
         say(f"loaded {name} ({nbytes} bytes) as model {model_id}")
 

@@ -41,6 +41,7 @@ Check check(const ModelRegistered& m) {
     if (m.kind >= kModelKindCount) return "model_registered.kind";
     if (!is_flag(m.dynamic)) return "model_registered.dynamic";
     if (m.reserved != 0) return "model_registered.reserved";
+    if (!is_valid_name(m.name)) return "model_registered.name";
     return nullptr;
 }
 Check check(const ResidencyReceipt& m) {
@@ -146,12 +147,7 @@ Check check(const NodeStarted& m) { return m.reserved != 0 ? "node_started.reser
 Check check(const NodeFinished& m) { return m.status >= kWorkStatusCount ? "node_finished.status" : nullptr; }
 Check check(const WorkRequest& m) {
     if (m.reserved != 0) return "work_request.reserved";
-    const char* end = std::find(std::begin(m.node_name), std::end(m.node_name), '\0');
-    if (end == std::end(m.node_name) || end == std::begin(m.node_name)) return "work_request.node_name";
-    if (!std::all_of(std::begin(m.node_name), end, [](char c) { return c >= 0x20 && c < 0x7f; })) {
-        return "work_request.node_name";
-    }
-    if (!std::all_of(end, std::end(m.node_name), [](char c) { return c == '\0'; })) return "work_request.node_name";
+    if (m.node_name[0] == '\0' || !is_valid_name(m.node_name)) return "work_request.node_name";
     return nullptr;
 }
 Check check(const WorkResult& m) {

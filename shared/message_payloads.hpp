@@ -3,6 +3,8 @@
 // zero), trivially copyable, so the bytes in a ring slot are the struct.
 
 #include "shared/message_header.hpp"
+#include "shared/name_field.hpp"
+#include "shared/records.hpp"  // kNodeNameBytes
 
 #include <cstdint>
 #include <limits>
@@ -19,7 +21,6 @@ inline constexpr std::uint32_t kMaxStreams = 64;
 inline constexpr std::uint32_t kKeepKeysPerMessage = 12;
 inline constexpr std::uint32_t kMaxGraceMs = 10 * 60 * 1000;
 inline constexpr std::size_t kTokenBytes = 32;
-inline constexpr std::size_t kNodeNameBytes = 64;
 
 enum class ModelKind : std::uint16_t { unknown = 0, diffusion, text_encoder, vae, clip_vision, controlnet, other };
 inline constexpr std::uint16_t kModelKindCount = 7;
@@ -94,6 +95,9 @@ struct ModelRegistered {
     std::uint16_t kind;          // a ModelKind
     std::uint8_t dynamic;        // 0 or 1
     std::uint8_t reserved;
+    // What the operator reads for it (shared/name_field.hpp): ComfyUI's model class and the
+    // file it came from, a reference worker's pack-file name, or empty when it has none.
+    char name[kModelNameBytes]{};
 };
 
 struct ResidencyReceipt {

@@ -4,11 +4,14 @@
 // its participant in its own region. Readers go through the seqlock and validate what
 // they read.
 
+#include "shared/name_field.hpp"
+
 #include <cstdint>
 
 namespace comfy {
 
 inline constexpr std::size_t kPackNameBytes = 32;
+inline constexpr std::size_t kNodeNameBytes = 64;
 
 // stopped: by an operator (comfyctl stop), until one starts it again; added last, so the
 // numbers of the others, and the layout, are unchanged.
@@ -34,7 +37,10 @@ struct ParticipantRecord {
     std::uint32_t restarts;
     std::int32_t last_exit_status;  // -1 when unknown or killed by a signal
     std::int32_t last_exit_signal;  // 0 when it exited on its own
-    std::uint64_t started_at_ms;    // wall clock, for display only
+    std::uint64_t started_at_ms;    // its life's start, wall clock (ms since the Unix epoch), for display only
+    // The node it started last, by name, when the supervisor sent it that node (a workload's
+    // nodes); empty for one it was not told of (ComfyUI's own, called by the host).
+    char last_node[kNodeNameBytes];  // NUL-terminated printable ASCII
 };
 
 // Supervisor-written: one stand-in entry per model held on a device (the machine-wide
@@ -54,6 +60,7 @@ struct LedgerRecord {
     std::uint8_t currently_used;   // 0 or 1
     std::uint8_t dynamic;          // 0 or 1
     std::uint32_t reserved;
+    char name[kModelNameBytes];    // as its owner reported it (model_registered.name); may be empty
 };
 
 // Participant-written: what a participant holds that the ledger does not.

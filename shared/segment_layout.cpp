@@ -158,7 +158,7 @@ SegmentView view_of(const ipc::SharedSegment& segment) {
 bool is_valid_ledger_record(const LedgerRecord& record, std::uint32_t participants) noexcept {
     const bool loaded_valid = record.loaded_bytes == kUnknownBytes || record.loaded_bytes <= record.total_bytes;
     return record.owner_slot < participants && record.total_bytes <= kMaxBytes && loaded_valid &&
-           record.currently_used <= 1 && record.dynamic <= 1;
+           record.currently_used <= 1 && record.dynamic <= 1 && is_valid_name(record.name);
 }
 
 }  // namespace comfy

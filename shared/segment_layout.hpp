@@ -23,8 +23,9 @@
 namespace comfy {
 
 // Bump on any change to the bytes of the segment or of a message. 4: the ledger's
-// generation (LedgerGeneration).
-inline constexpr std::uint32_t kLayoutVersion = 4;
+// generation (LedgerGeneration). 5: a participant's last node by name (ParticipantRecord).
+// 6: a model's name in model_registered and the ledger.
+inline constexpr std::uint32_t kLayoutVersion = 6;
 
 struct Capacities {
     std::uint32_t participants = 64;
@@ -83,8 +84,8 @@ struct alignas(ipc::kCacheLine) LedgerSlot {
     ipc::Seqlock<LedgerRecord> entry;
 };
 
-// Whether a ledger row read from the segment holds figures the supervisor could have
-// written for a segment of `participants` slots (a used row: owner_generation is not 0).
+// Whether a ledger row read from the segment holds figures and a name the supervisor could
+// have written for a segment of `participants` slots (a used row: owner_generation is not 0).
 bool is_valid_ledger_record(const LedgerRecord& record, std::uint32_t participants) noexcept;
 
 // Offsets of every region, derived from the capacities alone, so creator and attacher

@@ -143,6 +143,7 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     if (cuda_) attach.cuda_device = config_.device.cuda_index;
     worker.state = ParticipantState::spawning;
     worker.started_at_ms = ctl::wall_clock_ms();
+    worker.last_node.clear();  // a new life has started no node yet
     publish(worker);
     try {
         // Ours closes when this scope ends: the child holds the only other copy.
@@ -152,7 +153,7 @@ void Supervisor::start_worker(WorkerProcess& worker) {
             attach.arena_fd = bridge->arena.get();
             attach.arena_bytes = bridge->arena_bytes;
         }
-        worker.output = ChildOutput::open(io_, worker.pack.name);
+        worker.output = ChildOutput::open(io_, worker.log_fields());
         worker.process = spawn_process(with_sandbox(
             worker.pack, SpawnRequest{worker.pack.command, worker.pack.args, child_environment(worker.pack, attach),
                                       worker.pack.working_directory, attach.descriptors(), worker.output->write_end()}));
@@ -262,8 +263,10 @@ void Supervisor::schedule_restart(WorkerProcess& worker, Clock::time_point now) 
         return;
     }
     set_state(worker, ParticipantState::dead);
-    happened(LogLevel::info, worker, "restarting", "restarting in " + std::to_string(decision.delay.count()) + " ms",
-             {{"delay_ms", decision.delay.count()}});
+    // A restart nobody asked for (an operator's goes through operator_actions.cpp): a
+    // warning, kept with the failures, so that it outlasts the routine events around it.
+    happened(LogLevel::warning, worker, "restarting",
+             "restarting in " + std::to_string(decision.delay.count()) + " ms", {{"delay_ms", decision.delay.count()}});
     worker.restart_timer.expires_after(decision.delay);
     worker.restart_timer.async_wait([this, &worker](const boost::system::error_code& ec) {
         if (!ec && !shutting_down_) start_worker(worker);
@@ -314,13 +317,13 @@ void Supervisor::handle_message(WorkerProcess& worker, const MessageSlot& slot) 
                 terminate(worker, "sent node_started before ready");
                 break;
             }
-            on_node_started(worker, std::get<NodeStarted>(message.payload));
+            on_node_started(worker, std::get<NodeStarted>(message.payload), message.header.correlation);
             break;
         case MessageType::node_finished: on_node_finished(worker, std::get<NodeFinished>(message.payload)); break;
         case MessageType::work_result: {
             const auto request = worker.in_flight.find(message.header.correlation);
             if (request == worker.in_flight.end()) break;
-            auto reply = std::move(request->second);
+            auto reply = std::move(request->second.reply);
             worker.in_flight.erase(request);
             reply(message);
             break;
@@ -364,8 +367,8 @@ void Supervisor::on_device_use(WorkerProcess& worker, const Message& message) {
 
 void Supervisor::happened(LogLevel level, const WorkerProcess& worker, const char* kind, const std::string& text,
                           nlohmann::json figures) {
-    log_line(level, worker.pack.name + ": " + text);
-    journal_.record(kind, worker.pack.name, text, std::move(figures));
+    log_line(level, worker.pack.name + ": " + text, worker.log_fields(kind));
+    journal_.record(kind, worker.pack.name, text, std::move(figures), level);
 }
 
 WorkerProcess* Supervisor::live(std::uint32_t slot, std::uint32_t generation) {
@@ -374,8 +377,17 @@ WorkerProcess* Supervisor::live(std::uint32_t slot, std::uint32_t generation) {
     return worker.generation == generation && worker.alive() ? &worker : nullptr;
 }
 
-void Supervisor::log_about(const WorkerProcess& worker, const std::string& topic, std::string line) {
-    for (const auto& out : log_limiter_.pass(worker.pack.name, topic, std::move(line), Clock::now())) log_line(out);
+void Supervisor::log_about(const WorkerProcess& worker, const std::string& topic, std::string line, LogFields about) {
+    if (about.pack.empty()) {
+        LogFields own = worker.log_fields();
+        own.model = std::move(about.model);
+        own.model_id = about.model_id;
+        about = std::move(own);
+    }
+    if (about.event.empty()) about.event = topic;
+    for (auto& out : log_limiter_.pass(worker.pack.name, topic, std::move(line), Clock::now())) {
+        log_line(LogLevel::info, out, about);
+    }
 }
 
 void Supervisor::accept_hello(WorkerProcess& worker, const Message& message) {
@@ -396,7 +408,7 @@ void Supervisor::accept_hello(WorkerProcess& worker, const Message& message) {
     deliver(worker, encode(HelloAck{worker.slot, worker.generation, config_.memory.reserve_bytes,
                                     view_.device_total_bytes()},
                            worker.generation));
-    memory_.arbitrate(arbiter::event::Joined{{worker.slot, worker.generation}});
+    memory_.arbitrate(arbiter::event::Joined{{worker.slot, worker.generation}, worker.pack.name});
     if ((hello.capabilities & kCapReadyLater) == 0) {
         become_ready(worker);
         return;
@@ -456,7 +468,7 @@ void Supervisor::submit(const std::string& pack, const std::string& node, std::u
     request.prompt_epoch = epoch;
     request.node_index = index;
     std::strncpy(request.node_name, node.c_str(), sizeof request.node_name - 1);
-    PendingRequest pending{encode(request, 0, next_correlation_++), std::move(reply)};
+    PendingRequest pending{encode(request, 0, next_correlation_++), std::move(reply), node};
     if (found == packs_by_name_.end()) {
         const RequestFailed no_pack{static_cast<std::uint32_t>(FailureReason::no_such_pack), -1, 0, 0};
         pending.reply(request_failed(no_pack, 0, pending.message.header.correlation));
@@ -481,7 +493,8 @@ void Supervisor::dispatch_queued(WorkerProcess& worker) {
         PendingRequest request = std::move(worker.queued.front());
         worker.queued.pop_front();
         request.message.header.generation = worker.generation;
-        worker.in_flight.emplace(request.message.header.correlation, std::move(request.reply));
+        worker.in_flight.emplace(request.message.header.correlation,
+                                 SentRequest{std::move(request.reply), std::move(request.node)});
         deliver(worker, request.message);
     }
 }
@@ -596,7 +609,14 @@ std::vector<CensusRow> Supervisor::census_rows() const { return census_rows_of(w
 
 // ---- release paths ----
 
-void Supervisor::on_node_started(WorkerProcess& worker, const NodeStarted& node) {
+void Supervisor::on_node_started(WorkerProcess& worker, const NodeStarted& node, std::uint64_t correlation) {
+    // A node we sent names itself by its request; one ComfyUI called has no name here.
+    const auto sent = worker.in_flight.find(correlation);
+    auto node_name = sent != worker.in_flight.end() ? sent->second.node : std::string();
+    const bool renamed = node_name != worker.last_node;
+    worker.last_node = std::move(node_name);
+    // set_state publishes a change of state, with the name; busy already, the name alone.
+    if (renamed && worker.state == ParticipantState::busy) publish(worker);
     set_state(worker, ParticipantState::busy);
     memory_.arbitrate(arbiter::event::Busy{{worker.slot, worker.generation}, true});
     releases_.node_started(worker, node.prompt_epoch);

@@ -82,7 +82,8 @@ private:
     WorkerProcess* live(std::uint32_t slot, std::uint32_t generation) override;
     void deliver(WorkerProcess& worker, const MessageSlot& message) override;
     void terminate(WorkerProcess& worker, const std::string& reason) override;
-    void log_about(const WorkerProcess& worker, const std::string& topic, std::string line) override;
+    void log_about(const WorkerProcess& worker, const std::string& topic, std::string line,
+                   LogFields about = {}) override;
     void happened(LogLevel level, const WorkerProcess& worker, const char* kind, const std::string& text,
                   nlohmann::json figures = nlohmann::json::object()) override;
     void start_worker(WorkerProcess& worker) override;
@@ -106,7 +107,8 @@ private:
     void dispatch_queued(WorkerProcess& worker);
     // A node's start and end: the worker's state, the arbiter's busy flag, and the
     // release paths' boundaries.
-    void on_node_started(WorkerProcess& worker, const NodeStarted& node);
+    // `correlation`: its message's, which names the work request it runs when it is one of ours.
+    void on_node_started(WorkerProcess& worker, const NodeStarted& node, std::uint64_t correlation);
     void on_node_finished(WorkerProcess& worker, const NodeFinished& node);
 
     // The control socket: started with the workers, stopped at shutdown.

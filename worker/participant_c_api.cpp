@@ -162,10 +162,12 @@ int comfy_participant_ready(comfy_participant* participant) {
 
 int comfy_participant_register_model(comfy_participant* participant, uint64_t model_id, uint64_t weights_id,
                                      uint64_t total_bytes, uint64_t loaded_bytes, uint32_t device, uint16_t kind,
-                                     int dynamic) {
+                                     int dynamic, const char* name) {
     return guarded(participant, [&](comfy_participant& p) {
-        return send_checked(p, ModelRegistered{model_id, weights_id, total_bytes, loaded_bytes, device, kind,
-                                               static_cast<std::uint8_t>(dynamic != 0), 0});
+        ModelRegistered report{model_id, weights_id, total_bytes, loaded_bytes, device, kind,
+                               static_cast<std::uint8_t>(dynamic != 0), 0, {}};
+        set_name(report.name, name == nullptr ? "" : name);
+        return send_checked(p, report);
     });
 }
 

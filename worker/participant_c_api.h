@@ -91,11 +91,14 @@ COMFY_PARTICIPANT_API const char* comfy_participant_last_error(void);
 COMFY_PARTICIPANT_API uint32_t comfy_participant_slot(const comfy_participant* participant);
 COMFY_PARTICIPANT_API uint32_t comfy_participant_generation(const comfy_participant* participant);
 
-/* The ledger: model ids are the participant's own, non-zero and below 2^48. */
+/* The ledger: model ids are the participant's own, non-zero and below 2^48. `name` is what
+ * the operator reads for it (comfyctl, the dashboard, the log): ComfyUI's model class and
+ * the file it came from, say; NULL or "" for none. Its first 63 bytes are sent, each byte
+ * outside printable ASCII as '?'. */
 COMFY_PARTICIPANT_API int comfy_participant_register_model(comfy_participant* participant, uint64_t model_id,
                                                            uint64_t weights_id, uint64_t total_bytes,
                                                            uint64_t loaded_bytes, uint32_t device, uint16_t kind,
-                                                           int dynamic);
+                                                           int dynamic, const char* name);
 /* `sequence` grows by one per report of a model (residency and unload receipts share it);
  * an older one is dropped by the supervisor. `just_used`: a load just used this model
  * (upstream's load_models_gpu), which moves it to the front of the eviction order. */

@@ -186,7 +186,9 @@ bool ReferenceWorker::load_model(const std::string& name, Bytes bytes) {
         const std::uint64_t id = next_model_id_++;
         held = models_.emplace(id, HeldModel{name, bytes, bytes, 0, 0}).first;
         const auto kind = static_cast<std::uint16_t>(ModelKind::diffusion);
-        runtime_.send(encode(ModelRegistered{id, id, bytes, bytes, 0, kind, 0, 0}, runtime_.generation()));
+        ModelRegistered report{id, id, bytes, bytes, 0, kind, 0, 0, {}};
+        set_name(report.name, name);  // as the pack file names it
+        runtime_.send(encode(report, runtime_.generation()));
     } else {
         held->second.loaded = held->second.total;
     }

@@ -39,7 +39,8 @@ The steps, each checked against `comfyctl --instance NAME ledger --json`, each p
 one PASS or FAIL line with what was seen:
 
 1. A prompt POSTed to ComfyUI's /prompt runs the model node: a HOST_MODEL model loaded by
-   upstream's load_models_gpu. The ledger must show the host's model, its size and its
+   upstream's load_models_gpu. The ledger must show the host's model, its name (its
+   module's class), its size and its
    loaded bytes.
 2. The gate opens; the worker loads WORKER_MODEL. Upstream's arithmetic wants
    1.1 x 640 MiB + 0.8 GiB + 400 MiB = 1923.2 MiB free: that fits the 2048 MiB device
@@ -75,7 +76,7 @@ one PASS or FAIL line with what was seen:
       of pack model's (a mirror registers nothing).
    10. LoadModel loads the pack's own MODEL (a checkpoint of the tiny UNet) and the
       host's KSampler samples with it; the ledger must show a model of the UNet's size
-      owned by pack model.
+      owned by pack model, named after the checkpoint's file.
    11. MirrorClipVision reads `clip_vision.model` of the host's CLIP_VISION (upstream's
       ClipVisionModel over a tiny configuration, a node of tiny_models/ of its own) and
       runs it on a seeded image as upstream's encode_image does: in the worker that is a
@@ -138,6 +139,7 @@ from support import PROMPT_TIMEOUT_S, MiB, alive, comfyui_version, free_port, mi
 GiB = 1024 * MiB
 DEVICE_TOTAL = 2 * GiB
 HOST_MODEL_MIB = 256
+HOST_MODEL_CLASS = "Sequential"  # the model node's module (model_node), the name the ledger must show
 WORKER_MODEL_MIB = 640
 RESERVE = 400 * MiB  # the supervisor's memory.reserve_bytes default, upstream's EXTRA_RESERVED_VRAM
 
@@ -388,8 +390,8 @@ class Check:
         return [row for row in ledger if row.get("owner") == "worker"]
 
     def describe(self, rows):
-        return ", ".join(f"model {row['model_id']} {mib(row['loaded_bytes'] or 0)} of {mib(row['total_bytes'])} loaded"
-                         for row in rows) or "none"
+        return ", ".join(f"model {row['model_id']} \"{row.get('name', '')}\" {mib(row['loaded_bytes'] or 0)} of "
+                         f"{mib(row['total_bytes'])} loaded" for row in rows) or "none"
 
     def step1(self):
         title = f"a prompt through ComfyUI's /prompt loads a {HOST_MODEL_MIB} MiB model"
@@ -400,15 +402,17 @@ class Check:
         if entry is None:
             self.step(1, title, False, failure)
             return False
+        # Named by its class, as the host's integration names a model no file loader made.
         rows = self.wait_for(lambda: [r for r in self.host_rows(self.ledger()) if r["total_bytes"] == size
-                                      and r["loaded_bytes"] == size], 10)
+                                      and r["loaded_bytes"] == size and r.get("name") == HOST_MODEL_CLASS], 10)
         ledger = self.ledger()
         if rows:
             self.step(1, title, True, f"prompt {prompt_id} ran; ledger: host {self.describe(rows)}; "
                                       f"{self.describe_comfyui()}")
             return True
         self.step(1, title, False, f"prompt {prompt_id} ran; ledger: host {self.describe(self.host_rows(ledger))} "
-                                   f"(expected {mib(size)} of {mib(size)} loaded); {self.describe_comfyui()}")
+                                   f"(expected \"{HOST_MODEL_CLASS}\" {mib(size)} of {mib(size)} loaded); "
+                                   f"{self.describe_comfyui()}")
         return False
 
     def step2(self, host_ok):
@@ -428,7 +432,7 @@ class Check:
         ledger = self.ledger()
         host = self.host_rows(ledger)
         device = self.device()
-        asked = [line.split("memory: ", 1)[1] for line in self.log_lines("asking slot 0")]
+        asked = [line.split("memory: ", 1)[1] for line in self.log_lines("asking host (slot 0")]
         evicted = host_ok and all((r["loaded_bytes"] or 0) < host_size for r in host)
         used = device.get("used_bytes", 0)
         held = sum(r["loaded_bytes"] or 0 for r in ledger)

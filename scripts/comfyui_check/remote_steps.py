@@ -14,6 +14,7 @@ the pack's node is seen to have done something.
 """
 
 import json
+import os
 
 from support import mib
 
@@ -213,9 +214,12 @@ class RemoteSteps:
                  + (f"; pack model has {len(packs)} model(s) there, but a mirror registers nothing" if packs else ""))
         self.check.step(number, title, ok and once and not packs, seen)
 
-    def unet_bytes(self):
+    def tiny_models(self):
         status, raw = self.check.http("GET", "/comfyui_check/tiny_models")
-        return json_of(raw).get("model_bytes") if status == 200 else None
+        return json_of(raw) if status == 200 else {}
+
+    def unet_bytes(self):
+        return self.tiny_models().get("model_bytes")
 
     def step_pack_model(self, number, title):
         prompt = base()
@@ -226,18 +230,23 @@ class RemoteSteps:
         if outcome is None:
             return
         ok, seen = outcome
-        size = self.unet_bytes()
+        built = self.tiny_models()
+        size = built.get("model_bytes")
+        # Named after the checkpoint the pack's loader read (host/model_names.py).
+        file = os.path.basename(built.get("checkpoint") or "?")
         rows = self.check.wait_for(lambda: [r for r in self.check.ledger()
                                             if r.get("owner") == "model" and r.get("total_bytes") == size], 10)
+        named = [r for r in rows if str(r.get("name", "")).endswith(f"({file})")]
         if rows:
             row = rows[0]
-            seen += (f"; ledger: pack model's model {row['model_id']} {mib(row['loaded_bytes'] or 0)} of "
-                     f"{mib(row['total_bytes'])} loaded")
+            seen += (f"; ledger: pack model's model {row['model_id']} \"{row.get('name', '')}\" "
+                     f"{mib(row['loaded_bytes'] or 0)} of {mib(row['total_bytes'])} loaded"
+                     + ("" if named else f" (expected a name ending in \"({file})\")"))
         else:
             owners = sorted({str(r.get("owner")) for r in self.check.ledger()})
             seen += (f"; the ledger has no model of pack model of {mib(size or 0)} (the UNet's size); "
                      f"owners there: {', '.join(owners) or 'none'}")
-        self.check.step(number, title, ok and bool(rows), seen)
+        self.check.step(number, title, ok and bool(named), seen)
 
     def step_clip_vision(self, number, title):
         # A CLIP_VISION of its own node: the other steps' base() does not build one.

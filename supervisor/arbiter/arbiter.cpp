@@ -8,9 +8,15 @@
 namespace comfy::arbiter {
 
 namespace {
-std::string who(const Participant& p) {
-    return "slot " + std::to_string(p.slot) + " (generation " + std::to_string(p.generation) + ")";
+// "impact (slot 2, generation 1)", or "slot 2 (generation 1)" without a name.
+std::string described(const Participant& p, const std::string& name) {
+    const std::string slot = "slot " + std::to_string(p.slot);
+    const std::string generation = "generation " + std::to_string(p.generation);
+    return name.empty() ? slot + " (" + generation + ")" : name + " (" + slot + ", " + generation + ")";
 }
+std::string model_of(const action::NoteSubject& subject) { return model_text(subject.model_id, subject.model); }
+// A note about a participant, naming no model.
+action::NoteSubject about(const Participant& p) { return {p, 0, {}}; }
 std::string bytes(Bytes b) { return format_byte_size(b); }
 std::string bytes(double b) { return format_byte_size(whole_bytes_up(b)); }
 // Upstream's test: memory is short while target - free > 0, in double.
@@ -44,11 +50,12 @@ std::size_t Arbiter::unanswered(std::uint32_t slot) const {
 
 // ---- events ----
 
-void Arbiter::on(const event::Joined& e) { participants_[e.who.slot] = {e.who.generation, false}; }
+void Arbiter::on(const event::Joined& e) { participants_[e.who.slot] = {e.who.generation, false, e.name}; }
 
 void Arbiter::on(const event::Left& e) {
     const auto found = participants_.find(e.who.slot);
     if (found == participants_.end() || found->second.generation != e.who.generation) return;
+    const std::string name = std::move(found->second.name);  // for the notes below
     participants_.erase(found);
     ledger_.erase_owner(e.who.slot);
     deaf_.forget(e.who.slot);
@@ -75,7 +82,7 @@ void Arbiter::on(const event::Left& e) {
     }
     if (working_ && std::erase_if(working_->awaiting, of_owner(e.who.slot))) {
         // Its memory went with the process: the eviction succeeded.
-        note("owner " + who(e.who) + " died during its eviction; its entries count as freed");
+        note("owner " + described(e.who, name) + " died during its eviction; its entries count as freed", about(e.who));
         advance();
         return;
     }
@@ -100,7 +107,8 @@ void Arbiter::on(const event::Registered& e) {
     if (!current(e.who)) return;
     const auto index = ledger_.apply_registered(e.who.slot, e.who.generation, e.report);
     if (!index) {
-        note("ledger full: model " + std::to_string(e.report.model_id) + " of " + who(e.who) + " is not tracked");
+        const action::NoteSubject subject{e.who, e.report.model_id, std::string(name_in(e.report.name))};
+        note("ledger full: " + model_of(subject) + " of " + who(e.who) + " is not tracked", subject);
         return;
     }
     // An unknown figure is read as fully loaded, as everywhere in the ledger.
@@ -141,6 +149,7 @@ void Arbiter::on(const event::Unloaded& e) {
     heard(e.who);
     const auto& receipt = e.receipt;
     const auto index = ledger_.find(e.who.slot, e.who.generation, receipt.model_id);
+    const auto subject = model_subject(e.who, receipt.model_id);
     const Bytes freed = receipt.bytes_freed;
     ledger_.apply_unloaded(e.who.slot, e.who.generation, receipt);
     receipt_since_publish_ = true;
@@ -154,12 +163,13 @@ void Arbiter::on(const event::Unloaded& e) {
     }
     Awaiting& awaiting = *awaited;
     if (receipt.deferred) {
-        note("owner " + who(e.who) + " is busy: eviction of model " + std::to_string(receipt.model_id) +
-             " deferred to its next boundary");
+        note("owner " + who(e.who) + " is busy: eviction of " + model_of(subject) + " deferred to its next boundary",
+             subject);
     } else if (!awaiting.detaching && freed < awaiting.asked && index) {
         // A partial unload that falls short ends in a detach, as upstream's model_unload.
-        note("owner " + who(e.who) + " freed " + bytes(freed) + " of " + bytes(awaiting.asked) + " asked; detaching model " +
-             std::to_string(receipt.model_id));
+        note("owner " + who(e.who) + " freed " + bytes(freed) + " of " + bytes(awaiting.asked) + " asked; detaching " +
+                 model_of(subject),
+             subject);
         out_->push_back(action::SendDetach{awaiting.owner, Detach{receipt.model_id}});
         awaiting.detaching = true;
         awaiting.asked = ledger_.at(*index)->loaded_or_total();
@@ -187,13 +197,16 @@ void Arbiter::on(const event::Tick&) {
     if (working_) {
         for (const auto& a : working_->awaiting) {
             if (now - a.since_ms < config_.answer_timeout_ms) continue;
-            note("owner " + who(a.owner) + " did not answer" + within + "; moving to the next candidate");
+            note("owner " + who(a.owner) + " did not answer" + within + "; moving to the next candidate",
+                 model_subject(a.owner, a.model_id));
             silent.push_back(a.owner);
         }
         if (!working_->releasing.empty() && now - working_->releasing_since_ms >= config_.answer_timeout_ms) {
             for (const auto slot : working_->releasing) {
                 const Participant sibling{slot, participants_.at(slot).generation};
-                note("sibling " + who(sibling) + " did not answer the partial release" + within + "; going on without it");
+                note("sibling " + who(sibling) + " did not answer the partial release" + within +
+                         "; going on without it",
+                     about(sibling));
                 silent.push_back(sibling);
             }
         }
@@ -217,6 +230,7 @@ void Arbiter::on(const event::StandIn& e) {
     const Participant owner{request.owner_slot, request.owner_generation};
     const PendingStandIn pending{e.who, e.correlation, owner, request.model_id, snapshot_->now_ms};
     const auto index = ledger_.find(owner.slot, owner.generation, request.model_id);
+    const auto subject = model_subject(owner, request.model_id);
     if (owner.slot == e.who.slot) {
         // The host's own models are real entries of its own list, never stand-ins.
         answer_standins({pending}, StandInOutcome::refused, 0, kUnknownBytes);
@@ -230,8 +244,9 @@ void Arbiter::on(const event::StandIn& e) {
     if (deaf_.deaf(owner)) {
         // It would not answer: upstream's loop in the host goes on at once instead.
         deaf_.passed_over();
-        note("stand-in unload of model " + std::to_string(request.model_id) + " of " + who(owner) +
-             " answered as freeing nothing without asking: its owner is deaf");
+        note("stand-in unload of " + model_of(subject) + " of " + who(owner) +
+                 " answered as freeing nothing without asking: its owner is deaf",
+             subject);
         answer_standins({pending}, StandInOutcome::timed_out, 0, kUnknownBytes);
         return;
     }
@@ -242,22 +257,24 @@ void Arbiter::on(const event::StandIn& e) {
         // its next boundary. The host's loop is answered at once, so it never waits out a
         // node of another process with its models locked.
         if (!on_its_way) send_standin_command(owner, request);
-        note("stand-in unload of model " + std::to_string(request.model_id) + " of " + who(owner) +
-             " answered as deferred: its owner is busy and runs it at its next boundary");
+        note("stand-in unload of " + model_of(subject) + " of " + who(owner) +
+                 " answered as deferred: its owner is busy and runs it at its next boundary",
+             subject);
         answer_standins({pending}, StandInOutcome::deferred, 0, kUnknownBytes);
         return;
     }
     standins_.add(pending);
     if (on_its_way) {
-        note("stand-in unload of model " + std::to_string(request.model_id) + " of " + who(owner) +
-             " joins the command already sent for it");
+        note("stand-in unload of " + model_of(subject) + " of " + who(owner) + " joins the command already sent for it",
+             subject);
         return;
     }
     const LedgerEntry& entry = *ledger_.at(*index);
-    note("the host's eviction reached the stand-in of model " + std::to_string(request.model_id) + " of " +
-         who(owner) + ": asking its owner to " +
-         (request.detach ? std::string("detach") : "free " + bytes(static_cast<Bytes>(request.bytes)) + " of") + " it (" +
-         bytes(entry.loaded_or_total()) + " loaded)");
+    note("the host's eviction reached the stand-in of " + model_of(subject) + " of " + who(owner) +
+             ": asking its owner to " +
+             (request.detach ? std::string("detach") : "free " + bytes(static_cast<Bytes>(request.bytes)) + " of") +
+             " it (" + bytes(entry.loaded_or_total()) + " loaded)",
+         subject);
     send_standin_command(owner, request);
 }
 
@@ -351,19 +368,24 @@ void Arbiter::step() {
         }
         const bool partial = config_.smart_memory && unloads_partially(to_free, entry.loaded_or_total());
         const Bytes asked = partial ? whole_bytes_up(to_free) : entry.loaded_or_total();
-        const Action command = partial ? Action{action::SendPartialUnload{owner, PartialUnload{next.model_id, asked}}}
-                                       : Action{action::SendDetach{owner, Detach{next.model_id}}};
-        out_->push_back(command);
-        note("slot " + std::to_string(w.request.asker.slot) + " needs " + bytes(w.request.target) + " with " +
-             bytes(free) + " free" + (expected > free ? " and " + bytes(expected - free) + " being freed" : std::string()) +
-             ": asking " + who(owner) + " to " + (partial ? "free " + bytes(asked) + " of" : std::string("detach")) +
-             " model " + std::to_string(next.model_id) + " (" + bytes(entry.loaded_or_total()) + " loaded)" +
-             (config_.smart_memory ? "" : " (smart memory off)"));
+        if (partial) {
+            out_->push_back(action::SendPartialUnload{owner, PartialUnload{next.model_id, asked}});
+        } else {
+            out_->push_back(action::SendDetach{owner, Detach{next.model_id}});
+        }
+        const action::NoteSubject subject{owner, next.model_id, entry.name};
+        note(asker(w.request.asker.slot) + " needs " + bytes(w.request.target) + " with " + bytes(free) + " free" +
+                 (expected > free ? " and " + bytes(expected - free) + " being freed" : std::string()) + ": asking " +
+                 who(owner) + " to " + (partial ? "free " + bytes(asked) + " of" : std::string("detach")) + " " +
+                 model_of(subject) + " (" + bytes(entry.loaded_or_total()) + " loaded)" +
+                 (config_.smart_memory ? "" : " (smart memory off)"),
+             subject);
         // The asker waits for this answer, so it answers even in the middle of a node.
         if (participants_[owner.slot].busy && owner.slot != w.request.asker.slot) {
             // A busy owner frees nothing now; the command runs at its next boundary.
-            note("owner " + who(owner) + " is busy: eviction of model " + std::to_string(next.model_id) +
-                 " deferred to its next boundary");
+            note("owner " + who(owner) + " is busy: eviction of " + model_of(subject) +
+                     " deferred to its next boundary",
+                 subject);
             continue;
         }
         w.awaiting.push_back(Awaiting{owner, next.model_id, !partial, asked, snapshot_->now_ms});
@@ -436,9 +458,9 @@ bool Arbiter::ask_siblings(Working& w, Bytes shortfall) {
     }
     if (w.releasing.empty()) return false;
     w.releasing_since_ms = snapshot_->now_ms;
-    note("slot " + std::to_string(w.request.asker.slot) + " is still " + bytes(shortfall) +
-         " short with the ledger exhausted: asking " + std::to_string(w.releasing.size()) +
-         " idle sibling(s) for a partial release");
+    note(asker(w.request.asker.slot) + " is still " + bytes(shortfall) + " short with the ledger exhausted: asking " +
+             std::to_string(w.releasing.size()) + " idle sibling(s) for a partial release",
+         about(w.request.asker));
     return true;
 }
 
@@ -462,8 +484,9 @@ bool Arbiter::passes_over(Working& w, const Participant& owner) {
     if (!deaf && !w.timed_out.count(owner.slot)) return false;
     deaf_.passed_over();
     if (w.passed_over.insert(owner.slot).second) {
-        note("slot " + std::to_string(w.request.asker.slot) + "'s load passes over the models of " + who(owner) + ": " +
-             (deaf ? "it is deaf" : "it let a command of this load go unanswered"));
+        note(asker(w.request.asker.slot) + "'s load passes over the models of " + who(owner) + ": " +
+                 (deaf ? "it is deaf" : "it let a command of this load go unanswered"),
+             about(owner));
     }
     return true;
 }
@@ -478,16 +501,18 @@ void Arbiter::no_fit(Request request) {
     const Bytes shortfall = whole_bytes_up(memory_to_free(request.target, free));
     switch (config_.no_fit) {
         case NoFitPolicy::admit:
-            note("admitting slot " + std::to_string(request.asker.slot) + " anyway (policy admit): needs " +
-                 bytes(request.target) + ", free " + bytes(free) + ", short " + bytes(shortfall) + ", " +
-                 bytes(ledger_.loaded_on(request.request.device)) + " held in the ledger");
+            note("admitting " + asker(request.asker.slot) + " anyway (policy admit): needs " + bytes(request.target) +
+                     ", free " + bytes(free) + ", short " + bytes(shortfall) + ", " +
+                     bytes(ledger_.loaded_on(request.request.device)) + " held in the ledger",
+                 about(request.asker));
             grant(request, shortfall);
             return;
         case NoFitPolicy::refuse: refuse(request, RefusalReason::no_fit); return;
         case NoFitPolicy::wait:
             request.deadline_ms = snapshot_->now_ms + config_.wait_timeout_ms;
-            note("slot " + std::to_string(request.asker.slot) + " waits for " + bytes(shortfall) +
-                 " more to come free (policy wait, up to " + std::to_string(config_.wait_timeout_ms) + " ms)");
+            note(asker(request.asker.slot) + " waits for " + bytes(shortfall) +
+                     " more to come free (policy wait, up to " + std::to_string(config_.wait_timeout_ms) + " ms)",
+                 about(request.asker));
             waiting_.push_back(std::move(request));
             return;
     }
@@ -528,8 +553,9 @@ void Arbiter::refuse(const Request& request, RefusalReason reason) {
     const Bytes held_by_others = ledger_.loaded_on(request.request.device, request.asker.slot);
     refusal.held_by_others = std::min(held_by_others, kMaxBytes);
     refusal.reason = static_cast<std::uint32_t>(reason);
-    note("refusing slot " + std::to_string(request.asker.slot) + ": needs " + bytes(request.target) + ", free " +
-         bytes(refusal.device_free) + ", others hold " + bytes(held_by_others));
+    note("refusing " + asker(request.asker.slot) + ": needs " + bytes(request.target) + ", free " +
+             bytes(refusal.device_free) + ", others hold " + bytes(held_by_others),
+         about(request.asker));
     answered(request);
     out_->push_back(action::Refuse{request.asker, request.correlation, refusal});
 }
@@ -552,6 +578,26 @@ Bytes Arbiter::reserve_for(std::uint32_t slot) {
     return published;
 }
 
-void Arbiter::note(std::string text) { out_->push_back(action::Note{std::move(text)}); }
+void Arbiter::note(std::string text, action::NoteSubject subject) {
+    out_->push_back(action::Note{std::move(text), std::move(subject)});
+}
+
+std::string Arbiter::who(const Participant& p) const {
+    const auto found = participants_.find(p.slot);
+    const bool named = found != participants_.end() && found->second.generation == p.generation;
+    return described(p, named ? found->second.name : std::string());
+}
+
+std::string Arbiter::asker(std::uint32_t slot) const {
+    const auto found = participants_.find(slot);
+    const std::string number = "slot " + std::to_string(slot);
+    if (found == participants_.end() || found->second.name.empty()) return number;
+    return found->second.name + " (" + number + ")";
+}
+
+action::NoteSubject Arbiter::model_subject(const Participant& owner, std::uint64_t model_id) const {
+    const auto index = ledger_.find(owner.slot, owner.generation, model_id);
+    return {owner, model_id, index ? ledger_.at(*index)->name : std::string()};
+}
 
 }  // namespace comfy::arbiter

@@ -89,6 +89,7 @@ private:
     struct ParticipantState {
         std::uint32_t generation;
         bool busy;
+        std::string name;  // its pack's, for the notes; maybe empty
     };
 
     void on(const event::Joined& e);
@@ -145,7 +146,13 @@ private:
     void answered(const Request& request);
     void recheck_waiting();
     Bytes reserve_for(std::uint32_t slot);
-    void note(std::string text);
+    void note(std::string text, action::NoteSubject subject = {});
+    // How the notes name a participant, an asker and a model: by name where known, and by
+    // number always (scripts read the numbers).
+    std::string who(const Participant& p) const;
+    std::string asker(std::uint32_t slot) const;
+    // The ledger row's model of `slot`'s life `generation`, or `model_id` alone once gone.
+    action::NoteSubject model_subject(const Participant& owner, std::uint64_t model_id) const;
 
     ArbiterConfig config_;
     Ledger ledger_;

@@ -65,7 +65,8 @@ struct Participant {
 };
 
 namespace event {
-struct Joined { Participant who; };
+// name: its pack's, for the notes (empty in a trace recorded before names were).
+struct Joined { Participant who; std::string name{}; };
 struct Left { Participant who; };
 struct Busy { Participant who; bool busy; };
 struct Registered { Participant who; ModelRegistered report; };
@@ -95,7 +96,16 @@ struct SendPartialUnload { Participant to; PartialUnload command; };
 struct SendDetach { Participant to; Detach command; };
 struct Grant { Participant to; std::uint64_t correlation; AdmissionGrant grant; };
 struct Refuse { Participant to; std::uint64_t correlation; AdmissionRefused refusal; };
-struct Note { std::string text; };  // a decision worth a log line
+// What a note is about, for the log's fields (COMFY_PACK, COMFY_MODEL...): the participant
+// and the model it names, where it names one. Not part of a trace: the text is.
+struct NoteSubject {
+    Participant who{0, 0};       // generation 0: it names no participant
+    std::uint64_t model_id = 0;  // 0: no model named
+    std::string model;           // the model's name, maybe empty
+
+    bool names_participant() const noexcept { return who.generation != 0; }
+};
+struct Note { std::string text; NoteSubject subject{}; };  // a decision worth a log line
 // When the ledger has nothing more to give, idle siblings free what they can of the rest
 // (caches, buffers) up to the shortfall.
 struct SendPartialRelease { Participant to; PartialRelease command; };
@@ -106,6 +116,13 @@ struct AnswerStandIn { Participant to; std::uint64_t correlation; StandInResult 
 // supervisor tells the operator and applies memory.deaf_participant.
 struct Deafness { Participant who; bool deaf; };
 }  // namespace action
+
+// How a note (and the supervisor's log) names a model: `model 3 "SDXL (sd_xl_base.safetensors)"`,
+// or `model 3` without a name; the number always, since scripts read it.
+inline std::string model_text(std::uint64_t model_id, std::string_view name) {
+    const std::string number = "model " + std::to_string(model_id);
+    return name.empty() ? number : number + " \"" + std::string(name) + "\"";
+}
 
 using Action = std::variant<action::SendPartialUnload, action::SendDetach, action::Grant, action::Refuse, action::Note,
                             action::SendPartialRelease, action::AnswerStandIn, action::Deafness>;

@@ -1,6 +1,7 @@
 #include "supervisor/arbiter/ledger.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace comfy::arbiter {
 
@@ -23,6 +24,7 @@ LedgerRecord to_record(const LedgerEntry& entry) {
     record.kind = entry.kind;
     record.currently_used = entry.currently_used ? 1 : 0;
     record.dynamic = entry.dynamic ? 1 : 0;
+    set_name(record.name, entry.name);
     return record;
 }
 
@@ -50,7 +52,8 @@ std::optional<std::size_t> Ledger::apply_registered(std::uint32_t slot, std::uin
     entry.dynamic = report.dynamic != 0;
     entry.references = 1;
     entry.load_order = next_load_order_++;
-    table_[*index] = entry;
+    entry.name = name_in(report.name);
+    table_[*index] = std::move(entry);
     link(*index);
     changed_.insert(*index);
     return index;

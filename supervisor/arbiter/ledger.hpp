@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -33,6 +34,7 @@ struct LedgerEntry {
     bool dynamic = false;
     std::uint64_t load_order = 0;
     std::uint64_t last_sequence = 0;
+    std::string name;  // as its owner reported it: printable, maybe empty
 
     bool loaded_known() const noexcept { return loaded_bytes != kUnknownBytes; }
     // Loaded bytes, counting an unknown figure as fully loaded (the cautious reading).

@@ -88,6 +88,20 @@ public:
         return value.get<std::string>();
     }
 
+    // A name of at most `max_bytes` printable ASCII characters; empty when the key is
+    // absent (a trace recorded before names were carried).
+    std::string name(const char* key, std::size_t max_bytes) const {
+        if (!value_.contains(key)) return {};
+        const std::string expected = "a name of at most " + std::to_string(max_bytes) + " printable ASCII characters";
+        const TraceJson& value = member(key, expected);
+        if (!value.is_string()) wrong(key, expected, value);
+        const auto& text = value.get_ref<const std::string&>();
+        if (text.size() > max_bytes || !std::all_of(text.begin(), text.end(), is_printable_ascii)) {
+            wrong(key, expected, value);
+        }
+        return text;
+    }
+
     // The index of the name found among `names`.
     std::size_t choice(const char* key, std::span<const std::string_view> names) const {
         const std::string expected = "one of " + quoted_names(names);
@@ -187,7 +201,9 @@ Snapshot read_snapshot(const Fields& snapshot) {
     return read;
 }
 
-Event read_joined(const Fields& line) { return event::Joined{read_participant(line)}; }
+Event read_joined(const Fields& line) {
+    return event::Joined{read_participant(line), line.name("name", kPackNameBytes - 1)};
+}
 Event read_left(const Fields& line) { return event::Left{read_participant(line)}; }
 Event read_busy(const Fields& line) { return event::Busy{read_participant(line), line.flag("busy")}; }
 
@@ -200,6 +216,7 @@ Event read_registered(const Fields& line) {
     report.device = line.whole<std::uint32_t>("device");
     report.kind = static_cast<std::uint16_t>(line.choice("kind", kModelKindNames));
     report.dynamic = line.flag("dynamic");
+    set_name(report.name, line.name("name", kModelNameBytes - 1));
     return event::Registered{read_participant(line), report};
 }
 

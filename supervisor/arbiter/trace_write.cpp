@@ -35,7 +35,10 @@ void add_participant(TraceJson& line, const Participant& who) {
     line["generation"] = who.generation;
 }
 
-void add_fields(TraceJson& line, const event::Joined& e) { add_participant(line, e.who); }
+void add_fields(TraceJson& line, const event::Joined& e) {
+    add_participant(line, e.who);
+    line["name"] = e.name;
+}
 void add_fields(TraceJson& line, const event::Left& e) { add_participant(line, e.who); }
 
 void add_fields(TraceJson& line, const event::Busy& e) {
@@ -52,6 +55,7 @@ void add_fields(TraceJson& line, const event::Registered& e) {
     line["device"] = e.report.device;
     line["kind"] = name_of(kModelKindNames, e.report.kind);
     line["dynamic"] = e.report.dynamic != 0;
+    line["name"] = name_in(e.report.name);
 }
 
 void add_fields(TraceJson& line, const event::Residency& e) {

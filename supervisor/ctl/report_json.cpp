@@ -23,6 +23,8 @@ nlohmann::ordered_json worker_json(const WorkerRow& row) {
     put("last_exit_status", row.last_exit_status);
     put("last_exit_signal", row.last_exit_signal);
     put("started_at_ms", row.started_at_ms);
+    entry["last_node_name"] = known && !row.last_node.empty() ? nlohmann::ordered_json(row.last_node)
+                                                              : nlohmann::ordered_json();
     return entry;
 }
 
@@ -84,6 +86,7 @@ nlohmann::ordered_json ledger_json(const SegmentReport& report) {
             entry["owner_slot"] = row.owner_slot;
             entry["owner_generation"] = row.owner_generation;
             entry["model_id"] = row.model_id;
+            entry["name"] = row.name;
             entry["device"] = row.device;
             entry["total_bytes"] = row.total_bytes;
             entry["loaded_bytes"] = row.loaded_bytes ? nlohmann::ordered_json(*row.loaded_bytes) : nlohmann::ordered_json();

@@ -4,6 +4,7 @@
 #include "supervisor/ctl/report_format.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 namespace comfy::ctl {
@@ -12,7 +13,8 @@ namespace {
 
 // A plain text table: columns padded to their widest cell, two spaces apart; numeric
 // columns right-aligned. A row with fewer cells than columns ends in a note that spans the
-// rest of the row (such as a busy record's).
+// rest of the row (such as a busy record's). A line wider than `max_width` has its last
+// cell cut, ending in "...", but never to fewer than kMinLastCell characters.
 class Table {
 public:
     Table(std::vector<std::string> headers, std::vector<bool> right_aligned)
@@ -21,7 +23,9 @@ public:
     // 1 to headers.size() cells.
     void add(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
 
-    std::string render() const {
+    static constexpr std::size_t kMinLastCell = 16;
+
+    std::string render(std::size_t max_width = SIZE_MAX) const {
         std::vector<std::size_t> width(headers_.size());
         for (std::size_t c = 0; c < headers_.size(); ++c) width[c] = headers_[c].size();
         for (const auto& row : rows_) {
@@ -41,6 +45,10 @@ public:
                 if (!right_[c]) text.append(pad, ' ');
             }
             while (!text.empty() && text.back() == ' ') text.pop_back();
+            std::size_t last_cell = 0;  // where the last column starts
+            for (std::size_t c = 0; c + 1 < headers_.size(); ++c) last_cell += width[c] + 2;
+            const std::size_t cut = std::max(max_width, last_cell + kMinLastCell);
+            if (text.size() > cut) text = text.substr(0, cut - 3) + "...";
             out += text + "\n";
         };
         line(headers_);
@@ -116,20 +124,24 @@ std::string census_text(const SegmentReport& report) {
 std::string ledger_text(const SegmentReport& report) {
     std::string out = title(report);
     if (report.ledger.empty()) return out + "no models on any device\n";
-    Table table({"ROW", "OWNER", "SLOT", "GEN", "MODEL", "DEVICE", "LOADED / TOTAL", "REFS", "USED", "DYNAMIC", "STATUS"},
-                {true, false, true, true, true, true, true, true, false, false, false});
+    // The model's name last: the one cell of any length, it makes no other column wider and
+    // is cut where the line would pass 100 columns (whole in --json).
+    Table table({"ROW", "OWNER", "SLOT", "GEN", "MODEL", "DEVICE", "LOADED / TOTAL", "REFS", "USED", "DYNAMIC",
+                 "STATUS", "NAME"},
+                {true, false, true, true, true, true, true, true, false, false, false, false});
     for (const auto& row : report.ledger) {
         if (row.busy) {
-            table.add({std::to_string(row.row), "-", "-", "-", "-", "-", "-", "-", "-", "-", "busy"});
+            table.add({std::to_string(row.row), "-", "-", "-", "-", "-", "-", "-", "-", "-", "busy", "-"});
             continue;
         }
         const std::string loaded = row.loaded_bytes ? format_byte_size(*row.loaded_bytes) : std::string("unknown");
         table.add({std::to_string(row.row), name_text(row.owner), slot_text(row.owner_slot),
                    std::to_string(row.owner_generation), std::to_string(row.model_id), std::to_string(row.device),
                    loaded + " / " + format_byte_size(row.total_bytes), std::to_string(row.references),
-                   row.currently_used ? "yes" : "no", row.dynamic ? "yes" : "no", row.valid ? "ok" : "invalid"});
+                   row.currently_used ? "yes" : "no", row.dynamic ? "yes" : "no", row.valid ? "ok" : "invalid",
+                   name_text(row.name)});
     }
-    return out + table.render();
+    return out + table.render(100);
 }
 
 }  // namespace comfy::ctl

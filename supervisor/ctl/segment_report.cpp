@@ -67,12 +67,12 @@ std::string kind_name(std::uint8_t kind) {
     return "invalid(" + std::to_string(kind) + ")";
 }
 
-std::string display_name(const char (&raw)[kPackNameBytes], bool& valid) {
+std::string display_name(std::span<const char> raw, bool& valid) {
     valid = true;
     std::size_t length = 0;
-    while (length < kPackNameBytes && raw[length] != '\0') ++length;
-    const bool terminated = length < kPackNameBytes;
-    if (!terminated) length = kPackNameBytes - 1;  // room for the '?' that marks the cut
+    while (length < raw.size() && raw[length] != '\0') ++length;
+    const bool terminated = length < raw.size();
+    if (!terminated) length = raw.size() - 1;  // room for the '?' that marks the cut
     std::string name;
     name.reserve(length + 1);
     for (std::size_t i = 0; i < length; ++i) {
@@ -110,6 +110,8 @@ WorkerRow worker_row(std::uint32_t slot, const ParticipantRecord& record) {
     row.last_exit_status = record.last_exit_status;
     row.last_exit_signal = record.last_exit_signal;
     row.started_at_ms = record.started_at_ms;
+    bool node_valid = true;
+    row.last_node = display_name(record.last_node, node_valid);
     return row;
 }
 
@@ -129,6 +131,8 @@ void read_ledger(const SegmentView& view, const ReadPolicy& policy, SegmentRepor
         row.owner_slot = record.owner_slot;
         row.owner_generation = record.owner_generation;
         row.model_id = record.model_id;
+        bool name_valid = true;  // is_valid_ledger_record judges the name with the rest of the row
+        row.name = display_name(record.name, name_valid);
         row.device = record.device;
         row.total_bytes = record.total_bytes;
         if (record.loaded_bytes != kUnknownBytes) row.loaded_bytes = record.loaded_bytes;

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,7 +43,8 @@ struct WorkerRow {
     std::uint32_t restarts = 0;
     std::int32_t last_exit_status = -1;
     std::int32_t last_exit_signal = 0;
-    std::uint64_t started_at_ms = 0;
+    std::uint64_t started_at_ms = 0;  // its life's start, ms since the Unix epoch
+    std::string last_node;            // by name, when the supervisor sent it; as `name`, empty when none
 };
 
 struct CensusRow {
@@ -64,6 +66,7 @@ struct LedgerRow {
     std::string owner = "?";   // the owner's pack name, or "?" when its slot is not a live participant
     std::uint32_t owner_generation = 0;
     std::uint64_t model_id = 0;
+    std::string name;          // as its owner reported it, printable as for WorkerRow::name; may be empty
     std::uint32_t device = 0;
     std::uint64_t total_bytes = 0;
     std::optional<std::uint64_t> loaded_bytes;  // absent: not reported yet (never read as 0)
@@ -109,7 +112,9 @@ SegmentReport read_report(const std::string& instance, const ipc::SharedSegment&
 // The pieces of read_report, for tests.
 bool slot_in_use(const ParticipantRecord& record) noexcept;
 WorkerRow worker_row(std::uint32_t slot, const ParticipantRecord& record);
-std::string display_name(const char (&raw)[kPackNameBytes], bool& valid);
+// A name field of another process's (a pack's, a model's) as printable ASCII: '?' for each
+// bad byte, and a '?' that ends a name with no NUL; `valid` false when either was needed.
+std::string display_name(std::span<const char> raw, bool& valid);
 std::string state_name(std::uint8_t state);
 std::string kind_name(std::uint8_t kind);
 

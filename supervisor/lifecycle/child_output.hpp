@@ -8,6 +8,7 @@
 // comes once the life's process group is gone, and keeps itself alive until then.
 
 #include "ipc/unique_fd.hpp"
+#include "supervisor/ops/log/journal_fields.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -23,28 +24,38 @@ public:
     // Longer lines are logged in pieces of this many bytes.
     static constexpr std::size_t kLineBytes = 8192;
 
-    // Throws std::system_error when no pipe can be made.
-    static std::shared_ptr<ChildOutput> open(boost::asio::io_context& io, std::string pack);
+    // `about`: the life whose output it is (its pack's name, slot and generation). Throws
+    // std::system_error when no pipe can be made.
+    static std::shared_ptr<ChildOutput> open(boost::asio::io_context& io, LogFields about);
 
     // The child's stdout and stderr, close-on-exec here (the spawner dups it).
     int write_end() const noexcept { return write_end_.get(); }
     // Once the child is spawned: closes our copy of the write end and starts reading.
     void start();
-    // Logs what the pipe holds now without waiting, and a partial last line: at shutdown,
-    // once the loop has stopped.
+    // Logs the whole lines the pipe holds now, without waiting: at the child's exit, before
+    // the exit is told, so that last_line() has what it wrote before it ended.
+    void catch_up();
+    // catch_up(), then a partial last line: at shutdown, once the loop has stopped.
     void drain_now();
+    // The last line it wrote that was not blank (its unended last piece, when it has one),
+    // at most kLastLineBytes of it; empty while it wrote none. What a pack that cannot run
+    // ends with says why (pack_worker's "cannot import ..."), for the event that says it failed.
+    std::string last_line() const;
+    static constexpr std::size_t kLastLineBytes = 400;
 
 private:
-    ChildOutput(boost::asio::io_context& io, std::string pack, int read_end, int write_end);
+    ChildOutput(boost::asio::io_context& io, LogFields about, int read_end, int write_end);
     void read();
     void take(const char* data, std::size_t size);
     void flush_partial();
+    void log_line_of_child(std::string line);
 
-    std::string pack_;
+    LogFields about_;
     boost::asio::posix::stream_descriptor pipe_;
     ipc::UniqueFd write_end_;
     std::array<char, 16384> buffer_{};
-    std::string partial_;  // a line not ended yet
+    std::string partial_;    // a line not ended yet
+    std::string last_line_;  // the last one logged that was not blank
 };
 
 }  // namespace comfy::supervisor

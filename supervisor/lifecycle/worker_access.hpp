@@ -29,8 +29,11 @@ public:
     // Stops a worker that broke the protocol; it is restarted as after a crash.
     virtual void terminate(WorkerProcess& worker, const std::string& reason) = 0;
     // Logs a line `worker` can make the supervisor write again and again: at most a few
-    // per topic and window, then one line that says how many more were left out.
-    virtual void log_about(const WorkerProcess& worker, const std::string& topic, std::string line) = 0;
+    // per topic and window, then one line that says how many more were left out. `about`:
+    // what the line is about, for the journal, when not `worker` itself (its pack empty):
+    // the owner of a model a memory decision names, and the model.
+    virtual void log_about(const WorkerProcess& worker, const std::string& topic, std::string line,
+                           LogFields about = {}) = 0;
     // Logs `text` after the participant's name and records it in the event journal as `kind`.
     virtual void happened(LogLevel level, const WorkerProcess& worker, const char* kind, const std::string& text,
                           nlohmann::json figures = nlohmann::json::object()) = 0;

@@ -32,11 +32,15 @@ void MemoryBroker::handle(WorkerProcess& worker, const Message& message) {
         case MessageType::model_registered: {
             const auto& report = std::get<ModelRegistered>(message.payload);
             if (!arbiter_.ledger().within_quota(who.slot, who.generation, report.model_id, ledger_quota_)) {
+                LogFields about = worker.log_fields();
+                about.model = name_in(report.name);
+                about.model_id = report.model_id;
                 workers_.log_about(worker, "ledger reports",
-                          worker.pack.name + ": model " + std::to_string(report.model_id) +
-                              " is not tracked: the pack has " + std::to_string(ledger_quota_) +
-                              " models in the ledger, its quota (memory.ledger_quota); raise it, or "
-                              "limits.ledger_entries, if the pack really holds more");
+                                   worker.pack.name + ": " + arbiter::model_text(report.model_id, about.model) +
+                                       " is not tracked: the pack has " + std::to_string(ledger_quota_) +
+                                       " models in the ledger, its quota (memory.ledger_quota); raise it, or "
+                                       "limits.ledger_entries, if the pack really holds more",
+                                   about);
                 break;
             }
             arbitrate(arbiter::event::Registered{who, report});
@@ -76,11 +80,12 @@ void MemoryBroker::handle(WorkerProcess& worker, const Message& message) {
             }
             const Bytes freed = releases_.bounded(receipt.bytes_freed, eviction_bound(who, receipt.model_id));
             totals_.bytes_evicted = saturating_add(totals_.bytes_evicted, freed);
+            const std::string model = model_name(who, receipt.model_id);
             journal_.record("eviction", worker.pack.name,
-                            "freed " + format_byte_size(freed) + " of model " +
-                                std::to_string(receipt.model_id) + " (asked " +
-                                format_byte_size(receipt.bytes_requested) + ")",
+                            "freed " + format_byte_size(freed) + " of " + arbiter::model_text(receipt.model_id, model) +
+                                " (asked " + format_byte_size(receipt.bytes_requested) + ")",
                             {{"model_id", receipt.model_id},
+                             {"model", model},
                              {"bytes_requested", receipt.bytes_requested},
                              {"bytes_freed", freed},
                              {"deferred", receipt.deferred != 0}});
@@ -131,6 +136,25 @@ void MemoryBroker::refuse_unasked(WorkerProcess& worker, const std::string& what
     releases_.refuse_unasked();
     workers_.log_about(worker, "receipts",
                        worker.pack.name + ": " + what + " answered nothing asked of it; not counted");
+}
+
+std::string MemoryBroker::model_name(const arbiter::Participant& who, std::uint64_t model_id) const {
+    const auto row = arbiter_.ledger().find(who.slot, who.generation, model_id);
+    return row ? arbiter_.ledger().at(*row)->name : std::string();
+}
+
+LogFields MemoryBroker::note_fields(const arbiter::action::NoteSubject& subject) {
+    LogFields fields;
+    if (subject.names_participant()) {
+        fields.slot = subject.who.slot;
+        fields.generation = subject.who.generation;
+        for (const auto& worker : workers_.workers()) {
+            if (worker->slot == subject.who.slot) fields.pack = worker->pack.name;
+        }
+    }
+    if (subject.model_id != 0) fields.model_id = subject.model_id;
+    fields.model = subject.model;
+    return fields;
 }
 
 Bytes MemoryBroker::eviction_bound(const arbiter::Participant& who, std::uint64_t model_id) {
@@ -226,10 +250,12 @@ void MemoryBroker::carry_out(const arbiter::Action& action, const std::optional<
             using A = std::decay_t<decltype(a)>;
             if constexpr (std::is_same_v<A, arbiter::action::Note>) {
                 const WorkerProcess* about = source ? workers_.live(source->who.slot, source->who.generation) : nullptr;
+                LogFields fields = note_fields(a.subject);
                 if (about != nullptr) {
-                    workers_.log_about(*about, source->topic, "memory: " + a.text);
+                    workers_.log_about(*about, source->topic, "memory: " + a.text, std::move(fields));
                 } else {
-                    log_line("memory: " + a.text);
+                    fields.event = "memory";
+                    log_line(LogLevel::info, "memory: " + a.text, fields);
                 }
             } else if constexpr (std::is_same_v<A, arbiter::action::Deafness>) {
                 on_deafness(a);
@@ -247,11 +273,11 @@ void MemoryBroker::carry_out(const arbiter::Action& action, const std::optional<
                 } else if constexpr (std::is_same_v<A, arbiter::action::Grant>) {
                     ++totals_.granted;
                     if (a.grant.shortfall > 0) ++totals_.admitted_short;
-                    record_answer(*target, a.correlation, "granted", a.grant.device_free, a.grant.shortfall);
+                    record_answer(*target, a.correlation, true, a.grant.device_free, a.grant.shortfall);
                     workers_.deliver(*target, encode(a.grant, target->generation, a.correlation));
                 } else {
                     ++totals_.refused;
-                    record_answer(*target, a.correlation, "refused", a.refusal.device_free, 0);
+                    record_answer(*target, a.correlation, false, a.refusal.device_free, 0);
                     workers_.deliver(*target, encode(a.refusal, target->generation, a.correlation));
                 }
             }
@@ -285,8 +311,9 @@ void MemoryBroker::on_deafness(const arbiter::action::Deafness& d) {
     if (restart) workers_.terminate(*worker, "deaf (memory.deaf_participant \"restart\")");
 }
 
-void MemoryBroker::record_answer(const WorkerProcess& asker, std::uint64_t correlation, const char* answer,
-                               Bytes device_free, Bytes shortfall) {
+void MemoryBroker::record_answer(const WorkerProcess& asker, std::uint64_t correlation, bool granted,
+                                 Bytes device_free, Bytes shortfall) {
+    const char* answer = granted ? "granted" : "refused";
     const auto waited = admission_waits_.answered(asker.slot, correlation, Clock::now());
     if (!waited) return;
     // Milliseconds below a second: most grants come from free memory in microseconds.
@@ -304,7 +331,8 @@ void MemoryBroker::record_answer(const WorkerProcess& asker, std::uint64_t corre
                      {"bytes", waited->asked},
                      {"waited_seconds", waited->waited_seconds},
                      {"device_free", device_free},
-                     {"shortfall", shortfall}});
+                     {"shortfall", shortfall}},
+                    granted ? LogLevel::info : LogLevel::warning);
 }
 
 bool MemoryBroker::may_ask(WorkerProcess& worker, MessageType sent) {

@@ -82,6 +82,11 @@ private:
     };
     static std::optional<NoteSource> note_source(const arbiter::Event& event);
     void carry_out(const arbiter::Action& action, const std::optional<NoteSource>& source);
+    // What a note is about, for the journal's fields: its subject's pack, slot and life,
+    // and the model it names.
+    LogFields note_fields(const arbiter::action::NoteSubject& subject);
+    // The name `who` reported for `model_id`, while the ledger has it.
+    std::string model_name(const arbiter::Participant& who, std::uint64_t model_id) const;
     void on_release_receipt(WorkerProcess& worker, const ReleaseReceipt& receipt);
     // The arbiter found `d.who` deaf, or hears it again.
     void on_deafness(const arbiter::action::Deafness& d);
@@ -91,8 +96,9 @@ private:
     Bytes eviction_bound(const arbiter::Participant& who, std::uint64_t model_id);
     // Logs a load that fits only because its worker's boundary releases ran before it.
     void note_fit_by_release(const WorkerProcess& worker, const AdmissionRequest& request);
-    // Journals an admission's answer with what it asked and how long it waited.
-    void record_answer(const WorkerProcess& asker, std::uint64_t correlation, const char* answer, Bytes device_free,
+    // Journals an admission's answer with what it asked and how long it waited; a refusal,
+    // which fails the asker's load, at warning, kept with the failures.
+    void record_answer(const WorkerProcess& asker, std::uint64_t correlation, bool granted, Bytes device_free,
                        Bytes shortfall);
     void publish_ledger();
 

@@ -22,6 +22,22 @@ bool up(ParticipantState state) { return state == ParticipantState::ready || sta
 
 }  // namespace
 
+std::string label_value(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (const char c : text) {
+        if (c == '\\' || c == '"') {
+            out += '\\';
+            out += c;
+        } else if (c == '\n') {
+            out += "\\n";
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+
 std::string metrics_text(const MetricsInput& in) {
     const auto& totals = in.totals;
     std::string out;
@@ -34,7 +50,9 @@ std::string metrics_text(const MetricsInput& in) {
         metric(name, type, help);
         value(name, v);
     };
-    const auto pack = [](const std::string& name, const std::string& family) { return family + "{pack=\"" + name + "\"}"; };
+    const auto pack = [](const std::string& name, const std::string& family) {
+        return family + "{pack=\"" + label_value(name) + "\"}";
+    };
 
     metric("comfy_build_info", "gauge", "Always 1; the version label says which comfy-supervisor runs.");
     value(std::string("comfy_build_info{version=\"") + kVersion + "\"}", 1);
@@ -80,7 +98,7 @@ std::string metrics_text(const MetricsInput& in) {
            "retries).");
     for (const auto& p : in.participants) {
         for (std::uint8_t s = 0; s < kParticipantStateCount; ++s) {
-            value("comfy_participant_state{pack=\"" + p.pack + "\",state=\"" + ctl::state_name(s) + "\"}",
+            value("comfy_participant_state{pack=\"" + label_value(p.pack) + "\",state=\"" + ctl::state_name(s) + "\"}",
                   static_cast<std::uint8_t>(p.state) == s ? 1 : 0);
         }
     }
@@ -97,6 +115,20 @@ std::string metrics_text(const MetricsInput& in) {
     metric("comfy_worker_pinned_ceiling_bytes", "gauge",
            "The most host memory the pack's worker may pin (its MAX_PINNED_MEMORY); 0 when it has none.");
     for (const auto& row : in.census) value(pack(row.pack, "comfy_worker_pinned_ceiling_bytes"), row.census.pinned_ceiling);
+
+    // A series per model in the ledger: its owner, its id (two models may share a name) and
+    // its name.
+    const auto model = [](const ModelMetrics& m, const std::string& family) {
+        return family + "{pack=\"" + label_value(m.pack) + "\",model_id=\"" + std::to_string(m.model_id) +
+               "\",model=\"" + label_value(m.name) + "\"}";
+    };
+    metric("comfy_model_total_bytes", "gauge", "Size of each model in the ledger, by its owner's pack and its name.");
+    for (const auto& m : in.models) value(model(m, "comfy_model_total_bytes"), m.total);
+    metric("comfy_model_loaded_bytes", "gauge",
+           "Bytes of each model in the ledger loaded on the device; no sample until its owner reports it.");
+    for (const auto& m : in.models) {
+        if (m.loaded) value(model(m, "comfy_model_loaded_bytes"), *m.loaded);
+    }
 
     single("comfy_host_budget_bytes", "gauge", "Host RAM budget (host.budget_bytes); 0 when the machine's own figure is used.",
            in.host.budget);

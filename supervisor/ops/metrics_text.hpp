@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace comfy::supervisor {
@@ -21,6 +22,16 @@ struct ParticipantMetrics {
     bool deaf;  // passed over by the arbiter until it answers
 };
 
+// One model of the ledger, by its owner's pack and its name (docs/METRICS.md says what the
+// labels carry and how many series they make).
+struct ModelMetrics {
+    std::string pack;
+    std::uint64_t model_id;
+    std::string name;  // may be empty
+    Bytes total;
+    std::optional<Bytes> loaded;  // absent: not reported yet
+};
+
 struct MetricsInput {
     Totals totals;
     Bytes device_total = 0;
@@ -28,6 +39,7 @@ struct MetricsInput {
     Bytes device_reserve = 0;
     std::size_t ledger_models = 0;
     std::vector<ParticipantMetrics> participants;
+    std::vector<ModelMetrics> models;
     std::vector<CensusRow> census;
     HostFigures host;
     AdmissionWaits::Histogram admission_waits;
@@ -35,5 +47,9 @@ struct MetricsInput {
 };
 
 std::string metrics_text(const MetricsInput& in);
+
+// `text` as a label's value inside its double quotes: backslash, double quote and line
+// feed escaped, as the exposition format requires.
+std::string label_value(std::string_view text);
 
 }  // namespace comfy::supervisor

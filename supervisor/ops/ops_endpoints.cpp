@@ -7,6 +7,9 @@
 #include "supervisor/ops/metrics_text.hpp"
 #include "supervisor/ops/ops_routes.hpp"
 
+#include <map>
+#include <optional>
+
 namespace comfy::supervisor {
 
 OpsEndpoints::OpsEndpoints(boost::asio::io_context& io, Sources sources) : io_(io), from_(sources) {}
@@ -21,15 +24,15 @@ void OpsEndpoints::start() {
     http_.emplace(io_, http.address, http.port,
                   OpsHandlers{[this] { return census_json(); }, [this] { return metrics_text(); },
                               [this] { return history_->json(); },
-                              [this](std::uint64_t since, std::size_t limit) {
-                                  return events_json(from_.journal, since, limit);
+                              [this](std::uint64_t since, std::size_t limit, EventFilter filter) {
+                                  return events_json(from_.journal, since, limit, filter);
                               },
                               [this](const FreeRequest& request) { answer_free(request); },
                               [this] { return from_.supervisor.readiness(); }},
                   HttpAccess{http.allowed_hosts, http.token}, from_.refusals);
     http_->start();
     log_line("http: listening on " + http.address + ":" + std::to_string(http_->port()) +
-             " (GET / for the dashboard, GET /census, /metrics, /history, /events, /healthz, /readyz; POST /free" +
+             " (GET / for the dashboard, GET /census, /metrics, /memory-history, /events, /healthz, /readyz; POST /free" +
              (http.token.empty() ? "" : " with the token of http.token_file") + ")");
 }
 
@@ -70,9 +73,18 @@ std::string OpsEndpoints::metrics_text() {
     in.device_total = snap.device_total;
     in.device_free = snap.device_free;
     in.device_reserve = from_.config.memory.reserve_bytes;
-    in.ledger_models = from_.memory.arbiter().ledger().size();
+    const auto& ledger = from_.memory.arbiter().ledger();
+    in.ledger_models = ledger.size();
+    std::map<std::uint32_t, std::string> packs;  // by slot
     for (const auto& w : from_.workers.workers()) {
         in.participants.push_back({w->pack.name, w->state, w->restarts.restarts(), w->deaf});
+        packs[w->slot] = w->pack.name;
+    }
+    for (std::size_t row = 0; row < ledger.capacity() && in.models.size() < ledger.size(); ++row) {
+        const auto& entry = ledger.at(row);
+        if (!entry) continue;
+        in.models.push_back({packs[entry->owner_slot], entry->model_id, entry->name, entry->total_bytes,
+                             entry->loaded_known() ? std::optional<Bytes>(entry->loaded_bytes) : std::nullopt});
     }
     in.census = from_.supervisor.census_rows();
     in.host = from_.releases.host_figures();

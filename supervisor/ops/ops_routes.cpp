@@ -14,7 +14,7 @@ namespace {
 
 constexpr const char* kJson = "application/json";
 constexpr const char* kEndpoints =
-    "GET /, GET /census, GET /metrics, GET /history, GET /events?since=N, GET /healthz, GET /readyz or POST /free";
+    "GET /, GET /census, GET /metrics, GET /memory-history, GET /events?since=N, GET /healthz, GET /readyz or POST /free";
 
 // The value of `name` in a query string ("since=3&limit=10"); nothing when absent.
 std::optional<std::string_view> query_value(std::string_view query, std::string_view name) {
@@ -50,7 +50,15 @@ OpsResponse events(const OpsHandlers& handlers, std::string_view query) {
         }
         *value = *number;
     }
-    return {200, kJson, handlers.events_json(since, static_cast<std::size_t>(limit))};
+    auto filter = EventFilter::all;
+    if (const auto failures = query_value(query, "failures")) {
+        if (*failures != "true" && *failures != "false") {
+            return error_response(400, "failures must be true or false, found \"" +
+                                           std::string(failures->substr(0, 40)) + "\"; e.g. GET /events?failures=true");
+        }
+        if (*failures == "true") filter = EventFilter::failures;
+    }
+    return {200, kJson, handlers.events_json(since, static_cast<std::size_t>(limit), filter)};
 }
 
 OpsResponse free_endpoint(const OpsHandlers& handlers, std::string_view body) {
@@ -67,10 +75,13 @@ OpsResponse error_response(unsigned status, const std::string& text) {
     return {status, kJson, nlohmann::json{{"error", text}}.dump() + "\n"};
 }
 
-std::string events_json(const EventJournal& journal, std::uint64_t since, std::size_t limit) {
+std::string events_json(const EventJournal& journal, std::uint64_t since, std::size_t limit, EventFilter filter) {
     nlohmann::json events = nlohmann::json::array();
-    for (const auto& event : journal.since(since, limit)) events.push_back(to_json(event));
-    return nlohmann::json{{"last_seq", journal.last_seq()}, {"events", std::move(events)}}.dump() + "\n";
+    for (const auto& event : journal.since(since, limit, filter)) events.push_back(to_json(event));
+    // A child's own line can reach an event's text: bytes that are not UTF-8 are replaced, not thrown on.
+    return nlohmann::json{{"last_seq", journal.last_seq()}, {"events", std::move(events)}}.dump(
+               -1, ' ', false, nlohmann::json::error_handler_t::replace) +
+           "\n";
 }
 
 OpsResponse route(const OpsHandlers& handlers, std::string_view method, std::string_view target, std::string_view body) {
@@ -82,7 +93,7 @@ OpsResponse route(const OpsHandlers& handlers, std::string_view method, std::str
     if (get && path == "/") return {200, "text/html; charset=utf-8", std::string(dashboard_page())};
     if (get && path == "/census") return {200, kJson, handlers.census_json()};
     if (get && path == "/metrics") return {200, "text/plain; version=0.0.4; charset=utf-8", handlers.metrics_text()};
-    if (get && path == "/history") return {200, kJson, handlers.history_json()};
+    if (get && path == "/memory-history") return {200, kJson, handlers.history_json()};
     if (get && path == "/events") return events(handlers, query);
     if (get && path == "/healthz") return {200, kJson, "{\"alive\":true}\n"};
     if (get && path == "/readyz") {

@@ -59,6 +59,12 @@ HOST_WRITES = {
         "wrapped: every unload of a model, the supervisor's or upstream's own, revokes its mirrors first",
     ("host/comfyui.py", "_remember_clip_vision_configs", "clip_vision.ClipVisionModel.__init__"):
         "wrapped: a CLIP vision model remembers the configuration it was built from, its mirror's recipe",
+    ("host/model_names.py", "install", "sd.load_checkpoint_guess_config"):
+        "wrapped: the models a checkpoint's load returns are named after its file (0.3.64 keeps no file on them)",
+    ("host/model_names.py", "install", "sd.load_diffusion_model"):
+        "wrapped: the model a diffusion model's load returns is named after its file",
+    ("host/model_names.py", "install", "sd.load_clip"):
+        "wrapped: the text encoder a CLIP load returns is named after its files",
     ("host/comfyui.py", "install", "execution.PromptExecutor.execute"):
         "wrapped: a prompt is one busy stretch (upstream has no per-node hook)",
     ("host/comfyui.py", "_Host.load_models_gpu", "self.mm.EXTRA_RESERVED_VRAM"):

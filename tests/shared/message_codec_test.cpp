@@ -6,6 +6,7 @@
 #include "shared/segment_layout.hpp"
 
 #include <cstring>
+#include <string>
 #include <random>
 
 using namespace comfy;
@@ -221,6 +222,39 @@ TEST_CASE("out-of-range fields are rejected with the field named") {
     CHECK(result.error == DecodeError::out_of_range);
     CHECK(std::string(result.field) == "header.reserved");
     CHECK(result.describe() == "out_of_range (header.reserved)");
+}
+
+TEST_CASE("a model's name from another process is printable, ended and zero after its end, or refused") {
+    ModelRegistered named{1, 1, 10, 10, 0, 0, 0, 0, "SDXL (sd_xl_base_1.0.safetensors)"};
+    const auto result = round_trip(named);
+    REQUIRE(result.ok());
+    CHECK(name_in(std::get<ModelRegistered>(result.message.payload).name) == "SDXL (sd_xl_base_1.0.safetensors)");
+    CHECK(round_trip(ModelRegistered{1, 1, 10, 10, 0, 0, 0, 0}).ok());  // a model without a name
+
+    ModelRegistered unterminated = named;
+    std::memset(unterminated.name, 'a', sizeof unterminated.name);
+    CHECK(rejected_field(unterminated) == "model_registered.name");
+    CHECK(rejected_field(ModelRegistered{1, 1, 10, 10, 0, 0, 0, 0, "bad\x1b[2Jname"}) == "model_registered.name");
+    CHECK(rejected_field(ModelRegistered{1, 1, 10, 10, 0, 0, 0, 0, "caf\xc3\xa9"}) == "model_registered.name");
+    ModelRegistered trailing = named;
+    trailing.name[kModelNameBytes - 1] = 'x';  // past the NUL: a writer leaves zeros there
+    CHECK(rejected_field(trailing) == "model_registered.name");
+}
+
+TEST_CASE("a writer's name is cut to its field and made printable") {
+    char field[kModelNameBytes];
+    set_name(field, std::string(100, 'n'));
+    CHECK(is_valid_name(field));
+    CHECK(name_in(field) == std::string(kModelNameBytes - 1, 'n'));
+    set_name(field, "tab\there\ncaf\xc3\xa9");
+    CHECK(is_valid_name(field));
+    CHECK(name_in(field) == "tab?here?caf??");
+    set_name(field, "");
+    CHECK(is_valid_name(field));
+    CHECK(name_in(field).empty());
+    char small[4];
+    set_name(small, "abcdef");
+    CHECK(name_in(small) == "abc");
 }
 
 TEST_CASE("a million random inputs never crash the decoder") {

@@ -35,21 +35,23 @@ TEST_CASE("the soak reads the log lines it acts on and checks, and only those") 
         "2026-11-30T21:40:01.240Z info  video: comfy-worker: out of device memory for a cast buffer of 2.0 GiB"));
     CHECK_FALSE(parse_log_line("2026-11-30T21:40:01.240Z info  host: comfy-supervisor [  12.635] a child's echo"));
 
-    const auto ask = parse_eviction_ask("memory: slot 2 needs 18 GiB with 14 GiB free and 64 MiB being freed: asking "
-                                        "slot 1 (generation 4) to detach model 3 (160 MiB loaded)");
+    const auto ask = parse_eviction_ask("memory: video (slot 2) needs 18 GiB with 14 GiB free and 64 MiB being freed: "
+                                        "asking sdxl (slot 1, generation 4) to detach model 3 \"sdxl-vae\" (160 MiB "
+                                        "loaded)");
     REQUIRE(ask);
     CHECK(ask->asker_slot == 2);
     CHECK(ask->owner_slot == 1);
     CHECK(ask->owner_generation == 4);
-    CHECK_FALSE(parse_eviction_ask("memory: slot 2 is still 512 MiB short with the ledger exhausted: asking 11 idle "
-                                   "sibling(s) for a partial release"));
+    CHECK_FALSE(parse_eviction_ask("memory: video (slot 2) is still 512 MiB short with the ledger exhausted: asking 11 "
+                                   "idle sibling(s) for a partial release"));
     const auto timeout = parse_answer_timeout(
-        "memory: owner slot 11 (generation 3) did not answer within 1000 ms; moving to the next candidate");
+        "memory: owner deaf (slot 11, generation 3) did not answer within 1000 ms; moving to the next candidate");
     REQUIRE(timeout);
     CHECK(timeout->slot == 11);
     CHECK(timeout->generation == 3);
     const auto release = parse_answer_timeout(
-        "memory: sibling slot 12 (generation 1) did not answer the partial release within 1000 ms; going on without it");
+        "memory: sibling idle-2 (slot 12, generation 1) did not answer the partial release within 1000 ms; going on "
+        "without it");
     REQUIRE(release);
     CHECK(release->slot == 12);
     CHECK_FALSE(parse_answer_timeout("memory: 2 stand-in unload(s) not answered by their owner within 1000 ms; answered "

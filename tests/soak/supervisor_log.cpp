@@ -30,6 +30,11 @@ std::optional<std::uint64_t> number_after(const std::string& text, std::string_v
     return number_at(text, from);
 }
 
+// "NAME (slot N" at or after `at` (a pack's name has no space): N, and `at` after it.
+std::optional<std::uint64_t> named_slot(const std::string& text, std::size_t& at) {
+    return number_after(text, " (slot ", at);
+}
+
 }  // namespace
 
 std::optional<LogLine> parse_log_line(const std::string& raw) {
@@ -87,12 +92,15 @@ bool is_timing_verdict(const std::string& how) {
 }
 
 std::optional<EvictionAsk> parse_eviction_ask(const std::string& text) {
-    if (!starts_with(text, "memory: slot ")) return std::nullopt;
-    std::size_t at = 13;
-    const auto asker = number_at(text, at);
-    if (!asker || text.compare(at, 7, " needs ") != 0) return std::nullopt;
-    const auto owner = number_after(text, ": asking slot ", at);
-    if (!owner || text.compare(at, 13, " (generation ") != 0) return std::nullopt;
+    if (!starts_with(text, "memory: ")) return std::nullopt;
+    std::size_t at = 8;
+    const auto asker = named_slot(text, at);
+    if (!asker || text.compare(at, 8, ") needs ") != 0) return std::nullopt;
+    const auto asking = text.find(": asking ", at);
+    if (asking == std::string::npos) return std::nullopt;
+    at = asking + 9;
+    const auto owner = named_slot(text, at);
+    if (!owner || text.compare(at, 13, ", generation ") != 0) return std::nullopt;
     at += 13;
     const auto generation = number_at(text, at);
     if (!generation) return std::nullopt;
@@ -121,16 +129,17 @@ bool is_stale_segment_removed(const std::string& text) { return starts_with(text
 
 std::optional<AnswerTimeout> parse_answer_timeout(const std::string& text) {
     std::size_t at = 0;
-    if (starts_with(text, "memory: owner slot ") && text.find(") did not answer within ") != std::string::npos) {
-        at = 19;
-    } else if (starts_with(text, "memory: sibling slot ") &&
+    if (starts_with(text, "memory: owner ") && text.find(") did not answer within ") != std::string::npos) {
+        at = 14;
+    } else if (starts_with(text, "memory: sibling ") &&
                text.find(") did not answer the partial release within ") != std::string::npos) {
-        at = 21;
+        at = 16;
     } else {
         return std::nullopt;
     }
-    const auto slot = number_at(text, at);
-    const auto generation = slot ? number_after(text, " (generation ", at) : std::nullopt;
+    const auto slot = named_slot(text, at);
+    const auto generation = slot && text.compare(at, 13, ", generation ") == 0 ? number_after(text, ", generation ", at)
+                                                                                : std::nullopt;
     if (!generation) return std::nullopt;
     return AnswerTimeout{static_cast<std::uint32_t>(*slot), static_cast<std::uint32_t>(*generation)};
 }

@@ -33,8 +33,8 @@ std::optional<Death> parse_death(const std::string& text);
 // at two checks): one a stalled machine can bring about.
 bool is_timing_verdict(const std::string& how);
 
-// "memory: slot A needs ...: asking slot B (generation G) to ...": an eviction asked of B
-// for A's admission.
+// "memory: P (slot A) needs ...: asking Q (slot B, generation G) to ...": an eviction asked
+// of B for A's admission (P and Q their packs' names).
 struct EvictionAsk {
     std::uint32_t asker_slot;
     std::uint32_t owner_slot;
@@ -61,8 +61,8 @@ std::optional<PromptFailure> parse_prompt_failure(const std::string& text);
 bool is_shutdown_start(const std::string& text);
 // "removing stale segment NAME: ...": a new supervisor found its dead predecessor's.
 bool is_stale_segment_removed(const std::string& text);
-// "memory: owner slot S (generation G) did not answer within ..." or "memory: sibling slot
-// S (generation G) did not answer the partial release within ...": a load waited one
+// "memory: owner P (slot S, generation G) did not answer within ..." or "memory: sibling P
+// (slot S, generation G) did not answer the partial release within ...": a load waited one
 // answer time-out on S, which is deaf from then on.
 struct AnswerTimeout {
     std::uint32_t slot;

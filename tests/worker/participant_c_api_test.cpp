@@ -25,7 +25,7 @@ TEST_CASE("opening outside a supervisor fails with one line naming what is missi
 
 TEST_CASE("every call on a missing handle fails with one line, and close and the getters accept it") {
     comfy_participant* none = nullptr;
-    CHECK(comfy_participant_register_model(none, 1, 1, 1024, 1024, 0, 0, 0) == -1);
+    CHECK(comfy_participant_register_model(none, 1, 1, 1024, 1024, 0, 0, 0, "x") == -1);
     CHECK(last_error().find("no participant") != std::string::npos);
     uint64_t figure = 7;
     CHECK(comfy_participant_device_free(none, &figure) == -1);

@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 
@@ -35,7 +36,14 @@ const char* level_word(LogLevel level) {
 
 // One fprintf per line: stdio locks the stream for it, so a line is never cut by another
 // thread's.
-void write_line(LogLevel level, std::string_view source, std::string_view text) {
+void write_line(LogLevel level, std::string_view source, std::string_view text, const LogFields& fields) {
+    if (kToJournal) {
+        // The identifier the journal gives a service's stream lines: the program's name.
+        const std::string message = std::string(source) + std::string(text);
+        if (send_to_journal(journal_fields(syslog_priority(level), message, program_invocation_short_name, fields))) {
+            return;
+        }
+    }
     const auto line = format_log_line(level, source, text, kToJournal, std::chrono::system_clock::now());
     std::fprintf(stderr, "%s\n", line.c_str());
 }
@@ -70,16 +78,15 @@ bool is_journal_stream(const char* journal_stream, int fd) {
     return device == st.st_dev && inode == st.st_ino;
 }
 
-void log_line(LogLevel level, const std::string& text) {
+void log_line(LogLevel level, const std::string& text, const LogFields& fields) {
     const auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - kStart).count();
     char source[48];
     std::snprintf(source, sizeof source, "comfy-supervisor [%8.3f] ", elapsed);
-    write_line(level, source, text);
+    write_line(level, source, text, fields);
 }
 
-void log_child_line(std::string_view pack, std::string_view line) {
-    const std::string source = std::string(pack) + ": ";
-    write_line(LogLevel::info, source, line);
+void log_child_line(const LogFields& about, std::string_view line) {
+    write_line(LogLevel::info, about.pack + ": ", line, about);
 }
 
 }  // namespace comfy::supervisor

@@ -10,8 +10,13 @@
 //
 // wall-clock time (UTC), a level, then the supervisor's own lines with the seconds since it
 // started, or a child's output line under its pack's name (supervisor/lifecycle/child_output.hpp).
-// When stderr is the journal (systemd's JOURNAL_STREAM names it), each line starts with
-// the journal's priority prefix instead of the time, which the journal keeps itself.
+// When stderr is the journal (systemd's JOURNAL_STREAM names it), each line goes to the
+// journal as an entry of its own, with the journal's priority instead of the time and level,
+// which the journal keeps itself, and what the line is about as fields of its own
+// (journal_fields.hpp). Where the journal's socket does not take it, the line goes to stderr
+// with the journal's priority prefix.
+
+#include "supervisor/ops/log/journal_fields.hpp"
 
 #include <chrono>
 #include <string>
@@ -21,13 +26,15 @@ namespace comfy::supervisor {
 
 enum class LogLevel { error, warning, info };
 
-void log_line(LogLevel level, const std::string& text);
+// `fields`: what the line is about, for the journal (unused elsewhere).
+void log_line(LogLevel level, const std::string& text, const LogFields& fields = {});
 inline void log_line(const std::string& text) { log_line(LogLevel::info, text); }
 inline void log_warning(const std::string& text) { log_line(LogLevel::warning, text); }
 inline void log_error(const std::string& text) { log_line(LogLevel::error, text); }
 
-// One line a child (`pack`'s worker, or the ComfyUI host) wrote to its stdout or stderr.
-void log_child_line(std::string_view pack, std::string_view line);
+// One line a child (`about.pack`'s worker, or the ComfyUI host) wrote to its stdout or
+// stderr, logged under its pack's name; `about` says which life wrote it, for the journal.
+void log_child_line(const LogFields& about, std::string_view line);
 
 // What is written for one line, without its newline: "<6>SOURCE TEXT" for the journal,
 // "TIME LEVEL SOURCE TEXT" otherwise.

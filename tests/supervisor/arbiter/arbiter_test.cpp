@@ -259,6 +259,41 @@ TEST_CASE("an owner killed during its eviction counts as freed and the load proc
     CHECK(world.arbiter.ledger().size() == 0);
 }
 
+TEST_CASE("the notes name the packs and the models, keep their numbers, and say whom each is about") {
+    using Catch::Matchers::Contains;
+    using Catch::Matchers::StartsWith;
+    World world;
+    world.send(event::Joined{{1, 1}, "video"});
+    world.send(event::Joined{{2, 1}, "sdxl"});
+    auto named = model(20, 20 * kGiB, 20 * kGiB);
+    set_name(named.name, "SDXL (sd_xl_base_1.0.safetensors)");
+    world.load(2, named);
+    auto actions = world.send(event::Admission{{1, 1}, 1, load_of(4 * kGiB)});
+    auto notes = only<action::Note>(actions);
+    REQUIRE(notes.size() == 1);
+    CHECK_THAT(notes[0].text, StartsWith("video (slot 1) needs ") &&
+                                  Contains(": asking sdxl (slot 2, generation 1) to free ") &&
+                                  Contains(" of model 20 \"SDXL (sd_xl_base_1.0.safetensors)\" ("));
+    REQUIRE(notes[0].subject.names_participant());
+    CHECK(notes[0].subject.who.slot == 2);
+    CHECK(notes[0].subject.model_id == 20);
+    CHECK(notes[0].subject.model == "SDXL (sd_xl_base_1.0.safetensors)");
+
+    const auto partial = only<action::SendPartialUnload>(actions);
+    REQUIRE(partial.size() == 1);
+    actions = world.free_and_answer(2, 20, partial[0].command.bytes, partial[0].command.bytes / 4);
+    notes = only<action::Note>(actions);
+    REQUIRE(notes.size() == 1);
+    CHECK_THAT(notes[0].text, StartsWith("owner sdxl (slot 2, generation 1) freed ") &&
+                                  Contains("; detaching model 20 \"SDXL (sd_xl_base_1.0.safetensors)\""));
+    world.held.erase({2, 20});
+    notes = only<action::Note>(world.send(event::Left{{2, 1}}));
+    REQUIRE_FALSE(notes.empty());
+    CHECK(notes[0].text == "owner sdxl (slot 2, generation 1) died during its eviction; its entries count as freed");
+    CHECK(notes[0].subject.who.slot == 2);
+    CHECK(notes[0].subject.model.empty());
+}
+
 TEST_CASE("an asker that dies withdraws its requests, the one being worked and those queued, and the next is worked") {
     World world;
     world.join(1);

@@ -239,8 +239,9 @@ TEST_CASE("every event kind survives the trip through JSON") {
     request.largest_tensor = 300 * kMiB;
     request.pinned_bytes = kGiB;
     request.flags = kAdmitForDynamic;
+    set_name(unknown_residency.name, "SD1ClipModel (clip_l.safetensors)");
     const std::vector<Event> events{
-        event::Joined{{1, 2}},
+        event::Joined{{1, 2}, "sdxl"},
         event::Left{{3, 4}},
         event::Busy{{5, 6}, true},
         event::Registered{{7, 8}, unknown_residency},
@@ -269,6 +270,16 @@ TEST_CASE("every event kind survives the trip through JSON") {
         CHECK(registered.report.loaded_bytes == kUnknownBytes);
         CHECK(registered.report.kind == static_cast<std::uint16_t>(ModelKind::text_encoder));
         CHECK(registered.report.dynamic == 1);
+    }
+    SECTION("names travel, and a line without them (recorded before they did) reads as none") {
+        TraceJson joined = to_json(events[0], busy_world());
+        CHECK(joined["name"] == "sdxl");
+        TraceJson registered = to_json(events[3], busy_world());
+        CHECK(registered["name"] == "SD1ClipModel (clip_l.safetensors)");
+        joined.erase("name");
+        registered.erase("name");
+        CHECK(std::get<event::Joined>(parse_event_line(joined, 2).event).name.empty());
+        CHECK(name_in(std::get<event::Registered>(parse_event_line(registered, 2).event).report.name).empty());
     }
     SECTION("keep_loaded is a list and for_dynamic a flag") {
         const TraceJson line = to_json(events[7], busy_world());
@@ -438,6 +449,12 @@ TEST_CASE("a malformed trace is refused with a one-line message naming the line"
     SECTION("a snapshot slot that is not a number") {
         refused(header + '\n' + replace_once(joined_line, "\"7\":", "\"seven\":"),
                 "line 2: at /snapshot/participants/seven: expected a slot number as the key");
+    }
+    SECTION("a name no participant could have sent") {
+        refused(header + '\n' + replace_once(joined_line, "\"name\":\"\"", "\"name\":\"a\\u0007b\""),
+                "line 2: at /name: expected a name of at most 31 printable ASCII characters");
+        refused(header + '\n' + replace_once(joined_line, "\"name\":\"\"", "\"name\":\"" + std::string(32, 'n') + "\""),
+                "line 2: at /name: expected a name of at most 31 printable ASCII characters");
     }
     SECTION("another header version") {
         refused(replace_once(header, "\"version\":2", "\"version\":1") + '\n' + joined_line,

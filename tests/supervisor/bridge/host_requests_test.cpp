@@ -64,7 +64,9 @@ public:
         worker.kill_reason = reason;
         stopped.push_back(worker.pack.name + ": " + reason);
     }
-    void log_about(const WorkerProcess&, const std::string&, std::string line) override { logged.push_back(line); }
+    void log_about(const WorkerProcess&, const std::string&, std::string line, LogFields) override {
+        logged.push_back(line);
+    }
     void happened(LogLevel, const WorkerProcess&, const char*, const std::string&, nlohmann::json) override {}
     bool shutting_down() const noexcept override { return shutting; }
     void start_worker(WorkerProcess&) override {}

@@ -125,6 +125,7 @@ void fill(const SegmentView& view, std::uint64_t now_ms) {
     report_census(view, 0, c0, 41);
 
     auto pack = participant("pack-a", 200, 3, ParticipantState::busy);
+    std::strncpy(pack.last_node, "sample", kNodeNameBytes - 1);
     pack.restarts = 2;
     pack.last_exit_signal = SIGKILL;
     pack.started_at_ms = now_ms - 3 * 60'000 - 5'000;
@@ -291,6 +292,7 @@ TEST_CASE("the ledger lists every model with its owner, newest load first, and d
     older.loaded_bytes = 4 * kGiB;
     older.references = 2;
     older.load_order = 10;
+    set_name(older.name, "SDXL (sd_xl_base_1.0.safetensors)");
     put(view.ledger(3).entry, older);
     LedgerRecord newer = older;
     newer.model_id = 8;
@@ -304,9 +306,15 @@ TEST_CASE("the ledger lists every model with its owner, newest load first, and d
     broken.loaded_bytes = 9 * kGiB;  // more than its total
     broken.load_order = 3;
     put(view.ledger(2).entry, broken);
+    LedgerRecord bad_name = older;  // a name no supervisor writes: not printable, no end
+    bad_name.model_id = 10;
+    bad_name.load_order = 2;
+    std::memset(bad_name.name, 'a', sizeof bad_name.name);
+    bad_name.name[1] = '\x1b';
+    put(view.ledger(4).entry, bad_name);
 
     const auto report = ctl::read_report("here", segment);
-    REQUIRE(report.ledger.size() == 3);
+    REQUIRE(report.ledger.size() == 4);
     CHECK(report.ledger[0].model_id == 8);
     CHECK(report.ledger[0].owner == "comfyui");
     CHECK_FALSE(report.ledger[0].loaded_bytes);  // unknown, not zero
@@ -315,16 +323,25 @@ TEST_CASE("the ledger lists every model with its owner, newest load first, and d
     CHECK(report.ledger[1].row == 3);
     CHECK(*report.ledger[1].loaded_bytes == 4 * kGiB);
     CHECK(report.ledger[1].valid);
+    CHECK(report.ledger[1].name == "SDXL (sd_xl_base_1.0.safetensors)");
+    CHECK(report.ledger[0].name.empty());
     CHECK_FALSE(report.ledger[2].valid);
+    CHECK_FALSE(report.ledger[3].valid);  // shown, not trusted
+    CHECK(report.ledger[3].name == "a?" + std::string(kModelNameBytes - 3, 'a') + "?");
 
     const auto text = ctl::ledger_text(report);
     CHECK_THAT(text, Contains("unknown / 6.0 GiB"));
     CHECK_THAT(text, Contains("4.0 GiB / 6.0 GiB"));
     CHECK_THAT(text, Contains("invalid"));
+    CHECK_THAT(text, Contains(" ok  ") && Contains(" SDXL (sd_xl_base_1.0.safetensors)\n"));
     const auto json = ctl::ledger_json(report);
     CHECK(json["ledger"][0]["loaded_bytes"].is_null());
     CHECK(json["ledger"][1]["loaded_bytes"] == 4 * kGiB);
+    CHECK(json["ledger"][1]["model_id"] == 7);  // the number stays beside the name, for scripts
+    CHECK(json["ledger"][1]["name"] == "SDXL (sd_xl_base_1.0.safetensors)");
     CHECK(json["ledger"][2]["status"] == "invalid");
+    const auto top = ctl::top_frame(report, {std::nullopt, "12:34:56", 100});
+    CHECK_THAT(top, Contains("      7  pack-a") && Contains("4.0 GiB / 6.0 GiB  SDXL (sd_xl_base_1.0.safetensors)"));
 }
 
 TEST_CASE("names, states and kinds out of range are shown, not trusted") {
@@ -470,6 +487,8 @@ TEST_CASE("the JSON forms carry raw integers and every field") {
     CHECK(pack["last_exit_status"] == -1);
     CHECK(pack["last_exit_signal"] == 9);
     CHECK(pack["started_at_ms"] == now - 185'000);
+    CHECK(pack["last_node_name"] == "sample");
+    CHECK(workers["workers"][0]["last_node_name"].is_null());  // none the supervisor sent
     CHECK(workers["workers"][2]["state"] == "invalid(42)");
 
     const auto census = ctl::census_json(report);
@@ -576,6 +595,9 @@ TEST_CASE("the command line: the supervisor's actions take a NAME, release takes
     CHECK(parse_options({"release", "--pins=4096", "video"}).pins == 4096);
     CHECK(parse_options({"events", "--follow"}).follow);
     CHECK(parse_options({"events", "-f", "--json"}).json);
+    CHECK(parse_options({"events", "--failures"}).failures);
+    CHECK_FALSE(parse_options({"events"}).failures);
+    CHECK_THROWS_WITH(parse_options({"workers", "--failures"}), Contains("--failures does not apply to 'workers'"));
     CHECK(parse_options({"top"}).command == ctl::Command::top);
     CHECK(parse_options({"free"}).command == ctl::Command::free);
     CHECK(parse_options({"retry"}).command == ctl::Command::retry);
@@ -629,6 +651,17 @@ TEST_CASE("every table fits 100 columns for five participants") {
         c.last_node = 12345;
         report_census(view, slot, c, 99'999, slot == 4 ? CensusStatus::unreadable : CensusStatus::ok);
     }
+    for (std::uint32_t row = 0; row < 3; ++row) {  // models with the longest names a participant can send
+        LedgerRecord model{};
+        model.model_id = 100 + row;
+        model.owner_slot = row;
+        model.owner_generation = 12;
+        model.total_bytes = 999 * kGiB;
+        model.loaded_bytes = 123 * kGiB;
+        model.load_order = row + 1;
+        set_name(model.name, std::string(kModelNameBytes - 1, 'm'));
+        put(view.ledger(row).entry, model);
+    }
     const auto report = ctl::read_report("demo", segment);
     auto widest = [](const std::string& text) {
         std::size_t widest_line = 0;
@@ -641,6 +674,7 @@ TEST_CASE("every table fits 100 columns for five participants") {
     CHECK(widest(ctl::workers_text(report, now)) <= 100);
     CHECK(widest(ctl::census_text(report)) <= 100);
     CHECK(widest(ctl::ledger_text(report)) <= 100);
+    CHECK_THAT(ctl::ledger_text(report), Contains("mmm...\n"));  // cut to fit; whole in --json
     const auto top = ctl::top_frame(report, {512 * kMiB, "12:34:56", 100});
     CHECK(widest(top) <= 100);
     CHECK(widest(ctl::top_frame(report, {std::nullopt, "12:34:56", 240})) <= 240);
@@ -675,6 +709,14 @@ TEST_CASE("control requests are validated: known ops, their fields, bounded size
     REQUIRE(std::holds_alternative<ctl::ControlRequest>(events));
     CHECK(std::get<ctl::ControlRequest>(events).since == 5u);
     CHECK(std::get<ctl::ControlRequest>(events).follow);
+    CHECK_FALSE(std::get<ctl::ControlRequest>(events).failures);
+    ctl::ControlRequest failures;
+    failures.op = ctl::Op::events;
+    failures.failures = true;
+    const auto failures_line = ctl::request_line(failures);
+    const auto failures_back = parse_request(failures_line.substr(0, failures_line.size() - 1));
+    REQUIRE(std::holds_alternative<ctl::ControlRequest>(failures_back));
+    CHECK(std::get<ctl::ControlRequest>(failures_back).failures);
     auto refused = [](std::string_view line) {
         const auto parsed = parse_request(line);
         return std::holds_alternative<std::string>(parsed) ? std::get<std::string>(parsed) : std::string();
@@ -693,6 +735,7 @@ TEST_CASE("control requests are validated: known ops, their fields, bounded size
     CHECK_THAT(refused(R"({"op": "release", "pack": "a", "pins": -1})"), Contains("'pins' must be"));
     CHECK_THAT(refused(R"({"op": "release", "pack": "a", "pins": 0})"), Contains("'pins' must be"));
     CHECK_THAT(refused(R"({"op": "events", "follow": 1})"), Contains("'follow' must be true or false"));
+    CHECK_THAT(refused(R"({"op": "events", "failures": "yes"})"), Contains("'failures' must be true or false"));
     CHECK_THAT(refused(R"({"op": "events", "since": "x"})"), Contains("'since' must be"));
     CHECK_THAT(refused(std::string(ctl::kMaxRequestBytes, ' ')), Contains("at most 4096 bytes"));
     CHECK(ctl::error_named("unknown_pack") == ctl::ControlError::unknown_pack);

@@ -55,7 +55,7 @@ struct Participants : WorkerAccess {
     WorkerProcess* live(std::uint32_t slot, std::uint32_t) override { return list.at(slot).get(); }
     void deliver(WorkerProcess&, const MessageSlot&) override {}
     void terminate(WorkerProcess& worker, const std::string&) override { terminated.push_back(worker.slot); }
-    void log_about(const WorkerProcess&, const std::string&, std::string) override {}
+    void log_about(const WorkerProcess&, const std::string&, std::string, LogFields) override {}
     void happened(LogLevel, const WorkerProcess&, const char*, const std::string&, nlohmann::json) override {}
     bool shutting_down() const noexcept override { return false; }
     void start_worker(WorkerProcess&) override {}

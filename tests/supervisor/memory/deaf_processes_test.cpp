@@ -57,7 +57,9 @@ TEST_CASE("a deaf pack of many small models costs another pack's load one answer
     CHECK(supervisor.wait() == 0);
     const auto log = supervisor.log();
     // One time-out, not one per model: with the fix taken out, the loader waited on 64.
-    CHECK(lines_with(log, "owner slot " + std::to_string(slot) + " (generation 1) did not answer within 500 ms") == 1);
+    const std::string timeout =
+        "owner filler (slot " + std::to_string(slot) + ", generation 1) did not answer within 500 ms";
+    CHECK(lines_with(log, timeout) == 1);
     CHECK_THAT(log, Contains("filler: deaf: it let a command go unanswered for 500 ms (memory.answer_timeout_ms); its 64 "
                              "model(s) (64 MiB loaded) are passed over until it answers (memory.deaf_participant "
                              "\"keep\"); comfyctl restart filler gets their memory back"));

@@ -38,7 +38,7 @@ struct Participants : WorkerAccess {
         sent.insert(worker.slot);
     }
     void terminate(WorkerProcess&, const std::string&) override {}
-    void log_about(const WorkerProcess&, const std::string&, std::string) override {}
+    void log_about(const WorkerProcess&, const std::string&, std::string, LogFields) override {}
     void happened(LogLevel, const WorkerProcess&, const char*, const std::string&, nlohmann::json) override {}
     bool shutting_down() const noexcept override { return false; }
     void start_worker(WorkerProcess&) override {}

@@ -27,7 +27,9 @@ TEST_CASE("a load that needs another worker's model evicted succeeds, and that w
     SupervisorProcess supervisor(config, workload_of({{node("holder", "load"), node("asker", "load")}}));
     CHECK(supervisor.wait() == 0);
     CHECK_THAT(supervisor.output(), Contains("prompts run        1 of 1 (0 failed)"));
-    CHECK_THAT(supervisor.log(), Contains("asking slot 1 (generation 1) to free"));
+    // The memory decision names the owner and its model, as the pack file does.
+    CHECK_THAT(supervisor.log(), Contains("asking holder (slot 1, generation 1) to free") &&
+                                     Contains("of model 1 \"big\" ("));
     // The asker holds its 14 GiB; the holder kept what the eviction left it.
     CHECK(census_figure(supervisor.output(), "asker", 0) == 14 * kGiBf);
     const double held = census_figure(supervisor.output(), "holder", 0);
@@ -48,7 +50,8 @@ TEST_CASE("an owner killed during its eviction counts as freed and the load proc
     REQUIRE(supervisor.wait_for_state("asker", ParticipantState::busy));
     const auto holder = *supervisor.participant("holder");
     REQUIRE(::kill(holder.pid, SIGSTOP) == 0);
-    REQUIRE(eventually([&] { return supervisor.log().find("asking slot 1 (generation 1) to free") != std::string::npos; },
+    REQUIRE(eventually(
+        [&] { return supervisor.log().find("asking holder (slot 1, generation 1) to free") != std::string::npos; },
                        std::chrono::seconds(10)));
     REQUIRE(::kill(holder.pid, SIGKILL) == 0);
     CHECK(supervisor.wait() == 0);
@@ -67,7 +70,7 @@ TEST_CASE("a busy owner is deferred, then releases at its next boundary") {
                                  workload_of({{node("holder", "load_and_work")}, {node("asker", "late_load")}}, true));
     CHECK(supervisor.wait() == 0);
     const auto log = supervisor.log();
-    CHECK_THAT(log, Contains("is busy: eviction of model 1 deferred to its next boundary"));
+    CHECK_THAT(log, Contains("is busy: eviction of model 1 \"big\" deferred to its next boundary"));
     CHECK_THAT(log, Contains("waits for"));
     CHECK_THAT(supervisor.output(), Contains("prompts run        2 of 2 (0 failed)"));
     CHECK(census_figure(supervisor.output(), "asker", 0) == 14 * kGiBf);
@@ -112,7 +115,7 @@ TEST_CASE("no-fit policies: admit grants short, refuse explains, wait times out"
     SECTION("admit") {
         SupervisorProcess supervisor(memory_config_of(json::array({reference_pack(packs, "greedy", greedy)})), workload);
         CHECK(supervisor.wait() == 1);  // the allocation then fails in the worker, as upstream's would
-        CHECK_THAT(supervisor.log(), Contains("admitting slot 1 anyway (policy admit)"));
+        CHECK_THAT(supervisor.log(), Contains("admitting greedy (slot 1) anyway (policy admit)"));
         CHECK_THAT(supervisor.output(), Contains("(1 granted short under policy admit, 0 refused)"));
         CHECK_THAT(supervisor.output(), Contains("answered           2 granted, 0 refused, 0 withdrawn"));
     }
@@ -120,7 +123,7 @@ TEST_CASE("no-fit policies: admit grants short, refuse explains, wait times out"
         SupervisorProcess supervisor(memory_config_of(json::array({reference_pack(packs, "greedy", greedy)}), {{"no_fit", "refuse"}}),
                                      workload);
         CHECK(supervisor.wait() == 1);
-        CHECK_THAT(supervisor.log(), Contains("refusing slot 1: needs"));
+        CHECK_THAT(supervisor.log(), Contains("refusing greedy (slot 1): needs"));
         CHECK_THAT(supervisor.log(), Contains("loading b refused: needs"));
         CHECK_THAT(supervisor.output(), Contains("(0 granted short under policy admit, 1 refused)"));
         CHECK_THAT(supervisor.output(), Contains("answered           1 granted, 1 refused, 0 withdrawn"));
@@ -131,7 +134,7 @@ TEST_CASE("no-fit policies: admit grants short, refuse explains, wait times out"
             workload);
         CHECK(supervisor.wait() == 1);
         CHECK_THAT(supervisor.log(), Contains("waits for"));
-        CHECK_THAT(supervisor.log(), Contains("refusing slot 1"));
+        CHECK_THAT(supervisor.log(), Contains("refusing greedy (slot 1)"));
     }
 }
 
@@ -143,7 +146,8 @@ TEST_CASE("a worker's load makes room among its own models, which it evicts whil
     SupervisorProcess supervisor(memory_config_of(json::array({reference_pack(packs, "solo", pack)}), {{"no_fit", "refuse"}}),
                                  workload_of({{node("solo", "first"), node("solo", "second")}}));
     CHECK(supervisor.wait() == 0);
-    CHECK_THAT(supervisor.log(), Contains("memory: slot 1 needs 18 GiB with 12 GiB free: asking slot 1 (generation 1) to free"));
+    CHECK_THAT(supervisor.log(), Contains("memory: solo (slot 1) needs 18 GiB with 12 GiB free: asking solo (slot 1, "
+                                          "generation 1) to free"));
     CHECK_THAT(supervisor.log(), !Contains("deferred"));
     CHECK_THAT(supervisor.output(), Contains("0 refused"));
 }
@@ -159,8 +163,9 @@ TEST_CASE("a model used again moves to the front of the eviction order") {
     SupervisorProcess supervisor(memory_config_of({reference_pack(packs, "holder", holder), reference_pack(packs, "asker", asker)}),
                                  workload_of({{node("holder", "load"), node("holder", "reuse"), node("asker", "load")}}));
     CHECK(supervisor.wait() == 0);
-    CHECK_THAT(supervisor.log(), Contains("asking slot 1 (generation 1) to free") && Contains("of model 1 (6.0 GiB loaded)"));
-    CHECK_THAT(supervisor.log(), !Contains("of model 2 (6.0 GiB loaded)"));
+    CHECK_THAT(supervisor.log(), Contains("asking holder (slot 1, generation 1) to free") &&
+                                     Contains("of model 1 \"a\" (6.0 GiB loaded)"));
+    CHECK_THAT(supervisor.log(), !Contains("of model 2 \"b\" (6.0 GiB loaded)"));
 }
 
 TEST_CASE("a recording of a live run replays to the same decisions") {

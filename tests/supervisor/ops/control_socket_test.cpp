@@ -213,6 +213,22 @@ TEST_CASE("release, free, retry and events go through the control socket") {
         CHECK(event["kind"].is_string());
     }
     CHECK(parsed >= 6);  // two spawns, two ready, the operator's releases, the stop
+    // What an operator asked for is no failure; a SIGKILL nobody asked for and its restart are.
+    CHECK(comfyctl(supervisor.instance(), "events --failures --json").out.empty());
+    const auto alpha = *supervisor.participant("alpha");
+    REQUIRE(::kill(alpha.pid, SIGKILL) == 0);
+    REQUIRE(supervisor.wait_for([&](const std::vector<Participant>&) {
+        const auto now = supervisor.participant("alpha");
+        return now && now->generation > alpha.generation && now->state == ParticipantState::ready;
+    }));
+    std::istringstream failures(comfyctl(supervisor.instance(), "events --failures --json").out);
+    std::vector<std::string> kinds;
+    for (std::string line; std::getline(failures, line);) {
+        const auto event = Json::parse(line);
+        CHECK(event["level"] == "warning");
+        kinds.push_back(event["kind"]);
+    }
+    CHECK(kinds == std::vector<std::string>{"exited", "restarting"});
     CHECK(supervisor.stop() == 0);
 }
 

@@ -7,6 +7,7 @@
 #include "tests/support/http_client.hpp"
 #include "tests/support/supervisor_process.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -84,7 +85,7 @@ TEST_CASE("the dashboard shows every participant and a memory chart in headless 
     if (!up) FAIL("not every participant came up in 120 s; the supervisor's log:\n" << supervisor.log());
     REQUIRE(eventually(
         [&] {
-            const auto history = http_request(*port, "GET", "/history");
+            const auto history = http_request(*port, "GET", "/memory-history");
             return history.status == 200 && json::parse(history.body)["samples"].size() >= 3;
         },
         std::chrono::seconds(60)));
@@ -103,6 +104,19 @@ TEST_CASE("the dashboard shows every participant and a memory chart in headless 
     CHECK(dom.output.find("data-series=\"used\"") != std::string::npos);
     CHECK(dom.output.find("class=\"bar\"") != std::string::npos);
     CHECK(dom.output.find("<li data-seq=") != std::string::npos);
+    // The models on the device, by their names in the pack files (and the host's own).
+    std::vector<std::string> models{"text-encoder"};
+    for (const auto& file : std::filesystem::directory_iterator(kExamples / "packs")) {
+        for (const auto& [node, steps] : read_json(file.path())["nodes"].items()) {
+            for (const auto& step : steps) {
+                if (step.contains("model")) models.push_back(step["model"]);
+            }
+        }
+    }
+    CHECK(dom.output.find("<tr data-model=") != std::string::npos);
+    CHECK(std::any_of(models.begin(), models.end(), [&](const std::string& model) {
+        return dom.output.find("<td>" + model + "</td>") != std::string::npos;
+    }));
 
     const std::filesystem::path artifacts = std::filesystem::path(COMFY_BUILD_DIR) / "test-artifacts";
     std::filesystem::create_directories(artifacts);

@@ -1,7 +1,10 @@
 // The metrics of a live supervisor: valid for Prometheus (promtool check metrics), every
-// one described in docs/METRICS.md, and every one the Grafana dashboard queries real.
+// one described in docs/METRICS.md, and every one the Grafana dashboard queries real; every
+// participant state in the Grafana timeline, the docs and the dashboard's colours.
 #include <catch2/catch.hpp>
 
+#include "shared/records.hpp"
+#include "supervisor/ctl/segment_report.hpp"
 #include "tests/support/http_client.hpp"
 #include "tests/support/supervisor_process.hpp"
 
@@ -16,9 +19,11 @@ using nlohmann::json;
 namespace {
 
 const std::filesystem::path kSource = COMFY_SOURCE_DIR;
+const std::string kOddModel = R"(a "quoted" \ model)";
 
 // Every metric family a live supervisor with a pack and the ComfyUI-less default config
-// emits, by its "# TYPE" line, and the exposition itself.
+// emits, by its "# TYPE" line, and the exposition itself. The pack holds a model whose name
+// needs escaping in a label, as its pack file names it.
 struct Scrape {
     std::string text;
     std::set<std::string> families;
@@ -26,18 +31,23 @@ struct Scrape {
 
 Scrape scrape_live_supervisor() {
     TempFolder packs("metrics");
-    const json config = {{"device", simulated_device()}, {"http", {{"listen", "127.0.0.1:0"}}},
+    // The model stays loaded between the node's runs, which go on until the test stops them.
+    const json holding = {{"nodes", {{"hold", {step_load(kOddModel, "1GiB"), step_compute(100)}}}}};
+    json workload = workload_of({{node("solo", "hold")}});
+    workload["repeat"] = 100000;
+    const json config = {{"http", {{"listen", "127.0.0.1:0"}}},
+                         {"device", {{"kind", "simulated"}, {"total_bytes", "24GiB"}}},
                          {"host", {{"budget_bytes", "64GiB"}}},
-                         {"packs", {reference_pack(packs, "solo", idle_pack())}}};
-    SupervisorProcess supervisor(config);
-    REQUIRE(supervisor.wait_for_state("solo", comfy::ParticipantState::ready, std::chrono::seconds(30)));
+                         {"packs", {reference_pack(packs, "solo", holding)}}};
+    SupervisorProcess supervisor(config, workload);
+    REQUIRE(eventually([&] { return !supervisor.ledger().empty(); }, std::chrono::seconds(30)));
     const auto port = http_port(supervisor);
     REQUIRE(port);
     Scrape scrape;
     const auto answer = http_request(*port, "GET", "/metrics");
     REQUIRE(answer.status == 200);
     scrape.text = answer.body;
-    CHECK(supervisor.stop() == 0);
+    supervisor.stop();  // the node it interrupts fails, as a prompt at shutdown does: its status says so
     std::istringstream lines(scrape.text);
     for (std::string line; std::getline(lines, line);) {
         std::smatch found;
@@ -82,6 +92,8 @@ TEST_CASE("every metric the supervisor emits is described in docs/METRICS.md") {
     CHECK(scrape.families.count("comfy_build_info") == 1);
     CHECK(scrape.families.count("comfy_host_available_bytes") == 1);
     CHECK(scrape.families.count("comfy_admission_wait_seconds") == 1);
+    CHECK(scrape.text.find(R"(comfy_model_loaded_bytes{pack="solo",model_id="1",model="a \"quoted\" \\ model"} )"
+                           "1073741824\n") != std::string::npos);
 }
 
 TEST_CASE("the Grafana dashboard is valid JSON and queries only metrics docs/METRICS.md describes") {
@@ -108,5 +120,30 @@ TEST_CASE("the Grafana dashboard is valid JSON and queries only metrics docs/MET
             if (name.ends_with(suffix) && !documented(page, name)) name.resize(name.size() - suffix.size());
         }
         CHECK(documented(page, name));
+    }
+}
+
+TEST_CASE("every participant state has its place in the Grafana timeline, the docs and the dashboard's colours") {
+    const auto grafana = json::parse(read_file(kSource / "deploy/grafana/comfy-supervisor.json"));
+    const json* timeline = nullptr;
+    for (const auto& panel : grafana["panels"]) {
+        if (panel["type"] == "state-timeline") timeline = &panel;
+    }
+    REQUIRE(timeline != nullptr);
+    const auto expr = (*timeline)["targets"][0]["expr"].get<std::string>();
+    const auto& mappings = (*timeline)["fieldConfig"]["defaults"]["mappings"][0]["options"];
+    const auto page = metrics_page();
+    const auto dashboard = read_file(kSource / "supervisor/ops/dashboard/dashboard.html");
+    for (std::uint8_t state = 0; state < comfy::kParticipantStateCount; ++state) {
+        const std::string name = comfy::ctl::state_name(state);
+        INFO(name);
+        // Its number in the timeline's query, and that number's text.
+        std::smatch number;
+        REQUIRE(std::regex_search(expr, number, std::regex("state=\"" + name + "\"\\} == 1\\) \\* ([0-9]+)")));
+        REQUIRE(mappings.contains(number[1].str()));
+        CHECK(mappings[number[1].str()]["text"].get<std::string>().starts_with(name));
+        CHECK(documented(page, name));
+        // A pill of its own colour: the pills' text is white, as the page's background is.
+        CHECK(std::regex_search(dashboard, std::regex("\\.pill\\." + name + "[ ,{][^}]*background")));
     }
 }

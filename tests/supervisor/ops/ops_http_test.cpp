@@ -1,4 +1,4 @@
-// The operator's HTTP endpoints of a real supervisor: /metrics, /census, /history,
+// The operator's HTTP endpoints of a real supervisor: /metrics, /census, /memory-history,
 // /events, /healthz, /readyz, HEAD, POST /free as ComfyUI's, and a clear 404 for anything else.
 #include <catch2/catch.hpp>
 
@@ -71,7 +71,7 @@ TEST_CASE("the HTTP endpoints serve metrics, the census, history and events, and
     json history;
     CHECK(eventually(
         [&] {
-            history = json::parse(http_request(*port, "GET", "/history").body);
+            history = json::parse(http_request(*port, "GET", "/memory-history").body);
             return history["samples"].size() >= 2;
         },
         std::chrono::seconds(30)));

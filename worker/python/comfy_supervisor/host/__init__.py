@@ -6,6 +6,7 @@ runs in that process.
   answered through upstream's own model_unload, a prompt as one busy stretch; and the
   same memory integration in a pack's worker (install_in_worker);
 - standin: another process's model as an entry of upstream's current_loaded_models;
+- model_names: a model's name in the ledger, its class and the file it came from;
 - bridges: the host's side of every pack that runs in a worker of its own, fed by the
   supervisor's control socket; its proxy classes given to upstream;
 - proxy_nodes: the host's end of one pack's bridge (its link, its sessions, its calls);

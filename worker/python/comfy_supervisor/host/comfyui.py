@@ -17,7 +17,8 @@ supervisor started this ComfyUI (COMFY_SV_SLOT set). It then:
   upstream's own loop reaches every process's models. While it runs the command thread
   leaves the list alone (evictions asked meanwhile wait for its end), but it holds no lock
   the command thread needs: a stand-in waits for another process's answer;
-- keeps the ledger true: every command-thread period (REFRESH_S, up to IDLE_REFRESH_S
+- keeps the ledger true, each model under its name (model_names.py: its class and file):
+  every command-thread period (REFRESH_S, up to IDLE_REFRESH_S
   while idle) and after each of the above, the entries of current_loaded_models on the
   supervised device are registered, their residency reported, the ones gone dropped,
   whatever removed them (upstream's free_memory from any caller, cleanup_models from a
@@ -63,6 +64,7 @@ import time
 from .. import participant as sv
 from ..bridge import mirror
 from ..bridge.conversation import load_by_owners
+from . import model_names
 from .bridges import Bridges
 from .standin import StandIn, StandIns
 
@@ -165,7 +167,8 @@ class _Host:
                 figures = (loaded.model_loaded_memory(), bool(loaded.currently_used))
                 if model_id not in self.reported:
                     dynamic = bool(getattr(patcher, "is_dynamic", lambda: False)())
-                    self.link.register_model(model_id, loaded.model_memory(), figures[0], dynamic=dynamic)
+                    self.link.register_model(model_id, loaded.model_memory(), figures[0], dynamic=dynamic,
+                                             name=model_names.name_of(patcher))
                 just_used = id(patcher) in used
                 if self.reported.get(model_id) != figures or just_used:
                     self.happened = True
@@ -564,6 +567,7 @@ def _integrate(mm, link, with_standins):
     mm.load_models_gpu = load_models_gpu
     mm.free_memory = free_memory
     mm.LoadedModel.model_unload = model_unload
+    model_names.install()  # each model's name in the ledger: its class and file
     threading.Thread(target=host.serve, name="comfy-supervisor", daemon=True).start()
     return host
 

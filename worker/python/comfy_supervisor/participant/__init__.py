@@ -44,6 +44,7 @@ CAP_READY_LATER = 1 << 3
 
 # Model kinds of the ledger.
 KIND_UNKNOWN, KIND_DIFFUSION, KIND_TEXT_ENCODER, KIND_VAE, KIND_CLIP_VISION, KIND_CONTROLNET, KIND_OTHER = range(7)
+MODEL_NAME_CHARS = 63  # of a model's name in the ledger (shared/name_field.hpp, kModelNameBytes less its NUL)
 
 REFUSAL_REASONS = ("it cannot fit", "it waited too long", "the supervisor is shutting down")
 
@@ -180,7 +181,8 @@ _SIGNATURES = {
     "comfy_participant_ready": (_int, [_p]),
     "comfy_participant_slot": (_u32, [_p]),
     "comfy_participant_generation": (_u32, [_p]),
-    "comfy_participant_register_model": (_int, [_p, _u64, _u64, _u64, _u64, _u32, ctypes.c_uint16, _int]),
+    "comfy_participant_register_model": (_int, [_p, _u64, _u64, _u64, _u64, _u32, ctypes.c_uint16, _int,
+                                                ctypes.c_char_p]),
     "comfy_participant_report_residency": (_int, [_p, _u64, _u64, _u64, _u32, _int, _int]),
     "comfy_participant_drop_model": (_int, [_p, _u64]),
     "comfy_participant_request_admission": (_int, [_p, _u32, _u64, _u64, _u32, _u64, ctypes.POINTER(_u64), _u32, _u32,
@@ -283,12 +285,16 @@ class Participant:
         return self._lib.comfy_participant_generation(self._handle)
 
     def register_model(self, model_id, total_bytes, loaded_bytes=UNKNOWN_BYTES, weights_id=None, device=0,
-                       kind=KIND_UNKNOWN, dynamic=False):
-        """A model now held on the device; ids are this process's own, 1 to 2**48 - 1."""
+                       kind=KIND_UNKNOWN, dynamic=False, name=""):
+        """A model now held on the device; ids are this process's own, 1 to 2**48 - 1. `name`
+        is what the operator reads for it (comfyctl, the dashboard, the log): its first
+        MODEL_NAME_CHARS characters are sent, each one outside printable ASCII as '?'."""
         with self._sequence_lock:
             self._sequences[model_id] = 0
+        encoded = (name or "")[:MODEL_NAME_CHARS].encode("ascii", "replace")  # the library replaces control characters
         self._check(self._lib.comfy_participant_register_model(
-            self._handle, model_id, weights_id or model_id, total_bytes, loaded_bytes, device, kind, int(dynamic)))
+            self._handle, model_id, weights_id or model_id, total_bytes, loaded_bytes, device, kind, int(dynamic),
+            encoded))
 
     def _next_sequence(self, model_id):
         with self._sequence_lock:
