@@ -125,20 +125,19 @@ std::string ledger_text(const SegmentReport& report) {
     std::string out = title(report);
     if (report.ledger.empty()) return out + "no models on any device\n";
     // The model's name last: the one cell of any length, it makes no other column wider and
-    // is cut where the line would pass 100 columns (whole in --json).
-    Table table({"ROW", "OWNER", "SLOT", "GEN", "MODEL", "DEVICE", "LOADED / TOTAL", "REFS", "USED", "DYNAMIC",
-                 "STATUS", "NAME"},
-                {true, false, true, true, true, true, true, true, false, false, false, false});
+    // is cut where the line would pass 100 columns (whole in --json). The owner's slot, the
+    // device and the dynamic flag, which leave it little room, are in --json.
+    Table table({"ROW", "OWNER", "GEN", "MODEL", "LOADED / TOTAL", "REFS", "USED", "STATUS", "NAME"},
+                {true, false, true, true, true, true, false, false, false});
     for (const auto& row : report.ledger) {
         if (row.busy) {
-            table.add({std::to_string(row.row), "-", "-", "-", "-", "-", "-", "-", "-", "-", "busy", "-"});
+            table.add({std::to_string(row.row), "-", "-", "-", "-", "-", "-", "busy", "-"});
             continue;
         }
         const std::string loaded = row.loaded_bytes ? format_byte_size(*row.loaded_bytes) : std::string("unknown");
-        table.add({std::to_string(row.row), name_text(row.owner), slot_text(row.owner_slot),
-                   std::to_string(row.owner_generation), std::to_string(row.model_id), std::to_string(row.device),
-                   loaded + " / " + format_byte_size(row.total_bytes), std::to_string(row.references),
-                   row.currently_used ? "yes" : "no", row.dynamic ? "yes" : "no", row.valid ? "ok" : "invalid",
+        table.add({std::to_string(row.row), name_text(row.owner), std::to_string(row.owner_generation),
+                   std::to_string(row.model_id), loaded + " / " + format_byte_size(row.total_bytes),
+                   std::to_string(row.references), row.currently_used ? "yes" : "no", row.valid ? "ok" : "invalid",
                    name_text(row.name)});
     }
     return out + table.render(100);

@@ -1,5 +1,7 @@
 #include "supervisor/ops/log/journal_fields.hpp"
 
+// Where this file sends from says nothing of the line: no CODE_FILE, CODE_LINE, CODE_FUNC.
+#define SD_JOURNAL_SUPPRESS_LOCATION
 #include <systemd/sd-journal.h>
 #include <sys/uio.h>
 

@@ -29,8 +29,12 @@ struct LogFields {
 std::vector<std::string> journal_fields(int priority, std::string_view message, std::string_view identifier,
                                         const LogFields& fields);
 
+// Where the journal takes entries (systemd's native protocol).
+inline constexpr const char* kJournalSocket = "/run/systemd/journal/socket";
+
 // Sends one entry to the journal's socket (sd_journal_sendv); false when it could not, so
-// that the caller writes the line to stderr instead.
+// that the caller writes the line to stderr instead. libsystemd reports a missing socket as
+// success: the caller sends only where kJournalSocket is.
 bool send_to_journal(const std::vector<std::string>& fields);
 
 }  // namespace comfy::supervisor

@@ -3,6 +3,7 @@
 #include "supervisor/ops/log/wall_clock.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -14,6 +15,10 @@ namespace {
 
 const auto kStart = std::chrono::steady_clock::now();
 const bool kToJournal = is_journal_stream(std::getenv("JOURNAL_STREAM"), 2);
+// Entries go to the journal's own socket only where it is: sd_journal_send drops an entry
+// without a word when it is not (a container given the journal's stream but not its
+// socket), and the stream still takes the lines.
+const bool kJournalEntries = kToJournal && ::access(kJournalSocket, W_OK) == 0;
 
 // The journal's priorities (sd-daemon(3)): err, warning, info.
 int syslog_priority(LogLevel level) {
@@ -37,7 +42,7 @@ const char* level_word(LogLevel level) {
 // One fprintf per line: stdio locks the stream for it, so a line is never cut by another
 // thread's.
 void write_line(LogLevel level, std::string_view source, std::string_view text, const LogFields& fields) {
-    if (kToJournal) {
+    if (kJournalEntries) {
         // The identifier the journal gives a service's stream lines: the program's name.
         const std::string message = std::string(source) + std::string(text);
         if (send_to_journal(journal_fields(syslog_priority(level), message, program_invocation_short_name, fields))) {

@@ -15,7 +15,7 @@ TEST_CASE("a label's value has its backslashes, double quotes and line feeds esc
     CHECK(label_value("").empty());
 }
 
-TEST_CASE("each model of the ledger is a series of its pack, its id and its name; an unknown figure has none") {
+TEST_CASE("each model of the ledger is a series of its pack, its id and its name, and an unknown figure has none") {
     MetricsInput in;
     in.models.push_back({"sdxl", 3, "SDXL (sd_xl_base_1.0.safetensors)", 6 * kGiB, 4 * kGiB});
     in.models.push_back({"odd", 4, R"(say "hi" \ bye)", kGiB, std::nullopt});
