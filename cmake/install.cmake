@@ -1,11 +1,10 @@
 # What `cmake --install build --prefix P` puts where (docs/INSTALL.md): the programs in
 # P/bin, libcomfy_participant.so in P/lib with its C header, a CMake package and a
 # pkg-config file; the Python package, the ComfyUI custom node, the examples (the demo
-# runs from them), the config's JSON Schema and the deployment files under
-# P/share/comfy-supervisor; the systemd unit
-# in P/lib/systemd/system and its user in P/lib/sysusers.d; the docs in
-# P/share/doc/comfy_supervisor. Tests and benchmarks
-# are never installed.
+# runs from them), the config's JSON Schema and the deployment files (Prometheus, Grafana,
+# Kubernetes) under P/share/comfy-supervisor; the systemd unit in P/lib/systemd/system and
+# its user in P/lib/sysusers.d; the docs in P/share/doc/comfy_supervisor. Tests and
+# benchmarks are never installed.
 include(CMakePackageConfigHelpers)
 include(${CMAKE_CURRENT_LIST_DIR}/rewrite_paths.cmake)
 
@@ -94,8 +93,9 @@ install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/comfy-supervisor.sysusers DES
         RENAME comfy-supervisor.conf)
 # The config's JSON Schema, for editors and CI (docs/CONFIG.md, "The JSON Schema").
 install(FILES ${PROJECT_SOURCE_DIR}/supervisor/config/config.schema.json DESTINATION ${comfy_share_dir})
-# The Prometheus and Kubernetes files as they are.
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/deploy/prometheus ${PROJECT_SOURCE_DIR}/deploy/kubernetes
+# The Prometheus, Grafana and Kubernetes files as they are.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/deploy/prometheus ${PROJECT_SOURCE_DIR}/deploy/grafana
+                  ${PROJECT_SOURCE_DIR}/deploy/kubernetes
         DESTINATION ${comfy_share_dir}/deploy)
 
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/CHANGELOG.md ${PROJECT_SOURCE_DIR}/LICENSE

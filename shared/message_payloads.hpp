@@ -4,6 +4,7 @@
 
 #include "shared/message_header.hpp"
 #include "shared/name_field.hpp"
+#include "shared/records.hpp"  // kNodeNameBytes
 
 #include <cstdint>
 #include <limits>
@@ -20,7 +21,6 @@ inline constexpr std::uint32_t kMaxStreams = 64;
 inline constexpr std::uint32_t kKeepKeysPerMessage = 12;
 inline constexpr std::uint32_t kMaxGraceMs = 10 * 60 * 1000;
 inline constexpr std::size_t kTokenBytes = 32;
-inline constexpr std::size_t kNodeNameBytes = 64;
 
 enum class ModelKind : std::uint16_t { unknown = 0, diffusion, text_encoder, vae, clip_vision, controlnet, other };
 inline constexpr std::uint16_t kModelKindCount = 7;

@@ -11,6 +11,7 @@
 namespace comfy {
 
 inline constexpr std::size_t kPackNameBytes = 32;
+inline constexpr std::size_t kNodeNameBytes = 64;
 
 // stopped: by an operator (comfyctl stop), until one starts it again; added last, so the
 // numbers of the others, and the layout, are unchanged.
@@ -36,7 +37,10 @@ struct ParticipantRecord {
     std::uint32_t restarts;
     std::int32_t last_exit_status;  // -1 when unknown or killed by a signal
     std::int32_t last_exit_signal;  // 0 when it exited on its own
-    std::uint64_t started_at_ms;    // wall clock, for display only
+    std::uint64_t started_at_ms;    // its life's start, wall clock (ms since the Unix epoch), for display only
+    // The node it started last, by name, when the supervisor sent it that node (a workload's
+    // nodes); empty for one it was not told of (ComfyUI's own, called by the host).
+    char last_node[kNodeNameBytes];  // NUL-terminated printable ASCII
 };
 
 // Supervisor-written: one stand-in entry per model held on a device (the machine-wide

@@ -23,8 +23,9 @@
 namespace comfy {
 
 // Bump on any change to the bytes of the segment or of a message. 4: the ledger's
-// generation (LedgerGeneration). 5: a model's name in model_registered and the ledger.
-inline constexpr std::uint32_t kLayoutVersion = 5;
+// generation (LedgerGeneration). 5: a participant's last node by name (ParticipantRecord).
+// 6: a model's name in model_registered and the ledger.
+inline constexpr std::uint32_t kLayoutVersion = 6;
 
 struct Capacities {
     std::uint32_t participants = 64;

@@ -53,8 +53,10 @@ int main(int argc, char* argv[]) {
         return 2;
     }
     try {
+        await_configured_device(config->device, tell_systemd_device_wait);
+        const auto start_limit = start_limit_of(*config);
         Supervisor supervisor(std::move(*config), options.instance);
-        SystemdNotify systemd(supervisor);
+        SystemdNotify systemd(supervisor, start_limit);
         if (options.record) {
             // Before anything is spawned, so a trace file that cannot be written is a bad
             // argument like a bad config: status 2, and nothing left running.
@@ -87,6 +89,10 @@ int main(int argc, char* argv[]) {
     } catch (const DeviceUnavailable& e) {
         std::fprintf(stderr, "comfy-supervisor: %s\n", e.what());
         return 2;
+    } catch (const DeviceNotReady& e) {
+        // The GPU may come yet (a driver still loading): a status systemd restarts.
+        std::fprintf(stderr, "comfy-supervisor: %s\n", e.what());
+        return kDeviceNotReadyStatus;
     } catch (const comfy::ipc::InstanceTaken& e) {
         // Starting again cannot work while that supervisor runs.
         std::fprintf(stderr, "comfy-supervisor: %s\n", e.what());

@@ -36,7 +36,7 @@ constexpr std::chrono::seconds kLogWindow{10};
 Supervisor::Supervisor(Config config, const std::string& instance)
     : config_(std::move(config)),
       instance_(instance),
-      cuda_(open_configured_device(config_.device)),
+      cuda_(open_configured_device(config_.device, config_.source)),
       segment_(create_fresh_segment(instance, config_)),
       view_(view_of(segment_)),
       published_view_(segment_.published()->base(), view_.capacities()),
@@ -90,6 +90,7 @@ Supervisor::~Supervisor() {
 }
 
 int Supervisor::run() {
+    log_line(supervised_device_text(config_.device, cuda_.get()));
     signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
         if (!ec) begin_shutdown(std::string("received SIG") + sigabbrev_np(signal));
     });
@@ -142,6 +143,7 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     if (cuda_) attach.cuda_device = config_.device.cuda_index;
     worker.state = ParticipantState::spawning;
     worker.started_at_ms = ctl::wall_clock_ms();
+    worker.last_node.clear();  // a new life has started no node yet
     publish(worker);
     try {
         // Ours closes when this scope ends: the child holds the only other copy.
@@ -173,10 +175,15 @@ void Supervisor::start_worker(WorkerProcess& worker) {
              {{"pid", worker.process.pid}, {"generation", worker.generation}});
     bridge_.spawned(worker);
     watch_exit(worker);
-    worker.handshake_timer.expires_after(config_.limits.handshake_timeout);
-    worker.handshake_timer.async_wait([this, &worker, generation = worker.generation](const boost::system::error_code& ec) {
+    const bool host = worker.kind == ParticipantKind::host;
+    const auto handshake = host ? config_.limits.host_handshake_timeout : config_.limits.handshake_timeout;
+    worker.handshake_timer.expires_after(handshake);
+    worker.handshake_timer.async_wait([this, &worker, generation = worker.generation, handshake,
+                                       key = host ? "host_handshake_timeout_ms" : "handshake_timeout_ms"](
+                                          const boost::system::error_code& ec) {
         if (ec || worker.generation != generation || worker.joined) return;
-        terminate(worker, "no Hello within " + std::to_string(config_.limits.handshake_timeout.count()) + " ms");
+        terminate(worker, "no Hello within " + std::to_string(handshake.count()) + " ms; raise limits." + key +
+                              " if its start-up needs longer");
     });
 }
 
@@ -256,8 +263,10 @@ void Supervisor::schedule_restart(WorkerProcess& worker, Clock::time_point now) 
         return;
     }
     set_state(worker, ParticipantState::dead);
-    happened(LogLevel::info, worker, "restarting", "restarting in " + std::to_string(decision.delay.count()) + " ms",
-             {{"delay_ms", decision.delay.count()}});
+    // A restart nobody asked for (an operator's goes through operator_actions.cpp): a
+    // warning, kept with the failures, so that it outlasts the routine events around it.
+    happened(LogLevel::warning, worker, "restarting",
+             "restarting in " + std::to_string(decision.delay.count()) + " ms", {{"delay_ms", decision.delay.count()}});
     worker.restart_timer.expires_after(decision.delay);
     worker.restart_timer.async_wait([this, &worker](const boost::system::error_code& ec) {
         if (!ec && !shutting_down_) start_worker(worker);
@@ -308,13 +317,13 @@ void Supervisor::handle_message(WorkerProcess& worker, const MessageSlot& slot) 
                 terminate(worker, "sent node_started before ready");
                 break;
             }
-            on_node_started(worker, std::get<NodeStarted>(message.payload));
+            on_node_started(worker, std::get<NodeStarted>(message.payload), message.header.correlation);
             break;
         case MessageType::node_finished: on_node_finished(worker, std::get<NodeFinished>(message.payload)); break;
         case MessageType::work_result: {
             const auto request = worker.in_flight.find(message.header.correlation);
             if (request == worker.in_flight.end()) break;
-            auto reply = std::move(request->second);
+            auto reply = std::move(request->second.reply);
             worker.in_flight.erase(request);
             reply(message);
             break;
@@ -359,7 +368,7 @@ void Supervisor::on_device_use(WorkerProcess& worker, const Message& message) {
 void Supervisor::happened(LogLevel level, const WorkerProcess& worker, const char* kind, const std::string& text,
                           nlohmann::json figures) {
     log_line(level, worker.pack.name + ": " + text, worker.log_fields(kind));
-    journal_.record(kind, worker.pack.name, text, std::move(figures));
+    journal_.record(kind, worker.pack.name, text, std::move(figures), level);
 }
 
 WorkerProcess* Supervisor::live(std::uint32_t slot, std::uint32_t generation) {
@@ -459,7 +468,7 @@ void Supervisor::submit(const std::string& pack, const std::string& node, std::u
     request.prompt_epoch = epoch;
     request.node_index = index;
     std::strncpy(request.node_name, node.c_str(), sizeof request.node_name - 1);
-    PendingRequest pending{encode(request, 0, next_correlation_++), std::move(reply)};
+    PendingRequest pending{encode(request, 0, next_correlation_++), std::move(reply), node};
     if (found == packs_by_name_.end()) {
         const RequestFailed no_pack{static_cast<std::uint32_t>(FailureReason::no_such_pack), -1, 0, 0};
         pending.reply(request_failed(no_pack, 0, pending.message.header.correlation));
@@ -484,7 +493,8 @@ void Supervisor::dispatch_queued(WorkerProcess& worker) {
         PendingRequest request = std::move(worker.queued.front());
         worker.queued.pop_front();
         request.message.header.generation = worker.generation;
-        worker.in_flight.emplace(request.message.header.correlation, std::move(request.reply));
+        worker.in_flight.emplace(request.message.header.correlation,
+                                 SentRequest{std::move(request.reply), std::move(request.node)});
         deliver(worker, request.message);
     }
 }
@@ -600,7 +610,14 @@ std::vector<CensusRow> Supervisor::census_rows() const { return census_rows_of(w
 
 // ---- release paths ----
 
-void Supervisor::on_node_started(WorkerProcess& worker, const NodeStarted& node) {
+void Supervisor::on_node_started(WorkerProcess& worker, const NodeStarted& node, std::uint64_t correlation) {
+    // A node we sent names itself by its request; one ComfyUI called has no name here.
+    const auto sent = worker.in_flight.find(correlation);
+    auto node_name = sent != worker.in_flight.end() ? sent->second.node : std::string();
+    const bool renamed = node_name != worker.last_node;
+    worker.last_node = std::move(node_name);
+    // set_state publishes a change of state, with the name; busy already, the name alone.
+    if (renamed && worker.state == ParticipantState::busy) publish(worker);
     set_state(worker, ParticipantState::busy);
     memory_.arbitrate(arbiter::event::Busy{{worker.slot, worker.generation}, true});
     releases_.node_started(worker, node.prompt_epoch);

@@ -42,9 +42,9 @@ namespace comfy::supervisor {
 class Supervisor : public Supervised, private WorkerAccess {
 public:
     // Opens the device and creates the segment (removing a stale one of the same
-    // instance). Throws DeviceUnavailable when a CUDA device is configured, unusable, and
-    // the config says stop; ipc::InstanceTaken when the instance is a live supervisor's;
-    // ipc::SegmentError when the segment cannot be made.
+    // instance). Throws DeviceUnavailable or DeviceNotReady when a CUDA device is
+    // configured, unusable, and the config says stop; ipc::InstanceTaken when the instance
+    // is a live supervisor's; ipc::SegmentError when the segment cannot be made.
     Supervisor(Config config, const std::string& instance);
     ~Supervisor();
 
@@ -59,6 +59,7 @@ public:
                 ReplyHandler reply) override;
     void begin_shutdown(const std::string& why) override;
     bool shutting_down() const noexcept override { return shutting_down_; }
+    Readiness readiness() const override { return readiness_of(workers_, shutting_down_); }
     void on_all_started(std::function<void()> callback) override { all_started_.push_back(std::move(callback)); }
     void on_shutdown(std::function<void()> callback) override { shutdown_begun_.push_back(std::move(callback)); }
     Totals totals() const override;
@@ -106,7 +107,8 @@ private:
     void dispatch_queued(WorkerProcess& worker);
     // A node's start and end: the worker's state, the arbiter's busy flag, and the
     // release paths' boundaries.
-    void on_node_started(WorkerProcess& worker, const NodeStarted& node);
+    // `correlation`: its message's, which names the work request it runs when it is one of ours.
+    void on_node_started(WorkerProcess& worker, const NodeStarted& node, std::uint64_t correlation);
     void on_node_finished(WorkerProcess& worker, const NodeFinished& node);
 
     // The control socket: started with the workers, stopped at shutdown.

@@ -37,10 +37,15 @@ enum class DeviceKind { simulated, cuda };
 enum class CudaFallback { simulated, stop };
 
 struct DeviceConfig {
-    DeviceKind kind = DeviceKind::simulated;
+    // The real device unless the config asks for the simulated one: a GPU machine never
+    // arbitrates a fake device because a config said nothing.
+    DeviceKind kind = DeviceKind::cuda;
     std::uint64_t total_bytes = std::uint64_t{24} << 30;  // simulated device size
     int cuda_index = 0;
     CudaFallback cuda_fallback = CudaFallback::stop;
+    // How long the start waits for the CUDA device to become usable (its driver may still
+    // be loading at boot), trying again with backoff; then the fallback applies.
+    Milliseconds wait{60'000};
 };
 
 // What becomes of a participant the arbiter found deaf (it let a command go unanswered
@@ -88,7 +93,10 @@ struct HttpConfig {
 
 struct Limits {
     Milliseconds heartbeat_timeout{5'000};   // a worker silent this long is hung
-    Milliseconds handshake_timeout{10'000};  // from spawn to Hello
+    Milliseconds handshake_timeout{10'000};  // from spawn to Hello, for a pack's worker
+    // The same for the ComfyUI host, which says Hello once torch is imported and its custom
+    // nodes are loaded: minutes on a real machine.
+    Milliseconds host_handshake_timeout{600'000};
     // From Hello to `ready`, for a participant that says when it is ready (kCapReadyLater:
     // a Python pack's worker, whose import runs meanwhile); a start-up that hangs is ended.
     Milliseconds ready_timeout{600'000};

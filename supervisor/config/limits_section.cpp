@@ -1,4 +1,5 @@
-// Reads /limits: the timeouts of a worker's life (handshake, ready, heartbeat, shutdown), how
+// Reads /limits: the timeouts of a worker's life (handshake, the host's handshake, ready,
+// heartbeat, shutdown), how
 // many requests one participant may have waiting, and the shared segment's capacities.
 
 #include "shared/message_payloads.hpp"
@@ -12,6 +13,9 @@ namespace {
 
 constexpr Range kHeartbeatTimeoutMs{100, 3'600'000};
 constexpr Range kHandshakeTimeoutMs{100, 600'000};
+// ComfyUI's start imports torch and every custom node it loads itself, which may install
+// what they need: up to an hour, as a pack's import.
+constexpr Range kHostHandshakeTimeoutMs{100, 3'600'000};
 // A pack's import may install or download what it needs: up to an hour.
 constexpr Range kReadyTimeoutMs{100, 3'600'000};
 constexpr Range kShutdownGraceMs{0, kMaxGraceMs};  // the most a Shutdown message can carry
@@ -51,15 +55,18 @@ Capacities read_capacities(const ConfigReader& reader, const Node& limits) {
 }  // namespace
 
 Limits read_limits(const ConfigReader& reader, const Node& node) {
-    reader.expect_object(node, {"heartbeat_timeout_ms", "handshake_timeout_ms", "ready_timeout_ms",
-                                "shutdown_grace_ms", "outstanding_requests", "participants", "ledger_entries",
-                                "ring_slots"});
+    reader.expect_object(node, {"heartbeat_timeout_ms", "handshake_timeout_ms", "host_handshake_timeout_ms",
+                                "ready_timeout_ms", "shutdown_grace_ms", "outstanding_requests", "participants",
+                                "ledger_entries", "ring_slots"});
     Limits limits;
     if (const auto heartbeat = member(node, "heartbeat_timeout_ms")) {
         limits.heartbeat_timeout = reader.read_ms(*heartbeat, kHeartbeatTimeoutMs);
     }
     if (const auto handshake = member(node, "handshake_timeout_ms")) {
         limits.handshake_timeout = reader.read_ms(*handshake, kHandshakeTimeoutMs);
+    }
+    if (const auto handshake = member(node, "host_handshake_timeout_ms")) {
+        limits.host_handshake_timeout = reader.read_ms(*handshake, kHostHandshakeTimeoutMs);
     }
     if (const auto ready = member(node, "ready_timeout_ms")) {
         limits.ready_timeout = reader.read_ms(*ready, kReadyTimeoutMs);

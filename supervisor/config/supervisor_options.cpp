@@ -59,9 +59,11 @@ po::options_description run_options() {
 constexpr const char* kRunExits =
     "  0   stopped cleanly: SIGTERM or SIGINT, or a workload with no failed prompt\n"
     "  1   a workload's prompt failed, or an error after start-up (said in one line)\n"
-    "  2   bad command line, config, workload or --record file, the configured CUDA\n"
-    "      device cannot be used and the config says stop, or the instance is in use\n"
-    "      by a live supervisor\n";
+    "  2   bad command line, config, workload or --record file, a CUDA device\n"
+    "      configured in a build without CUDA support, or the instance is in use by a\n"
+    "      live supervisor\n"
+    "  75  the CUDA device is still not usable after the config's device.wait_ms and\n"
+    "      the config says stop: try again later (systemd restarts the service)\n";
 
 constexpr const char* kCheckExits =
     "  0   the config is good (one line says what it holds)\n"

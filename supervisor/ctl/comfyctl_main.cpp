@@ -5,6 +5,7 @@
 #include "supervisor/ctl/control_client.hpp"
 #include "supervisor/ctl/ctl_options.hpp"
 #include "supervisor/ctl/events_text.hpp"
+#include "supervisor/ctl/instance_owner.hpp"
 #include "supervisor/ctl/report_format.hpp"
 #include "supervisor/ctl/report_json.hpp"
 #include "supervisor/ctl/report_text.hpp"
@@ -65,6 +66,7 @@ ctl::ControlRequest request_of(const ctl::Options& options) {
     request.pack = options.pack;
     request.pins = options.pins;
     request.follow = options.follow;
+    request.failures = options.failures;
     return request;
 }
 
@@ -125,7 +127,7 @@ int run(const std::vector<std::string>& args) {
             case ctl::Command::workers:
             case ctl::Command::census:
             case ctl::Command::ledger: {
-                const auto segment = attach_segment(options.instance);
+                const auto segment = ctl::attach_instance(options.instance);
                 const auto report = ctl::read_report(options.instance, segment);
                 if (segment.outdated()) {
                     complain("segment " + segment.name() + " was truncated or replaced while it was read (by "

@@ -38,7 +38,7 @@ bool names_a_pack(Op op) { return op == Op::restart || op == Op::stop || op == O
 // The fields each op may carry, "op" included.
 std::set<std::string> fields_of(Op op) {
     if (op == Op::release) return {"op", "pack", "pins"};
-    if (op == Op::events) return {"op", "since", "follow"};
+    if (op == Op::events) return {"op", "since", "follow", "failures"};
     if (op == Op::retry) return {"op", "pack"};
     if (names_a_pack(op)) return {"op", "pack"};
     return {"op"};
@@ -67,9 +67,11 @@ std::string check_fields(const Json& request, ControlRequest& out) {
         if (!since->is_number_unsigned()) return "'since' must be a whole number";
         out.since = since->get<std::uint64_t>();
     }
-    if (const auto follow = request.find("follow"); follow != request.end()) {
-        if (!follow->is_boolean()) return "'follow' must be true or false";
-        out.follow = follow->get<bool>();
+    for (const auto& [name, flag] : {std::pair{"follow", &out.follow}, std::pair{"failures", &out.failures}}) {
+        if (const auto value = request.find(name); value != request.end()) {
+            if (!value->is_boolean()) return "'" + std::string(name) + "' must be true or false";
+            *flag = value->get<bool>();
+        }
     }
     return {};
 }
@@ -97,6 +99,7 @@ std::string request_line(const ControlRequest& request) {
     if (request.op == Op::events) {
         out["since"] = request.since;
         out["follow"] = request.follow;
+        out["failures"] = request.failures;
     }
     return out.dump() + "\n";
 }

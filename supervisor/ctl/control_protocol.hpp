@@ -7,7 +7,7 @@
 //   {"op": "free"} | {"op": "retry"[, "pack": NAME]}
 //   {"op": "restart" | "stop" | "start", "pack": NAME}
 //   {"op": "release", "pack": NAME[, "pins": BYTES]}
-//   {"op": "events"[, "since": SEQ][, "follow": true]}
+//   {"op": "events"[, "since": SEQ][, "follow": true][, "failures": true]}
 //   {"op": "info"}   answered with the reserve and the version, for comfyctl top
 //
 // Both ends validate: a request is at most kMaxRequestBytes, its fields known and of their
@@ -35,6 +35,7 @@ struct ControlRequest {
     std::optional<std::uint64_t> pins;  // release: release_pins of this many bytes instead of a full release
     std::uint64_t since = 0;            // events: those numbered after this
     bool follow = false;                // events: then new ones as they happen
+    bool failures = false;              // events: the warnings and errors alone, kept apart and longer
 };
 
 // Why an action was not done; comfyctl exits 2 for bad_request and unknown_pack, 1 otherwise.

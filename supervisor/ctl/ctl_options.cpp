@@ -16,7 +16,15 @@ namespace {
 namespace po = cli::po;
 
 // What a command takes beyond --instance, --help and --version.
-enum Takes : unsigned { kNothing = 0, kJson = 1, kFollow = 2, kPins = 4, kName = 8, kOptionalName = 16 };
+enum Takes : unsigned {
+    kNothing = 0,
+    kJson = 1,
+    kFollow = 2,
+    kPins = 4,
+    kName = 8,
+    kOptionalName = 16,
+    kFailures = 32,
+};
 
 struct CommandSpec {
     Command command;
@@ -41,17 +49,22 @@ constexpr std::array<CommandSpec, 11> kCommands{{
      "The census live in the terminal, refreshed every second: per participant its state,\n"
      "device, pinned and cast-buffer bytes, last node, and a bar of its device use against\n"
      "the device. q (or Ctrl-C) quits; the terminal is restored.\n"},
-    {Command::events, "events", kJson | kFollow, "what happened: spawns, deaths, admissions, releases",
+    {Command::events, "events", kJson | kFollow | kFailures, "what happened: spawns, deaths, admissions, releases",
      "The supervisor's journal: spawns, readiness, deaths, restarts, failures, admissions\n"
      "with their waits, evictions, releases, operator actions (the last 1000). With\n"
-     "--follow, new events as they happen, until Ctrl-C.\n"},
+     "--failures, only what went wrong (deaths nobody asked for, restarts, packs given up\n"
+     "on, refused admissions, deaf packs: the last 1000 of those, kept apart so that routine\n"
+     "events never push them out). With --follow, new events as they happen, until Ctrl-C.\n"
+     "--json prints JSON Lines: one object per event, as GET /events has them\n"
+     "(docs/METRICS.md), one per line.\n"},
     {Command::free, "free", kNothing, "every worker releases all it holds",
      "Asks every worker to release all it holds (models, pins, cast buffers); a busy one\n"
      "does so when its node ends. The same as the supervisor's SIGUSR1.\n"},
     {Command::retry, "retry", kOptionalName, "restart the packs marked failed (or one)",
      "Restarts the packs marked failed after too many restarts (or that cannot run as\n"
-     "configured), their restart counts forgotten; the same as the supervisor's SIGHUP.\n"
-     "With NAME, that pack alone (as comfyctl start NAME).\n"},
+     "configured), their past deaths forgotten by the restart limit (the restart count\n"
+     "itself only grows); the same as the supervisor's SIGHUP. With NAME, that pack alone\n"
+     "(as comfyctl start NAME).\n"},
     {Command::restart, "restart", kName, "stop a pack's worker, start it again at once",
      "Stops the pack's worker (SIGTERM, SIGKILL after the grace period) and starts it\n"
      "again at once; not counted as a crash. Requests it was running fail as at a death\n"
@@ -61,7 +74,8 @@ constexpr std::array<CommandSpec, 11> kCommands{{
      "at once, saying so, until `comfyctl start NAME`. NAME host stops ComfyUI itself;\n"
      "the packs keep running.\n"},
     {Command::start, "start", kName, "start a stopped or failed pack",
-     "Starts a pack that is stopped or failed, its restart count forgotten.\n"},
+     "Starts a pack that is stopped or failed, its past deaths forgotten by the restart\n"
+     "limit (the restart count itself only grows).\n"},
     {Command::release, "release", kName | kPins, "a full release to one pack (--pins: pins only)",
      "Asks one pack for a full release (models, pins, cast buffers); with --pins, to\n"
      "release BYTES of pinned host memory only. A busy pack does so when its node ends;\n"
@@ -77,13 +91,17 @@ const CommandSpec& spec_of(Command command) {
     return *std::find_if(kCommands.begin(), kCommands.end(), [&](const auto& s) { return s.command == command; });
 }
 
-// The options a command takes (all of them, for parsing, with kJson | kFollow | kPins).
+// The options a command takes (all of them, for parsing, with every Takes flag).
 po::options_description options_for(unsigned takes) {
     po::options_description options("options");
     options.add_options()("instance", po::value<std::string>()->value_name("NAME"),
                           "the supervisor instance (default: default)");
     if (takes & kJson) options.add_options()("json", po::bool_switch(), "JSON with raw integers instead of a table");
     if (takes & kFollow) options.add_options()("follow,f", po::bool_switch(), "keep printing new events until Ctrl-C");
+    if (takes & kFailures) {
+        options.add_options()("failures", po::bool_switch(),
+                              "only what went wrong: deaths, restarts, failures, refusals");
+    }
     if (takes & kPins) {
         options.add_options()("pins", po::value<std::string>()->value_name("BYTES"),
                               "release this much pinned memory only (\"512MiB\" or a number of bytes)");
@@ -115,12 +133,13 @@ std::uint64_t pins_of(const std::string& text) {
 std::optional<std::string> option_not_taken(const po::variables_map& values, unsigned takes) {
     if (!(takes & kJson) && values["json"].as<bool>()) return "--json";
     if (!(takes & kFollow) && values["follow"].as<bool>()) return "--follow";
+    if (!(takes & kFailures) && values["failures"].as<bool>()) return "--failures";
     if (!(takes & kPins) && values.count("pins")) return "--pins";
     return std::nullopt;
 }
 
 Options parse_words(const std::vector<std::string>& args) {
-    po::options_description all = options_for(kJson | kFollow | kPins);
+    po::options_description all = options_for(kJson | kFollow | kPins | kFailures);
     all.add_options()("words", po::value<std::vector<std::string>>());
     const auto values = cli::parse(args, all, "words");
     const auto words = values.count("words") ? values["words"].as<std::vector<std::string>>() : std::vector<std::string>{};
@@ -151,6 +170,7 @@ Options parse_words(const std::vector<std::string>& args) {
         if (wanted == 2) options.pack = words[1];
         options.json = values["json"].as<bool>();
         options.follow = values["follow"].as<bool>();
+        options.failures = values["failures"].as<bool>();
         if (values.count("pins")) options.pins = pins_of(values["pins"].as<std::string>());
         options.instance = cli::value_or(values, "instance", options.instance);
         // `--instance --json`: Boost takes the next word as the value; no instance starts with a dash.
@@ -179,6 +199,7 @@ std::string help_text(const Options& options) {
         out << "usage: comfyctl [--instance NAME] " << spec.name << ((spec.takes & kName) ? " NAME" : "")
             << ((spec.takes & kOptionalName) ? " [NAME]" : "")
             << ((spec.takes & kJson) ? " [--json]" : "") << ((spec.takes & kFollow) ? " [--follow]" : "")
+            << ((spec.takes & kFailures) ? " [--failures]" : "")
             << ((spec.takes & kPins) ? " [--pins BYTES]" : "") << "\n\n"
             << spec.about << options_for(spec.takes) << "\n"
             << kExits;
@@ -196,7 +217,7 @@ std::string help_text(const Options& options) {
         out << "  " << name << spec.summary << "\n";
     }
     out << "  (comfyctl COMMAND --help for one command's options)\n"
-        << options_for(kJson | kFollow | kPins) << "\n"
+        << options_for(kJson | kFollow | kPins | kFailures) << "\n"
         << kExits;
     return out.str();
 }

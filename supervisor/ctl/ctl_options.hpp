@@ -31,6 +31,7 @@ struct Options {
     Command command = Command::workers;
     bool json = false;
     bool follow = false;                // events: keep printing new events until interrupted
+    bool failures = false;              // events: only the warnings and errors
     std::string pack;                   // restart, stop, start, release, retry (optional): the pack's name
     std::optional<std::uint64_t> pins;  // release --pins: bytes of pinned memory
     bool help = false;                  // print help_text(*this) and stop; nothing else was checked

@@ -110,6 +110,8 @@ WorkerRow worker_row(std::uint32_t slot, const ParticipantRecord& record) {
     row.last_exit_status = record.last_exit_status;
     row.last_exit_signal = record.last_exit_signal;
     row.started_at_ms = record.started_at_ms;
+    bool node_valid = true;
+    row.last_node = display_name(record.last_node, node_valid);
     return row;
 }
 

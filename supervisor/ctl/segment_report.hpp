@@ -43,7 +43,8 @@ struct WorkerRow {
     std::uint32_t restarts = 0;
     std::int32_t last_exit_status = -1;
     std::int32_t last_exit_signal = 0;
-    std::uint64_t started_at_ms = 0;
+    std::uint64_t started_at_ms = 0;  // its life's start, ms since the Unix epoch
+    std::string last_node;            // by name, when the supervisor sent it; as `name`, empty when none
 };
 
 struct CensusRow {

@@ -1,6 +1,7 @@
 #include "supervisor/ctl/top_command.hpp"
 
 #include "supervisor/ctl/control_client.hpp"
+#include "supervisor/ctl/instance_owner.hpp"
 #include "supervisor/ctl/top_view.hpp"
 
 #include <poll.h>
@@ -11,6 +12,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 
 namespace comfy::ctl {
@@ -59,9 +61,11 @@ private:
     bool active_ = false;
 };
 
+// Asked at every frame, so a resized terminal gets a frame of its new width within a second.
 std::size_t terminal_width() {
     winsize size{};
-    return ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0 ? size.ws_col : 100;
+    if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+    return columns_or(std::getenv("COLUMNS"), 100);
 }
 
 std::string clock_text() {
@@ -78,7 +82,9 @@ std::string clock_text() {
 std::optional<std::uint64_t> ask_reserve(const std::string& instance) {
     try {
         ControlClient client(instance);
-        client.send(ControlRequest{Op::info, {}, {}, 0, false});
+        ControlRequest info;
+        info.op = Op::info;
+        client.send(info);
         const auto answer = client.answer(std::chrono::seconds(1));
         if (answer.value("ok", false) && answer.contains("reserve_bytes") && answer["reserve_bytes"].is_number_unsigned()) {
             return answer["reserve_bytes"].get<std::uint64_t>();
@@ -105,7 +111,7 @@ int run_top(const std::string& instance) {
         std::fprintf(stderr, "comfyctl: top needs a terminal; use comfyctl census (or --json) elsewhere\n");
         return 1;
     }
-    const auto segment = attach_segment(instance);  // throws SegmentError, one line
+    const auto segment = attach_instance(instance);  // throws SegmentError, one line
     const auto reserve = ask_reserve(instance);
     struct sigaction stop {};
     stop.sa_handler = on_stop_signal;

@@ -3,6 +3,8 @@
 #include "shared/byte_size.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <string_view>
 #include <vector>
 
 namespace comfy::ctl {
@@ -10,7 +12,12 @@ namespace comfy::ctl {
 namespace {
 
 constexpr std::size_t kMinWidth = 60;
-constexpr std::size_t kMinBar = 10;
+constexpr std::size_t kMinBar = 10;     // NAME and NODE narrow, to kMinColumn, to leave the bar this much
+constexpr std::size_t kLeastBar = 3;    // and a narrower terminal has a bar down to this, then none
+constexpr std::size_t kMinColumn = 4;
+constexpr std::size_t kMaxColumn = 16;  // NAME and NODE as wide as their longest text, up to this
+// SLOT STATE DEVICE PINNED CAST and the two spaces after each column, NAME's and NODE's included.
+constexpr std::size_t kFixedColumns = 4 + 8 + 9 + 9 + 9 + 7 * 2;
 constexpr std::size_t kTopModels = 8;  // the screen keeps room for the participants
 
 std::string right(std::string text, std::size_t width) {
@@ -33,6 +40,39 @@ std::string bar(std::uint64_t part, std::uint64_t whole, std::size_t width) {
 std::string fit(std::string line, std::size_t width) {
     if (line.size() > width) line.resize(width);
     return line + "\n";
+}
+
+// The node a participant started last: its name when the supervisor sent it, else the
+// number its census reports (0 is none: a participant that reports no node), else "-".
+std::string node_text(const SegmentReport& report, std::size_t i) {
+    if (i < report.workers.size() && !report.workers[i].busy && !report.workers[i].last_node.empty()) {
+        return report.workers[i].last_node;
+    }
+    const auto& row = report.census[i];
+    return figures_known(row.status) && row.census.last_node != 0 ? "#" + std::to_string(row.census.last_node) : "-";
+}
+
+// NAME's and NODE's widths, and the bar's between its brackets (0: none): the bar takes
+// what the columns leave of `width`.
+struct Layout {
+    std::size_t name = kMinColumn;
+    std::size_t node = kMinColumn;
+    std::size_t bar = 0;
+};
+
+Layout layout_of(const SegmentReport& report, std::size_t width) {
+    Layout layout;
+    for (std::size_t i = 0; i < report.census.size(); ++i) {
+        layout.name = std::max(layout.name, std::min(report.census[i].name.size(), kMaxColumn));
+        layout.node = std::max(layout.node, std::min(node_text(report, i).size(), kMaxColumn));
+    }
+    const auto columns = [&] { return kFixedColumns + layout.name + layout.node; };
+    while (columns() + kMinBar + 2 > width && (layout.name > kMinColumn || layout.node > kMinColumn)) {
+        --(layout.name >= layout.node ? layout.name : layout.node);
+    }
+    // None at all rather than one cut at the edge.
+    if (columns() + kLeastBar + 2 <= width) layout.bar = width - columns() - 2;
+    return layout;
 }
 
 // The models loaded last (the ledger's front), each with its owner and name: which model
@@ -65,6 +105,14 @@ std::string models_block(const SegmentReport& report, std::size_t width) {
 
 }  // namespace
 
+std::size_t columns_or(const char* columns, std::size_t otherwise) {
+    if (columns == nullptr) return otherwise;
+    const std::string_view text(columns);
+    std::size_t value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    return error == std::errc{} && end == text.data() + text.size() && value >= 1 && value <= 1000 ? value : otherwise;
+}
+
 std::string top_frame(const SegmentReport& report, const TopContext& context) {
     const std::size_t width = std::max(context.width, kMinWidth);
     const auto& device = report.device;
@@ -85,14 +133,11 @@ std::string top_frame(const SegmentReport& report, const TopContext& context) {
     memory += ", reserve " + (context.reserve_bytes ? format_byte_size(*context.reserve_bytes) : std::string("?"));
     out += fit(memory, width) + "\n";
 
-    std::size_t name_width = 4;
-    for (const auto& row : report.census) name_width = std::max(name_width, std::min<std::size_t>(row.name.size(), 16));
     // SLOT NAME STATE DEVICE PINNED CAST NODE, two spaces apart, then the bar.
-    const std::size_t fixed = 4 + 2 + name_width + 2 + 8 + 2 + 9 + 2 + 9 + 2 + 9 + 2 + 5 + 2;
-    const std::size_t bar_width = width > fixed + kMinBar + 2 ? width - fixed - 2 : kMinBar;
-    out += fit(right("SLOT", 4) + "  " + left("NAME", name_width) + "  " + left("STATE", 8) + "  " +
-                   right("DEVICE", 9) + "  " + right("PINNED", 9) + "  " + right("CAST", 9) + "  " + right("NODE", 5) +
-                   "  DEVICE USE",
+    const Layout layout = layout_of(report, width);
+    out += fit(right("SLOT", 4) + "  " + left("NAME", layout.name) + "  " + left("STATE", 8) + "  " +
+                   right("DEVICE", 9) + "  " + right("PINNED", 9) + "  " + right("CAST", 9) + "  " +
+                   left("NODE", layout.node) + (layout.bar > 0 ? "  DEVICE USE" : ""),
                width);
     if (report.census.empty()) out += "no participants\n";
     for (std::size_t i = 0; i < report.census.size(); ++i) {
@@ -103,11 +148,12 @@ std::string top_frame(const SegmentReport& report, const TopContext& context) {
         const bool known = figures_known(row.status);
         const CensusRecord& c = row.census;
         auto figure = [&](std::uint64_t bytes) { return known ? format_byte_size(bytes) : std::string("-"); };
-        out += fit(right(std::to_string(row.slot), 4) + "  " + left(row.participant_busy ? "-" : row.name, name_width) +
-                       "  " + left(state, 8) + "  " + right(figure(c.device_used_bytes), 9) + "  " +
-                       right(figure(c.pinned_bytes), 9) + "  " + right(figure(c.cast_buffer_bytes), 9) + "  " +
-                       right(known ? std::to_string(c.last_node) : "-", 5) + "  " +
-                       bar(known ? c.device_used_bytes : 0, whole, bar_width),
+        out += fit(right(std::to_string(row.slot), 4) + "  " +
+                       left(row.participant_busy ? "-" : row.name, layout.name) + "  " + left(state, 8) + "  " +
+                       right(figure(c.device_used_bytes), 9) + "  " + right(figure(c.pinned_bytes), 9) + "  " +
+                       right(figure(c.cast_buffer_bytes), 9) + "  " +
+                       left(node_text(report, i), layout.node) +
+                       (layout.bar > 0 ? "  " + bar(known ? c.device_used_bytes : 0, whole, layout.bar) : ""),
                    width);
     }
     out += models_block(report, width);

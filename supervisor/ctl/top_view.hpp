@@ -18,7 +18,12 @@ struct TopContext {
     std::size_t width = 100;                     // the terminal's columns
 };
 
-// The screen's lines, each ending in a newline, none wider than context.width (at least 60).
+// The screen's lines, each ending in a newline, none wider than context.width (at least 60):
+// the bar of each row takes the columns the others leave, the names narrowed before it goes.
 std::string top_frame(const SegmentReport& report, const TopContext& context);
+
+// The terminal's width as $COLUMNS says it (`columns`, may be null), for a terminal that
+// does not answer TIOCGWINSZ; `otherwise` when it names no whole number from 1 to 1000.
+std::size_t columns_or(const char* columns, std::size_t otherwise);
 
 }  // namespace comfy::ctl

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <system_error>
+#include <utility>
 
 namespace comfy::supervisor {
 
@@ -40,37 +41,53 @@ void ChildOutput::read() {
                           });
 }
 
-void ChildOutput::drain_now() {
+void ChildOutput::catch_up() {
     if (!pipe_.is_open()) return;
     for (;;) {
         const ssize_t n = ::read(pipe_.native_handle(), buffer_.data(), buffer_.size());
         if (n <= 0) break;
         take(buffer_.data(), static_cast<std::size_t>(n));
     }
+}
+
+void ChildOutput::drain_now() {
+    catch_up();
     flush_partial();
+}
+
+std::string ChildOutput::last_line() const {
+    std::string line = partial_.find_first_not_of(" \t") != std::string::npos ? partial_ : last_line_;
+    if (line.size() > kLastLineBytes) {
+        // Cut where a character starts: the line may be UTF-8, and is shown as such.
+        std::size_t cut = kLastLineBytes;
+        while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
+        line.resize(cut);
+        line += "...";
+    }
+    return line;
+}
+
+void ChildOutput::log_line_of_child(std::string line) {
+    log_child_line(about_, line);
+    if (line.find_first_not_of(" \t") != std::string::npos) last_line_ = std::move(line);
 }
 
 void ChildOutput::take(const char* data, std::size_t size) {
     for (std::size_t i = 0; i < size; ++i) {
         const char c = data[i];
         if (c == '\n') {
-            log_child_line(about_, partial_);
-            partial_.clear();
+            log_line_of_child(std::exchange(partial_, {}));
             continue;
         }
         const auto byte = static_cast<unsigned char>(c);
         partial_.push_back(byte < 0x20 && c != '\t' ? '?' : byte == 0x7f ? '?' : c);
-        if (partial_.size() == kLineBytes) {
-            log_child_line(about_, partial_);
-            partial_.clear();
-        }
+        if (partial_.size() == kLineBytes) log_line_of_child(std::exchange(partial_, {}));
     }
 }
 
 void ChildOutput::flush_partial() {
     if (partial_.empty()) return;
-    log_child_line(about_, partial_);
-    partial_.clear();
+    log_line_of_child(std::exchange(partial_, {}));
 }
 
 }  // namespace comfy::supervisor

@@ -32,21 +32,30 @@ public:
     int write_end() const noexcept { return write_end_.get(); }
     // Once the child is spawned: closes our copy of the write end and starts reading.
     void start();
-    // Logs what the pipe holds now without waiting, and a partial last line: at shutdown,
-    // once the loop has stopped.
+    // Logs the whole lines the pipe holds now, without waiting: at the child's exit, before
+    // the exit is told, so that last_line() has what it wrote before it ended.
+    void catch_up();
+    // catch_up(), then a partial last line: at shutdown, once the loop has stopped.
     void drain_now();
+    // The last line it wrote that was not blank (its unended last piece, when it has one),
+    // at most kLastLineBytes of it; empty while it wrote none. What a pack that cannot run
+    // ends with says why (pack_worker's "cannot import ..."), for the event that says it failed.
+    std::string last_line() const;
+    static constexpr std::size_t kLastLineBytes = 400;
 
 private:
     ChildOutput(boost::asio::io_context& io, LogFields about, int read_end, int write_end);
     void read();
     void take(const char* data, std::size_t size);
     void flush_partial();
+    void log_line_of_child(std::string line);
 
     LogFields about_;
     boost::asio::posix::stream_descriptor pipe_;
     ipc::UniqueFd write_end_;
     std::array<char, 16384> buffer_{};
-    std::string partial_;  // a line not ended yet
+    std::string partial_;    // a line not ended yet
+    std::string last_line_;  // the last one logged that was not blank
 };
 
 }  // namespace comfy::supervisor

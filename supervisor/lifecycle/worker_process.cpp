@@ -42,6 +42,8 @@ std::string WorkerProcess::reap() {
     const pid_t pid = process.pid;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    // What it wrote before it ended is in the pipe now: logged before its end is.
+    if (output) output->catch_up();
     // Whatever the worker left in its group goes with it.
     ::killpg(pid, SIGKILL);
     const int exec_error = take_exec_error(process);
@@ -60,13 +62,18 @@ std::string WorkerProcess::reap() {
 }
 
 std::string WorkerProcess::why_given_up() const {
+    // Its own last line says why, where the operator reads this one: comfyctl events, the
+    // dashboard, the host's node error, long after the log's line above has scrolled away.
+    const std::string said = output ? output->last_line() : std::string();
     if (last_exit_status == kExitCannotRun) {
-        return "it exited with status " + std::to_string(kExitCannotRun) +
-               " (it cannot run as configured; its error is above); not restarting until an operator asks "
-               "(comfyctl retry " + pack.name + ")";
+        return "it exited with status " + std::to_string(kExitCannotRun) + " (it cannot run as configured: " +
+               (said.empty() ? std::string("it wrote no line saying why") : "\"" + said + "\"") +
+               "); not restarting until an operator asks (comfyctl retry " + pack.name + ")";
     }
     return "more than " + std::to_string(pack.restart.max_restarts) + " restarts within " +
-           std::to_string(pack.restart.window.count()) + " ms; not restarting until an operator asks";
+           std::to_string(pack.restart.window.count()) + " ms" +
+           (said.empty() ? std::string() : " (its last line: \"" + said + "\")") +
+           "; not restarting until an operator asks";
 }
 
 LogFields WorkerProcess::log_fields(std::string event) const {
@@ -90,6 +97,7 @@ ParticipantRecord WorkerProcess::record() const {
     record.last_exit_status = last_exit_status;
     record.last_exit_signal = last_exit_signal;
     record.started_at_ms = started_at_ms;
+    std::strncpy(record.last_node, last_node.c_str(), sizeof record.last_node - 1);
     return record;
 }
 
@@ -101,7 +109,7 @@ Message WorkerProcess::failure(FailureReason reason, std::uint64_t correlation) 
 void WorkerProcess::fail_requests(FailureReason reason, bool include_queued) {
     auto sent = std::move(in_flight);
     in_flight.clear();
-    for (auto& [correlation, reply] : sent) reply(failure(reason, correlation));
+    for (auto& [correlation, request] : sent) request.reply(failure(reason, correlation));
     if (!include_queued) return;
     auto waiting = std::move(queued);
     queued.clear();

@@ -38,6 +38,13 @@ using ReplyHandler = std::function<void(const Message& reply)>;
 struct PendingRequest {
     MessageSlot message;  // correlation set; generation stamped when sent
     ReplyHandler reply;
+    std::string node;     // the node it asks for, by name
+};
+
+// A request sent and not answered yet: who waits for its answer, and what it asked for.
+struct SentRequest {
+    ReplyHandler reply;
+    std::string node;
 };
 
 // What an operator asked for a participant's life that is ending (ops/operator_actions.cpp):
@@ -96,7 +103,9 @@ struct WorkerProcess {
     Outbox outbox;                                   // waiting for room in the ring
     AnswersDue answers_due;                          // in the ring, not answered yet
     std::deque<PendingRequest> queued;               // waiting for a ready worker
-    std::map<std::uint64_t, ReplyHandler> in_flight;  // sent, by correlation id
+    std::map<std::uint64_t, SentRequest> in_flight;   // sent, by correlation id
+    // The node it started last, when it is one we sent it (in its record, for comfyctl top).
+    std::string last_node;
 
     bool alive() const noexcept { return process.pid > 0; }
     // Ready or busy: past its Hello and taking messages (not draining, dead or failed).
@@ -119,7 +128,7 @@ struct WorkerProcess {
     // ended; returns that in words ("killed by SIGKILL (hung: ...)").
     std::string reap();
     // Why it is not restarted again: it cannot run as configured (it exited with
-    // kExitCannotRun), or it restarted too often.
+    // kExitCannotRun), or it restarted too often; with the last line its life wrote.
     std::string why_given_up() const;
     // Its row of the participant table, as comfyctl and the host read it.
     ParticipantRecord record() const;

@@ -273,11 +273,11 @@ void MemoryBroker::carry_out(const arbiter::Action& action, const std::optional<
                 } else if constexpr (std::is_same_v<A, arbiter::action::Grant>) {
                     ++totals_.granted;
                     if (a.grant.shortfall > 0) ++totals_.admitted_short;
-                    record_answer(*target, a.correlation, "granted", a.grant.device_free, a.grant.shortfall);
+                    record_answer(*target, a.correlation, true, a.grant.device_free, a.grant.shortfall);
                     workers_.deliver(*target, encode(a.grant, target->generation, a.correlation));
                 } else {
                     ++totals_.refused;
-                    record_answer(*target, a.correlation, "refused", a.refusal.device_free, 0);
+                    record_answer(*target, a.correlation, false, a.refusal.device_free, 0);
                     workers_.deliver(*target, encode(a.refusal, target->generation, a.correlation));
                 }
             }
@@ -311,8 +311,9 @@ void MemoryBroker::on_deafness(const arbiter::action::Deafness& d) {
     if (restart) workers_.terminate(*worker, "deaf (memory.deaf_participant \"restart\")");
 }
 
-void MemoryBroker::record_answer(const WorkerProcess& asker, std::uint64_t correlation, const char* answer,
-                               Bytes device_free, Bytes shortfall) {
+void MemoryBroker::record_answer(const WorkerProcess& asker, std::uint64_t correlation, bool granted,
+                                 Bytes device_free, Bytes shortfall) {
+    const char* answer = granted ? "granted" : "refused";
     const auto waited = admission_waits_.answered(asker.slot, correlation, Clock::now());
     if (!waited) return;
     // Milliseconds below a second: most grants come from free memory in microseconds.
@@ -330,7 +331,8 @@ void MemoryBroker::record_answer(const WorkerProcess& asker, std::uint64_t corre
                      {"bytes", waited->asked},
                      {"waited_seconds", waited->waited_seconds},
                      {"device_free", device_free},
-                     {"shortfall", shortfall}});
+                     {"shortfall", shortfall}},
+                    granted ? LogLevel::info : LogLevel::warning);
 }
 
 bool MemoryBroker::may_ask(WorkerProcess& worker, MessageType sent) {

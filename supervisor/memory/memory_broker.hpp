@@ -96,8 +96,9 @@ private:
     Bytes eviction_bound(const arbiter::Participant& who, std::uint64_t model_id);
     // Logs a load that fits only because its worker's boundary releases ran before it.
     void note_fit_by_release(const WorkerProcess& worker, const AdmissionRequest& request);
-    // Journals an admission's answer with what it asked and how long it waited.
-    void record_answer(const WorkerProcess& asker, std::uint64_t correlation, const char* answer, Bytes device_free,
+    // Journals an admission's answer with what it asked and how long it waited; a refusal,
+    // which fails the asker's load, at warning, kept with the failures.
+    void record_answer(const WorkerProcess& asker, std::uint64_t correlation, bool granted, Bytes device_free,
                        Bytes shortfall);
     void publish_ledger();
 

@@ -101,13 +101,17 @@ private:
             return;
         }
         send(ctl::json_line({{"ok", true}, {"last_seq", server_.journal_.last_seq()}}));
-        for (const auto& event : server_.journal_.since(request.since)) send(ctl::json_line(to_json(event)));
+        const auto filter = request.failures ? EventFilter::failures : EventFilter::all;
+        for (const auto& event : server_.journal_.since(request.since, SIZE_MAX, filter)) {
+            send(ctl::json_line(to_json(event)));
+        }
         if (!request.follow) {
             close_after_writing_ = true;
             write_next();
             return;
         }
-        listener_ = server_.journal_.listen([weak = weak_from_this()](const JournalEvent& event) {
+        listener_ = server_.journal_.listen([weak = weak_from_this(), filter](const JournalEvent& event) {
+            if (filter == EventFilter::failures && !is_failure(event)) return;
             if (const auto self = weak.lock()) self->send(ctl::json_line(to_json(event)));
         });
         watch_for_goodbye();

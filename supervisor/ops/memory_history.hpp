@@ -1,5 +1,5 @@
 #pragma once
-// A short history of memory for GET /history and the dashboard: every few seconds, the
+// A short history of memory for GET /memory-history and the dashboard: every few seconds, the
 // supervised device's total, free and reserve, and what each participant holds on it and
 // pins in host RAM. The last `capacity` samples are kept (10 minutes at the default
 // interval), so the memory it takes is bounded by the participants configured. Lives on

@@ -30,11 +30,11 @@ public:
     ActionAnswer restart(const std::string& name);
     // stop: stops it and keeps it in state stopped; its requests fail at once.
     ActionAnswer stop(const std::string& name);
-    // start: starts a stopped or failed pack, its restarts forgotten.
+    // start: starts a stopped or failed pack, its past deaths forgotten by the restart limit.
     ActionAnswer start(const std::string& name);
     // release: a full release, or with `pins` a release_pins of that many bytes.
     ActionAnswer release(const std::string& name, std::optional<Bytes> pins);
-    // Starts every failed pack again, its restarts forgotten (comfyctl retry, SIGHUP);
+    // Starts every failed pack again, its past deaths forgotten (comfyctl retry, SIGHUP);
     // returns how many there were.
     std::size_t retry_failed();
 

@@ -24,14 +24,15 @@ void OpsEndpoints::start() {
     http_.emplace(io_, http.address, http.port,
                   OpsHandlers{[this] { return census_json(); }, [this] { return metrics_text(); },
                               [this] { return history_->json(); },
-                              [this](std::uint64_t since, std::size_t limit) {
-                                  return events_json(from_.journal, since, limit);
+                              [this](std::uint64_t since, std::size_t limit, EventFilter filter) {
+                                  return events_json(from_.journal, since, limit, filter);
                               },
-                              [this](const FreeRequest& request) { answer_free(request); }},
+                              [this](const FreeRequest& request) { answer_free(request); },
+                              [this] { return from_.supervisor.readiness(); }},
                   HttpAccess{http.allowed_hosts, http.token}, from_.refusals);
     http_->start();
     log_line("http: listening on " + http.address + ":" + std::to_string(http_->port()) +
-             " (GET / for the dashboard, GET /census, /metrics, /history, /events; POST /free" +
+             " (GET / for the dashboard, GET /census, /metrics, /memory-history, /events, /healthz, /readyz; POST /free" +
              (http.token.empty() ? "" : " with the token of http.token_file") + ")");
 }
 

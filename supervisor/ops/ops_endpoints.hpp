@@ -1,7 +1,7 @@
 #pragma once
 // The operator's HTTP endpoints as this supervisor answers them (the routes are in
 // ops_routes.hpp, the server in ops_http.hpp): the memory history sampled for GET
-// /history, and each answer made from the supervisor's figures. Runs on the supervisor's
+// /memory-history, and each answer made from the supervisor's figures. Runs on the supervisor's
 // loop; off unless the config names a listen address.
 
 #include "ipc/shm_segment.hpp"
@@ -59,7 +59,7 @@ private:
     boost::asio::io_context& io_;
     Sources from_;
     std::optional<OpsHttpServer> http_;
-    std::unique_ptr<HistorySampler> history_;  // GET /history; sampled while HTTP is on
+    std::unique_ptr<HistorySampler> history_;  // GET /memory-history; sampled while HTTP is on
 };
 
 }  // namespace comfy::supervisor

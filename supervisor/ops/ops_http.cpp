@@ -17,13 +17,15 @@ namespace http = beast::http;
 using tcp = boost::asio::ip::tcp;
 
 // An answer as the connection sends it: never cached, and the connection closed after it.
-http::response<http::string_body> http_response(OpsResponse answer, unsigned version) {
+// To a HEAD, the head alone, its Content-Length the body's that GET would have.
+http::response<http::string_body> http_response(OpsResponse answer, unsigned version, bool head_only = false) {
     http::response<http::string_body> response{static_cast<http::status>(answer.status), version};
     response.set(http::field::content_type, answer.content_type);
     response.set(http::field::cache_control, "no-store");
     response.keep_alive(false);
     response.body() = std::move(answer.body);
     response.prepare_payload();
+    if (head_only) response.body().clear();
     return response;
 }
 
@@ -99,6 +101,7 @@ private:
 
     void answer() {
         const auto& request = parser_.get();
+        const bool head_only = request.method() == http::verb::head;  // HTTP: a HEAD's answer has no body
         const RequestHead head{request.method_string(), request.target(), header(request, http::field::host),
                                header(request, http::field::origin), header(request, "Sec-Fetch-Site"),
                                header(request, http::field::authorization)};
@@ -106,14 +109,14 @@ private:
             shared_->refuse(refused->reason, "http: refused " + ctl::printable(head.method, 16) + " " +
                                                  ctl::printable(head.target.substr(0, head.target.find('?')), 60) +
                                                  " from " + peer_ + ": " + refused->text);
-            write(std::move(refused->answer), request.version(), refused->authenticate);
+            write(std::move(refused->answer), request.version(), refused->authenticate, head_only);
             return;
         }
-        write(route(shared_->handlers, head.method, head.target, request.body()), request.version());
+        write(route(shared_->handlers, head.method, head.target, request.body()), request.version(), {}, head_only);
     }
 
-    void write(OpsResponse answer, unsigned version, const std::string& authenticate = {}) {
-        response_ = http_response(std::move(answer), version);
+    void write(OpsResponse answer, unsigned version, const std::string& authenticate = {}, bool head_only = false) {
+        response_ = http_response(std::move(answer), version, head_only);
         if (!authenticate.empty()) response_.set(http::field::www_authenticate, authenticate);
         // A client that does not read its answer does not hold the connection either.
         stream_.expires_after(OpsHttpServer::kWriteTimeout);

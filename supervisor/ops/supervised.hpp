@@ -13,6 +13,7 @@
 #include "supervisor/memory/memory_broker.hpp"
 #include "supervisor/memory/release_scheduler.hpp"
 #include "supervisor/memory/release_totals.hpp"
+#include "supervisor/ops/health.hpp"
 
 #include <boost/asio/io_context.hpp>
 
@@ -68,6 +69,8 @@ public:
     // grace period, and ends the loop once every child is reaped.
     virtual void begin_shutdown(const std::string& why) = 0;
     virtual bool shutting_down() const noexcept = 0;
+    // Who is up and who keeps it from being ready (supervisor/ops/health.hpp).
+    virtual Readiness readiness() const = 0;
     virtual Totals totals() const = 0;
     virtual std::vector<CensusRow> census_rows() const = 0;
 

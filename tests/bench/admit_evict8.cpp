@@ -30,6 +30,7 @@ void write_packs(const std::filesystem::path& folder) {
 supervisor::Config bench_config(const std::filesystem::path& worker, const std::filesystem::path& folder) {
     supervisor::Config config;
     config.source = "bench";
+    config.device.kind = supervisor::DeviceKind::simulated;  // the default is the machine's GPU
     const auto pack = [&](const std::string& name, const std::string& file) {
         supervisor::PackConfig p;
         p.name = name;

@@ -72,6 +72,7 @@ int main(int argc, char* argv[]) {
 
     comfy::supervisor::Config config;
     config.source = "bench";
+    config.device.kind = comfy::supervisor::DeviceKind::simulated;  // the default is the machine's GPU
     comfy::supervisor::PackConfig pack;
     pack.name = "bench";
     pack.command = (bin / "comfy-worker").string();

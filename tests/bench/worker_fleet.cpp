@@ -33,6 +33,7 @@ supervisor::Config fleet_config(const std::filesystem::path& worker, const std::
                                 std::uint32_t workers) {
     supervisor::Config config;
     config.source = "bench";
+    config.device.kind = supervisor::DeviceKind::simulated;  // the default is the machine's GPU
     // Sized as a user would size it: the default 64 participants, or the pack count plus
     // the host's slot when that is more.
     config.limits.capacities.participants = std::max<std::uint32_t>(config.limits.capacities.participants, workers + 1);

@@ -143,7 +143,8 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
     const auto plain_report = folder.path() / "plain.jsonl";
     std::filesystem::create_directories(folder.path() / "checkout");
     std::filesystem::create_directories(folder.path() / "other-checkout");
-    const auto exit78 = folder.write("exit78", "#!/bin/sh\nexit 78\n");
+    const auto exit78 =
+        folder.write("exit78", "#!/bin/sh\necho 'cannot import broken_pack: no module named x' >&2\nexit 78\n");
     std::filesystem::permissions(exit78, static_cast<std::filesystem::perms>(0755));
     const std::string alpha_pack = pack_folder(folder, "alpha_pack");
     const std::string broken_pack = pack_folder(folder, "broken_pack");
@@ -267,8 +268,8 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
         CHECK(event_named(host, "pack_failed", "broken")["event"] ==
               json({{"event", "pack_failed"},
                     {"pack", "broken"},
-                    {"reason", "it exited with status 78 (it cannot run as configured; its error is above); not "
-                               "restarting until an operator asks (comfyctl retry broken)"}}));
+                    {"reason", "it exited with status 78 (it cannot run as configured: \"cannot import broken_pack: no "
+                               "module named x\"); not restarting until an operator asks (comfyctl retry broken)"}}));
         CHECK_THAT(supervisor.log(), Catch::Matchers::Contains("broken: failed: it exited with status 78"));
     }
 

@@ -103,12 +103,27 @@ TEST_CASE("a pack that fails to import is marked failed with its error in one li
     REQUIRE(supervisor.wait_for_state("broken", ParticipantState::failed));
     const auto log = supervisor.log();
     INFO(log);
-    // Where it failed: the file and line of the failing import.
-    CHECK(count_of(log, "pack_worker: cannot import broken_pack: ModuleNotFoundError: No module named "
+    // Where it failed: the file and line of the failing import, in one line of its own.
+    CHECK(count_of(log, "broken: pack_worker: cannot import broken_pack: ModuleNotFoundError: No module named "
                         "'some_dependency_not_installed' (in broken_pack/__init__.py:3); fix the pack or its "
                         "venv") == 1);
-    CHECK_THAT(log, Contains("broken: failed: it exited with status 78 (it cannot run as configured; its error is "
-                             "above); not restarting until an operator asks (comfyctl retry broken)"));
+    // The failure carries that line, where it outlasts the log's: the journal, comfyctl events, the dashboard.
+    const std::string failed =
+        "failed: it exited with status 78 (it cannot run as configured: \"pack_worker: cannot import broken_pack: "
+        "ModuleNotFoundError: No module named 'some_dependency_not_installed'";
+    CHECK_THAT(log, Contains("broken: " + failed));
+    CHECK_THAT(log, Contains("then comfyctl retry the pack\"); not restarting until an operator asks (comfyctl retry "
+                             "broken)"));
+    std::istringstream failures(comfyctl_output(supervisor.instance(), "events --failures --json"));
+    std::vector<json> events;
+    for (std::string line; std::getline(failures, line);) events.push_back(json::parse(line));
+    // Its death nobody asked for, and its failure: what went wrong, kept apart from routine events.
+    REQUIRE(events.size() == 2);
+    CHECK(events[0]["kind"] == "exited");
+    CHECK(events[0]["level"] == "warning");
+    CHECK(events[1]["kind"] == "failed");
+    CHECK(events[1]["level"] == "error");
+    CHECK(events[1]["text"].get<std::string>().starts_with(failed));
     CHECK(supervisor.participant("broken")->restarts == 0);
     // Joined before its import, never ready: not for a moment between its Hello and its exit.
     CHECK(event_kinds(supervisor.instance(), "broken") ==

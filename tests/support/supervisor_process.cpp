@@ -183,8 +183,10 @@ nlohmann::json workload_of(const nlohmann::json& prompts, bool parallel) {
     return workload;
 }
 
+nlohmann::json simulated_device() { return {{"kind", "simulated"}, {"total_bytes", "24GiB"}}; }
+
 nlohmann::json memory_config_of(const nlohmann::json& packs, const nlohmann::json& memory, const nlohmann::json& host) {
-    nlohmann::json config = {{"device", {{"kind", "simulated"}, {"total_bytes", "24GiB"}}},
+    nlohmann::json config = {{"device", simulated_device()},
                              // A Python participant's start (torch's import) on a loaded 2-core machine
                              // can pass the default 10 s before its Hello.
                              {"limits", {{"heartbeat_timeout_ms", 20000}, {"handshake_timeout_ms", 60000},

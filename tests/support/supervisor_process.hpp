@@ -103,6 +103,10 @@ nlohmann::json step_await_free_below(const std::string& bytes);
 // A node of a prompt, and a workload of `prompts` (run one at a time unless `parallel`).
 nlohmann::json node(const std::string& pack, const std::string& name);
 nlohmann::json workload_of(const nlohmann::json& prompts, bool parallel = false);
+// The simulated 24 GiB device, asked for by name: a config without a device section
+// supervises the machine's GPU (docs/CONFIG.md, "device").
+nlohmann::json simulated_device();
+
 // A config of `packs` on a simulated 24 GiB device, with `memory` and `host` sections where
 // given (long heartbeat time-out: a loaded test machine must not make a worker look hung).
 nlohmann::json memory_config_of(const nlohmann::json& packs, const nlohmann::json& memory = nlohmann::json::object(),

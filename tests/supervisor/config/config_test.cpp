@@ -113,8 +113,9 @@ std::string load_error(const std::string& file) {
 TEST_CASE("a config with every key lands in the struct field by field") {
     const ConfigFolder folder;
     const auto file = folder.config(R"({
-        "device": {"kind": "cuda", "index": 1, "fallback": "simulated"},
-        "limits": {"heartbeat_timeout_ms": 2500, "handshake_timeout_ms": 20000, "ready_timeout_ms": 90000,
+        "device": {"kind": "cuda", "index": 1, "fallback": "simulated", "wait_ms": 0},
+        "limits": {"heartbeat_timeout_ms": 2500, "handshake_timeout_ms": 20000, "host_handshake_timeout_ms": 1800000,
+                   "ready_timeout_ms": 90000,
                    "shutdown_grace_ms": 0, "outstanding_requests": 3, "participants": 8, "ledger_entries": 128,
                    "ring_slots": 64},
         "packs": [
@@ -131,8 +132,10 @@ TEST_CASE("a config with every key lands in the struct field by field") {
     CHECK(config.device.kind == DeviceKind::cuda);
     CHECK(config.device.cuda_index == 1);
     CHECK(config.device.cuda_fallback == CudaFallback::simulated);
+    CHECK(config.device.wait == Milliseconds{0});
     CHECK(config.limits.heartbeat_timeout == Milliseconds{2500});
     CHECK(config.limits.handshake_timeout == Milliseconds{20000});
+    CHECK(config.limits.host_handshake_timeout == Milliseconds{1800000});
     CHECK(config.limits.ready_timeout == Milliseconds{90000});
     CHECK(config.limits.shutdown_grace == Milliseconds{0});
     CHECK(config.limits.outstanding_requests == 3);
@@ -164,15 +167,20 @@ TEST_CASE("omitted keys take the defaults of config.hpp") {
     const ConfigFolder folder;
     const Config config = load_config(folder.config(one_pack()));
 
+    // The machine's GPU, waited for a minute, never a simulated device without a word.
     const DeviceConfig device_defaults;
-    CHECK(config.device.kind == DeviceKind::simulated);
+    CHECK(config.device.kind == DeviceKind::cuda);
     CHECK(config.device.total_bytes == device_defaults.total_bytes);
-    CHECK(config.device.cuda_index == device_defaults.cuda_index);
-    CHECK(config.device.cuda_fallback == device_defaults.cuda_fallback);
+    CHECK(config.device.cuda_index == 0);
+    CHECK(config.device.cuda_fallback == CudaFallback::stop);
+    CHECK(config.device.wait == Milliseconds{60'000});
 
     const Limits limit_defaults;
     CHECK(config.limits.heartbeat_timeout == limit_defaults.heartbeat_timeout);
     CHECK(config.limits.handshake_timeout == limit_defaults.handshake_timeout);
+    // ComfyUI's start takes minutes; a pack's worker says Hello before its import.
+    CHECK(config.limits.host_handshake_timeout == Milliseconds{600'000});
+    CHECK(config.limits.handshake_timeout == Milliseconds{10'000});
     CHECK(config.limits.ready_timeout == limit_defaults.ready_timeout);
     CHECK(config.limits.shutdown_grace == limit_defaults.shutdown_grace);
     CHECK(config.limits.outstanding_requests == limit_defaults.outstanding_requests);
@@ -605,10 +613,15 @@ std::vector<BadConfig> bad_configs() {
         {"unknown restart key", with_restart(R"({"retries": 3})"),
          "at /packs/0/restart/retries: expected one of the keys initial_backoff_ms, max_backoff_ms, max_restarts, window_ms"},
         {"unknown limits key", with_limits(R"({"heartbeat_ms": 3})"), "at /limits/heartbeat_ms: expected one of the keys"},
-        {"cuda key on a simulated device", with_device(R"({"index": 0})"),
+        {"cuda key on a simulated device", with_device(R"({"kind": "simulated", "index": 0})"),
          "at /device/index: expected one of the keys kind, total_bytes (for a \"simulated\" device)"},
         {"simulated key on a cuda device", with_device(R"({"kind": "cuda", "total_bytes": "24GiB"})"),
-         "at /device/total_bytes: expected one of the keys kind, index, fallback (for a \"cuda\" device)"},
+         "at /device/total_bytes: expected one of the keys kind, index, fallback, wait_ms (for a \"cuda\" device)"},
+        {"simulated key without a kind", with_device(R"({"total_bytes": "24GiB"})"),
+         "at /device/total_bytes: expected one of the keys kind, index, fallback, wait_ms (for a \"cuda\" device, the "
+         "default; add \"kind\": \"simulated\" for a simulated one), found an unknown key"},
+        {"wait too long", with_device(R"({"wait_ms": 3600001})"),
+         "at /device/wait_ms: expected a whole number of milliseconds from 0 to 3600000, found 3600001"},
         {"device not an object", with_device(R"("cuda")"), "at /device: expected an object, found \"cuda\""},
         {"unknown device kind", with_device(R"({"kind": "tpu"})"),
          "at /device/kind: expected \"simulated\" or \"cuda\", found \"tpu\""},
@@ -616,18 +629,23 @@ std::vector<BadConfig> bad_configs() {
          "at /device/fallback: expected \"simulated\" or \"stop\", found \"cpu\""},
         {"cuda index too large", with_device(R"({"kind": "cuda", "index": 64})"),
          "at /device/index: expected a whole number from 0 to 63, found 64"},
-        {"size too small", with_device(R"({"total_bytes": "255MiB"})"),
+        {"size too small", with_device(R"({"kind": "simulated", "total_bytes": "255MiB"})"),
          "at /device/total_bytes: expected a size from 256MiB to 1PiB: a whole number of bytes or a string like \"24GiB\" "
          "(units B, KiB, MiB, GiB, TiB, PiB), found \"255MiB\""},
-        {"size too large", with_device(R"({"total_bytes": "1025TiB"})"),
+        {"size too large", with_device(R"({"kind": "simulated", "total_bytes": "1025TiB"})"),
          "at /device/total_bytes: expected a size from 256MiB to 1PiB"},
-        {"size beyond 64 bits", with_device(R"({"total_bytes": "99999999999999999999GiB"})"),
+        {"size beyond 64 bits", with_device(R"({"kind": "simulated", "total_bytes": "99999999999999999999GiB"})"),
          "at /device/total_bytes: expected a size from 256MiB to 1PiB"},
-        {"decimal unit", with_device(R"({"total_bytes": "24GB"})"), "at /device/total_bytes: expected a size"},
-        {"lower-case unit", with_device(R"({"total_bytes": "24gib"})"), "at /device/total_bytes: expected a size"},
-        {"fractional size", with_device(R"({"total_bytes": "1.5GiB"})"), "at /device/total_bytes: expected a size"},
-        {"size without a unit", with_device(R"({"total_bytes": "1073741824"})"), "at /device/total_bytes: expected a size"},
-        {"negative size", with_device(R"({"total_bytes": -1})"), "at /device/total_bytes: expected a size"},
+        {"decimal unit", with_device(R"({"kind": "simulated", "total_bytes": "24GB"})"),
+         "at /device/total_bytes: expected a size"},
+        {"lower-case unit", with_device(R"({"kind": "simulated", "total_bytes": "24gib"})"),
+         "at /device/total_bytes: expected a size"},
+        {"fractional size", with_device(R"({"kind": "simulated", "total_bytes": "1.5GiB"})"),
+         "at /device/total_bytes: expected a size"},
+        {"size without a unit", with_device(R"({"kind": "simulated", "total_bytes": "1073741824"})"),
+         "at /device/total_bytes: expected a size"},
+        {"negative size", with_device(R"({"kind": "simulated", "total_bytes": -1})"),
+         "at /device/total_bytes: expected a size"},
         {"duration as a string", with_limits(R"({"heartbeat_timeout_ms": "5000"})"),
          "at /limits/heartbeat_timeout_ms: expected a whole number of milliseconds from 100 to 3600000, found \"5000\""},
         {"duration with a fraction", with_limits(R"({"heartbeat_timeout_ms": 5000.5})"),
@@ -636,6 +654,9 @@ std::vector<BadConfig> bad_configs() {
          "at /limits/heartbeat_timeout_ms: expected a whole number of milliseconds from 100 to 3600000, found 99"},
         {"handshake too long", with_limits(R"({"handshake_timeout_ms": 600001})"),
          "at /limits/handshake_timeout_ms: expected a whole number of milliseconds from 100 to 600000, found 600001"},
+        {"host handshake too long", with_limits(R"({"host_handshake_timeout_ms": 3600001})"),
+         "at /limits/host_handshake_timeout_ms: expected a whole number of milliseconds from 100 to 3600000, "
+         "found 3600001"},
         {"ready too long", with_limits(R"({"ready_timeout_ms": 3600001})"),
          "at /limits/ready_timeout_ms: expected a whole number of milliseconds from 100 to 3600000, found 3600001"},
         {"grace beyond a Shutdown message", with_limits(R"({"shutdown_grace_ms": 600001})"),

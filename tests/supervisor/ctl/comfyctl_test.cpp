@@ -125,6 +125,7 @@ void fill(const SegmentView& view, std::uint64_t now_ms) {
     report_census(view, 0, c0, 41);
 
     auto pack = participant("pack-a", 200, 3, ParticipantState::busy);
+    std::strncpy(pack.last_node, "sample", kNodeNameBytes - 1);
     pack.restarts = 2;
     pack.last_exit_signal = SIGKILL;
     pack.started_at_ms = now_ms - 3 * 60'000 - 5'000;
@@ -488,6 +489,8 @@ TEST_CASE("the JSON forms carry raw integers and every field") {
     CHECK(pack["last_exit_status"] == -1);
     CHECK(pack["last_exit_signal"] == 9);
     CHECK(pack["started_at_ms"] == now - 185'000);
+    CHECK(pack["last_node_name"] == "sample");
+    CHECK(workers["workers"][0]["last_node_name"].is_null());  // none the supervisor sent
     CHECK(workers["workers"][2]["state"] == "invalid(42)");
 
     const auto census = ctl::census_json(report);
@@ -594,6 +597,9 @@ TEST_CASE("the command line: the supervisor's actions take a NAME, release takes
     CHECK(parse_options({"release", "--pins=4096", "video"}).pins == 4096);
     CHECK(parse_options({"events", "--follow"}).follow);
     CHECK(parse_options({"events", "-f", "--json"}).json);
+    CHECK(parse_options({"events", "--failures"}).failures);
+    CHECK_FALSE(parse_options({"events"}).failures);
+    CHECK_THROWS_WITH(parse_options({"workers", "--failures"}), Contains("--failures does not apply to 'workers'"));
     CHECK(parse_options({"top"}).command == ctl::Command::top);
     CHECK(parse_options({"free"}).command == ctl::Command::free);
     CHECK(parse_options({"retry"}).command == ctl::Command::retry);
@@ -705,6 +711,14 @@ TEST_CASE("control requests are validated: known ops, their fields, bounded size
     REQUIRE(std::holds_alternative<ctl::ControlRequest>(events));
     CHECK(std::get<ctl::ControlRequest>(events).since == 5u);
     CHECK(std::get<ctl::ControlRequest>(events).follow);
+    CHECK_FALSE(std::get<ctl::ControlRequest>(events).failures);
+    ctl::ControlRequest failures;
+    failures.op = ctl::Op::events;
+    failures.failures = true;
+    const auto failures_line = ctl::request_line(failures);
+    const auto failures_back = parse_request(failures_line.substr(0, failures_line.size() - 1));
+    REQUIRE(std::holds_alternative<ctl::ControlRequest>(failures_back));
+    CHECK(std::get<ctl::ControlRequest>(failures_back).failures);
     auto refused = [](std::string_view line) {
         const auto parsed = parse_request(line);
         return std::holds_alternative<std::string>(parsed) ? std::get<std::string>(parsed) : std::string();
@@ -723,6 +737,7 @@ TEST_CASE("control requests are validated: known ops, their fields, bounded size
     CHECK_THAT(refused(R"({"op": "release", "pack": "a", "pins": -1})"), Contains("'pins' must be"));
     CHECK_THAT(refused(R"({"op": "release", "pack": "a", "pins": 0})"), Contains("'pins' must be"));
     CHECK_THAT(refused(R"({"op": "events", "follow": 1})"), Contains("'follow' must be true or false"));
+    CHECK_THAT(refused(R"({"op": "events", "failures": "yes"})"), Contains("'failures' must be true or false"));
     CHECK_THAT(refused(R"({"op": "events", "since": "x"})"), Contains("'since' must be"));
     CHECK_THAT(refused(std::string(ctl::kMaxRequestBytes, ' ')), Contains("at most 4096 bytes"));
     CHECK(ctl::error_named("unknown_pack") == ctl::ControlError::unknown_pack);

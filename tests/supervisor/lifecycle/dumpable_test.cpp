@@ -69,7 +69,8 @@ TEST_CASE("the supervisor's /proc entries are root's, its workers' their own") {
     const auto pack_folder = folder.path() / "pack";
     std::filesystem::create_directory(pack_folder);
     std::filesystem::permissions(pack_folder, std::filesystem::perms::all);  // the worker writes its report here
-    const json config = {{"limits", {{"handshake_timeout_ms", 600000}, {"shutdown_grace_ms", 500}}},
+    const json config = {{"device", simulated_device()},
+                         {"limits", {{"handshake_timeout_ms", 600000}, {"shutdown_grace_ms", 500}}},
                          {"packs", {{{"name", "probe"}, {"command", SANDBOX_PROBE_PATH},
                                      {"working_directory", pack_folder.string()}}}}};
     const auto config_file = folder.write("config.json", config.dump());

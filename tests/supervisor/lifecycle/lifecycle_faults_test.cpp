@@ -17,7 +17,9 @@ using nlohmann::json;
 namespace {
 
 json config_with(const json& packs, int heartbeat_ms = 2000, int grace_ms = 500) {
-    return {{"limits", {{"heartbeat_timeout_ms", heartbeat_ms}, {"shutdown_grace_ms", grace_ms}}}, {"packs", packs}};
+    return {{"device", simulated_device()},
+            {"limits", {{"heartbeat_timeout_ms", heartbeat_ms}, {"shutdown_grace_ms", grace_ms}}},
+            {"packs", packs}};
 }
 
 std::optional<Participant> find(const std::vector<Participant>& table, const std::string& name) {

@@ -126,7 +126,8 @@ TEST_CASE("a sandboxed worker writes only its folders, has no network, no segmen
                        {"restart", {{"max_restarts", 0}}},
                        {"sandbox", {{"writable", {declared.path().string()}}, {"readable", {shown.path().string()}}}}};
     SupervisorProcess supervisor(
-        {{"limits", {{"handshake_timeout_ms", 600000}, {"shutdown_grace_ms", 500}}}, {"packs", {pack}}});
+        {{"device", simulated_device()}, {"limits", {{"handshake_timeout_ms", 600000}, {"shutdown_grace_ms", 500}}},
+         {"packs", {pack}}});
     const auto report_file = pack_folder.path() / "report.txt";
     REQUIRE(eventually([&] { return std::filesystem::exists(report_file); }, std::chrono::seconds(10)));
     const auto report = read_key_values(report_file);
@@ -161,7 +162,8 @@ TEST_CASE("a sandboxed worker dies when its supervisor is SIGKILLed") {
                        {"command", probe_binary()},
                        {"working_directory", pack_folder.path().string()},
                        {"sandbox", json::object()}};
-    SupervisorProcess supervisor({{"limits", {{"handshake_timeout_ms", 600000}}}, {"packs", {pack}}});
+    SupervisorProcess supervisor(
+        {{"device", simulated_device()}, {"limits", {{"handshake_timeout_ms", 600000}}}, {"packs", {pack}}});
     REQUIRE(eventually([&] { return std::filesystem::exists(pack_folder.path() / "report.txt"); },
                        std::chrono::seconds(10)));
     const auto bwrap = supervisor.participant("boxed")->pid;

@@ -1,6 +1,7 @@
 // Bad start-up input through the real binary: exit status 2, one line naming the file,
 // the JSON path (or line and column), the expectation and the finding, and nothing
-// spawned or left behind; an input file that is not a regular one is never read.
+// spawned or left behind; an input file that is not a regular one is never read. A CUDA
+// device that is not there: waited for, then a status that systemd restarts.
 #include <catch2/catch.hpp>
 
 #include "ipc/shm_segment.hpp"
@@ -8,6 +9,7 @@
 #include "tests/support/sanitizer_reports.hpp"
 #include "tests/support/supervisor_process.hpp"
 #include "tests/support/test_instance.hpp"
+#include "worker/device_factory.hpp"
 
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -70,9 +72,11 @@ TEST_CASE("bad configs stop start-up with status 2 and one line naming path, exp
         {"command not found", "{\"packs\": [{\"name\": \"a\", \"command\": \"/nonexistent/worker\"}]}",
          "/packs/0/command"},
         {"bad pack name", "{\"packs\": [{\"name\": \"a b\", \"command\": " + worker + "}]}", "/packs/0/name"},
-        {"device too small", "{\"device\": {\"total_bytes\": \"1MiB\"}, \"packs\": [" + pack + "]}",
+        {"device too small",
+         "{\"device\": {\"kind\": \"simulated\", \"total_bytes\": \"1MiB\"}, \"packs\": [" + pack + "]}",
          "/device/total_bytes"},
-        {"size with a bad unit", "{\"device\": {\"total_bytes\": \"24 parsecs\"}, \"packs\": [" + pack + "]}",
+        {"size with a bad unit",
+         "{\"device\": {\"kind\": \"simulated\", \"total_bytes\": \"24 parsecs\"}, \"packs\": [" + pack + "]}",
          "/device/total_bytes"},
         {"heartbeat of the wrong type", "{\"limits\": {\"heartbeat_timeout_ms\": \"soon\"}, \"packs\": [" + pack + "]}",
          "/limits/heartbeat_timeout_ms"},
@@ -112,8 +116,8 @@ TEST_CASE("usage errors and an unreadable config give status 2 and say what to d
 
 TEST_CASE("a second supervisor on a live instance refuses to start with status 2 and touches nothing") {
     TempFolder packs("packs");
-    const nlohmann::json config = {
-        {"packs", {reference_pack(packs, "solo", idle_pack())}}};
+    const nlohmann::json config = {{"device", simulated_device()},
+                                   {"packs", {reference_pack(packs, "solo", idle_pack())}}};
     SupervisorProcess first(config);
     REQUIRE(first.wait_for([](const auto& t) { return t.size() == 1 && t[0].state == comfy::ParticipantState::ready; }));
     const auto file = packs.write("config.json", config.dump());
@@ -125,30 +129,72 @@ TEST_CASE("a second supervisor on a live instance refuses to start with status 2
     CHECK(first.stop() == 0);
 }
 
-TEST_CASE("an unusable CUDA device stops start-up with status 2, or falls back when the config says so") {
+TEST_CASE("an unusable CUDA device is waited for, then stops start-up with a status systemd restarts, or falls back") {
     TempFolder packs("cuda");
     // Device 63: no machine this runs on has 64 GPUs, so it is unusable everywhere.
-    nlohmann::json config = {{"device", {{"kind", "cuda"}, {"index", 63}, {"fallback", "stop"}}},
+    nlohmann::json config = {{"device", {{"kind", "cuda"}, {"index", 63}, {"fallback", "stop"}, {"wait_ms", 300}}},
                              {"packs", {reference_pack(packs, "solo", idle_pack())}}};
     const auto file = packs.write("config.json", config.dump());
     const auto stopped = run_supervisor("run --config " + file.string() + " --instance " + test_instance("cuda"), packs);
-    CHECK(stopped.status == 2);
-    CHECK_THAT(stopped.stderr_text, Contains("CUDA device 63 is not usable"));
-    CHECK_THAT(stopped.stderr_text, Contains("set \"fallback\": \"simulated\""));
-    CHECK(std::count(stopped.stderr_text.begin(), stopped.stderr_text.end(), '\n') == 1);
+    const auto& said = stopped.stderr_text;
+    INFO(said);
+    const auto reason = comfy::worker::cuda_unavailable_reason(63);
+    REQUIRE(reason);
+    CHECK_THAT(said, Contains(*reason));
+    if (comfy::worker::built_with_cuda()) {
+        // The driver may yet come: tried again with backoff, then an exit systemd restarts.
+        CHECK(stopped.status == 75);
+        CHECK_THAT(said, Contains("waiting up to 300 ms (device.wait_ms) for CUDA device 63"));
+        CHECK_THAT(said, Contains("after waiting 300 ms (device.wait_ms); install or start the NVIDIA driver"));
+        CHECK_THAT(said, Contains("set \"device\": {\"kind\": \"simulated\", \"total_bytes\": \"24GiB\"} in " +
+                                  file.string()));
+        CHECK(std::count(said.begin(), said.end(), '\n') == 2);  // the wait's line, then the verdict's
+    } else {
+        // This build can never use it: a bad config's status, at once.
+        CHECK(stopped.status == 2);
+        CHECK_THAT(said, Contains("rebuild with the CUDA toolkit"));
+        CHECK(std::count(said.begin(), said.end(), '\n') == 1);
+    }
 
     config["device"]["fallback"] = "simulated";
     SupervisorProcess fell_back(config);
     REQUIRE(fell_back.wait_for([](const auto& t) { return t.size() == 1 && t[0].state == comfy::ParticipantState::ready; }));
     CHECK_THAT(fell_back.log(), Contains("using the simulated device instead"));
+    CHECK_THAT(fell_back.log(), Contains("supervising a simulated device: 24 GiB"));
     CHECK(fell_back.stop() == 0);
+}
+
+TEST_CASE("a device section without a kind means the GPU, and one for a simulated device says to name it") {
+    TempFolder packs("default-device");
+    const auto config_of = [&](const nlohmann::json& device) {
+        return nlohmann::json{{"device", device}, {"packs", {reference_pack(packs, "solo", idle_pack())}}}.dump();
+    };
+    const auto run_with = [&](const std::string& name, const nlohmann::json& device) {
+        const auto file = packs.write(name + ".json", config_of(device));
+        return run_supervisor("run --config " + file.string() + " --instance " + test_instance(name), packs);
+    };
+    // What a config written when the simulated device was the default looks like.
+    const auto refused = run_with("sized", {{"total_bytes", "24GiB"}});
+    CHECK(refused.status == 2);
+    CHECK_THAT(refused.stderr_text,
+               Contains("at /device/total_bytes: expected one of the keys kind, index, fallback, wait_ms (for a "
+                        "\"cuda\" device, the default; add \"kind\": \"simulated\""));
+    const auto reason = comfy::worker::cuda_unavailable_reason(0);
+    if (!reason) return;  // a GPU here: it would start on it
+    const auto stopped = run_with("kindless", {{"wait_ms", 0}});
+    INFO(stopped.stderr_text);
+    CHECK(stopped.status == (comfy::worker::built_with_cuda() ? 75 : 2));
+    CHECK_THAT(stopped.stderr_text, Contains(*reason));
+    CHECK_THAT(stopped.stderr_text, Contains("\"device\": {\"kind\": \"simulated\""));
+    CHECK(std::count(stopped.stderr_text.begin(), stopped.stderr_text.end(), '\n') == 1);
 }
 
 TEST_CASE("input files that cannot be taken stop the supervisor at once with status 2 and one line") {
     TempFolder folder("input");
     const std::string worker = std::string("\"").append(worker_binary()).append("\"");
     const std::string pack = "{\"name\": \"a\", \"command\": " + worker + "}";
-    const auto config = folder.write("config.json", "{\"packs\": [" + pack + "]}").string();
+    const auto config =
+        folder.write("config.json", "{\"device\": {\"kind\": \"simulated\"}, \"packs\": [" + pack + "]}").string();
     const auto fifo = (folder.path() / "fifo.json").string();
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
     const auto deep = folder.write("deep.json", std::string(65000, '[') + std::string(65000, ']')).string();

@@ -53,7 +53,7 @@ std::size_t lines(const std::string& text) { return static_cast<std::size_t>(std
 
 // Two idle packs that stop within half a second when asked.
 Json two_packs(const TempFolder& folder) {
-    return {{"limits", {{"heartbeat_timeout_ms", 20000}, {"shutdown_grace_ms", 500}}},
+    return {{"device", simulated_device()}, {"limits", {{"heartbeat_timeout_ms", 20000}, {"shutdown_grace_ms", 500}}},
             {"packs", {reference_pack(folder, "alpha", idle_pack()), reference_pack(folder, "beta", idle_pack())}}};
 }
 
@@ -213,6 +213,22 @@ TEST_CASE("release, free, retry and events go through the control socket") {
         CHECK(event["kind"].is_string());
     }
     CHECK(parsed >= 6);  // two spawns, two ready, the operator's releases, the stop
+    // What an operator asked for is no failure; a SIGKILL nobody asked for and its restart are.
+    CHECK(comfyctl(supervisor.instance(), "events --failures --json").out.empty());
+    const auto alpha = *supervisor.participant("alpha");
+    REQUIRE(::kill(alpha.pid, SIGKILL) == 0);
+    REQUIRE(supervisor.wait_for([&](const std::vector<Participant>&) {
+        const auto now = supervisor.participant("alpha");
+        return now && now->generation > alpha.generation && now->state == ParticipantState::ready;
+    }));
+    std::istringstream failures(comfyctl(supervisor.instance(), "events --failures --json").out);
+    std::vector<std::string> kinds;
+    for (std::string line; std::getline(failures, line);) {
+        const auto event = Json::parse(line);
+        CHECK(event["level"] == "warning");
+        kinds.push_back(event["kind"]);
+    }
+    CHECK(kinds == std::vector<std::string>{"exited", "restarting"});
     CHECK(supervisor.stop() == 0);
 }
 

@@ -85,7 +85,7 @@ TEST_CASE("the dashboard shows every participant and a memory chart in headless 
     if (!up) FAIL("not every participant came up in 120 s; the supervisor's log:\n" << supervisor.log());
     REQUIRE(eventually(
         [&] {
-            const auto history = http_request(*port, "GET", "/history");
+            const auto history = http_request(*port, "GET", "/memory-history");
             return history.status == 200 && json::parse(history.body)["samples"].size() >= 3;
         },
         std::chrono::seconds(60)));

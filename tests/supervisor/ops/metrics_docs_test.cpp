@@ -1,7 +1,10 @@
 // The metrics of a live supervisor: valid for Prometheus (promtool check metrics), every
-// one described in docs/METRICS.md, and every one the Grafana dashboard queries real.
+// one described in docs/METRICS.md, and every one the Grafana dashboard queries real; every
+// participant state in the Grafana timeline, the docs and the dashboard's colours.
 #include <catch2/catch.hpp>
 
+#include "shared/records.hpp"
+#include "supervisor/ctl/segment_report.hpp"
 #include "tests/support/http_client.hpp"
 #include "tests/support/supervisor_process.hpp"
 
@@ -117,5 +120,30 @@ TEST_CASE("the Grafana dashboard is valid JSON and queries only metrics docs/MET
             if (name.ends_with(suffix) && !documented(page, name)) name.resize(name.size() - suffix.size());
         }
         CHECK(documented(page, name));
+    }
+}
+
+TEST_CASE("every participant state has its place in the Grafana timeline, the docs and the dashboard's colours") {
+    const auto grafana = json::parse(read_file(kSource / "deploy/grafana/comfy-supervisor.json"));
+    const json* timeline = nullptr;
+    for (const auto& panel : grafana["panels"]) {
+        if (panel["type"] == "state-timeline") timeline = &panel;
+    }
+    REQUIRE(timeline != nullptr);
+    const auto expr = (*timeline)["targets"][0]["expr"].get<std::string>();
+    const auto& mappings = (*timeline)["fieldConfig"]["defaults"]["mappings"][0]["options"];
+    const auto page = metrics_page();
+    const auto dashboard = read_file(kSource / "supervisor/ops/dashboard/dashboard.html");
+    for (std::uint8_t state = 0; state < comfy::kParticipantStateCount; ++state) {
+        const std::string name = comfy::ctl::state_name(state);
+        INFO(name);
+        // Its number in the timeline's query, and that number's text.
+        std::smatch number;
+        REQUIRE(std::regex_search(expr, number, std::regex("state=\"" + name + "\"\\} == 1\\) \\* ([0-9]+)")));
+        REQUIRE(mappings.contains(number[1].str()));
+        CHECK(mappings[number[1].str()]["text"].get<std::string>().starts_with(name));
+        CHECK(documented(page, name));
+        // A pill of its own colour: the pills' text is white, as the page's background is.
+        CHECK(std::regex_search(dashboard, std::regex("\\.pill\\." + name + "[ ,{][^}]*background")));
     }
 }

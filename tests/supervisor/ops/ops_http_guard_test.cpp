@@ -127,7 +127,8 @@ TEST_CASE("with http.token_file, a POST must bear the token, and reading needs n
 
 TEST_CASE("listening beyond loopback without a token stops the supervisor at start-up, in one line, status 2") {
     TempFolder packs("exposed");
-    SupervisorProcess supervisor({{"http", {{"listen", "0.0.0.0:0"}}}, {"packs", {reference_pack(packs, "solo", idle_pack())}}});
+    SupervisorProcess supervisor({{"device", simulated_device()}, {"http", {{"listen", "0.0.0.0:0"}}},
+                                  {"packs", {reference_pack(packs, "solo", idle_pack())}}});
     CHECK(supervisor.wait() == 2);
     const auto log = supervisor.log();
     CHECK(count_of(log, "\n") == 1);

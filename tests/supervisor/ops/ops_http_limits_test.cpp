@@ -22,7 +22,8 @@ using nlohmann::json;
 namespace {
 
 json http_config(const TempFolder& packs) {
-    return {{"http", {{"listen", "127.0.0.1:0"}}}, {"packs", {reference_pack(packs, "solo", idle_pack())}}};
+    return {{"device", simulated_device()}, {"http", {{"listen", "127.0.0.1:0"}}},
+            {"packs", {reference_pack(packs, "solo", idle_pack())}}};
 }
 
 // The open-file limit that leaves `pid` exactly `room` more descriptors: a new one takes

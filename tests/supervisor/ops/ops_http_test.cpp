@@ -1,5 +1,5 @@
-// The operator's HTTP endpoints of a real supervisor: /metrics, /census, /history,
-// /events, POST /free as ComfyUI's, and a clear 404 for anything else.
+// The operator's HTTP endpoints of a real supervisor: /metrics, /census, /memory-history,
+// /events, /healthz, /readyz, HEAD, POST /free as ComfyUI's, and a clear 404 for anything else.
 #include <catch2/catch.hpp>
 
 #include "tests/support/http_client.hpp"
@@ -43,7 +43,8 @@ struct KeeperHoldingAModel {
 
 TEST_CASE("the HTTP endpoints serve metrics, the census, history and events, and refuse the rest") {
     TempFolder packs("http");
-    const json config = {{"http", {{"listen", "127.0.0.1:0"}}}, {"packs", {reference_pack(packs, "solo", idle_pack())}}};
+    const json config = {{"device", simulated_device()}, {"http", {{"listen", "127.0.0.1:0"}}},
+                         {"packs", {reference_pack(packs, "solo", idle_pack())}}};
     SupervisorProcess supervisor(config);
     REQUIRE(supervisor.wait_for_state("solo", comfy::ParticipantState::ready));
     const auto port = http_port(supervisor);
@@ -70,7 +71,7 @@ TEST_CASE("the HTTP endpoints serve metrics, the census, history and events, and
     json history;
     CHECK(eventually(
         [&] {
-            history = json::parse(http_request(*port, "GET", "/history").body);
+            history = json::parse(http_request(*port, "GET", "/memory-history").body);
             return history["samples"].size() >= 2;
         },
         std::chrono::seconds(30)));
@@ -98,6 +99,23 @@ TEST_CASE("the HTTP endpoints serve metrics, the census, history and events, and
     CHECK(page.status == 200);
     CHECK_THAT(page.headers, Contains("text/html"));
     CHECK_THAT(page.body, Contains("id=\"history-chart\""));
+
+    CHECK(http_request(*port, "GET", "/healthz").status == 200);
+    const auto ready = http_request(*port, "GET", "/readyz");
+    CHECK(ready.status == 200);
+    CHECK(json::parse(ready.body)["ready"] == true);
+    // HEAD: GET's status and length, no body.
+    for (const auto* path : {"/healthz", "/readyz", "/"}) {
+        INFO(path);
+        const auto get = http_request(*port, "GET", path);
+        const auto head = http_request(*port, "HEAD", path);
+        CHECK(head.status == get.status);
+        CHECK(head.body.empty());
+        CHECK_THAT(head.headers + "\r\n", Contains("Content-Length: " + std::to_string(get.body.size()) + "\r\n"));
+    }
+    const auto head_missing = http_request(*port, "HEAD", "/nothing");
+    CHECK(head_missing.status == 404);
+    CHECK(head_missing.body.empty());
 
     const auto missing = http_request(*port, "GET", "/nothing");
     CHECK(missing.status == 404);
