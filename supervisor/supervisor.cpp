@@ -587,7 +587,8 @@ void Supervisor::begin_shutdown(const std::string& why) {
         if (ec) return;
         for (auto& worker : workers_) {
             if (!worker->alive()) continue;
-            log_warning(worker->pack.name + ": still running after the grace period; killing it");
+            log_line(LogLevel::warning, worker->pack.name + ": still running after the grace period; killing it",
+                     worker->log_fields("stopping"));
             ::killpg(worker->process.pid, SIGKILL);
         }
     });

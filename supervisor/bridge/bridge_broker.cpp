@@ -124,7 +124,8 @@ void BridgeBroker::pair(WorkerProcess& host, WorkerProcess& pack) {
                                          life_name(pack.pack.name, pack_life.generation),
                                      host.pack.arena_bytes);
     } catch (const std::exception& error) {
-        log_line(pack.pack.name + ": cannot pair it with the host: " + error.what());
+        log_line(LogLevel::info, pack.pack.name + ": cannot pair it with the host: " + error.what(),
+                 pack.log_fields("bridge"));
         return;
     }
     // Our copies of the call channel's ends and of the host's arena for the pack close
@@ -143,7 +144,8 @@ void BridgeBroker::send(WorkerProcess& to, const std::string& message, std::span
             stop_(to, kNotReading);
         }
     } catch (const std::system_error& error) {
-        log_line(to.pack.name + ": cannot write its bridge control socket: " + error.what());
+        log_line(LogLevel::info, to.pack.name + ": cannot write its bridge control socket: " + error.what(),
+                 to.log_fields("bridge"));
     }
 }
 

@@ -113,8 +113,10 @@ void ReleaseScheduler::sweep_idle_workers() {
         if (worker->state != ParticipantState::ready || worker->idle_released) continue;
         if (now - worker->idle_since < host_.idle_release) continue;
         worker->idle_released = true;
-        log_line(worker->pack.name + ": idle for " + std::to_string(host_.idle_release.count()) +
-                 " ms; asking it to release everything");
+        log_line(LogLevel::info,
+                 worker->pack.name + ": idle for " + std::to_string(host_.idle_release.count()) +
+                     " ms; asking it to release everything",
+                 worker->log_fields("releases"));
         workers_.deliver(*worker, encode(FullRelease{static_cast<std::uint32_t>(FullReleaseReason::idle_sweep), 0},
                                 worker->generation));
     }

@@ -27,6 +27,14 @@ std::string why_not_run(const RequestFailed& failed) {
     return "reason " + std::to_string(failed.reason);
 }
 
+// A prompt's line about the node of `pack` it ran, for the journal's fields.
+LogFields about(const std::string& pack) {
+    LogFields fields;
+    fields.pack = pack;
+    fields.event = "prompts";
+    return fields;
+}
+
 }  // namespace
 
 WorkloadRunner::WorkloadRunner(Supervised& supervisor, Workload workload)
@@ -77,7 +85,7 @@ void WorkloadRunner::on_reply(std::uint32_t prompt, const Message& reply) {
     const std::string name = "prompt " + std::to_string(prompt + 1);
     if (const auto* result = std::get_if<WorkResult>(&reply.payload)) {
         if (result->status != static_cast<std::uint32_t>(WorkStatus::ok)) {
-            log_line(name + ": node " + node.node + " failed in its worker");
+            log_line(LogLevel::info, name + ": node " + node.node + " failed in its worker", about(node.pack));
             finish(prompt, true);
             return;
         }
@@ -95,12 +103,14 @@ void WorkloadRunner::on_reply(std::uint32_t prompt, const Message& reply) {
     const bool died = failed.reason == static_cast<std::uint32_t>(FailureReason::worker_died);
     if (died && run.attempts < kMaxAttempts) {
         ++outcome_.nodes_retried;
-        log_line(name + ": worker of " + node.pack + " died during " + node.node + "; retrying on its replacement");
+        log_line(LogLevel::info,
+                 name + ": worker of " + node.pack + " died during " + node.node + "; retrying on its replacement",
+                 about(node.pack));
         // Post, so the retry is queued after the death is fully handled.
         boost::asio::post(supervisor_.io(), [this, prompt] { run_node(running_.at(prompt)); });
         return;
     }
-    log_line(name + ": node " + node.node + " could not run: " + why_not_run(failed));
+    log_line(LogLevel::info, name + ": node " + node.node + " could not run: " + why_not_run(failed), about(node.pack));
     finish(prompt, true);
 }
 

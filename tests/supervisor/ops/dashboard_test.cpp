@@ -107,7 +107,7 @@ TEST_CASE("the dashboard shows every participant and a memory chart in headless 
     // The models on the device, by their names in the pack files (and the host's own).
     std::vector<std::string> models{"text-encoder"};
     for (const auto& file : std::filesystem::directory_iterator(kExamples / "packs")) {
-        const json pack = read_json(file.path());  // a range over a temporary's member would dangle
+        const json pack = read_json(file.path());
         for (const auto& [node, steps] : pack["nodes"].items()) {
             for (const auto& step : steps) {
                 if (step.contains("model")) models.push_back(step["model"]);
