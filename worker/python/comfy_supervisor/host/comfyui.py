@@ -486,8 +486,10 @@ class _Host:
     def answer_deferred(self):
         """Answers, in order, the deferred commands that need wait no longer; whether there
         were any. Under the lock."""
-        due = [command for command in self.deferred if not self.defers(command)]
-        self.deferred = [command for command in self.deferred if self.defers(command)]
+        due, kept = [], []
+        for command in self.deferred:
+            (kept if self.defers(command) else due).append(command)
+        self.deferred = kept
         for command in due:
             self.answer(command)
         return bool(due)

@@ -160,7 +160,7 @@ class CannotImport(Exception):
     """A pack of the worker cannot be imported as it is; the message is the one line that says so."""
 
 
-def import_packs(folders, then="comfyctl retry the pack"):
+def import_packs(folders, then):
     """The packs of `folders` imported in order, each as import_pack imports it, and described:
     ([(name, module, WEB_DIRECTORY or None)], each node's interface by its name). Raises
     CannotImport naming the folder that failed, or the two that define one node class;
