@@ -1,0 +1,94 @@
+"""A machine as the docs assume it, made with bubblewrap, for running a page's commands as
+written: /srv/ComfyUI, /srv/comfy-supervisor, /etc/comfy-supervisor and /usr/local are
+there and writable, and nothing written to them reaches the real machine.
+
+Inside, the test is the sandbox's root, so `sudo` runs its command as it is (a real sudo
+cannot raise a user namespace's root). The network is the sandbox's own loopback, so a page's
+fixed port (8189) meets no other test, and every process ends with the sandbox.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+# What `cmake --install` writes under a prefix, made empty and writable inside; the rest of
+# the real /usr/local (a CUDA toolkit the programs link) stays seen.
+INSTALLED_FOLDERS = ("bin", "etc", "include", "lib", "sbin", "share")
+# A Debian shell's PATH, as the pages assume, whatever this test's own (a pyenv's python3
+# first, say) would find.
+DEBIAN_PATH = "/srv/doc-test/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def _shadow(folder: str, writable: tuple[str, ...]) -> list[str]:
+    """bwrap arguments that put a tmpfs over `folder` and show each real entry again, except
+    `writable`, which become empty folders of the tmpfs."""
+    arguments = ["--tmpfs", folder]
+    real = Path(folder)
+    entries = sorted(os.listdir(real)) if real.is_dir() else []
+    for name in entries:
+        path = real / name
+        if name in writable:
+            continue
+        if path.is_symlink():
+            arguments += ["--symlink", os.readlink(path), str(path)]
+        else:
+            arguments += ["--dev-bind", str(path), str(path)]
+    for name in writable:
+        arguments += ["--dir", f"{folder}/{name}"]
+    return arguments
+
+
+def fixture_script(source: Path) -> str:
+    """The shell lines that lay out, inside the sandbox, what the docs take as given: a
+    ComfyUI checkout at /srv/ComfyUI (the project's stand-in for upstream, with a pack named
+    as the docs' example in its custom_nodes), venvs for ComfyUI, the example pack's folder
+    under /srv/isolated, and a C file for the participant library's example."""
+    fake = shlex.quote(str(source / "tests/host/fake_comfyui"))
+    pack = shlex.quote(str(source / "tests/packs/example_pack"))
+    return f"""
+mkdir -p /srv/ComfyUI/custom_nodes /srv/isolated /srv/venvs /srv/work /srv/home
+cp -r {fake}/. /srv/ComfyUI/
+printf 'torch\\nnumpy\\n' > /srv/ComfyUI/requirements.txt
+cp -r {pack} /srv/ComfyUI/custom_nodes/ComfyUI-Impact-Pack
+printf 'numpy\\n' > /srv/ComfyUI/custom_nodes/ComfyUI-Impact-Pack/requirements.txt
+cp -r /srv/ComfyUI/custom_nodes/ComfyUI-Impact-Pack /srv/isolated/ComfyUI-Impact-Pack
+python3 -m venv --system-site-packages --without-pip /srv/ComfyUI/venv
+python3 -m venv --system-site-packages --without-pip /srv/venvs/comfyui
+printf '#include <comfy_participant.h>\\nint main(void) {{ return 0; }}\\n' > /srv/work/my_host.c
+"""
+
+
+def sudo_shim() -> str:
+    return 'while [ "${1:-}" != "${1#-}" ]; do case "$1" in -u|-g) shift 2 ;; *) shift ;; esac; done\nexec "$@"\n'
+
+
+def bwrap_command(source: Path, build: Path, scratch: Path, script: Path, scratch_build: Path | None) -> list[str]:
+    """The sandbox's command line: `script` runs in it, the checkout seen at its own path and
+    at /srv/comfy-supervisor; `build` is the checkout's build folder there, or `scratch_build`
+    when the page's own build commands run (so that the test's build is never reconfigured)."""
+    command = ["bwrap", "--dev-bind", "/", "/", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+    command += _shadow("/usr/local", INSTALLED_FOLDERS)
+    command += _shadow("/etc", ("comfy-supervisor",))
+    command += _shadow("/opt", ())
+    command += ["--bind", str(scratch), "/srv", "--bind", str(source), str(source),
+                "--bind", str(source), "/srv/comfy-supervisor"]
+    command += ["--bind", str(scratch_build or build), str(source / "build")]
+    command += ["--ro-bind", str(script), "/srv/doc-test/page.sh"]
+    command += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--die-with-parent"]
+    if os.getuid() != 0:
+        command += ["--unshare-user", "--uid", "0", "--gid", "0"]
+    command += ["--setenv", "HOME", "/srv/home", "--setenv", "PATH", DEBIAN_PATH,
+                "--chdir", str(source), "bash", "/srv/doc-test/page.sh"]
+    return command
+
+
+def run(command: list[str], log: Path, timeout_s: int) -> int:
+    with open(log, "w") as output:
+        try:
+            return subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
+        except subprocess.TimeoutExpired:
+            output.write(f"\ndoc-test: the page's commands ran past {timeout_s} s\n")
+            return 124
