@@ -7,6 +7,8 @@ above its fence (invisible where the page is rendered):
     <!-- doc-test: run in /srv/work -->     ... from that folder (the page's own is the checkout)
     <!-- doc-test: run with-supervisor -->  ... while a supervisor answers on 127.0.0.1:8189
     <!-- doc-test: file /etc/x.json -->     the text is that file, which later commands use
+    <!-- doc-test: file /srv/x.json then comfy-supervisor check /srv/x.json -->
+                                            ... and that command checks it at once
     <!-- doc-test: output -->               what a command prints: shown, not run
     <!-- doc-test: skip: REASON -->         not run here, and why (printed in the summary)
 
@@ -162,7 +164,9 @@ def _read_marker(block: Block, marker: list[str]) -> None:
     elif block.mode == "file":
         if not rest.startswith("/"):
             raise MarkerError(f"{block.where()}: 'file' needs the absolute path the text is written to")
-        block.argument = rest
+        block.argument, _, then = rest.partition(" then ")
+        if then:
+            block.commands = [Command(then.strip(), block.line)]
     elif block.mode == "run":
         words = rest.split()
         block.with_supervisor = "with-supervisor" in words

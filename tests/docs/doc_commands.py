@@ -90,7 +90,8 @@ def block_lines(block: doc_blocks.Block, builds: bool, source: Path) -> str:
         return f"echo {shlex.quote(f'- {block.where()} not run: {block.argument}')}\n"
     if block.mode == "file":
         path = shlex.quote(block.argument)
-        return header + f"mkdir -p \"$(dirname {path})\"\ncat > {path} " + quoted_heredoc(block.text)
+        lines = header + f"mkdir -p \"$(dirname {path})\"\ncat > {path} " + quoted_heredoc(block.text)
+        return lines + "".join(command_lines(block, command, builds) for command in block.commands)
     lines = header + f"cd {shlex.quote(block.argument or str(source))}\n"
     if block.with_supervisor:
         lines += SERVE
@@ -100,10 +101,10 @@ def block_lines(block: doc_blocks.Block, builds: bool, source: Path) -> str:
     return lines
 
 
-def page_script(blocks: list[doc_blocks.Block], builds: bool, source: Path) -> str:
+def page_script(page: str, blocks: list[doc_blocks.Block], builds: bool, source: Path) -> str:
     script = "set -eo pipefail\ndoc_at='the fixture'\n"
     script += "trap 'status=$?; [ $status = 0 ] || echo \"doc-test: FAILED at $doc_at (status $status)\"' EXIT\n"
-    script += doc_sandbox.fixture_script(source) + UNTIL
+    script += doc_sandbox.fixture_script(source, page) + UNTIL
     return script + "".join(block_lines(block, builds, source) for block in blocks)
 
 
@@ -112,10 +113,14 @@ def main() -> int:
     parser.add_argument("source", type=Path)
     parser.add_argument("build", type=Path)
     parser.add_argument("--builds", action="store_true", help="also run the commands that compile the project")
+    parser.add_argument("--show", action="store_true", help="print everything the pages' commands printed")
     parser.add_argument("pages", nargs="*", default=PAGES)
     options = parser.parse_args()
     source, build = options.source.resolve(), options.build.resolve()
     failed = []
+    # One scratch build for every page, as a reader's one checkout has one build folder.
+    scratch_builds = tempfile.TemporaryDirectory(prefix="comfy-doc-build-") if options.builds else None
+    scratch_build = Path(scratch_builds.name) if scratch_builds else None
     for page in options.pages:
         try:
             blocks = doc_blocks.read_page(source / page)
@@ -130,11 +135,7 @@ def main() -> int:
             sudo.write_text("#!/bin/sh\n" + doc_sandbox.sudo_shim())
             sudo.chmod(0o755)
             script = scratch / "page.sh"
-            script.write_text(page_script(blocks, options.builds, source))
-            scratch_build = None
-            if options.builds:
-                scratch_build = scratch / "build"
-                scratch_build.mkdir()
+            script.write_text(page_script(page, blocks, options.builds, source))
             log = scratch / "page.log"
             command = doc_sandbox.bwrap_command(source, build, scratch / "srv", script, scratch_build)
             status = doc_sandbox.run(command, log, timeout_s=3600 if options.builds else 600)
@@ -145,9 +146,13 @@ def main() -> int:
                   f"{'' if status == 0 else f', FAILED (status {status})'}")
             for line in skipped:
                 print(f"    {line[2:]}")
+            if options.show:
+                print(output)
             if status != 0:
                 failed.append(page)
                 print("    " + "\n    ".join(output.splitlines()[-40:]))
+    if scratch_builds:
+        scratch_builds.cleanup()
     if failed:
         print(f"doc-test: {len(failed)} page(s) whose commands do not run as written: {', '.join(failed)}; "
               f"fix the page or the program, then run this again")

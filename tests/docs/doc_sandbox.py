@@ -41,11 +41,20 @@ def _shadow(folder: str, writable: tuple[str, ...]) -> list[str]:
     return arguments
 
 
-def fixture_script(source: Path) -> str:
+# What a page takes as done by another page before it: OPERATIONS.md's config names the
+# venv PACKS.md's steps make, and PACKS.md's `comfy-supervisor check` is the installed one.
+GIVEN_BY_OTHER_PAGES = {
+    "docs/OPERATIONS.md": "python3 -m venv --system-site-packages --without-pip /srv/venvs/impact\n",
+    "docs/PACKS.md": "cmake --install build --prefix /usr/local >/dev/null  # INSTALL.md\n",
+}
+
+
+def fixture_script(source: Path, page: str) -> str:
     """The shell lines that lay out, inside the sandbox, what the docs take as given: a
     ComfyUI checkout at /srv/ComfyUI (the project's stand-in for upstream, with a pack named
     as the docs' example in its custom_nodes), venvs for ComfyUI, the example pack's folder
-    under /srv/isolated, and a C file for the participant library's example."""
+    under /srv/isolated, and a C program in a CMake project around the lines the participant
+    library's example shows (consumer.cmake)."""
     fake = shlex.quote(str(source / "tests/host/fake_comfyui"))
     pack = shlex.quote(str(source / "tests/packs/example_pack"))
     return f"""
@@ -57,8 +66,21 @@ printf 'numpy\\n' > /srv/ComfyUI/custom_nodes/ComfyUI-Impact-Pack/requirements.t
 cp -r /srv/ComfyUI/custom_nodes/ComfyUI-Impact-Pack /srv/isolated/ComfyUI-Impact-Pack
 python3 -m venv --system-site-packages --without-pip /srv/ComfyUI/venv
 python3 -m venv --system-site-packages --without-pip /srv/venvs/comfyui
-printf '#include <comfy_participant.h>\\nint main(void) {{ return 0; }}\\n' > /srv/work/my_host.c
-"""
+cat > /srv/work/my_host.c <<'FIXTURE_END'
+#include <comfy_supervisor/participant_c_api.h>
+#include <stdio.h>
+int main(void) {{
+    if (comfy_participant_open(0) == NULL) printf("%s\\n", comfy_participant_last_error());
+    return 0;
+}}
+FIXTURE_END
+cat > /srv/work/CMakeLists.txt <<'FIXTURE_END'
+cmake_minimum_required(VERSION 3.20)
+project(my_host C)
+add_executable(my_host my_host.c)
+include(consumer.cmake)
+FIXTURE_END
+""" + GIVEN_BY_OTHER_PAGES.get(page, "")
 
 
 def sudo_shim() -> str:
