@@ -52,11 +52,12 @@ def install(items, env_python, index):
     if not items:
         return
     line = command(env_python, index)
-    processes.say(f"installing with {os.path.basename(line[0])}: "
+    tool = "uv" if line[1:3] == ["pip", "install"] else "pip"
+    processes.say(f"installing with {tool}: "
                   f"{', '.join(f'{item.name} {item.version}' for item in items)}")
     status, last = processes.run(line + ["--", *[item.spec for item in items]])
     if status != 0:
         blamed = processes.blame(last, [item.name for item in items])
         what = next((item.spec for item in items if item.name == blamed), "the resolved set")
-        raise InstallFailed(f"installing {what} failed ({os.path.basename(line[0])}, exit {status}): "
+        raise InstallFailed(f"installing {what} failed ({tool}, exit {status}): "
                             f"{processes.tail(last)}")
