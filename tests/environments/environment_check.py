@@ -111,7 +111,8 @@ def check_manifests(report, world):
                                     "more.txt": "numpy\\\n<2\n"})
     found = manifests.read_pack(folder, "3.11")
     report.check(found.normalized() == ["clashlib==1.0", "numpy<2"] and found.requirements[1].source ==
-                 "formats/more.txt:1", f"requirements.txt: comments, -r and a continued line read: {found.requirements}")
+                 "formats/more.txt:1",
+                 f"requirements.txt: comments, -r and a continued line read: {found.requirements}")
     report.check(any("--extra-index-url" in note for note in found.notes),
                  f"requirements.txt: an index option is reported, not honoured: {found.notes}")
     folder = world.pack("pyproject", {"pyproject.toml": "[project]\nname = 'p'\ndependencies = ['clashlib>=2']\n"

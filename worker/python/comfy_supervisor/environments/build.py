@@ -11,7 +11,6 @@ import glob
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 
 from . import install_script, installer, lock, processes, resolve

@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 
 from . import baseline, build, config_entry, installer, key, lock, manifests, processes
 from .config_entry import Config
@@ -130,7 +129,7 @@ def remove(options):
     env_dir = python.get("environment")
     if not isinstance(env_dir, str):
         return 0
-    env_dir = os.path.realpath(config._path(env_dir))
+    env_dir = os.path.realpath(config.path_of(env_dir))
     users = config.environments_named()
     if env_dir in users:
         processes.say(f"environment {env_dir} kept: another pack of the config uses it")

@@ -27,23 +27,23 @@ class Config:
         if not isinstance(self.data, dict):
             raise Refused(f"the config {path} is not a JSON object; name the supervisor's config file")
 
-    def _path(self, value):
+    def path_of(self, value):
         return os.path.normpath(os.path.join(os.path.dirname(self.path), value)) if isinstance(value, str) else None
 
     def comfyui_checkout(self):
-        return self._path(self.data.get("comfyui", {}).get("checkout"))
+        return self.path_of(self.data.get("comfyui", {}).get("checkout"))
 
     def host_python(self):
         """The host's command when it is a Python interpreter (python, python3, python3.X)."""
         command = self.data.get("comfyui", {}).get("command")
         if isinstance(command, str) and _PYTHON.match(os.path.basename(command)):
-            return self._path(command)
+            return self.path_of(command)
         return None
 
     def environments(self):
         section = self.data.get("environments", {})
-        return {"root": self._path(section.get("root")),
-                "find_links": [self._path(folder) for folder in section.get("find_links", [])],
+        return {"root": self.path_of(section.get("root")),
+                "find_links": [self.path_of(folder) for folder in section.get("find_links", [])],
                 "no_index": bool(section.get("no_index", False)), "index_url": section.get("index_url")}
 
     def packs(self):
@@ -76,7 +76,7 @@ class Config:
         return entry
 
     def environments_named(self):
-        return {os.path.realpath(self._path(pack["python"]["environment"])) for pack in self.packs()
+        return {os.path.realpath(self.path_of(pack["python"]["environment"])) for pack in self.packs()
                 if isinstance(pack, dict) and isinstance(pack.get("python"), dict) and
                 isinstance(pack["python"].get("environment"), str)}
 
