@@ -122,8 +122,8 @@ def _comfy_env(path, file, found, python_version):
         if name == here:
             _pypi_table(target.get("pypi-dependencies", {}), file, f"target.{name}.pypi-dependencies", found,
                         os.path.dirname(path))
-    for key in sorted(set(data) & ({"apt", "brew", "dependencies", "node_reqs"} | _PIXI)):
-        found.notes.append(f"{file}: [{key}] is not installed here (system, conda or other node packages): "
+    for key in sorted(set(data) & ({"apt", "brew", "dependencies", "node_reqs", "options", "env_vars"} | _PIXI)):
+        found.notes.append(f"{file}: [{key}] is not honoured here (system, conda or node packages, pixi settings): "
                            "install what it names yourself")
 
 
