@@ -45,14 +45,14 @@ std::optional<std::string> script_problem(const PackConfig& host) {
     return std::nullopt;
 }
 
-// Each wheelhouse of /environments/find_links that is a folder (not a URL) and is not there:
+// Each wheelhouse of /environments/find_links that is not there:
 // `comfyctl pack add` would find no package in it.
 std::vector<std::string> wheelhouse_problems(const EnvironmentsConfig& environments) {
     std::vector<std::string> problems;
     for (std::size_t index = 0; index < environments.find_links.size(); ++index) {
         const std::string& link = environments.find_links[index];
         std::error_code error;
-        if (link.find("://") != std::string::npos || fs::is_directory(link, error)) continue;
+        if (fs::is_directory(link, error)) continue;
         problems.push_back("at /environments/find_links/" + std::to_string(index) + ": " + link +
                            " is not a folder, so comfyctl pack add would find no wheel there; make it, or take it out");
     }

@@ -182,7 +182,7 @@ struct PackConfig {
 // /environments): read and checked here, used by the pack tool alone.
 struct EnvironmentsConfig {
     std::string root;                     // absolute; empty: the tool's default
-    std::vector<std::string> find_links;  // folders (absolute) or URLs, as pip's --find-links
+    std::vector<std::string> find_links;  // folders of wheels (absolute), as pip's --find-links
     bool no_index = false;
     std::string index_url;                // empty: pip's own (or PIP_INDEX_URL)
 };

@@ -10,22 +10,11 @@ namespace comfy::supervisor::config_loader {
 
 namespace {
 
-constexpr const char* kUrlSchemes[] = {"http://", "https://", "file://"};
-
 bool is_url(std::string_view text) {
-    for (const std::string_view scheme : kUrlSchemes) {
+    for (const std::string_view scheme : {"http://", "https://", "file://"}) {
         if (text.starts_with(scheme) && text.size() > scheme.size()) return true;
     }
     return false;
-}
-
-// A folder of wheels relative to the config's folder (absolute once read), or a URL as pip's
-// --find-links takes one.
-std::string read_find_link(const ConfigReader& reader, const Node& node) {
-    constexpr const char* kRule = "a folder of wheels, or an http://, https:// or file:// URL";
-    const std::string text = reader.read_string(node, kRule);
-    if (is_url(text)) return text;
-    return reader.read_path(node, kRule).string();
 }
 
 }  // namespace
@@ -37,11 +26,11 @@ EnvironmentsConfig read_environments(const ConfigReader& reader, const Node& nod
         environments.root = reader.read_path(*root, "the folder the packs' environments are built in").string();
     }
     if (const auto links = member(node, "find_links")) {
-        if (!links->value.is_array()) {
-            reader.fail(links->at, "a list of folders or URLs", describe_json_value(links->value));
-        }
+        // Folders only: the tool takes them from the config's folder as the supervisor does.
+        if (!links->value.is_array()) reader.fail(links->at, "a list of folders", describe_json_value(links->value));
         for (std::size_t index = 0; index < links->value.size(); ++index) {
-            environments.find_links.push_back(read_find_link(reader, Node{links->value[index], links->at / index}));
+            const Node link{links->value[index], links->at / index};
+            environments.find_links.push_back(reader.read_path(link, "a folder of wheels").string());
         }
     }
     if (const auto no_index = member(node, "no_index")) environments.no_index = reader.read_flag(*no_index);

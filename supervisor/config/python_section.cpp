@@ -85,7 +85,8 @@ std::vector<std::string> read_pack_folders(const ConfigReader& reader, const Nod
 // A pack's environment as `comfyctl pack add` built it: its folder, with the lock the tool
 // writes last, and the interpreter inside. One that is missing or unfinished is told with the
 // command that builds it, for the pack as the config names it.
-std::string read_environment(const ConfigReader& reader, const Node& node, const std::string& pack) {
+std::string read_environment(const ConfigReader& reader, const Node& node, const std::string& name,
+                             const std::string& pack) {
     const fs::path folder = reader.read_path(node, "the folder of a pack's environment (comfyctl pack add builds one)");
     std::error_code error;
     std::string missing;
@@ -98,8 +99,8 @@ std::string read_environment(const ConfigReader& reader, const Node& node, const
     }
     if (!missing.empty()) {
         reader.fail(node.at,
-                    "a pack environment that comfyctl pack add built: run comfyctl pack add " + pack + " --config " +
-                        reader.file() + " to build it",
+                    "a pack environment that comfyctl pack add built: run comfyctl pack add " + pack + " --name " +
+                        name + " --config " + reader.file() + " to build it",
                     describe_json_value(node.value) + " (" + folder.string() + ", which " + missing + ")");
     }
     return folder.string();
@@ -120,7 +121,7 @@ void read_python(const ConfigReader& reader, const Node& node, PackConfig& pack,
         }
         python.interpreter = reader.read_command(*interpreter);
     } else if (environment) {
-        python.environment = read_environment(reader, *environment, python.folders.front());
+        python.environment = read_environment(reader, *environment, pack.name, python.folders.front());
         python.interpreter = (fs::path(python.environment) / "bin" / "python").string();
     } else {
         python.interpreter = find_in_path("python3").string();

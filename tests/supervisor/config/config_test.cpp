@@ -496,7 +496,7 @@ TEST_CASE("a Python pack's environment that comfyctl pack add built gives its in
     const std::string file =
         folder.config(python_pack(R"("pack": "pack", "environment": "envs/e1")", "", kHostWithCheckout));
     const std::string refusal = "at /packs/0/python/environment: expected a pack environment that comfyctl pack add "
-                                "built: run comfyctl pack add " + at("pack") + " --config " + file + " to build it, "
+                                "built: run comfyctl pack add " + at("pack") + " --name a --config " + file + " to build it, "
                                 "found \"envs/e1\" (" + at("envs/e1") + ", which ";
     CHECK_THAT(load_error(file), Contains(refusal + "is missing)"));
     fs::create_directories(folder.path() / "envs/e1/bin");
@@ -512,14 +512,14 @@ TEST_CASE("a Python pack's environment that comfyctl pack add built gives its in
     CHECK(pack.command == at("envs/e1/bin/python"));
 }
 
-TEST_CASE("the environments section lands as written: paths from the config's folder, URLs as they are") {
+TEST_CASE("the environments section lands as written, its paths from the config's folder") {
     const ConfigFolder folder;
     const Config config = load_config(folder.config(one_pack(
-        "", R"("environments": {"root": "envs", "find_links": ["wheels", "/abs/w", "https://example.com/w/"],
+        "", R"("environments": {"root": "envs", "find_links": ["wheels", "/abs/w"],
                                 "no_index": true})")));
     const auto at = [&](const char* name) { return (folder.path() / name).lexically_normal().string(); };
     CHECK(config.environments.root == at("envs"));
-    CHECK(config.environments.find_links == std::vector<std::string>{at("wheels"), "/abs/w", "https://example.com/w/"});
+    CHECK(config.environments.find_links == std::vector<std::string>{at("wheels"), "/abs/w"});
     CHECK(config.environments.no_index);
     CHECK(config.environments.index_url.empty());
     const Config other =
@@ -749,10 +749,9 @@ std::vector<BadConfig> bad_configs() {
          "at /environments/find-links: expected one of the keys root, find_links, no_index, index_url, found an "
          "unknown key"},
         {"environments find_links a string", one_pack("", R"("environments": {"find_links": "wheels"})"),
-         "at /environments/find_links: expected a list of folders or URLs, found \"wheels\""},
+         "at /environments/find_links: expected a list of folders, found \"wheels\""},
         {"environments find_links empty", one_pack("", R"("environments": {"find_links": [""]})"),
-         "at /environments/find_links/0: expected a folder of wheels, or an http://, https:// or file:// URL, found "
-         "\"\""},
+         "at /environments/find_links/0: expected a folder of wheels, found \"\""},
         {"environments index_url not a URL", one_pack("", R"("environments": {"index_url": "pypi.org/simple"})"),
          "at /environments/index_url: expected a package index's http://, https:// or file:// URL, as pip's "
          "--index-url, found \"pypi.org/simple\""},

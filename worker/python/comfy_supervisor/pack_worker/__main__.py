@@ -22,8 +22,9 @@ is refused as an import error is.
 A pack that cannot be imported ends the worker with one line naming the error and exit
 status 78 (EX_CONFIG); the supervisor marks the pack failed without restarting it, until
 an operator retries it. So does a pack whose environment (built by `comfyctl pack add`) is
-stale, before anything is imported (environment.py); --name and --config, the pack's name
-and config file as the supervisor gives them, go into that line's command. --describe prints the interfaces as JSON and exits, without a
+stale, before anything is imported (environment.py), when the worker is started from a
+config: --name and --config, the pack's name and config file as the supervisor gives them,
+go into that line's command. --describe prints the interfaces as JSON and exits, without a
 supervisor. What follows `--` are ComfyUI's own flags for the worker's comfy package, as
 ComfyUI's main.py takes them (--cpu on a machine without CUDA, --lowvram, ...): upstream's
 comfy.cli_args reads them when the pack first imports comfy.
@@ -216,9 +217,10 @@ def main():
         split = arguments.index("--")
         arguments, comfyui_args = arguments[:split], arguments[split + 1:]
     options = parser.parse_args(arguments)
-    if options.comfyui:
-        # Before anything of the pack or ComfyUI is imported, and before joining: a stale
-        # environment cannot run as configured, whatever the supervisor would have it do.
+    if options.comfyui and options.config:
+        # Started from a config (by the supervisor, or comfy-supervisor check), before anything
+        # of the pack or ComfyUI is imported and before joining: a stale environment cannot run
+        # as configured. (The pack tool, which has just keyed the environment, names no config.)
         stale = environment.stale_line(options.name, options.pack, options.comfyui, options.config)
         if stale is not None:
             say(stale)

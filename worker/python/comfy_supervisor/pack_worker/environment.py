@@ -17,8 +17,7 @@ LOCK = "comfy-env.lock.json"
 def stale_line(name, folders, comfyui, config):
     """None when this interpreter's environment is not the tool's or is current; else the one
     line that says the pack's environment is stale, why, and how to rebuild it. `name` and
-    `config` are the pack's name and config file, as the supervisor gives them (None when the
-    worker was started without them: the line then says where each goes)."""
+    `config` are the pack's name and config file, as the supervisor gives them."""
     if not os.path.isfile(os.path.join(sys.prefix, LOCK)):
         return None
     from ..environments.stamp import stale_reason
@@ -27,4 +26,4 @@ def stale_line(name, folders, comfyui, config):
         return None
     pack = name or os.path.basename(os.path.abspath(folders[0]))
     return (f"pack {pack}'s environment {sys.prefix} is stale ({reason}): run comfyctl pack add "
-            f"{os.path.abspath(folders[0])} --config {config or 'YOUR_CONFIG.json'} to rebuild it")
+            f"{os.path.abspath(folders[0])} --name {pack} --config {config} to rebuild it")
