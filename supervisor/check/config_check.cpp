@@ -45,6 +45,20 @@ std::optional<std::string> script_problem(const PackConfig& host) {
     return std::nullopt;
 }
 
+// Each wheelhouse of /environments/find_links that is not there:
+// `comfyctl pack add` would find no package in it.
+std::vector<std::string> wheelhouse_problems(const EnvironmentsConfig& environments) {
+    std::vector<std::string> problems;
+    for (std::size_t index = 0; index < environments.find_links.size(); ++index) {
+        const std::string& link = environments.find_links[index];
+        std::error_code error;
+        if (fs::is_directory(link, error)) continue;
+        problems.push_back("at /environments/find_links/" + std::to_string(index) + ": " + link +
+                           " is not a folder, so comfyctl pack add would find no wheel there; make it, or take it out");
+    }
+    return problems;
+}
+
 class Checker {
 public:
     Checker(const Config& config, CheckReport& report) : config_(config), report_(report) {}
@@ -53,6 +67,7 @@ public:
         // The sandboxed packs' imports run in their sandbox: not when none can be made.
         const auto sandbox = sandbox_problem(config_);
         if (sandbox) report_.problems.push_back(*sandbox);
+        for (const auto& problem : wheelhouse_problems(config_.environments)) add(problem);
         if (config_.comfyui) check_host(*config_.comfyui);
         for (std::size_t index = 0; index < config_.packs.size(); ++index) {
             check_pack(config_.packs[index], "/packs/" + std::to_string(index), !sandbox);
@@ -83,8 +98,9 @@ private:
         const PythonPack& python = *pack.python;
         const auto checkout = checkout_problem(python.comfyui, at + "/python/comfyui");
         if (python.comfyui != config_.comfyui_checkout) add(checkout);  // the host's is told once, with the host
-        const auto interpreter = interpreter_problem(prober_, pack, python.interpreter, at + "/python/interpreter",
-                                                     config_.limits.handshake_timeout);
+        const std::string interpreter_at = at + (python.environment.empty() ? "/python/interpreter" : "/python/environment");
+        const auto interpreter =
+            interpreter_problem(prober_, pack, python.interpreter, interpreter_at, config_.limits.handshake_timeout);
         add(interpreter);
         // An import that cannot work would only repeat the problem above.
         if (interpreter || checkout || (pack.sandbox && !sandboxes)) return;

@@ -28,7 +28,7 @@ Config load_config_text(std::string_view text, const std::string& path) {
     const json document = parse_document(text, path);
     const ConfigReader reader(path);
     const Node root{document, Pointer{}};
-    reader.expect_object(root, {"device", "limits", "memory", "host", "http", "comfyui", "packs"});
+    reader.expect_object(root, {"device", "limits", "memory", "host", "http", "comfyui", "packs", "environments"});
     Config config;
     config.source = path;
     if (const auto device = member(root, "device")) config.device = read_device(reader, *device);
@@ -41,6 +41,9 @@ Config load_config_text(std::string_view text, const std::string& path) {
     if (const auto comfyui = member(root, "comfyui")) {
         config.comfyui = read_comfyui(reader, *comfyui);
         if (const auto checkout = member(*comfyui, "checkout")) config.comfyui_checkout = reader.read_directory(*checkout);
+    }
+    if (const auto environments = member(root, "environments")) {
+        config.environments = read_environments(reader, *environments);
     }
     config.packs = read_packs(reader, reader.required(root, "packs", "a list of packs"),
                               config.limits.capacities.participants, config.comfyui.has_value(),

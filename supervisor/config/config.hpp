@@ -131,6 +131,9 @@ struct PythonPack {
     // order, imported into one worker so that objects pass between them as within one pack.
     std::vector<std::string> folders;
     std::string interpreter;  // absolute; default: the first python3 on the supervisor's PATH at load time
+    // The pack's environment, as `comfyctl pack add` built it (absolute; its bin/python is the
+    // interpreter), or empty when the config names an interpreter instead.
+    std::string environment;
     std::string comfyui;      // the ComfyUI checkout whose comfy package it imports, absolute
     std::vector<std::string> comfyui_args;  // ComfyUI's own flags for that comfy package (--cpu, ...)
     // CUDA tensors to and from the host by CUDA IPC, where both sides can. Unset: yes,
@@ -175,6 +178,15 @@ struct PackConfig {
     BrowserMessageLimits browser_messages;
 };
 
+// Where and from what `comfyctl pack add` builds the packs' environments (docs/CONFIG.md,
+// /environments): read and checked here, used by the pack tool alone.
+struct EnvironmentsConfig {
+    std::string root;                     // absolute; empty: the tool's default
+    std::vector<std::string> find_links;  // folders of wheels (absolute), as pip's --find-links
+    bool no_index = false;
+    std::string index_url;                // empty: pip's own (or PIP_INDEX_URL)
+};
+
 // The name the ComfyUI host process goes by in the participant table, comfyctl and logs.
 inline constexpr const char* kHostParticipantName = "host";
 
@@ -192,6 +204,7 @@ struct Config {
     // packs that name none import its comfy package.
     std::string comfyui_checkout;
     std::vector<PackConfig> packs;
+    EnvironmentsConfig environments;
 };
 
 // One line: the file, the JSON path of the bad value, what was expected, what was found.

@@ -90,6 +90,8 @@ public:
     std::string read_command(const Node& node) const;
     std::string read_directory(const Node& node) const;
 
+    // The config file as it was named, for messages.
+    const std::string& file() const { return file_; }
     // The config's folder, absolute: where relative paths start.
     const fs::path& folder() const { return folder_; }
 

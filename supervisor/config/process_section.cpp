@@ -184,7 +184,9 @@ void read_process(const ConfigReader& reader, const Node& node, PackConfig& proc
         process.sandbox = read_sandbox(reader, *sandbox, process.working_directory);
     }
     if (process.python && process.sandbox) add_python_sandbox_paths(reader, node, process);
-    if (process.python) process.args = pack_worker_args(*process.python, process.sandbox.has_value());
+    if (process.python) {
+        process.args = pack_worker_args(process, (reader.folder() / fs::path(reader.file()).filename()).string());
+    }
     check_exec_size(reader, node, process);
 }
 

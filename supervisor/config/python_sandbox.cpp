@@ -107,7 +107,7 @@ void add_python_sandbox_paths(const ConfigReader& reader, const Node& node, Pack
     }
     const auto comfyui = member(section, "comfyui");
     shown.add({python.comfyui, comfyui ? comfyui->at : Pointer("/comfyui/checkout"), "the ComfyUI checkout"});
-    const auto given = member(section, "interpreter");
+    const auto given = member(section, "interpreter") ? member(section, "interpreter") : member(section, "environment");
     const Pointer interpreter_at = given ? given->at : section.at;
     if (const auto venv = venv_of(python.interpreter)) shown.add({*venv, interpreter_at, "the interpreter's venv"});
     for (const auto& part : installation_of(python.interpreter)) shown.add({part, interpreter_at, "the interpreter"});

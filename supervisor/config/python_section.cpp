@@ -19,6 +19,8 @@ constexpr const char* kPackFoldersRule =
     "a custom node pack's folder (a directory with __init__.py), or a list of them (a group, run in one worker)";
 // 0: a node that is still running at Cancel is ended at once; at most an hour.
 constexpr Range kCancelGraceMs{0, 3'600'000};
+// What `comfyctl pack add` writes last into an environment it built: the mark that it is whole.
+constexpr const char* kEnvironmentLock = "comfy-env.lock.json";
 
 // Empty when `folder` is what ComfyUI imports as a custom node pack; otherwise why not.
 std::string pack_folder_problem(const fs::path& folder) {
@@ -80,15 +82,47 @@ std::vector<std::string> read_pack_folders(const ConfigReader& reader, const Nod
     return folders;
 }
 
+// A pack's environment as `comfyctl pack add` built it: its folder, with the lock the tool
+// writes last, and the interpreter inside. One that is missing or unfinished is told with the
+// command that builds it, for the pack as the config names it.
+std::string read_environment(const ConfigReader& reader, const Node& node, const std::string& name,
+                             const std::string& pack) {
+    const fs::path folder = reader.read_path(node, "the folder of a pack's environment (comfyctl pack add builds one)");
+    std::error_code error;
+    std::string missing;
+    if (!directory_problem(folder).empty()) {
+        missing = "is missing";
+    } else if (!fs::is_regular_file(folder / kEnvironmentLock, error)) {
+        missing = "is unfinished (no " + std::string(kEnvironmentLock) + ")";
+    } else if (const auto problem = executable_problem(folder / "bin" / "python"); !problem.empty()) {
+        missing = "has no interpreter (bin/python: " + problem + ")";
+    }
+    if (!missing.empty()) {
+        reader.fail(node.at,
+                    "a pack environment that comfyctl pack add built: run comfyctl pack add " + pack + " --name " +
+                        name + " --config " + reader.file() + " to build it",
+                    describe_json_value(node.value) + " (" + folder.string() + ", which " + missing + ")");
+    }
+    return folder.string();
+}
+
 }  // namespace
 
 void read_python(const ConfigReader& reader, const Node& node, PackConfig& pack, const std::string& checkout) {
-    reader.expect_object(node,
-                         {"pack", "interpreter", "comfyui", "comfyui_args", "arena_bytes", "cuda_ipc", "cancel_grace_ms"});
+    reader.expect_object(node, {"pack", "interpreter", "environment", "comfyui", "comfyui_args", "arena_bytes",
+                                "cuda_ipc", "cancel_grace_ms"});
     PythonPack python;
     python.folders = read_pack_folders(reader, reader.required(node, "pack", kPackFoldersRule));
+    const auto environment = member(node, "environment");
     if (const auto interpreter = member(node, "interpreter")) {
+        if (environment) {
+            reader.fail(environment->at, "one of interpreter and environment (the environment's is bin/python)",
+                        "both");
+        }
         python.interpreter = reader.read_command(*interpreter);
+    } else if (environment) {
+        python.environment = read_environment(reader, *environment, pack.name, python.folders.front());
+        python.interpreter = (fs::path(python.environment) / "bin" / "python").string();
     } else {
         python.interpreter = find_in_path("python3").string();
         if (python.interpreter.empty()) {
@@ -133,11 +167,12 @@ void add_python_path(const ConfigReader& reader, const Node& node, PackConfig& p
 }
 
 // A Python pack's command line, once its sandbox is known: --pack once a folder, in order.
-std::vector<std::string> pack_worker_args(const PythonPack& python, bool sandboxed) {
+std::vector<std::string> pack_worker_args(const PackConfig& pack, const std::string& config_file) {
+    const PythonPack& python = *pack.python;
     std::vector<std::string> args{"-m", "comfy_supervisor.pack_worker"};
     for (const auto& folder : python.folders) args.insert(args.end(), {"--pack", folder});
-    args.insert(args.end(), {"--comfyui", python.comfyui});
-    if (!python.cuda_ipc.value_or(!sandboxed)) args.push_back("--no-cuda-ipc");
+    args.insert(args.end(), {"--comfyui", python.comfyui, "--name", pack.name, "--config", config_file});
+    if (!python.cuda_ipc.value_or(!pack.sandbox.has_value())) args.push_back("--no-cuda-ipc");
     // ComfyUI's own flags (--cpu, --lowvram...), for the worker's comfy package to parse
     // as main.py has it parse them.
     if (!python.comfyui_args.empty()) {

@@ -38,6 +38,9 @@ HostMemoryConfig read_host(const ConfigReader& reader, const Node& node);
 HttpConfig read_http(const ConfigReader& reader, const Node& node);
 std::string read_token_file(const ConfigReader& reader, const Node& node);
 
+// /environments, what the pack tool builds environments with (environments_section.cpp).
+EnvironmentsConfig read_environments(const ConfigReader& reader, const Node& node);
+
 // /comfyui, the ComfyUI host's process (comfyui_section.cpp). Its checkout is read by
 // config.cpp, which hands it to the packs.
 PackConfig read_comfyui(const ConfigReader& reader, const Node& node);
@@ -59,7 +62,9 @@ void read_process(const ConfigReader& reader, const Node& node, PackConfig& proc
 // PYTHONPATH the supervisor gives it, and once its sandbox is, its command line.
 void read_python(const ConfigReader& reader, const Node& node, PackConfig& pack, const std::string& checkout);
 void add_python_path(const ConfigReader& reader, const Node& node, PackConfig& pack);
-std::vector<std::string> pack_worker_args(const PythonPack& python, bool sandboxed);
+// `config_file` (absolute) and the pack's name are for the worker's messages: the command
+// that rebuilds the pack's environment names both.
+std::vector<std::string> pack_worker_args(const PackConfig& pack, const std::string& config_file);
 
 // A sandboxed Python pack's sandbox, once read: what its worker needs that the sandbox would
 // hide (its pack folders, checkout, interpreter and venv, the supervisor's package and

@@ -24,6 +24,7 @@ enum Takes : unsigned {
     kName = 8,
     kOptionalName = 16,
     kFailures = 32,
+    kToolArgs = 64,  // pack: the words are the environment tool's, read by the tool
 };
 
 struct CommandSpec {
@@ -34,7 +35,7 @@ struct CommandSpec {
     const char* about;    // the command's own help
 };
 
-constexpr std::array<CommandSpec, 11> kCommands{{
+constexpr std::array<CommandSpec, 12> kCommands{{
     {Command::workers, "workers", kJson, "one row per participant: state, pid, restarts, last exit",
      "One row per participant: slot, name, kind, pid, generation, state, restarts, last\n"
      "exit, age. Read from the segment; works while the supervisor is stopped (SIGSTOP).\n"},
@@ -80,6 +81,13 @@ constexpr std::array<CommandSpec, 11> kCommands{{
      "Asks one pack for a full release (models, pins, cast buffers); with --pins, to\n"
      "release BYTES of pinned host memory only. A busy pack does so when its node ends;\n"
      "`comfyctl events` shows what it freed.\n"},
+    {Command::pack, "pack", kToolArgs, "isolate a pack: build its environment, add it to the config",
+     "Builds a Python pack's own environment from what the pack declares (requirements.txt,\n"
+     "pyproject.toml, comfy-env.toml, pyisolate.yaml) with ComfyUI's torch kept, checks that\n"
+     "the pack imports there, and adds the pack to the config (add); takes it out again\n"
+     "(remove). Runs python3 -m comfy_supervisor.environments with these words (python3 from\n"
+     "PATH, or $COMFY_SV_TOOL_PYTHON); its options and exit statuses: comfyctl pack --help.\n"
+     "It needs no running supervisor and takes no --instance (docs/ENVIRONMENTS.md).\n"},
 }};
 
 const CommandSpec* spec_named(const std::string& word) {
@@ -156,6 +164,10 @@ Options parse_words(const std::vector<std::string>& args) {
     if (options.help || options.version) return options;
     if (spec == nullptr) throw UsageError("no command given");
     const std::string see = std::string("; see comfyctl ") + spec->name + " --help";
+    if (spec->takes & kToolArgs) {
+        throw UsageError(std::string(spec->name) + " comes first and takes no --instance: comfyctl " + spec->name +
+                         " ARGS..." + see);
+    }
     try {
         if (const auto option = option_not_taken(values, spec->takes)) {
             throw UsageError(*option + " does not apply to '" + spec->name + "'");
@@ -196,13 +208,16 @@ std::string help_text(const Options& options) {
     std::ostringstream out;
     if (options.command_given) {
         const auto& spec = spec_of(options.command);
+        // Reached by `comfyctl --help pack` alone: `comfyctl pack --help` is the tool's.
+        if (spec.takes & kToolArgs) {
+            return "usage: comfyctl " + std::string(spec.name) + " {add,remove} ...\n\n" + spec.about;
+        }
         out << "usage: comfyctl [--instance NAME] " << spec.name << ((spec.takes & kName) ? " NAME" : "")
             << ((spec.takes & kOptionalName) ? " [NAME]" : "")
             << ((spec.takes & kJson) ? " [--json]" : "") << ((spec.takes & kFollow) ? " [--follow]" : "")
             << ((spec.takes & kFailures) ? " [--failures]" : "")
-            << ((spec.takes & kPins) ? " [--pins BYTES]" : "") << "\n\n"
-            << spec.about << options_for(spec.takes) << "\n"
-            << kExits;
+            << ((spec.takes & kPins) ? " [--pins BYTES]" : "") << "\n\n";
+        out << spec.about << options_for(spec.takes) << "\n" << kExits;
         return out.str();
     }
     out << usage_line() << "\n\n"
@@ -212,7 +227,7 @@ std::string help_text(const Options& options) {
            "commands:\n";
     for (const auto& spec : kCommands) {
         std::string name = std::string(spec.name) + ((spec.takes & kName) ? " NAME" : "") +
-                           ((spec.takes & kOptionalName) ? " [NAME]" : "");
+                           ((spec.takes & kOptionalName) ? " [NAME]" : "") + ((spec.takes & kToolArgs) ? " ..." : "");
         name.resize(std::max<std::size_t>(name.size() + 1, 15), ' ');
         out << "  " << name << spec.summary << "\n";
     }
@@ -223,6 +238,13 @@ std::string help_text(const Options& options) {
 }
 
 Options parse_options(const std::vector<std::string>& args) {
+    if (!args.empty() && args.front() == spec_of(Command::pack).name) {
+        Options options;
+        options.command = Command::pack;
+        options.command_given = true;
+        options.tool_args.assign(args.begin() + 1, args.end());
+        return options;
+    }
     try {
         return parse_words(args);
     } catch (const UsageError& error) {

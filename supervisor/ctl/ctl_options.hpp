@@ -24,6 +24,7 @@ enum class Command {
     stop,     // stop one pack and keep it stopped
     start,    // start a stopped or failed pack
     release,  // a full release (or, with --pins, a pin release) to one pack
+    pack,     // a pack's environment: comfy_supervisor.environments run with the words that follow
 };
 
 struct Options {
@@ -37,6 +38,7 @@ struct Options {
     bool help = false;                  // print help_text(*this) and stop; nothing else was checked
     bool version = false;               // print the version and stop
     bool command_given = false;         // for help: the command's own help, or the program's
+    std::vector<std::string> tool_args; // pack: every word after it, for the environment tool
 };
 
 using UsageError = cli::UsageError;
@@ -52,7 +54,8 @@ const char* command_name(Command command) noexcept;
 
 // Parses the arguments after the program name. Throws UsageError (one line, ending in
 // which --help to read) for an unknown command or option, an option the command does not
-// take, a missing or extra NAME, a bad --pins or instance name.
+// take, a missing or extra NAME, a bad --pins or instance name. `pack` as the first word
+// takes every word after it as they are (the tool reads them, its --help included).
 Options parse_options(const std::vector<std::string>& args);
 
 }  // namespace comfy::ctl

@@ -32,6 +32,8 @@ again as "other" (a second pack with the same nodes), tests/packs/hostile_pack a
     parallel     two packs run at once; one pack runs one call at a time
     malformed    values a hostile worker could send are refused in one line, their blocks released
     failed:PACK  PACK is failed: its nodes are not registered and the host said why
+    clashlib:PACK=VERSION  PACK's node returns the clashlib its own environment imported,
+                 VERSION (packs isolated by comfyctl pack add)
     late:PACK    PACK failed to import; fixed and retried by the test, its node registers in
                  upstream's mappings without a restart of the host, and runs, and its
                  route answers (ComfyUI's server started without it)
@@ -692,8 +694,18 @@ def check_late(pack):
     expect(status == 404, f"a path no one serves, after the retried pack's routes: {status}")
 
 
+def check_clashlib(argument):
+    """PACK=VERSION: PACK's one node returns the clashlib its own environment imported
+    (tests/python/pack_environments_test.cpp)."""
+    pack, _, version = argument.partition("=")
+    expect(len(classes.get(pack, {})) == 1, f"pack {pack}'s nodes: {sorted(classes.get(pack, {}))}")
+    (proxy,) = classes[pack].values()
+    got = proxy().run()
+    expect(got == (version,), f"pack {pack}'s node returned {got}, not clashlib {version}")
+
+
 ARGUED = {"failed": check_failed, "protocol": check_protocol, "snoop": check_snoop,  # NAME:ARGUMENT
-          "browser-flood": check_browser_flood, "late": check_late}
+          "browser-flood": check_browser_flood, "late": check_late, "clashlib": check_clashlib}
 
 
 def main():

@@ -298,8 +298,13 @@ TEST_CASE("the host hears of each Python pack's lives and shares a call channel 
             const json start = start_of(alpha_records, std::to_string(generation));
             REQUIRE_FALSE(start.is_null());
             // The command line and PYTHONPATH the supervisor made from the python form.
-            CHECK(start["start"]["argv"] == json::array({"-m", "comfy_supervisor.pack_worker", "--pack", alpha_pack,
-                                                         "--comfyui", (folder.path() / "checkout").string()}));
+            // Its name and the config's file last, for the worker's messages.
+            const json& argv = start["start"]["argv"];
+            REQUIRE(argv.size() == 10);
+            CHECK(json(std::vector<json>(argv.begin(), argv.begin() + 9)) ==
+                  json::array({"-m", "comfy_supervisor.pack_worker", "--pack", alpha_pack, "--comfyui",
+                               (folder.path() / "checkout").string(), "--name", "alpha", "--config"}));
+            CHECK(argv[9].get<std::string>().ends_with("/config.json"));
             CHECK(start["start"]["pythonpath"] == std::string(PARTICIPANT_PYTHONPATH) + ":/extra");
             CHECK(start["start"]["stray"] == json::array());
             CHECK(start["start"]["variables"]["COMFY_SV_ARENA_BYTES"] == std::to_string(16 * kMiB));

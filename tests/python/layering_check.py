@@ -9,7 +9,8 @@ targets' dependencies say it for the C++ side:
   imports it, is listed in worker/python/pyproject.toml (or pip leaves it out) and has
   its line in docs/ARCHITECTURE.md;
 - at module level the package imports the standard library only; upstream ComfyUI and
-  its dependencies (torch, numpy, aiohttp) inside functions, where they run;
+  its dependencies (torch, numpy, aiohttp) inside functions, where they run; a room that
+  runs as a tool (TOOLS: environments) only what TOOLS lists for it (yaml), and never those;
 - the code that runs in ComfyUI's process (host and every module it imports of the
   package) writes into upstream ComfyUI only what HOST_WRITES lists, each write with its
   reason, and every listed write is still there: a new patch of ComfyUI fails here until
@@ -41,8 +42,13 @@ ROOMS = {
     "upstream": set(),
     "bridge": set(),
     "host": {"participant", "bridge", "upstream"},
-    "pack_worker": {"participant", "bridge", "upstream", "host"},
+    "pack_worker": {"participant", "bridge", "upstream", "host", "environments"},
+    "environments": set(),
 }
+
+# Rooms that run as a tool beside ComfyUI, never in its process, and what each may import
+# inside functions besides the standard library: nothing of ComfyUI, torch or numpy.
+TOOLS = {"environments": {"yaml"}}
 
 # Every write into upstream ComfyUI by code that runs in ComfyUI's process:
 # (file in the package, function, what is written) -> why. The host wraps upstream's
@@ -109,9 +115,10 @@ def check_package(package, check):
     outside = package.outside_rooms(ROOMS)
     check("rooms", not outside, "every module is in a room of ROOMS" +
           "".join(f"\n    {path} is not" for path in outside))
-    external = package.external_imports()
+    external = package.external_imports(TOOLS)
     check("external imports", not external, "the package imports the standard library only at module level, "
-          "and inside functions besides it only upstream ComfyUI and torch, numpy, aiohttp" +
+          "and inside functions besides it only upstream ComfyUI and torch, numpy, aiohttp (a tool's room only "
+          "what TOOLS lists)" +
           "".join(f"\n    {where}: {name}" for where, name in external))
     found = host_writes(package, "host")
     new = {key: line for key, line in found.items() if key not in HOST_WRITES}
@@ -148,6 +155,9 @@ SPOILERS = [
     ("rooms", "stray.py", '"""A module outside every room."""\n'),
     ("external imports", "bridge/session.py", "\nimport torch\n"),
     ("external imports", "host/comfyui.py", "\ndef _spoiled():\n    import requests\n"),
+    ("external imports", "environments/manifests.py", "\nimport yaml\n"),
+    ("external imports", "environments/stamp.py", "\ndef _spoiled():\n    import torch\n"),
+    ("imports of environments", "environments/key.py", "\nfrom ..bridge import values\n"),
     ("host writes", "host/comfyui.py", "\ndef _spoiled(mm):\n    mm.soft_empty_cache = None\n"),
     ("host writes", "host/proxy_nodes.py", "\ndef _spoiled():\n    import comfy.model_management\n"
      "    state = comfy.model_management.vram_state\n    state.value = 0\n"),

@@ -132,13 +132,17 @@ class Package:
                 if parts and parts[0] == NAME:
                     yield Import(source, path, node.lineno, self._resolve(parts))
 
-    def external_imports(self):
+    def external_imports(self, tools=None):
         """(where, name, why wrong) of each import from outside the package that breaks the
         rule: the standard library only at module level; inside functions, besides it,
-        upstream ComfyUI and its dependencies only."""
+        upstream ComfyUI and its dependencies only, or in a room of `tools` (room: names),
+        which runs as a tool beside ComfyUI, only the names it lists."""
         stdlib = set(sys.stdlib_module_names)
+        tools = tools or {}
         wrong = []
         for path, tree in sorted(self.trees.items()):
+            tool = tools.get(path.split("/")[0]) if "/" in path else None
+            allowed = UPSTREAM | UPSTREAM_DEPENDENCIES if tool is None else tool
             in_function = {id(inner) for node in ast.walk(tree) if isinstance(node, _FUNCTIONS)
                            for inner in ast.walk(node) if inner is not node}
             for node in ast.walk(tree):
@@ -153,8 +157,9 @@ class Package:
                         continue
                     if id(node) not in in_function:
                         wrong.append((f"{path}:{node.lineno}", f"{name} at module level"))
-                    elif name not in UPSTREAM | UPSTREAM_DEPENDENCIES:
-                        wrong.append((f"{path}:{node.lineno}", f"{name}, neither the standard library nor ComfyUI's"))
+                    elif name not in allowed:
+                        wrong.append((f"{path}:{node.lineno}", f"{name}, neither the standard library nor " +
+                                      ("ComfyUI's" if tool is None else f"one of {sorted(tool)}")))
         return wrong
 
     @staticmethod

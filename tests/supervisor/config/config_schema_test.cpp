@@ -143,6 +143,7 @@ json every_object(const TempFolder& folder, const json& device) {
             {"comfyui",
              {{"command", "worker.sh"}, {"checkout", "checkout"}, {"env", {{"A", "1"}}}, {"restart", restart},
               {"sandbox", sandbox}, {"browser_messages", {{"per_second", 10}}}}},
+            {"environments", {{"root", "envs"}, {"find_links", {"wheels"}}, {"no_index", true}}},
             {"packs",
              {{{"name", "a"}, {"command", "worker.sh"}, {"restart", restart}, {"sandbox", sandbox}},
               {{"name", "b"}, {"python", {{"pack", "pack"}, {"interpreter", "worker.sh"}}}}}}};

@@ -325,8 +325,9 @@ TEST_CASE("a pack in the python form runs pack_worker in its interpreter, the su
     CHECK(a.python->interpreter == at("link.sh"));  // the link kept, as a venv's python needs
     CHECK(a.python->comfyui == at("sub"));           // the host's checkout
     CHECK(a.command == at("link.sh"));
+    // Its name and the config's file, for the worker's messages (the command that rebuilds its environment).
     CHECK(a.args == std::vector<std::string>{"-m", "comfy_supervisor.pack_worker", "--pack", at("pack"), "--comfyui",
-                                             at("sub")});
+                                             at("sub"), "--name", "a", "--config", at("config.json")});
     CHECK(a.env == std::map<std::string, std::string>{{"PYTHONPATH", COMFY_SV_PYTHON_DIR}});
     CHECK(a.bridges);
     CHECK(a.arena_bytes == kDefaultArenaBytes);
@@ -339,7 +340,7 @@ TEST_CASE("a pack in the python form runs pack_worker in its interpreter, the su
     CHECK(b.args.at(5) == b.python->comfyui);
     // ComfyUI's own flags follow "--", for the worker's comfy package.
     CHECK(b.python->comfyui_args == std::vector<std::string>{"--cpu", "--lowvram"});
-    CHECK(std::vector<std::string>(b.args.begin() + 6, b.args.end()) ==
+    CHECK(std::vector<std::string>(b.args.begin() + 10, b.args.end()) ==
           std::vector<std::string>{"--", "--cpu", "--lowvram"});
     CHECK(b.env == std::map<std::string, std::string>{{"OTHER", "1"},
                                                       {"PYTHONPATH", std::string(COMFY_SV_PYTHON_DIR) + ":/mine:/more"}});
@@ -366,7 +367,8 @@ TEST_CASE("a group of packs is one entry whose pack lists their folders: one wor
     CHECK(group.python->folders == std::vector<std::string>{at("other"), at("pack")});
     // --pack once a folder, in the config's order.
     CHECK(group.args == std::vector<std::string>{"-m", "comfy_supervisor.pack_worker", "--pack", at("other"), "--pack",
-                                                 at("pack"), "--comfyui", at("sub")});
+                                                 at("pack"), "--comfyui", at("sub"), "--name", "group", "--config",
+                                                 at("config.json")});
     // A list of one is a pack alone.
     CHECK(config.packs.at(1).python->folders == std::vector<std::string>{at("pack")});
     CHECK(config.packs.at(1).args.at(3) == at("pack"));
@@ -443,8 +445,8 @@ TEST_CASE("a Python pack's CUDA tensors go by IPC unless it is sandboxed or says
     CHECK_FALSE(declines(config.packs.at(0)));
     CHECK(declines(config.packs.at(1)));
     // The flag is the pack worker's own, before ComfyUI's.
-    CHECK(config.packs.at(1).args.at(6) == "--no-cuda-ipc");
-    CHECK(config.packs.at(1).args.at(7) == "--");
+    CHECK(config.packs.at(1).args.at(10) == "--no-cuda-ipc");
+    CHECK(config.packs.at(1).args.at(11) == "--");
     CHECK(declines(config.packs.at(2)));
     CHECK_FALSE(declines(config.packs.at(3)));
 }
@@ -485,6 +487,46 @@ TEST_CASE("a Python pack's interpreter is by default the first python3 on the su
                    Contains(": at /packs/0/python/interpreter: expected a Python interpreter: there is no python3 on the "
                             "supervisor's PATH, so set /packs/0/python/interpreter, found nothing"));
     }
+}
+
+TEST_CASE("a Python pack's environment that comfyctl pack add built gives its interpreter and a missing one names "
+          "the command that builds it") {
+    const ConfigFolder folder;
+    const auto at = [&](const char* name) { return (folder.path() / name).lexically_normal().string(); };
+    const std::string file =
+        folder.config(python_pack(R"("pack": "pack", "environment": "envs/e1")", "", kHostWithCheckout));
+    const std::string refusal = "at /packs/0/python/environment: expected a pack environment that comfyctl pack add "
+                                "built: run comfyctl pack add " + at("pack") + " --name a --config " + file + " to build it, "
+                                "found \"envs/e1\" (" + at("envs/e1") + ", which ";
+    CHECK_THAT(load_error(file), Contains(refusal + "is missing)"));
+    fs::create_directories(folder.path() / "envs/e1/bin");
+    CHECK_THAT(load_error(file), Contains(refusal + "is unfinished (no comfy-env.lock.json))"));
+    folder.write("envs/e1/comfy-env.lock.json", "{}");
+    CHECK_THAT(load_error(file), Contains(refusal + "has no interpreter (bin/python: No such file or directory))"));
+    fs::create_symlink(folder.path() / "worker.sh", folder.path() / "envs/e1/bin/python");
+
+    const PackConfig pack = load_config(file).packs.at(0);
+    REQUIRE(pack.python);
+    CHECK(pack.python->environment == at("envs/e1"));
+    CHECK(pack.python->interpreter == at("envs/e1/bin/python"));  // the venv's link kept
+    CHECK(pack.command == at("envs/e1/bin/python"));
+}
+
+TEST_CASE("the environments section lands as written, its paths from the config's folder") {
+    const ConfigFolder folder;
+    const Config config = load_config(folder.config(one_pack(
+        "", R"("environments": {"root": "envs", "find_links": ["wheels", "/abs/w"],
+                                "no_index": true})")));
+    const auto at = [&](const char* name) { return (folder.path() / name).lexically_normal().string(); };
+    CHECK(config.environments.root == at("envs"));
+    CHECK(config.environments.find_links == std::vector<std::string>{at("wheels"), "/abs/w"});
+    CHECK(config.environments.no_index);
+    CHECK(config.environments.index_url.empty());
+    const Config other =
+        load_config(folder.config(one_pack("", R"("environments": {"index_url": "https://mirror.example/simple"})")));
+    CHECK(other.environments.index_url == "https://mirror.example/simple");
+    CHECK_FALSE(other.environments.no_index);
+    CHECK(other.environments.root.empty());  // the tool's default
 }
 
 TEST_CASE("a simulated device's size takes binary units, with or without a space") {
@@ -546,7 +588,7 @@ std::vector<BadConfig> bad_configs() {
          "at /packs/1/name: expected each key once in its object"},
         {"top level not an object", "[]", "at /: expected an object, found []"},
         {"unknown top-level key", one_pack("", R"("colour": "red")"),
-         "at /colour: expected one of the keys device, limits, memory, host, http, comfyui, packs, found an unknown key"},
+         "at /colour: expected one of the keys device, limits, memory, host, http, comfyui, packs, environments, found an unknown key"},
         {"http listen without a port", one_pack("", R"("http": {"listen": "127.0.0.1"})"),
          "at /http/listen: expected an address and port such as"},
         {"http listen on a host name", one_pack("", R"("http": {"listen": "localhost:8189"})"),
@@ -695,8 +737,29 @@ std::vector<BadConfig> bad_configs() {
         {"python not an object", R"({"packs": [{"name": "a", "python": "pack"}]})",
          "at /packs/0/python: expected an object, found \"pack\""},
         {"unknown python key", python_pack(R"("pack": "pack", "venv": "x")", "", kHostWithCheckout),
-         "at /packs/0/python/venv: expected one of the keys pack, interpreter, comfyui, comfyui_args, arena_bytes, cuda_ipc, "
-         "cancel_grace_ms, found an unknown key"},
+         "at /packs/0/python/venv: expected one of the keys pack, interpreter, environment, comfyui, comfyui_args, "
+         "arena_bytes, cuda_ipc, cancel_grace_ms, found an unknown key"},
+        {"python with both an interpreter and an environment",
+         python_pack(R"("pack": "pack", "interpreter": "worker.sh", "environment": "sub")", "", kHostWithCheckout),
+         "at /packs/0/python/environment: expected one of interpreter and environment (the environment's is "
+         "bin/python), found both"},
+        {"environments not an object", one_pack("", R"("environments": "envs")"),
+         "at /environments: expected an object, found \"envs\""},
+        {"unknown environments key", one_pack("", R"("environments": {"find-links": []})"),
+         "at /environments/find-links: expected one of the keys root, find_links, no_index, index_url, found an "
+         "unknown key"},
+        {"environments find_links a string", one_pack("", R"("environments": {"find_links": "wheels"})"),
+         "at /environments/find_links: expected a list of folders, found \"wheels\""},
+        {"environments find_links empty", one_pack("", R"("environments": {"find_links": [""]})"),
+         "at /environments/find_links/0: expected a folder of wheels, found \"\""},
+        {"environments index_url not a URL", one_pack("", R"("environments": {"index_url": "pypi.org/simple"})"),
+         "at /environments/index_url: expected a package index's http://, https:// or file:// URL, as pip's "
+         "--index-url, found \"pypi.org/simple\""},
+        {"environments index_url beside no_index",
+         one_pack("", R"("environments": {"no_index": true, "index_url": "https://pypi.org/simple"})"),
+         "at /environments/index_url: expected no index_url beside \"no_index\": true (pip would use neither)"},
+        {"environments no_index not a flag", one_pack("", R"("environments": {"no_index": "yes"})"),
+         "at /environments/no_index: expected true or false, found \"yes\""},
         {"python without its pack", python_pack(R"("interpreter": "worker.sh")", "", kHostWithCheckout),
          "at /packs/0/python/pack: expected a custom node pack's folder (a directory with __init__.py), or a list of "
          "them (a group, run in one worker) (required), found nothing"},
@@ -843,7 +906,7 @@ std::vector<BadConfig> bad_configs() {
          "at /comfyui/checkout: expected a folder a sandbox can show by itself: not /tmp, /run, /dev, /proc or a "
          "folder holding one, nor one inside /proc, found \"/\" (the ComfyUI checkout, "},
         {"key with a slash and a newline", one_pack("", R"("a/b\nc": 1)"),
-         "at /a~1b\\x0ac: expected one of the keys device, limits, memory, host, http, comfyui, packs"},
+         "at /a~1b\\x0ac: expected one of the keys device, limits, memory, host, http, comfyui, packs, environments"},
         {"long value cut short", with_device(R"({"kind": ")" + std::string(100, 'k') + R"("})"),
          "found \"" + std::string(56, 'k') + "..."},
     };

@@ -28,7 +28,9 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -827,6 +829,67 @@ TEST_CASE("comfyctl refuses a bad command line with status 2 and the usage") {
         CHECK(version.status == 0);
         CHECK(version.out == std::string("comfyctl ") + COMFY_PROJECT_VERSION + "\n");
     }
+}
+
+namespace {
+
+// Sets (or, with nullptr, unsets) an environment variable for one test, and puts it back.
+class VariableFor {
+public:
+    VariableFor(const char* name, const char* value) : name_(name) {
+        if (const char* saved = std::getenv(name)) saved_ = saved;
+        value ? ::setenv(name, value, 1) : ::unsetenv(name);
+    }
+    ~VariableFor() { saved_ ? ::setenv(name_, saved_->c_str(), 1) : ::unsetenv(name_); }
+    VariableFor(const VariableFor&) = delete;
+    VariableFor& operator=(const VariableFor&) = delete;
+
+private:
+    const char* name_;
+    std::optional<std::string> saved_;
+};
+
+}  // namespace
+
+TEST_CASE("comfyctl pack runs the pack tool with this build's package: its output and exit status are the command's") {
+    // The user's PYTHONPATH comes after ours: a comfy_supervisor of theirs would not be the tool's.
+    const VariableFor path("PYTHONPATH", "/nonexistent-comfy-path");
+    const auto help = run_comfyctl({"pack", "--help"}, std::chrono::seconds(60));
+    CHECK(help.status == 0);
+    CHECK_THAT(help.out, Contains("usage: comfyctl pack"));
+    CHECK_THAT(help.out, Contains("add"));
+    CHECK(help.err.empty());
+    // The tool's own refusal: its one line and its status 2.
+    const auto refused =
+        run_comfyctl({"pack", "remove", "x", "--config", "/nonexistent/sv.json"}, std::chrono::seconds(60));
+    CHECK(refused.status == 2);
+    CHECK(refused.out.empty());
+    CHECK(line_count(refused.err) == 1);
+    CHECK_THAT(refused.err, Contains("comfyctl pack: cannot read the config /nonexistent/sv.json"));
+    // comfyctl's own help lists it; pack takes no --instance and comes first.
+    CHECK_THAT(run_comfyctl({"--help"}).out, Contains("  pack ...       isolate a pack"));
+    const auto late = run_comfyctl({"--instance", "a", "pack", "add", "dir"});
+    CHECK(late.status == 2);
+    CHECK(line_count(late.err) == 1);
+    CHECK_THAT(late.err, Contains("pack comes first and takes no --instance: comfyctl pack ARGS..."));
+}
+
+TEST_CASE("comfyctl pack without a Python to run the tool says what to install, in one line and status 1") {
+    {
+        const VariableFor tool("COMFY_SV_TOOL_PYTHON", "/nonexistent/python3");
+        const auto run = run_comfyctl({"pack", "add", "dir"});
+        CHECK(run.status == 1);
+        CHECK(line_count(run.err) == 1);
+        CHECK_THAT(run.err, Contains("comfyctl: cannot run COMFY_SV_TOOL_PYTHON=/nonexistent/python3 (No such file or "
+                                     "directory); name a Python 3.11 or newer there"));
+    }
+    const VariableFor tool("COMFY_SV_TOOL_PYTHON", nullptr);
+    const VariableFor path("PATH", "/nonexistent-bin");
+    const auto run = run_comfyctl({"pack", "add", "dir"});
+    CHECK(run.status == 1);
+    CHECK(line_count(run.err) == 1);
+    CHECK_THAT(run.err, Contains("comfyctl: comfyctl pack needs python3 (3.11 or newer) on PATH and there is none; "
+                                 "install it (Debian: apt install python3 python3-yaml)"));
 }
 
 TEST_CASE("comfyctl shows a torn record as busy and still finishes") {

@@ -1,7 +1,7 @@
 """A custom node pack in a worker process of its own.
 
     python -m comfy_supervisor.pack_worker --pack DIR [--pack DIR...] [--comfyui DIR] [--describe]
-        [-- COMFYUI_ARG...]
+        [--name NAME] [--config FILE] [-- COMFYUI_ARG...]
 
 Run by the supervisor (the pack's entry in the config runs the pack's own interpreter with
 these arguments), it joins as a participant, imports the pack from DIR as ComfyUI imports
@@ -21,7 +21,10 @@ is refused as an import error is.
 
 A pack that cannot be imported ends the worker with one line naming the error and exit
 status 78 (EX_CONFIG); the supervisor marks the pack failed without restarting it, until
-an operator retries it. --describe prints the interfaces as JSON and exits, without a
+an operator retries it. So does a pack whose environment (built by `comfyctl pack add`) is
+stale, before anything is imported (environment.py), when the worker is started from a
+config: --name and --config, the pack's name and config file as the supervisor gives them,
+go into that line's command. --describe prints the interfaces as JSON and exits, without a
 supervisor. What follows `--` are ComfyUI's own flags for the worker's comfy package, as
 ComfyUI's main.py takes them (--cpu on a machine without CUDA, --lowvram, ...): upstream's
 comfy.cli_args reads them when the pack first imports comfy.
@@ -41,7 +44,7 @@ from ..bridge import cuda_ipc
 from ..bridge.arena import OwnArena
 from ..bridge.channel import control_socket
 from ..upstream import comfyui_startup
-from . import forwarded, v3_nodes
+from . import environment, forwarded, v3_nodes
 from .node_server import NodeServer
 from .routes import RouteServer
 
@@ -206,12 +209,22 @@ def main():
     parser.add_argument("--describe", action="store_true", help="print the node interfaces as JSON and exit")
     parser.add_argument("--no-cuda-ipc", action="store_true",
                         help="stage CUDA tensors to and from the host through host memory, never by CUDA IPC")
+    parser.add_argument("--name", help="the pack's name in the config, for messages")
+    parser.add_argument("--config", help="the supervisor's config file, for messages")
     arguments = sys.argv[1:]
     comfyui_args = []
     if "--" in arguments:
         split = arguments.index("--")
         arguments, comfyui_args = arguments[:split], arguments[split + 1:]
     options = parser.parse_args(arguments)
+    if options.comfyui and options.config:
+        # Started from a config (by the supervisor, or comfy-supervisor check), before anything
+        # of the pack or ComfyUI is imported and before joining: a stale environment cannot run
+        # as configured. (The pack tool, which has just keyed the environment, names no config.)
+        stale = environment.stale_line(options.name, options.pack, options.comfyui, options.config)
+        if stale is not None:
+            say(stale)
+            sys.exit(EXIT_CANNOT_RUN)
     if options.no_cuda_ipc:
         cuda_ipc.decline()
     if options.comfyui:

@@ -1,0 +1,52 @@
+#include "supervisor/ctl/pack_tool.hpp"
+
+#include "supervisor/config/install_layout.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace comfy::ctl {
+
+namespace {
+
+constexpr const char* kToolPythonVariable = "COMFY_SV_TOOL_PYTHON";
+constexpr const char* kToolModule = "comfy_supervisor.environments";
+
+}  // namespace
+
+void exec_pack_tool(const std::vector<std::string>& args, std::string& problem) {
+    const char* chosen = std::getenv(kToolPythonVariable);
+    const bool from_variable = chosen != nullptr && *chosen != '\0';
+    const std::string python = from_variable ? chosen : "python3";
+    // Ours first, as a Python pack's worker has it; whatever the user's PYTHONPATH adds after.
+    std::string path = supervisor::python_package_dir();
+    if (const char* theirs = std::getenv("PYTHONPATH"); theirs != nullptr && *theirs != '\0') {
+        path += ":" + std::string(theirs);
+    }
+    if (::setenv("PYTHONPATH", path.c_str(), 1) != 0) {
+        problem = std::string("cannot set PYTHONPATH for the pack tool: ") + std::strerror(errno);
+        return;
+    }
+    std::vector<std::string> words{python, "-m", kToolModule};
+    words.insert(words.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& word : words) argv.push_back(word.data());
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    const int error = errno;
+    if (from_variable) {
+        problem = std::string("cannot run ") + kToolPythonVariable + "=" + python + " (" + std::strerror(error) +
+                  "); name a Python 3.11 or newer there, or unset it to use python3 from PATH";
+    } else if (error == ENOENT) {
+        problem = "comfyctl pack needs python3 (3.11 or newer) on PATH and there is none; install it (Debian: "
+                  "apt install python3 python3-yaml) or name one in " + std::string(kToolPythonVariable);
+    } else {
+        problem = "cannot run python3 for the pack tool: " + std::string(std::strerror(error)) +
+                  "; name another interpreter in " + kToolPythonVariable;
+    }
+}
+
+}  // namespace comfy::ctl

@@ -1,0 +1,18 @@
+#pragma once
+// comfyctl pack: the pack environment tool (worker/python/comfy_supervisor/environments) is
+// Python, as what it drives is (venv, pip, uv, a pack's imports); comfyctl hands it the
+// words as they are, with this install's comfy_supervisor first on its PYTHONPATH, so that
+// `comfyctl pack` is the one command whether the supervisor runs from a build or an install.
+
+#include <string>
+#include <vector>
+
+namespace comfy::ctl {
+
+// Replaces this process by `PYTHON -m comfy_supervisor.environments ARGS...`, PYTHON being
+// $COMFY_SV_TOOL_PYTHON when set, else python3 from PATH: the tool's output and exit status
+// are the command's. Returns only when it could not start, with the one line saying why
+// and what to install (`problem`).
+void exec_pack_tool(const std::vector<std::string>& args, std::string& problem);
+
+}  // namespace comfy::ctl

@@ -1,0 +1,288 @@
+"""The pack command's environments, end to end on this machine: a fake host venv with
+numpy 2.0.0, test packs that declare in each manifest format, and a wheelhouse made here.
+Every add runs the real tool (pip for the environment's interpreter, the worker's
+--describe against the fake ComfyUI); every temporary folder goes at the end.
+
+    environment_check.py PACKAGE_DIR FAKE_COMFYUI"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "host"))
+from check_report import CheckReport  # noqa: E402
+
+import wheelhouse  # noqa: E402
+
+PACKAGE, COMFYUI = (os.path.abspath(arg) for arg in sys.argv[1:3])
+sys.path.insert(0, PACKAGE)
+from comfy_supervisor.environments import manifests  # noqa: E402
+from comfy_supervisor.environments.requirement import ManifestError  # noqa: E402
+
+NODE = """
+class Version:
+    CATEGORY = "environment check"
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "version"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def version(self):
+        return (VERSION,)
+
+
+NODE_CLASS_MAPPINGS = {"Version_%s": Version}
+"""
+
+
+def environ():
+    """This machine's pip settings left out (its own wheelhouse among them), so only the
+    check's wheelhouse is read."""
+    keep = {name: value for name, value in os.environ.items() if not name.startswith(("PIP_", "UV_"))}
+    return dict(keep, PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1",
+                PYTHONPATH=PACKAGE)
+
+
+class World:
+    def __init__(self, root):
+        self.root = root
+        self.wheels = os.path.join(root, "wheels")
+        wheelhouse.make(self.wheels)
+        self.host = os.path.join(root, "host")
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", self.host], check=True)
+        self.host_python = os.path.join(self.host, "bin", "python")
+        site = subprocess.run([self.host_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              check=True, capture_output=True, text=True).stdout.strip()
+        # A wheel unpacked into site-packages is installed, as far as any reader can tell.
+        with zipfile.ZipFile(os.path.join(self.wheels, "numpy-2.0.0-py3-none-any.whl")) as archive:
+            archive.extractall(site)
+        self.envs = os.path.join(root, "envs")
+        self.config = os.path.join(root, "sv.json")
+        with open(self.config, "w", encoding="utf-8") as text:
+            json.dump({"comfyui": {"checkout": COMFYUI, "command": self.host_python},
+                       "environments": {"root": "envs", "find_links": ["wheels"], "no_index": True},
+                       "packs": [{"name": "other", "command": "/bin/true"}]}, text, indent=2)
+
+    def pack(self, name, files, imports="", version="'none'"):
+        folder = os.path.join(self.root, "packs", name)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "__init__.py"), "w", encoding="utf-8") as text:
+            text.write(f"{imports}\nVERSION = {version}\n{NODE % name}")
+        for file, content in files.items():
+            with open(os.path.join(folder, file), "w", encoding="utf-8") as text:
+                text.write(content)
+        return folder
+
+    def tool(self, *args):
+        return subprocess.run([sys.executable, "-m", "comfy_supervisor.environments", *args], capture_output=True,
+                              text=True, env=environ(), stdin=subprocess.DEVNULL)
+
+    def add(self, folder, *args):
+        return self.tool("add", folder, "--config", self.config, *args)
+
+    def entry(self, name):
+        with open(self.config, encoding="utf-8") as text:
+            return next(pack for pack in json.load(text)["packs"] if pack["name"] == name)
+
+    def envs_now(self):
+        return sorted(os.listdir(self.envs)) if os.path.isdir(self.envs) else []
+
+    def run_in(self, env, code):
+        done = subprocess.run([os.path.join(env, "bin", "python"), "-c", code], capture_output=True, text=True,
+                              env=environ())
+        return done.stdout.strip() or done.stderr.strip()
+
+    def stale(self, env, pack):
+        return self.run_in(env, "from comfy_supervisor.environments.stamp import stale_reason; "
+                                f"print(stale_reason({env!r}, [{pack!r}], {COMFYUI!r}))")
+
+
+def check_manifests(report, world):
+    """Each format read in process, and an unknown key stopping the add."""
+    folder = world.pack("formats", {"requirements.txt": "# a comment\nclashlib==1.0  # pinned\n-r more.txt\n"
+                                                        "--extra-index-url https://example.org/simple\n",
+                                    "more.txt": "numpy\\\n<2\n"})
+    found = manifests.read_pack(folder, "3.11")
+    report.check(found.normalized() == ["clashlib==1.0", "numpy<2"] and found.requirements[1].source ==
+                 "formats/more.txt:1",
+                 f"requirements.txt: comments, -r and a continued line read: {found.requirements}")
+    report.check(any("--extra-index-url" in note for note in found.notes),
+                 f"requirements.txt: an index option is reported, not honoured: {found.notes}")
+    folder = world.pack("pyproject", {"pyproject.toml": "[project]\nname = 'p'\ndependencies = ['clashlib>=2']\n"
+                                                        "[tool.comfy]\nPublisherId = 'x'\n"})
+    found = manifests.read_pack(folder, "3.11")
+    report.check(found.normalized() == ["clashlib>=2"], f"pyproject.toml: [project].dependencies read: "
+                                                        f"{found.requirements}")
+    folder = world.pack("comfyenv", {"comfy-env.toml": "python = '3.11'\n[cuda]\npackages = ['nvdiffrast']\n"
+                                                       "[pypi-dependencies]\ntrimesh = { version = '>=4', extras = "
+                                                       "['easy'] }\nnumpy = '*'\n[target.linux-64.pypi-dependencies]"
+                                                       "\nembreex = '*'\n[target.win-64.pypi-dependencies]\npywin = "
+                                                       "'*'\n[apt]\npackages = ['libgl1']\n"})
+    found = manifests.read_pack(folder, "3.11")
+    linux = ["embreex"] if sys.platform == "linux" and os.uname().machine == "x86_64" else []
+    report.check(found.normalized() == sorted(["nvdiffrast", "trimesh[easy]>=4", "numpy"] + linux) and
+                 any("[apt]" in note for note in found.notes),
+                 f"comfy-env.toml: cuda, pypi and this platform's target read, apt noted: {found.normalized()}")
+    folder = world.pack("pyiso", {"pyisolate.yaml": "isolated: true\nshare_torch: false\ndependencies:\n"
+                                                    "  - clashlib==1.0\n  - numpy==1.26.3\n"})
+    found = manifests.read_pack(folder, "3.11")
+    report.check(found.normalized() == ["clashlib==1.0", "numpy==1.26.3"] and
+                 any("share_torch" in note for note in found.notes),
+                 f"pyisolate.yaml: dependencies read, share_torch: false said not honoured: {found.notes}")
+    for file, text, key in (("pyisolate.yaml", "isolated: true\nshared_torch: true\n", "shared_torch"),
+                            ("pyproject.toml", "[project]\ndependecies = []\n", "project.dependecies"),
+                            ("comfy-env.toml", "[cuda]\npackage = []\n", "cuda.package")):
+        folder = world.pack(f"unknown-{file.split('.')[0]}", {file: text})
+        try:
+            manifests.read_pack(folder, "3.11")
+            said = "nothing"
+        except ManifestError as error:
+            said = str(error)
+        report.check(file in said and repr(key.split(".")[-1]) in said and "known:" in said,
+                     f"{file}: an unknown key is reported with the keys known: {said}")
+    done = world.add(folder)
+    report.check(done.returncode == 2 and done.stderr.startswith("comfyctl pack: ") and
+                 len(done.stderr.strip().splitlines()) == 1 and not world.envs_now(),
+                 f"an unknown key stops the add, exit 2, one line, nothing built: {done.returncode} {done.stderr!r}")
+
+
+def check_builds(report, world):
+    clash1 = world.pack("clash1", {"requirements.txt": "clashlib==1.0\nnumpy==1.26.3\n"},
+                        "import clashlib\nimport numpy", "clashlib.VERSION")
+    done = world.add(clash1)
+    entry = world.entry("clash1")
+    first = entry["python"]["environment"]
+    report.check(done.returncode == 0 and os.path.isdir(first) and entry["python"]["pack"] == clash1,
+                 f"a pack is added with its environment: {done.returncode} {done.stderr.strip()} {entry}")
+    with open(world.config, encoding="utf-8") as text:
+        written = text.read()
+    report.check(list(json.loads(written)) == ["comfyui", "environments", "packs"] and '\n  "packs": [' in written,
+                 "the config keeps its keys' order, indented by 2")
+    report.check("resolved: 2 to install" in done.stdout and "imports in its environment: 1 node" in done.stdout,
+                 f"the add shows what it resolved and that the pack imports: {done.stdout[-300:]!r}")
+    report.check(world.run_in(first, "import clashlib, numpy; print(clashlib.VERSION, numpy.VERSION)") ==
+                 "1.0 1.26.3" and world.run_in(world.host, "import numpy; print(numpy.VERSION)") == "2.0.0",
+                 "numpy==1.26.3 against the host's numpy 2: the pack's environment imports 1.26.3, the host 2.0.0")
+    with open(os.path.join(first, "comfy-env.lock.json"), encoding="utf-8") as text:
+        lock = json.load(text)
+    versions = {package["name"]: (package["version"], len(package["sha256"] or "")) for package in lock["packages"]}
+    report.check(lock["format"] == 1 and os.path.basename(first) == lock["key"][:16] and
+                 versions == {"clashlib": ("1.0", 64), "numpy": ("1.26.3", 64)} and
+                 lock["inputs"]["baseline"]["packages"]["numpy"] == "2.0.0" and
+                 lock["inputs"]["declarations"] == ["clashlib==1.0", "numpy==1.26.3"],
+                 f"the lock has the key, its inputs and each package's version and sha256: {versions}")
+    before = os.stat(world.config).st_mtime_ns, written
+    done = world.add(clash1)
+    with open(world.config, encoding="utf-8") as text:
+        after = os.stat(world.config).st_mtime_ns, text.read()
+    report.check(done.returncode == 0 and "nothing changed" in done.stdout and
+                 len(done.stdout.strip().splitlines()) == 2 and after == before,
+                 f"a re-run with nothing changed says so and writes nothing: {done.stdout!r}")
+    report.check(world.stale(first, clash1) == "None", "the worker's stale check passes in the environment itself")
+
+    with open(os.path.join(clash1, "requirements.txt"), "w", encoding="utf-8") as text:
+        text.write("clashlib==2.0\nnumpy==1.26.3\n")
+    reason = world.stale(first, clash1)
+    report.check(reason.startswith("requirements.txt changed") and "clashlib==2.0" in reason,
+                 f"a changed requirement makes the environment stale, said in the environment's Python: {reason}")
+    done = world.add(clash1)
+    second = world.entry("clash1")["python"]["environment"]
+    report.check(done.returncode == 0 and second != first and os.path.isdir(first) and
+                 world.run_in(second, "import clashlib; print(clashlib.VERSION)") == "2.0",
+                 f"a changed requirement builds a new environment under a new key: {second}")
+    return first, second
+
+
+def check_sharing(report, world, first, second):
+    clash2 = world.pack("clash2", {"pyproject.toml": "[project]\nname = 'clash2'\n"
+                                                     "dependencies = ['numpy==1.26.3', 'clashlib==2.0']\n"},
+                        "import clashlib", "clashlib.VERSION")
+    cenv = world.pack("cenv", {"comfy-env.toml": "[pypi-dependencies]\nclashlib = '==2.0'\nnumpy = '==1.26.3'\n"},
+                      "import clashlib", "clashlib.VERSION")
+    pyiso = world.pack("pyiso2", {"pyisolate.yaml": "isolated: true\ndependencies: [clashlib==1.0, numpy==1.26.3]\n"},
+                       "import clashlib", "clashlib.VERSION")
+    results = [world.add(folder) for folder in (clash2, cenv, pyiso)]
+    envs = [world.entry(name)["python"]["environment"] for name in ("clash2", "cenv", "pyiso2")]
+    report.check(all(done.returncode == 0 for done in results) and envs == [second, second, first] and
+                 all("already built" in done.stdout for done in results),
+                 f"packs with equal declarations, in any manifest, share one environment: {envs}")
+    done = world.tool("remove", "clash2", "--config", world.config)
+    report.check(done.returncode == 0 and "kept" in done.stdout and os.path.isdir(second),
+                 f"remove keeps an environment another pack uses: {done.stdout.strip()}")
+    done = world.tool("remove", "cenv", "--config", world.config)
+    report.check(done.returncode == 0 and "kept" in done.stdout and os.path.isdir(second) and
+                 world.entry("clash1")["python"]["environment"] == second,
+                 f"and still keeps it while clash1 uses it: {done.stdout.strip()}")
+    done = world.tool("remove", "clash1", "--config", world.config)
+    report.check(done.returncode == 0 and "deleted" in done.stdout and not os.path.exists(second) and
+                 os.path.isdir(first), f"remove deletes the environment no other pack names: {done.stdout.strip()}")
+
+
+def check_refusals(report, world):
+    before = world.envs_now()
+    torchy = world.pack("torchy", {"requirements.txt": "clashlib==1.0\nneeds_torch\n"})
+    done = world.add(torchy)
+    report.check(done.returncode == 2 and "torchy" in done.stderr and "needs_torch" in done.stderr and
+                 "torch 9.9.9" in done.stderr and len(done.stderr.strip().splitlines()) == 1,
+                 f"a pack that would replace torch is refused, naming the pack and its requirement: {done.stderr!r}")
+    report.check([name for name in world.envs_now() if not name.endswith(".lock")] ==
+                 [name for name in before if not name.endswith(".lock")] and
+                 "Successfully installed" not in done.stdout, "and nothing was installed or left behind")
+    broken = world.pack("broken", {"requirements.txt": "broken==1.0\n"})
+    done = world.add(broken)
+    report.check(done.returncode == 1 and "broken==1.0" in done.stderr and "outside" in done.stderr and
+                 len(done.stderr.strip().splitlines()) == 1,
+                 f"an installer failure names the requirement and the installer's last lines: {done.stderr!r}")
+    missing = world.pack("missing", {"requirements.txt": "clashlib==3.0\n"})
+    done = world.tool("add", missing, "--comfyui", COMFYUI, "--host-python", world.host_python, "--envs",
+                      world.envs, "--no-index", "--find-links", world.wheels)
+    report.check(done.returncode == 1 and "clashlib==3.0 (missing/requirements.txt:1)" in done.stderr,
+                 f"offline, without a config: what the wheelhouse lacks is named: {done.stderr!r}")
+
+
+def check_install_py(report, world):
+    wheel = os.path.join(world.wheels, "clashlib-2.0-py3-none-any.whl")
+    script = world.pack("script", {"install.py": "import sysconfig, zipfile\n"
+                                                 f"zipfile.ZipFile({wheel!r}).extractall("
+                                                 "sysconfig.get_paths()['purelib'])\n"})
+    done = world.add(script)
+    env = world.entry("script")["python"]["environment"]
+    report.check(done.returncode == 0 and "install.py was not run" in done.stdout and
+                 world.run_in(env, "import importlib.util; print(importlib.util.find_spec('clashlib'))") == "None",
+                 f"install.py is not run without the flag, and the add says so: {done.stdout[:200]!r}")
+    done = world.add(script, "--run-install-py")
+    env = world.entry("script")["python"]["environment"]
+    with open(os.path.join(env, "comfy-env.lock.json"), encoding="utf-8") as text:
+        sources = {package["name"]: package["source"] for package in json.load(text)["packages"]}
+    report.check(done.returncode == 0 and "install.py changed: added clashlib 2.0" in done.stdout and
+                 world.run_in(env, "import clashlib; print(clashlib.VERSION)") == "2.0" and
+                 sources == {"clashlib": "install.py"},
+                 f"with --run-install-py it runs in the pack's environment and says what it changed: {sources}")
+
+
+def main():
+    report = CheckReport("environments")
+    root = tempfile.mkdtemp(prefix="comfy-env-check-")
+    try:
+        world = World(root)
+        check_manifests(report, world)
+        first, second = check_builds(report, world)
+        check_sharing(report, world, first, second)
+        check_refusals(report, world)
+        check_install_py(report, world)
+        report.check(not [name for name in world.envs_now() if name.startswith(".building-")],
+                     "no half-built environment is left under the envs folder")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return report.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,18 @@
+"""A pack's own Python environment, built from what the pack declares, with ComfyUI's torch
+kept: `python -m comfy_supervisor.environments add PACK_DIR` (what `comfyctl pack add` runs).
+
+- manifests, requirements_txt: the pack's declarations (requirements.txt, pyproject.toml,
+  comfy-env.toml, pyisolate.yaml), an unknown key refused;
+- baseline: what of ComfyUI's environment the pack's sees (the host's site dirs, torch,
+  numpy, ComfyUI's requirements.txt); key: the hash of all of it, which names the folder;
+- resolve (pip's report, torch's protection), installer (pip or uv), install_script
+  (a pack's install.py, run only when asked), build (a venv made beside the others and
+  renamed into place), lock (comfy-env.lock.json, written last);
+- stamp: stale_reason(), run by a pack's worker in the environment's own interpreter;
+- config_entry: the supervisor's config read and the pack's entry written; cli.
+
+Imports nothing else of comfy_supervisor, and of what is not the standard library only
+yaml (for pyisolate.yaml), inside the function that reads one. Imported by no other room:
+it runs as a tool, and the pack worker runs stamp from its own command line.
+docs/ENVIRONMENTS.md says what it does and why.
+"""

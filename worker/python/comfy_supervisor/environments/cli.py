@@ -1,0 +1,176 @@
+"""python3 -m comfy_supervisor.environments add PACK_DIR [options] | remove NAME --config FILE
+
+`add` builds the pack's environment from what it declares (or finds it built), checks that
+the pack imports there, and adds the pack to the config (or prints the entry to add).
+`remove` takes the pack out of the config, and its environment when no other pack uses it.
+Exit status: 0 done, 2 refused (bad input, a pack that would replace torch, one that does
+not import), 1 an installer failed. Progress on stdout; a refusal or failure is one line on
+stderr. docs/ENVIRONMENTS.md says more."""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+
+from . import baseline, build, config_entry, installer, key, lock, manifests, processes
+from .config_entry import Config
+from .errors import InstallFailed, Refused
+from .requirement import ManifestError
+
+_NAME_RULE = "1 to 31 characters from [A-Za-z0-9_-], not \"host\""
+# Where `comfy_supervisor` lies: the PYTHONPATH of the pack's worker in the import check.
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def default_name(pack_dir):
+    return re.sub(r"[^a-z0-9_-]", "-", os.path.basename(os.path.normpath(pack_dir)).lower())[:31]
+
+
+def default_envs():
+    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(data, "comfy-supervisor", "envs")
+
+
+def _pack_dir(value):
+    pack_dir = os.path.realpath(value)
+    if not os.path.isfile(os.path.join(pack_dir, "__init__.py")):
+        raise Refused(f"{value} is not a custom node pack's folder (no __init__.py in it); name the pack's folder")
+    return pack_dir
+
+
+def _name(options, pack_dir):
+    name = options.name or default_name(pack_dir)
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,31}", name) or name == "host":
+        raise Refused(f"the pack name \"{name}\" is not {_NAME_RULE}; choose one with --name")
+    return name
+
+
+def _settings(options, config):
+    """The checkout, the host's Python, the envs folder and the index: flags, then the config."""
+    comfyui = options.comfyui or (config.comfyui_checkout() if config else None)
+    if not comfyui or not os.path.isdir(comfyui):
+        raise Refused(f"no ComfyUI checkout{f' at {comfyui}' if comfyui else ''}: name it with --comfyui or the "
+                      "config's comfyui.checkout")
+    host_python = options.host_python or (config.host_python() if config else None) or shutil.which("python3")
+    if not host_python:
+        raise Refused("no host Python: name ComfyUI's interpreter with --host-python")
+    section = config.environments() if config else {"root": None, "find_links": [], "no_index": False,
+                                                     "index_url": None}
+    envs = os.path.abspath(options.envs or section["root"] or default_envs())
+    index = installer.Index(options.index_url or section["index_url"],
+                            [os.path.abspath(folder) for folder in options.find_links] or section["find_links"],
+                            options.no_index or section["no_index"])
+    return os.path.realpath(comfyui), host_python, envs, index
+
+
+def _import_check(name, env_dir, pack_dir, comfyui, comfyui_args):
+    environ = dict(os.environ, PYTHONPATH=PACKAGE_ROOT)
+    command = [os.path.join(env_dir, "bin", "python"), "-m", "comfy_supervisor.pack_worker", "--pack", pack_dir,
+               "--comfyui", comfyui, "--describe", "--", *comfyui_args]
+    done = subprocess.run(command, capture_output=True, text=True, env=environ, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        said = [line[len("pack_worker: "):] for line in lines if line.startswith("pack_worker: ")]
+        why = said[-1] if said else (lines[-1] if lines else f"exit status {done.returncode}")
+        raise Refused(f"pack \"{name}\" does not import in its environment {env_dir}: {why}; fix the pack or its "
+                      "declarations, then run this again (the environment is kept)")
+    processes.say(f"pack \"{name}\" imports in its environment: {len(json.loads(done.stdout))} node classes")
+
+
+def add(options):
+    config = Config(options.config) if options.config else None
+    pack_dir = _pack_dir(options.pack_dir)
+    name = _name(options, pack_dir)
+    comfyui, host_python, envs, index = _settings(options, config)
+    host = baseline.probe(host_python)
+    declarations = manifests.read_pack(pack_dir, ".".join(host["version"].split(".")[:2]))
+    processes.say(f"pack \"{name}\": {len(declarations.normalized())} requirement(s) from "
+                  f"{', '.join(os.path.basename(file) for file in declarations.files) or 'no manifest'}")
+    for note in declarations.notes:
+        processes.say(f"  note: {note}")
+    has_script = os.path.isfile(os.path.join(pack_dir, "install.py"))
+    if has_script and not options.run_install_py:
+        processes.say(f"  note: {os.path.join(pack_dir, 'install.py')} was not run; to run it in the pack's "
+                      "environment, add the pack again with --run-install-py")
+    install_py = key.install_py_hashes([pack_dir]) if options.run_install_py and has_script else None
+    inputs = key.inputs(declarations, install_py, host, baseline.of_host(host["site_dirs"], comfyui))
+    env_key = key.key_of(inputs)
+    env_dir = build.env_dir_of(envs, env_key)
+    entry = config_entry.entry(name, pack_dir, env_dir, options.comfyui_arg)
+    was_built = build.complete(env_dir, env_key)
+    changed = config.put(entry) if config else True
+    if was_built and not changed:
+        processes.say(f"pack \"{name}\": nothing changed (environment {env_dir} is up to date, the config "
+                      "names it); nothing written")
+        return 0
+    job = build.Job(envs, env_key, inputs, host, declarations, name, pack_dir, index,
+                    options.run_install_py and has_script)
+    env_dir, built = build.ensure(job, host_python)
+    if not built:
+        processes.say(f"environment {env_dir} already built for these inputs: reused")
+    _import_check(name, env_dir, pack_dir, comfyui, options.comfyui_arg)
+    if config:
+        config.write()
+        processes.say(f"pack \"{name}\" written to {config.path} with its environment {env_dir}")
+    else:
+        processes.say("add this entry to the config's packs:")
+        processes.say(json.dumps(entry, indent=2))
+    return 0
+
+
+def remove(options):
+    config = Config(options.config)
+    entry = config.take(options.name)
+    config.write()
+    processes.say(f"pack \"{options.name}\" taken out of {config.path}")
+    python = entry.get("python") if isinstance(entry.get("python"), dict) else {}
+    env_dir = python.get("environment")
+    if not isinstance(env_dir, str):
+        return 0
+    env_dir = os.path.realpath(config.path_of(env_dir))
+    users = config.environments_named()
+    if env_dir in users:
+        processes.say(f"environment {env_dir} kept: another pack of the config uses it")
+    elif os.path.isfile(os.path.join(env_dir, lock.NAME)) or os.path.isfile(os.path.join(env_dir, "pyvenv.cfg")):
+        shutil.rmtree(env_dir)
+        processes.say(f"environment {env_dir} deleted: no other pack of the config used it")
+    else:
+        processes.say(f"environment {env_dir} left alone: it is not an environment this command built")
+    return 0
+
+
+def parser():
+    top = argparse.ArgumentParser(prog="comfyctl pack", description=__doc__.split("\n\n")[0])
+    commands = top.add_subparsers(dest="command", required=True)
+    adding = commands.add_parser("add", help="build a pack's environment and add the pack to the config")
+    adding.add_argument("pack_dir", metavar="PACK_DIR")
+    adding.add_argument("--name", help="the pack's name in the config (default: its folder's, lower-cased)")
+    adding.add_argument("--config", help="the supervisor's config: read for defaults, and the pack written to it")
+    adding.add_argument("--comfyui", help="the ComfyUI checkout (default: the config's comfyui.checkout)")
+    adding.add_argument("--host-python", help="ComfyUI's interpreter (default: the config's comfyui.command)")
+    adding.add_argument("--envs", help="where environments are kept (default: environments.root, or "
+                                       "$XDG_DATA_HOME/comfy-supervisor/envs)")
+    adding.add_argument("--find-links", action="append", default=[], metavar="DIR", help="a wheelhouse folder")
+    adding.add_argument("--no-index", action="store_true", help="no package index: the wheelhouses only")
+    adding.add_argument("--index-url", help="the package index (a mirror)")
+    adding.add_argument("--run-install-py", action="store_true", help="run the pack's install.py in its environment")
+    adding.add_argument("--comfyui-arg", action="append", default=[], metavar="ARG",
+                        help="one of ComfyUI's flags for the pack's worker, as --comfyui-arg=--cpu")
+    removing = commands.add_parser("remove", help="take a pack out of the config, and its environment if unused")
+    removing.add_argument("name", metavar="NAME")
+    removing.add_argument("--config", required=True)
+    return top
+
+
+def main(argv=None):
+    options = parser().parse_args(argv)
+    try:
+        return add(options) if options.command == "add" else remove(options)
+    except (Refused, ManifestError, baseline.HostError) as error:
+        processes.refuse_line(str(error))
+        return 2
+    except InstallFailed as error:
+        processes.refuse_line(str(error))
+        return 1

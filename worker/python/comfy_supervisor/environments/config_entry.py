@@ -1,0 +1,106 @@
+"""The supervisor's JSON config as the pack command uses it: its defaults (the ComfyUI
+checkout and interpreter, the optional `environments` section), and a pack's entry added,
+replaced or taken out, the file rewritten atomically with its keys in their order.
+Relative paths are the config folder's, as the supervisor reads them (docs/CONFIG.md)."""
+
+import json
+import os
+import re
+import tempfile
+
+from .errors import Refused
+
+_PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
+
+
+class Config:
+    def __init__(self, path):
+        self.path = os.path.abspath(path)
+        try:
+            with open(self.path, encoding="utf-8") as text:
+                self.data = json.load(text)
+        except OSError as error:
+            raise Refused(f"cannot read the config {path}: {error.strerror}; name the supervisor's config "
+                          "file") from None
+        except ValueError as error:
+            raise Refused(f"the config {path} is not JSON ({error}); fix it, then run this again") from None
+        if not isinstance(self.data, dict):
+            raise Refused(f"the config {path} is not a JSON object; name the supervisor's config file")
+
+    def path_of(self, value):
+        return os.path.normpath(os.path.join(os.path.dirname(self.path), value)) if isinstance(value, str) else None
+
+    def comfyui_checkout(self):
+        return self.path_of(self.data.get("comfyui", {}).get("checkout"))
+
+    def host_python(self):
+        """The host's command when it is a Python interpreter (python, python3, python3.X)."""
+        command = self.data.get("comfyui", {}).get("command")
+        if isinstance(command, str) and _PYTHON.match(os.path.basename(command)):
+            return self.path_of(command)
+        return None
+
+    def environments(self):
+        section = self.data.get("environments", {})
+        return {"root": self.path_of(section.get("root")),
+                "find_links": [self.path_of(folder) for folder in section.get("find_links", [])],
+                "no_index": bool(section.get("no_index", False)), "index_url": section.get("index_url")}
+
+    def packs(self):
+        return self.data.setdefault("packs", [])
+
+    def entry(self, name):
+        return next((pack for pack in self.packs() if isinstance(pack, dict) and pack.get("name") == name), None)
+
+    def put(self, entry):
+        """The entry added, or merged over the pack of its name (keys it does not set are kept);
+        whether anything changed."""
+        current = self.entry(entry["name"])
+        if current is None:
+            self.packs().append(entry)
+            return True
+        before = json.dumps(current, sort_keys=True)
+        python = current.setdefault("python", {})
+        current.pop("command", None)
+        current.pop("args", None)
+        python.pop("interpreter", None)  # the environment's interpreter is the pack's
+        python.update(entry["python"])
+        return json.dumps(current, sort_keys=True) != before
+
+    def take(self, name):
+        entry = self.entry(name)
+        if entry is None:
+            raise Refused(f"no pack named \"{name}\" in {self.path}; name one of "
+                          f"{', '.join(pack.get('name', '?') for pack in self.packs()) or 'its packs (it has none)'}")
+        self.packs().remove(entry)
+        return entry
+
+    def environments_named(self):
+        return {os.path.realpath(self.path_of(pack["python"]["environment"])) for pack in self.packs()
+                if isinstance(pack, dict) and isinstance(pack.get("python"), dict) and
+                isinstance(pack["python"].get("environment"), str)}
+
+    def write(self):
+        """Written beside and renamed over, so the supervisor never reads half a file."""
+        folder = os.path.dirname(self.path)
+        descriptor, temporary = tempfile.mkstemp(prefix=".comfy-config.", dir=folder)
+        try:
+            with os.fdopen(descriptor, "w", encoding="utf-8") as text:
+                json.dump(self.data, text, indent=2)
+                text.write("\n")
+                text.flush()
+                os.fsync(text.fileno())
+            if os.path.exists(self.path):
+                os.chmod(temporary, os.stat(self.path).st_mode & 0o7777)
+            os.replace(temporary, self.path)
+        except BaseException:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+            raise
+
+
+def entry(name, pack_dir, env_dir, comfyui_args):
+    python = {"pack": pack_dir, "environment": env_dir}
+    if comfyui_args:
+        python["comfyui_args"] = list(comfyui_args)
+    return {"name": name, "python": python}
