@@ -105,18 +105,31 @@ def _marker_above(lines: list[str], fence: int) -> list[str] | None:
 
 def split_commands(body: list[str], first_line: int) -> list[Command]:
     """The shell commands of a block: a line ending in a backslash or a pipe goes on, and a
-    `for`/`while`/`if` goes on to its `done`/`fi`; blank lines and comment lines are dropped."""
+    `for`/`while`/`if` goes on to its `done`/`fi`, a here-document to its end word; blank
+    lines and comment lines are dropped."""
     commands: list[Command] = []
     pending: list[str] = []
     start = 0
     depth = 0
+    heredoc_end = None  # the word that ends a here-document the command opened
     for offset, line in enumerate(body):
         stripped = line.strip()
+        if heredoc_end is not None:
+            pending.append(line)
+            if stripped == heredoc_end:
+                heredoc_end = None
+                commands.append(Command("\n".join(pending), start))
+                pending = []
+            continue
         if not pending and (stripped == "" or stripped.startswith("#")):
             continue
         if not pending:
             start = first_line + offset
         pending.append(line)
+        opened = re.search(r"<<-?\s*['\"]?([A-Za-z_]\w*)['\"]?", stripped)
+        if opened:
+            heredoc_end = opened.group(1)
+            continue
         first_word = stripped.split(" ", 1)[0]
         depth += first_word in ("for", "while", "if", "until")
         depth -= first_word in ("done", "fi")
@@ -125,6 +138,8 @@ def split_commands(body: list[str], first_line: int) -> list[Command]:
             continue
         commands.append(Command("\n".join(pending), start))
         pending = []
+    if heredoc_end is not None:
+        raise MarkerError(f"line {start}: a here-document that never ends: {pending[0].strip()}")
     if pending:
         raise MarkerError(f"line {start}: a command that never ends: {pending[0].strip()}")
     return commands
