@@ -107,6 +107,10 @@ one PASS or FAIL line with what was seen:
 20. Upstream's own free_memory, from the checkout, over stand-in entries on 1,000 random
    machines must leave every model as the same call in one process does
    (tests/host/standin_equivalence.py; no supervisor: the owners' unloads are direct).
+21. The bridge pack is isolated by `comfyctl pack add` before the start (environment_steps.py):
+   its environment built over ComfyUI's interpreter, its import checked against the
+   checkout, the config's entry rewritten; its worker must run that environment's
+   interpreter, and its node must have run there in step 4.
 
 Then one line `comfyui-check: N passed, M failed`; the exit status is 1 on any failure.
 Every process and the segment are cleaned up on exit, Ctrl-C and SIGTERM included.
@@ -126,6 +130,7 @@ import urllib.error
 import urllib.request
 
 import bridge_steps
+import environment_steps
 import group_steps
 import remote_steps
 import route_steps
@@ -258,6 +263,7 @@ class Check:
             ],
         }
         write_json(self.tmp / "config.json", config)
+        self.bridge_added = environment_steps.isolate(self, BRIDGE_PACK)
         return stubbed
 
     # ---- the processes ----
@@ -575,7 +581,8 @@ class Check:
                                   *[(n, t) for n, t, _ in remote_steps.STEPS],
                                   (NODE_INFO_STEP, "an isolated node's node info and saved prompt"),
                                   (WILDCARD_STEP, "wildcard sockets"), (ROUTES_STEP, route_steps.TITLE),
-                                  (V3_STEP, v3_steps.TITLE), (GROUP_STEP, "a pack group")):
+                                  (V3_STEP, v3_steps.TITLE), (GROUP_STEP, "a pack group"),
+                                  (environment_steps.ENVIRONMENT_STEP, environment_steps.TITLE)):
                 self.step(number, title, False, f"not run: {why}")
             self.shutdown()
             self.standin_equivalence()  # needs no supervisor
@@ -587,7 +594,9 @@ class Check:
         worker_loaded = self.step2(host_ok)
         self.step3(worker_loaded)
         bridge = bridge_steps.BridgeSteps(self)
+        ran_before = len(self.results)
         bridge.run_node_and_front_end()
+        environment_steps.step(self, self.bridge_added, self.results[ran_before:ran_before + 1] == [True])
         remote_steps.RemoteSteps(self).run()
         bridge.run_node_info_and_wildcards()
         route_steps.step_routes(self)

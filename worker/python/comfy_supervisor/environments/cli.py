@@ -65,8 +65,10 @@ def _settings(options, config):
     return os.path.realpath(comfyui), host_python, envs, index
 
 
-def _import_check(name, env_dir, pack_dir, comfyui, comfyui_args):
-    environ = dict(os.environ, PYTHONPATH=PACKAGE_ROOT)
+def _import_check(name, env_dir, pack_dir, comfyui, comfyui_args, pack_pythonpath):
+    # As the supervisor starts the pack's worker: the package first, then what the pack's
+    # entry adds to PYTHONPATH in its env (modules of its own, stubs), nothing of this shell's.
+    environ = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [PACKAGE_ROOT, pack_pythonpath])))
     command = [os.path.join(env_dir, "bin", "python"), "-m", "comfy_supervisor.pack_worker", "--pack", pack_dir,
                "--comfyui", comfyui, "--describe", "--", *comfyui_args]
     done = subprocess.run(command, capture_output=True, text=True, env=environ, stdin=subprocess.DEVNULL)
@@ -110,7 +112,9 @@ def add(options):
     env_dir, built = build.ensure(job, host_python)
     if not built:
         processes.say(f"environment {env_dir} already built for these inputs: reused")
-    _import_check(name, env_dir, pack_dir, comfyui, options.comfyui_arg)
+    written = config.entry(name) if config else entry
+    _import_check(name, env_dir, pack_dir, comfyui, options.comfyui_arg,
+                  (written.get("env") or {}).get("PYTHONPATH", ""))
     if config:
         config.write()
         processes.say(f"pack \"{name}\" written to {config.path} with its environment {env_dir}")
