@@ -75,17 +75,19 @@ if [ "${1:-}" = --inside ]; then
     mount -t tmpfs -o nosuid,nodev,mode=1777 comfy-boot-vartmp "$root/var/tmp"  # hides the scratch folder too
 
     # Every unit and generator of this machine masked, but what the test needs.
-    keep='^(comfy-supervisor@\.service|systemd-journald\.service|systemd-journald\.socket|systemd-journald-dev-log\.socket|systemd-(poweroff|halt|exit)\.service|.*\.target|.*\.slice)$'
+    keep='^(comfy-supervisor@\.service|systemd-journald(\.service|\.socket|-dev-log\.socket)'
+    keep+='|systemd-(poweroff|halt|exit)\.service|.*\.target|.*\.slice)$'
     mkdir -p "$root/etc/systemd/system" "$root/etc/systemd/system-generators"
     for dir in etc/systemd/system lib/systemd/system usr/lib/systemd/system usr/local/lib/systemd/system; do
         for unit in "$root/$dir"/*; do
             name=${unit##*/}
-            [ -d "$unit" ] || [[ "$name" =~ $keep ]] || [[ ! "$name" =~ \.(service|socket|timer|path|mount|automount|swap)$ ]] ||
+            [ -d "$unit" ] || [[ "$name" =~ $keep ]] ||
+                [[ ! "$name" =~ \.(service|socket|timer|path|mount|automount|swap)$ ]] ||
                 ln -sfn /dev/null "$root/etc/systemd/system/$name"
         done
     done
-    for dir in lib/systemd/system-generators usr/lib/systemd/system-generators usr/local/lib/systemd/system-generators; do
-        for generator in "$root/$dir"/*; do
+    for dir in lib usr/lib usr/local/lib; do
+        for generator in "$root/$dir/systemd/system-generators"/*; do
             [ -e "$generator" ] && ln -sfn /dev/null "$root/etc/systemd/system-generators/${generator##*/}"
         done
     done
@@ -98,7 +100,8 @@ if [ "${1:-}" = --inside ]; then
     configs="$root/etc/comfy-supervisor"
     mkdir -p "$configs"
     echo '{"nodes": {"noop": [{"op": "compute", "ms": 1}]}}' >"$configs/idle.pack.json"
-    pack='{"name": "alpha", "command": "/usr/local/bin/comfy-worker", "args": ["--pack", "/etc/comfy-supervisor/idle.pack.json"]}'
+    pack='{"name": "alpha", "command": "/usr/local/bin/comfy-worker",
+           "args": ["--pack", "/etc/comfy-supervisor/idle.pack.json"]}'
     cat >"$configs/slow.json" <<EOF
 {"device": {"kind": "simulated", "total_bytes": "24GiB"}, "limits": {"shutdown_grace_ms": 2000},
  "comfyui": {"command": "/bin/sh", "args": ["-c",
@@ -238,7 +241,8 @@ done
 start_status=0
 wait "$start_pid" || start_status=$?
 took=$(( $(date +%s) - started ))
-[ "$start_status" = 0 ] || fail "systemctl start comfy-supervisor@slow failed ($start_status): $(cat "$scratch/start.log")"
+[ "$start_status" = 0 ] ||
+    fail "systemctl start comfy-supervisor@slow failed ($start_status): $(cat "$scratch/start.log")"
 echo "systemd_boot: systemctl start comfy-supervisor@slow returned 0 after ${took}s"
 [ "$took" -gt 90 ] || fail "the start took ${took}s, not more than TimeoutStartSec=90s: the host was not slow"
 active=$(show slow ActiveState)
@@ -280,7 +284,8 @@ teardown
 pid1=""
 unshare_pid=""
 for sentinel in "${sentinels[@]}"; do
-    [ -e "$sentinel" ] || { echo "systemd_boot: $sentinel was removed: the container reached the real filesystem" >&2; exit 1; }
+    [ -e "$sentinel" ] ||
+        { echo "systemd_boot: $sentinel was removed: the container reached the real filesystem" >&2; exit 1; }
 done
 leftover=$(for pid in /proc/[0-9]*; do
     if [ "$(readlink "$pid/ns/pid" 2>/dev/null)" = "$pid_namespace" ]; then echo "${pid#/proc/}"; fi
