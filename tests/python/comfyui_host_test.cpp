@@ -259,5 +259,6 @@ TEST_CASE("the stand-in has exactly the members of its surface table, and its la
     REQUIRE(run.started);
     INFO(run.output);
     CHECK(run.status == 0);
-    CHECK_THAT(run.output, Contains("standin surface: 17 members, all present, nothing else; labels as the supervisor's"));
+    CHECK_THAT(run.output,
+               Contains("standin surface: 17 members, all present, nothing else; labels as the supervisor's"));
 }
