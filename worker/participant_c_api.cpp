@@ -42,6 +42,8 @@ static_assert(COMFY_COMMAND_FULL_RELEASE == static_cast<int>(MessageType::full_r
 static_assert(COMFY_COMMAND_PARTIAL_RELEASE == static_cast<int>(MessageType::partial_release));
 static_assert(COMFY_COMMAND_RELEASE_PINS == static_cast<int>(MessageType::release_pins));
 static_assert(COMFY_CAP_READY_LATER == kCapReadyLater);
+static_assert(COMFY_MODEL_NAME_BYTES == kModelNameBytes);
+static_assert(COMFY_PACK_NAME_BYTES == kPackNameBytes);
 
 thread_local std::string last_error;
 
@@ -234,10 +236,14 @@ int comfy_participant_read_ledger(comfy_participant* participant, comfy_ledger_e
         const std::vector<LedgerRecord>& rows = p.ledger.rows();  // read again only if it changed
         *count = static_cast<uint32_t>(rows.size());
         std::transform(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(rows.size(), capacity)),
-                       entries, [](const LedgerRecord& r) {
-                           return comfy_ledger_entry{r.owner_slot, r.owner_generation, r.model_id, r.weights_id,
-                                                     r.total_bytes, r.loaded_bytes, r.load_order, r.device,
-                                                     r.references, r.kind, r.currently_used, r.dynamic, 0};
+                       entries, [&](const LedgerRecord& r) {
+                           comfy_ledger_entry entry{r.owner_slot, r.owner_generation, r.model_id, r.weights_id,
+                                                    r.total_bytes, r.loaded_bytes, r.load_order, r.device,
+                                                    r.references, r.kind, r.currently_used, r.dynamic, 0, {}, {}};
+                           // Both names were validated when read (LedgerMirror): printable, ended by a NUL.
+                           set_name(entry.name, name_in(r.name));
+                           set_name(entry.owner_name, p.ledger.owner_name(r));
+                           return entry;
                        });
         return 0;
     });

@@ -121,6 +121,10 @@ COMFY_PARTICIPANT_API int comfy_participant_request_admission(comfy_participant*
 COMFY_PARTICIPANT_API int comfy_participant_request_pin(comfy_participant* participant, uint64_t bytes,
                                                         uint64_t* granted);
 
+/* The sizes of the names in a ledger row, their NUL included. */
+#define COMFY_MODEL_NAME_BYTES 64
+#define COMFY_PACK_NAME_BYTES 32
+
 /* One row of the machine-wide ledger (the supervisor's segment), as last written. */
 typedef struct {
     uint32_t owner_slot;
@@ -136,6 +140,9 @@ typedef struct {
     uint8_t currently_used;
     uint8_t dynamic;
     uint32_t reserved;
+    /* Printable ASCII, NUL-terminated, zero after the NUL. */
+    char name[COMFY_MODEL_NAME_BYTES];        /* as its owner registered it; "" for none */
+    char owner_name[COMFY_PACK_NAME_BYTES];   /* the owner's pack name; "" when not known */
 } comfy_ledger_entry;
 
 /* Every ledger row of every participant (this one's included), most recently loaded

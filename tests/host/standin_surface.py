@@ -1,11 +1,14 @@
 """Holds comfy_supervisor.host.standin.StandIn to its surface table: every member of
 STANDIN_SURFACE is there, nothing else upstream could read is, and a member outside the
-table raises AttributeError naming it. Prints one line; exits non-zero on a mismatch."""
+table raises AttributeError naming it; and a stand-in's label names the model as the
+supervisor does, the slot and number standing in for names the ledger did not give.
+Prints one line; exits non-zero on a mismatch."""
 
+import dataclasses
 import sys
 
 from comfy_supervisor import participant as sv
-from comfy_supervisor.host.standin import STANDIN_SURFACE, StandIn
+from comfy_supervisor.host.standin import STANDIN_SURFACE, StandIn, label_of
 
 # What StandIns itself uses on its patchers; upstream never reads these.
 OWN_MEMBERS = {"refresh", "ledger_entry"}
@@ -32,8 +35,15 @@ for outside in ("lowvram_patch_counter", "loaded_ram_size", "partially_unload_ra
             problems.append(f"{outside}: the error does not name it: {error}")
 if standin.model_size() != 4096 or standin.loaded_size() != 1024 or standin.is_dynamic():
     problems.append("sizes or is_dynamic() do not come from the ledger entry")
+named = dataclasses.replace(entry, name="sdxl-vae", owner_name="sdxl")
+for labelled, expected in ((named, '"sdxl-vae" (model 7 of pack sdxl)'),
+                           (dataclasses.replace(named, owner_name=""), '"sdxl-vae" (model 7 of slot 1)'),
+                           (dataclasses.replace(named, name=""), "model 7 of pack sdxl"),
+                           (entry, "model 7 of slot 1")):
+    if label_of(labelled) != expected:
+        problems.append(f"label {label_of(labelled)!r}, not {expected!r}")
 
 if problems:
     print("standin surface: " + "; ".join(problems))
     sys.exit(1)
-print(f"standin surface: {len(STANDIN_SURFACE)} members, all present, nothing else")
+print(f"standin surface: {len(STANDIN_SURFACE)} members, all present, nothing else; labels as the supervisor's")

@@ -232,7 +232,8 @@ TEST_CASE("a host load that needs a worker's memory is made room for once, by th
     CHECK(census_figure(supervisor.output(), "host", 0) == 14 * kGiBf);
 }
 
-TEST_CASE("the stand-in of a model whose owner died reports itself freed and raises nothing") {
+TEST_CASE("the stand-in of a model whose owner died is named as the supervisor names it, reports itself freed "
+          "and raises nothing") {
     TempFolder packs("comfyui");
     const json config = config_with(fake_comfyui({"wait-standins:1", "keep-standin"}),
                                     {reference_pack(packs, "holder", {{"nodes", {{"load", {step_load("w", "4GiB")}}}}}),
@@ -240,6 +241,9 @@ TEST_CASE("the stand-in of a model whose owner died reports itself freed and rai
     SupervisorProcess supervisor(config, workload_of({{node("holder", "load"), node("clock", "wait")}}));
     REQUIRE(eventually([&] { return supervisor.log().find("holding the stand-in of") != std::string::npos; },
                        std::chrono::seconds(30)));
+    // The model's name and its owner's pack, read by the library from the ledger's row and
+    // the participant table (the reference worker names a model as its pack file does).
+    CHECK_THAT(supervisor.log(), Contains("holding the stand-in of \"w\" (model 1 of pack holder)"));
     const auto holder = supervisor.participant("holder");
     REQUIRE(holder);
     REQUIRE(::kill(holder->pid, SIGKILL) == 0);
@@ -247,12 +251,14 @@ TEST_CASE("the stand-in of a model whose owner died reports itself freed and rai
     CHECK_THAT(supervisor.log(), Contains("fake_comfyui: dead owner's stand-in: model_unload returned True, 0 bytes left"));
 }
 
-TEST_CASE("the stand-in has exactly the members of its surface table") {
+TEST_CASE("the stand-in has exactly the members of its surface table, and its label names the model as the "
+          "supervisor does") {
     const auto run = run_and_capture("env " + sanitizer_python_environment() + "PYTHONPATH=" + PARTICIPANT_PYTHONPATH +
                                      " PYTHONDONTWRITEBYTECODE=1 " + PYTHON3_PATH + " " + STANDIN_SURFACE_CHECK +
                                      " 2>&1");
     REQUIRE(run.started);
     INFO(run.output);
     CHECK(run.status == 0);
-    CHECK_THAT(run.output, Contains("standin surface: 17 members, all present, nothing else"));
+    CHECK_THAT(run.output,
+               Contains("standin surface: 17 members, all present, nothing else; labels as the supervisor's"));
 }

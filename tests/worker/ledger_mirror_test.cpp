@@ -94,3 +94,29 @@ TEST_CASE("a ledger row caught mid-write is left out, and read once the generati
     REQUIRE(mirror.rows().size() == 2);
     CHECK(mirror.rows()[0].model_id == 40);
 }
+
+TEST_CASE("a row carries its owner's pack name while the owner's record is of the row's generation and valid") {
+    Supervisor s;
+    worker::LedgerMirror mirror(s.view);
+    ParticipantRecord sdxl{};
+    set_name(sdxl.name, "sdxl");
+    sdxl.generation = 1;
+    s.writes.participant(1, sdxl);
+    ParticipantRecord restarted = sdxl;  // started again since its rows were written
+    set_name(restarted.name, "upscale");
+    restarted.generation = 2;
+    s.writes.participant(2, restarted);
+    ParticipantRecord garbled = sdxl;  // bytes no supervisor writes after the name's NUL
+    set_name(garbled.name, "flux");
+    garbled.name[6] = 'x';
+    s.writes.participant(3, garbled);
+    s.writes.ledger(0, row(1, 10, 1));
+    s.writes.ledger(1, row(2, 20, 2));
+    s.writes.ledger(2, row(3, 30, 3));
+    s.writes.ledger_changed();
+    const auto& rows = mirror.rows();
+    REQUIRE(rows.size() == 3);
+    CHECK(mirror.owner_name(rows[2]) == "sdxl");
+    CHECK(mirror.owner_name(rows[1]).empty());
+    CHECK(mirror.owner_name(rows[0]).empty());
+}

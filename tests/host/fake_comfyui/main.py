@@ -105,7 +105,7 @@ def keep_standin(host):
     kept = standins(host)[0]
     patcher = kept.model  # the entry holds it weakly, as upstream's LoadedModel does
     entry = patcher.ledger_entry
-    say(f"holding the stand-in of model {entry.model_id} of slot {entry.owner_slot}")
+    say(f"holding the stand-in of {patcher.model.owner}")  # its label, as our log lines name it
     wait_until(lambda: all(row.key != entry.key for row in host.link.read_ledger()), timeout_s=60)
     detached = kept.model_unload()
     say(f"dead owner's stand-in: model_unload returned {detached}, {kept.model_loaded_memory()} bytes left")

@@ -52,7 +52,7 @@ class StandInModule:
     __slots__ = ("__weakref__", "owner")
 
     def __init__(self, owner):
-        self.owner = owner  # "pack-name model 7", for our own logs
+        self.owner = owner  # '"sdxl-vae" (model 3 of pack sdxl)' (label_of), for our own logs
 
 
 class StandIn:
@@ -183,6 +183,15 @@ class StandIn:
         return 0
 
 
+def label_of(entry):
+    """How our log lines name another process's model, as the supervisor's own lines do:
+    '"sdxl-vae" (model 3 of pack sdxl)', the number always; the slot for an owner whose name
+    the library could not read, and the number alone for a model registered with no name."""
+    owner = f"pack {entry.owner_name}" if entry.owner_name else f"slot {entry.owner_slot}"
+    number = f"model {entry.model_id} of {owner}"
+    return f'"{entry.name}" ({number})' if entry.name else number
+
+
 def _loaded_of(entry):
     return entry.total_bytes if entry.loaded_bytes == sv.UNKNOWN_BYTES else entry.loaded_bytes
 
@@ -225,7 +234,7 @@ class StandIns:
         self._place(own_orders)
 
     def _make(self, entry):
-        label = f"model {entry.model_id} of slot {entry.owner_slot}"
+        label = label_of(entry)
         patcher = StandIn(entry, self.link, self.device, label, self.timeout_s)
         loaded = self.mm.LoadedModel(patcher)
         # As upstream's model_load leaves a loaded entry: a weak reference to the module and

@@ -45,6 +45,7 @@ CAP_READY_LATER = 1 << 3
 # Model kinds of the ledger.
 KIND_UNKNOWN, KIND_DIFFUSION, KIND_TEXT_ENCODER, KIND_VAE, KIND_CLIP_VISION, KIND_CONTROLNET, KIND_OTHER = range(7)
 MODEL_NAME_CHARS = 63  # of a model's name in the ledger (shared/name_field.hpp, kModelNameBytes less its NUL)
+PACK_NAME_BYTES = 32    # of a pack's name in a ledger row, its NUL included (COMFY_PACK_NAME_BYTES)
 
 REFUSAL_REASONS = ("it cannot fit", "it waited too long", "the supervisor is shutting down")
 
@@ -73,7 +74,8 @@ class _LedgerEntry(ctypes.Structure):
                 ("weights_id", ctypes.c_uint64), ("total_bytes", ctypes.c_uint64), ("loaded_bytes", ctypes.c_uint64),
                 ("load_order", ctypes.c_uint64), ("device", ctypes.c_uint32), ("references", ctypes.c_uint32),
                 ("kind", ctypes.c_uint16), ("currently_used", ctypes.c_uint8), ("dynamic", ctypes.c_uint8),
-                ("reserved", ctypes.c_uint32)]
+                ("reserved", ctypes.c_uint32), ("name", ctypes.c_char * (MODEL_NAME_CHARS + 1)),
+                ("owner_name", ctypes.c_char * PACK_NAME_BYTES)]
 
 
 class _StandInResult(ctypes.Structure):
@@ -116,6 +118,8 @@ class LedgerEntry:
     kind: int
     currently_used: bool
     dynamic: bool
+    name: str = ""          # as its owner registered it; "" for none
+    owner_name: str = ""    # the owner's pack name; "" when the library could not read it
 
     @property
     def key(self):
@@ -204,6 +208,12 @@ _SIGNATURES = {
     "comfy_participant_device_used": (_int, [_p, ctypes.POINTER(_u64)]),
     "comfy_participant_watch_word": (_int, [_p, _u32, _u64]),
 }
+
+
+def _text(field):
+    """A name field of the library's: ctypes gives its bytes up to the NUL, printable ASCII
+    (the library checked them); "replace" all the same, since a str must come out."""
+    return field.decode("ascii", "replace")
 
 
 def _load(path):
@@ -360,7 +370,8 @@ class Participant:
             # past it, so the next call reads again.
             self._ledger = tuple(
                 LedgerEntry(r.owner_slot, r.owner_generation, r.model_id, r.weights_id, r.total_bytes, r.loaded_bytes,
-                            r.load_order, r.device, r.references, r.kind, bool(r.currently_used), bool(r.dynamic))
+                            r.load_order, r.device, r.references, r.kind, bool(r.currently_used), bool(r.dynamic),
+                            _text(r.name), _text(r.owner_name))
                 for r in rows[:count.value])
             self._ledger_generation = generation
             return self._ledger
