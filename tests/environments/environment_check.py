@@ -247,6 +247,25 @@ def check_refusals(report, world):
                  f"offline, without a config: what the wheelhouse lacks is named: {done.stderr!r}")
 
 
+def check_concurrent(report, world):
+    """Two adds of one new key at once: one builds, the other waits on the key's lock and
+    reuses what the first built; one environment, no half-built folder."""
+    packs = [world.pack(name, {"requirements.txt": "clashlib==1.0\nclashlib>=0.9\n"}) for name in ("twin1", "twin2")]
+    before = set(world.envs_now())
+    command = [sys.executable, "-m", "comfy_supervisor.environments", "add"]
+    flags = ["--comfyui", COMFYUI, "--host-python", world.host_python, "--envs", world.envs, "--no-index",
+             "--find-links", world.wheels]
+    running = [subprocess.Popen(command + [folder] + flags, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=environ(), stdin=subprocess.DEVNULL) for folder in packs]
+    outputs = [process.communicate(timeout=120)[0] for process in running]
+    built = [name for name in set(world.envs_now()) - before if not name.startswith(".")]
+    report.check(all(process.returncode == 0 for process in running) and len(built) == 1 and
+                 sum("building the environment" in output for output in outputs) == 1 and
+                 sum("reused" in output for output in outputs) == 1,
+                 f"two adds of one key at once build it once: {built}, statuses "
+                 f"{[process.returncode for process in running]}")
+
+
 def check_install_py(report, world):
     wheel = os.path.join(world.wheels, "clashlib-2.0-py3-none-any.whl")
     script = world.pack("script", {"install.py": "import sysconfig, zipfile\n"
@@ -277,6 +296,7 @@ def main():
         check_sharing(report, world, first, second)
         check_refusals(report, world)
         check_install_py(report, world)
+        check_concurrent(report, world)
         report.check(not [name for name in world.envs_now() if name.startswith(".building-")],
                      "no half-built environment is left under the envs folder")
     finally:
