@@ -248,17 +248,19 @@ def check_refusals(report, world):
 
 
 def check_concurrent(report, world):
-    """Two adds of one new key at once: one builds, the other waits on the key's lock and
-    reuses what the first built; one environment, no half-built folder."""
+    """Two adds of one new key into one config at once: one builds, the other waits on the
+    key's lock and reuses what the first built; both packs are in the config afterwards."""
     packs = [world.pack(name, {"requirements.txt": "clashlib==1.0\nclashlib>=0.9\n"}) for name in ("twin1", "twin2")]
     before = set(world.envs_now())
     command = [sys.executable, "-m", "comfy_supervisor.environments", "add"]
-    flags = ["--comfyui", COMFYUI, "--host-python", world.host_python, "--envs", world.envs, "--no-index",
-             "--find-links", world.wheels]
+    flags = ["--config", world.config]
     running = [subprocess.Popen(command + [folder] + flags, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, env=environ(), stdin=subprocess.DEVNULL) for folder in packs]
     outputs = [process.communicate(timeout=120)[0] for process in running]
     built = [name for name in set(world.envs_now()) - before if not name.startswith(".")]
+    with open(world.config, encoding="utf-8") as text:
+        named = [pack["name"] for pack in json.load(text)["packs"]]
+    report.check("twin1" in named and "twin2" in named, f"and both packs are in the config: {named}")
     report.check(all(process.returncode == 0 for process in running) and len(built) == 1 and
                  sum("building the environment" in output for output in outputs) == 1 and
                  sum("reused" in output for output in outputs) == 1,

@@ -1,8 +1,11 @@
 """The supervisor's JSON config as the pack command uses it: its defaults (the ComfyUI
 checkout and interpreter, the optional `environments` section), and a pack's entry added,
-replaced or taken out, the file rewritten atomically with its keys in their order.
+replaced or taken out, the file rewritten atomically with its keys in their order, and
+another pack command's write in the meantime kept.
 Relative paths are the config folder's, as the supervisor reads them (docs/CONFIG.md)."""
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -13,19 +16,38 @@ from .errors import Refused
 _PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
 
 
+def _read(path, shown):
+    try:
+        with open(path, encoding="utf-8") as text:
+            data = json.load(text)
+    except OSError as error:
+        raise Refused(f"cannot read the config {shown}: {error.strerror}; name the supervisor's config file") from None
+    except ValueError as error:
+        raise Refused(f"the config {shown} is not JSON ({error}); fix it, then run this again") from None
+    if not isinstance(data, dict):
+        raise Refused(f"the config {shown} is not a JSON object; name the supervisor's config file")
+    return data
+
+
+@contextlib.contextmanager
+def _folder_held(folder):
+    """The config's folder locked against another pack command's write: the folder, not the
+    file, which each write replaces by a new one."""
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
+
+
 class Config:
     def __init__(self, path):
         self.path = os.path.abspath(path)
-        try:
-            with open(self.path, encoding="utf-8") as text:
-                self.data = json.load(text)
-        except OSError as error:
-            raise Refused(f"cannot read the config {path}: {error.strerror}; name the supervisor's config "
-                          "file") from None
-        except ValueError as error:
-            raise Refused(f"the config {path} is not JSON ({error}); fix it, then run this again") from None
-        if not isinstance(self.data, dict):
-            raise Refused(f"the config {path} is not a JSON object; name the supervisor's config file")
+        self.data = _read(self.path, path)
+        # What this command changed, replayed over the file as it is when written: another
+        # add may have written it meanwhile (a build takes minutes), and its pack must stay.
+        self._changes = []
 
     def path_of(self, value):
         return os.path.normpath(os.path.join(os.path.dirname(self.path), value)) if isinstance(value, str) else None
@@ -55,9 +77,10 @@ class Config:
     def put(self, entry):
         """The entry added, or merged over the pack of its name (keys it does not set are kept);
         whether anything changed."""
+        self._changes.append((self.put, entry))
         current = self.entry(entry["name"])
         if current is None:
-            self.packs().append(entry)
+            self.packs().append(json.loads(json.dumps(entry)))
             return True
         before = json.dumps(current, sort_keys=True)
         python = current.setdefault("python", {})
@@ -68,6 +91,7 @@ class Config:
         return json.dumps(current, sort_keys=True) != before
 
     def take(self, name):
+        self._changes.append((self.take, name))
         entry = self.entry(name)
         if entry is None:
             raise Refused(f"no pack named \"{name}\" in {self.path}; name one of "
@@ -81,8 +105,18 @@ class Config:
                 isinstance(pack["python"].get("environment"), str)}
 
     def write(self):
-        """Written beside and renamed over, so the supervisor never reads half a file."""
+        """This command's changes made to the file as it is now, under the folder's lock, and
+        written beside and renamed over, so the supervisor never reads half a file."""
         folder = os.path.dirname(self.path)
+        with _folder_held(folder):
+            changes, self._changes = self._changes, []
+            self.data = _read(self.path, self.path)
+            for change, argument in changes:
+                change(argument)
+            self._changes = []
+            self._replace(folder)
+
+    def _replace(self, folder):
         descriptor, temporary = tempfile.mkstemp(prefix=".comfy-config.", dir=folder)
         try:
             with os.fdopen(descriptor, "w", encoding="utf-8") as text:
