@@ -10,7 +10,8 @@ import pathlib
 import subprocess
 
 ENVIRONMENT_STEP = 21
-TITLE = "comfyctl pack add isolates the bridge pack in an environment over ComfyUI's interpreter, and its node runs there"
+TITLE = ("comfyctl pack add isolates the bridge pack in an environment over ComfyUI's interpreter, "
+         "and its node runs there")
 
 
 def isolate(check, pack):
