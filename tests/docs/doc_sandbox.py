@@ -107,6 +107,20 @@ def bwrap_command(source: Path, build: Path, scratch: Path, script: Path, scratc
     return command
 
 
+def unavailable(source: Path, build: Path, scratch: Path) -> str | None:
+    """Why bwrap cannot make this sandbox here (no bwrap, namespaces refused), or None."""
+    script = scratch / "probe.sh"
+    script.write_text("exit 0\n")
+    (scratch / "srv").mkdir(exist_ok=True)
+    try:
+        done = subprocess.run(bwrap_command(source, build, scratch / "srv", script, None), capture_output=True,
+                              text=True, timeout=60)
+    except FileNotFoundError:
+        return "bwrap is not installed (Debian: bubblewrap)"
+    lines = done.stderr.strip().splitlines()
+    return None if done.returncode == 0 else f"bwrap: {lines[-1] if lines else f'exit status {done.returncode}'}"
+
+
 def run(command: list[str], log: Path, timeout_s: int) -> int:
     with open(log, "w") as output:
         try:
