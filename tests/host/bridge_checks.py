@@ -680,6 +680,9 @@ def check_late(pack):
     nodes = sys.modules["nodes"]
     expect(host.bridges.links[pack].failure is not None and "LateNode" not in nodes.NODE_CLASS_MAPPINGS,
            f"pack {pack} is not failed, or its node is registered")
+    # The test fixes and retries the pack only once this line is in the log: a retry before
+    # this host saw the failure would leave nothing failed to see.
+    say(f"late: pack {pack} is failed here, its node not registered; waiting for its retry")
     deadline = time.monotonic() + 90
     while "LateNode" not in nodes.NODE_CLASS_MAPPINGS and time.monotonic() < deadline:
         time.sleep(0.1)

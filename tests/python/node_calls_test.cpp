@@ -71,7 +71,9 @@ TEST_CASE("a pack fixed after it failed to import comes back on retry, its nodes
     auto pack = python_pack("late", "late_pack");
     pack["env"]["LATE_PACK_BROKEN"] = broken.string();
     SupervisorProcess supervisor(config_checking({"late:late"}, json::array({pack}), json::object()));
-    REQUIRE(eventually([&] { return supervisor.log().find("late: failed") != std::string::npos; },
+    // Once the host has seen the failure (its check says so), not once the supervisor has: the
+    // host may start after the retry otherwise, and find the pack already back.
+    REQUIRE(eventually([&] { return supervisor.log().find("waiting for its retry") != std::string::npos; },
                        std::chrono::seconds(60)));
     std::filesystem::remove(broken);  // the user fixes the pack, and retries it
     const auto retried = run_and_capture(comfyctl_binary() + " --instance " + supervisor.instance() + " retry late");
