@@ -144,7 +144,9 @@ def main() -> int:
             script = scratch / "page.sh"
             script.write_text(page_script(page, blocks, options.builds, source))
             log = scratch / "page.log"
-            command = doc_sandbox.bwrap_command(source, build, scratch / "srv", script, scratch_build)
+            doc_sandbox.copy_checkout(source, scratch / "checkout")
+            command = doc_sandbox.bwrap_command(source, scratch / "checkout", build, scratch / "srv", script,
+                                                scratch_build)
             status = doc_sandbox.run(command, log, timeout_s=3600 if options.builds else 600)
             output = log.read_text(errors="replace")
             ran = output.count("\n$ ")

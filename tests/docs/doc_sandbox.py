@@ -1,6 +1,6 @@
 """A machine as the docs assume it, made with bubblewrap, for running a page's commands as
 written: /srv/ComfyUI, /srv/comfy-supervisor, /etc/comfy-supervisor and /usr/local are
-there and writable, and nothing written to them reaches the real machine.
+there and writable, and nothing written to them, or to the checkout, reaches the real machine.
 
 Inside, the test is the sandbox's root, so `sudo` runs its command as it is (a real sudo
 cannot raise a user namespace's root). The network is the sandbox's own loopback, so a page's
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -87,16 +88,28 @@ def sudo_shim() -> str:
     return 'while [ "${1:-}" != "${1#-}" ]; do case "$1" in -u|-g) shift 2 ;; *) shift ;; esac; done\nexec "$@"\n'
 
 
-def bwrap_command(source: Path, build: Path, scratch: Path, script: Path, scratch_build: Path | None) -> list[str]:
-    """The sandbox's command line: `script` runs in it, the checkout seen at its own path and
-    at /srv/comfy-supervisor; `build` is the checkout's build folder there, or `scratch_build`
-    when the page's own build commands run (so that the test's build is never reconfigured)."""
+def copy_checkout(source: Path, into: Path) -> None:
+    """The checkout as the page sees it: a copy, its files' times kept (so the build folder
+    finds nothing to rebuild), without build folders, .git and what Python leaves; a page's
+    writes into its checkout (a pip build's build/ and egg-info) land in the copy."""
+    def left_out(folder, names):
+        return [name for name in names if name in (".git", "__pycache__") or name.endswith(".egg-info")
+                or (name.startswith("build") and os.path.isdir(os.path.join(folder, name)))]
+    shutil.copytree(source, into, symlinks=True, ignore=left_out)
+
+
+def bwrap_command(source: Path, checkout: Path, build: Path, scratch: Path, script: Path,
+                  scratch_build: Path | None) -> list[str]:
+    """The sandbox's command line: `script` runs in it, `checkout` (copy_checkout's) seen at
+    the source's own path and at /srv/comfy-supervisor; `build` is the checkout's build folder
+    there, or `scratch_build` when the page's own build commands run (so that the test's build
+    is never reconfigured)."""
     command = ["bwrap", "--dev-bind", "/", "/", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
     command += _shadow("/usr/local", INSTALLED_FOLDERS)
     command += _shadow("/etc", ("comfy-supervisor",))
     command += _shadow("/opt", ())
-    command += ["--bind", str(scratch), "/srv", "--bind", str(source), str(source),
-                "--bind", str(source), "/srv/comfy-supervisor"]
+    command += ["--bind", str(scratch), "/srv", "--bind", str(checkout), str(source),
+                "--bind", str(checkout), "/srv/comfy-supervisor"]
     command += ["--bind", str(scratch_build or build), str(source / "build")]
     command += ["--ro-bind", str(script), "/srv/doc-test/page.sh"]
     command += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--die-with-parent"]
@@ -113,8 +126,8 @@ def unavailable(source: Path, build: Path, scratch: Path) -> str | None:
     script.write_text("exit 0\n")
     (scratch / "srv").mkdir(exist_ok=True)
     try:
-        done = subprocess.run(bwrap_command(source, build, scratch / "srv", script, None), capture_output=True,
-                              text=True, timeout=60)
+        done = subprocess.run(bwrap_command(source, source, build, scratch / "srv", script, None),
+                              capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
         return "bwrap is not installed (Debian: bubblewrap)"
     lines = done.stderr.strip().splitlines()
