@@ -4,12 +4,12 @@ of torch, torchvision, torchaudio and numpy found there, and ComfyUI's requireme
 The versions are read from the site dirs' metadata (importlib.metadata), never by importing
 anything, so a pack's worker can check them at every start at little cost."""
 
-import hashlib
 import importlib.metadata
 import json
 import os
 import subprocess
 
+from .files import file_sha256
 from .requirement import canonical
 
 PACKAGES = ("torch", "torchvision", "torchaudio", "numpy")
@@ -44,17 +44,6 @@ def probe(host_python):
         raise HostError(f"the host's Python {host_python} is {host['version']}, and comfy_supervisor needs 3.9 "
                         "or newer; name a newer interpreter with --host-python")
     return host
-
-
-def file_sha256(path):
-    """The hex sha256 of the file at `path`, or None when there is none."""
-    if not os.path.isfile(path):
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as data:
-        for block in iter(lambda: data.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def package_versions(site_dirs, names=PACKAGES):

@@ -5,8 +5,6 @@ last and renamed into place. A crash leaves only a `.building-*` folder, removed
 next build of that key; a lock file per key makes concurrent builds of one key wait for
 the first, which the others then reuse."""
 
-import contextlib
-import fcntl
 import glob
 import os
 import shutil
@@ -15,6 +13,7 @@ import tempfile
 
 from . import install_script, installer, lock, processes, resolve
 from .errors import InstallFailed, Refused
+from .files import held
 
 HOST_PTH = "_comfy_supervisor_host.pth"
 
@@ -35,16 +34,6 @@ def complete(env_dir, key):
 def site_dir_of(env_dir, version):
     major, minor = version.split(".")[:2]
     return os.path.join(env_dir, "lib", f"python{major}.{minor}", "site-packages")
-
-
-@contextlib.contextmanager
-def _held(path):
-    with open(path, "a") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(held, fcntl.LOCK_UN)
 
 
 def _make_venv(host_python, folder, site_dir, host_site_dirs):
@@ -118,7 +107,7 @@ def ensure(job, host_python):
     os.makedirs(job.envs, exist_ok=True)
     final = env_dir_of(job.envs, job.key)
     short = job.key[:16]
-    with _held(os.path.join(job.envs, f".{short}.lock")):
+    with held(os.path.join(job.envs, f".{short}.lock")):
         if complete(final, job.key):
             return final, False
         for leftover in glob.glob(os.path.join(job.envs, f".building-{short}-*")):

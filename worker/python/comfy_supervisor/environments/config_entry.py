@@ -4,14 +4,12 @@ replaced or taken out, the file rewritten atomically with its keys in their orde
 another pack command's write in the meantime kept.
 Relative paths are the config folder's, as the supervisor reads them (docs/CONFIG.md)."""
 
-import contextlib
-import fcntl
 import json
 import os
 import re
-import tempfile
 
 from .errors import Refused
+from .files import held, replace_with_json
 
 _PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
 
@@ -27,18 +25,6 @@ def _read(path, shown):
     if not isinstance(data, dict):
         raise Refused(f"the config {shown} is not a JSON object; name the supervisor's config file")
     return data
-
-
-@contextlib.contextmanager
-def _folder_held(folder):
-    """The config's folder locked against another pack command's write: the folder, not the
-    file, which each write replaces by a new one."""
-    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(descriptor)
 
 
 class Config:
@@ -108,29 +94,14 @@ class Config:
         """This command's changes made to the file as it is now, under the folder's lock, and
         written beside and renamed over, so the supervisor never reads half a file."""
         folder = os.path.dirname(self.path)
-        with _folder_held(folder):
+        # The folder, not the file, which each write replaces by a new one.
+        with held(folder):
             changes, self._changes = self._changes, []
             self.data = _read(self.path, self.path)
             for change, argument in changes:
                 change(argument)
             self._changes = []
-            self._replace(folder)
-
-    def _replace(self, folder):
-        descriptor, temporary = tempfile.mkstemp(prefix=".comfy-config.", dir=folder)
-        try:
-            with os.fdopen(descriptor, "w", encoding="utf-8") as text:
-                json.dump(self.data, text, indent=2)
-                text.write("\n")
-                text.flush()
-                os.fsync(text.fileno())
-            if os.path.exists(self.path):
-                os.chmod(temporary, os.stat(self.path).st_mode & 0o7777)
-            os.replace(temporary, self.path)
-        except BaseException:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
-            raise
+            replace_with_json(self.path, self.data)
 
 
 def entry(name, pack_dir, env_dir, comfyui_args):

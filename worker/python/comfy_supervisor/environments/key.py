@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 
-from .baseline import file_sha256
+from .files import file_sha256
 
 
 def install_py_hashes(pack_dirs):

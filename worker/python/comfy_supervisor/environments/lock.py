@@ -4,7 +4,8 @@ environment is complete."""
 
 import json
 import os
-import tempfile
+
+from .files import replace_with_json
 
 NAME = "comfy-env.lock.json"
 FORMAT = 1
@@ -31,16 +32,6 @@ def read(env_dir):
 
 
 def write(env_dir, key, inputs, packages):
-    """The lock, written beside and renamed over, so a reader sees all of it or none."""
-    lock = {"format": FORMAT, "key": key, "inputs": inputs, "packages": packages}
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{NAME}.", dir=env_dir)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as text:
-            json.dump(lock, text, indent=2, sort_keys=True)
-            text.write("\n")
-            text.flush()
-            os.fsync(text.fileno())
-        os.replace(temporary, os.path.join(env_dir, NAME))
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    """The lock, replaced whole, so a reader sees all of it or none."""
+    replace_with_json(os.path.join(env_dir, NAME),
+                      {"format": FORMAT, "key": key, "inputs": inputs, "packages": packages}, sort_keys=True)

@@ -14,6 +14,7 @@ import urllib.request
 
 from . import processes
 from .errors import InstallFailed, Refused
+from .files import file_sha256
 from .requirement import canonical
 
 PROTECTED = {"torch", "torchvision", "torchaudio", "triton"}
@@ -53,7 +54,6 @@ def _sha256(info):
         return archive["hash"].split("=", 1)[1]
     url = info.get("url", "")
     if url.startswith("file://") and not info.get("dir_info"):
-        from .baseline import file_sha256
         return file_sha256(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
     return None
 
