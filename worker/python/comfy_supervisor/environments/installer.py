@@ -37,9 +37,9 @@ def pip_command():
     return [sys.executable, "-m", "pip"]
 
 
-def command(env_python, index, environ=os.environ, uv=None):
-    """The installer's command line, before the distributions."""
-    uv = shutil.which("uv") if uv is None else uv
+def command(env_python, index, uv, environ=os.environ):
+    """The installer's command line, before the distributions: uv's when `uv` (its path) is
+    given, pip's otherwise."""
     if uv:
         return [uv, "pip", "install", "--python", env_python, "--no-deps", *index.for_uv(environ)]
     return pip_command() + ["--python", env_python, "install", "--no-deps", "--progress-bar", "off",
@@ -51,8 +51,9 @@ def install(items, env_python, index):
     one the installer failed on and its last lines."""
     if not items:
         return
-    line = command(env_python, index)
-    tool = "uv" if line[1:3] == ["pip", "install"] else "pip"
+    uv = shutil.which("uv")
+    tool = "uv" if uv else "pip"
+    line = command(env_python, index, uv)
     processes.say(f"installing with {tool}: "
                   f"{', '.join(f'{item.name} {item.version}' for item in items)}")
     status, last = processes.run(line + ["--", *[item.spec for item in items]])
