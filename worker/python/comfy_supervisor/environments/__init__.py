@@ -9,7 +9,8 @@ kept: `python -m comfy_supervisor.environments add PACK_DIR` (what `comfyctl pac
   (a pack's install.py, run only when asked), build (a venv made beside the others and
   renamed into place), lock (comfy-env.lock.json, written last);
 - stamp: stale_reason(), run by a pack's worker in the environment's own interpreter;
-- config_entry: the supervisor's config read and the pack's entry written; cli.
+- config_entry: the supervisor's config read and the pack's entry written; cli;
+- files: a file's sha256, a JSON file replaced whole, an flock.
 
 Imports nothing else of comfy_supervisor, and of what is not the standard library only
 yaml (for pyisolate.yaml), inside the function that reads one. Imported by no other room:

@@ -11,14 +11,14 @@ built (a venv made by hand, the system's python3): nothing to check.
 import os
 import sys
 
-LOCK = "comfy-env.lock.json"
+from ..environments import lock
 
 
 def stale_line(name, folders, comfyui, config):
     """None when this interpreter's environment is not the tool's or is current; else the one
     line that says the pack's environment is stale, why, and how to rebuild it. `name` and
     `config` are the pack's name and config file, as the supervisor gives them."""
-    if not os.path.isfile(os.path.join(sys.prefix, LOCK)):
+    if not os.path.isfile(os.path.join(sys.prefix, lock.NAME)):
         return None
     from ..environments.stamp import stale_reason
     reason = stale_reason(sys.prefix, [os.path.abspath(folder) for folder in folders], os.path.abspath(comfyui))
