@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 
 namespace comfy::ctl {
 
@@ -14,6 +16,19 @@ namespace {
 
 constexpr const char* kToolPythonVariable = "COMFY_SV_TOOL_PYTHON";
 constexpr const char* kToolModule = "comfy_supervisor.environments";
+// The supervisor the tool's import check runs (`comfy-supervisor check`, which starts the
+// pack's worker as a real start would): the one beside this comfyctl, as they are built and
+// installed together (environments/import_check.py).
+constexpr const char* kSupervisorVariable = "COMFY_SV_SUPERVISOR";
+
+// comfy-supervisor in this program's own folder, or empty when it is not there.
+std::string supervisor_beside_us() {
+    std::error_code error;
+    const auto exe = std::filesystem::read_symlink("/proc/self/exe", error);
+    if (error) return {};
+    const auto supervisor = exe.parent_path() / "comfy-supervisor";
+    return std::filesystem::is_regular_file(supervisor, error) ? supervisor.string() : std::string();
+}
 
 }  // namespace
 
@@ -28,6 +43,11 @@ void exec_pack_tool(const std::vector<std::string>& args, std::string& problem) 
     }
     if (::setenv("PYTHONPATH", path.c_str(), 1) != 0) {
         problem = std::string("cannot set PYTHONPATH for the pack tool: ") + std::strerror(errno);
+        return;
+    }
+    if (const std::string supervisor = supervisor_beside_us();
+        !supervisor.empty() && ::setenv(kSupervisorVariable, supervisor.c_str(), 1) != 0) {
+        problem = std::string("cannot set ") + kSupervisorVariable + " for the pack tool: " + std::strerror(errno);
         return;
     }
     std::vector<std::string> words{python, "-m", kToolModule};

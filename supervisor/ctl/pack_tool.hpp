@@ -1,8 +1,10 @@
 #pragma once
 // comfyctl pack: the pack environment tool (worker/python/comfy_supervisor/environments) is
 // Python, as what it drives is (venv, pip, uv, a pack's imports); comfyctl hands it the
-// words as they are, with this install's comfy_supervisor first on its PYTHONPATH, so that
-// `comfyctl pack` is the one command whether the supervisor runs from a build or an install.
+// words as they are, with this install's comfy_supervisor first on its PYTHONPATH and the
+// comfy-supervisor beside comfyctl in COMFY_SV_SUPERVISOR (the tool's import check starts the
+// pack's worker through it, as a real start would), so that `comfyctl pack` is the one
+// command whether the supervisor runs from a build or an install.
 
 #include <string>
 #include <vector>

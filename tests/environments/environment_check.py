@@ -1,9 +1,8 @@
-"""The pack command's environments, end to end on this machine: a fake host venv with
-numpy 2.0.0, test packs that declare in each manifest format, and a wheelhouse made here.
-Every add runs the real tool (pip for the environment's interpreter, the worker's
---describe against the fake ComfyUI); every temporary folder goes at the end.
+"""The pack command's environments, end to end on this machine (world.py): test packs that
+declare in each manifest format, built, shared, locked, refused; every temporary folder goes
+at the end.
 
-    environment_check.py PACKAGE_DIR FAKE_COMFYUI"""
+    environment_check.py PACKAGE_DIR FAKE_COMFYUI COMFY_SUPERVISOR"""
 
 import json
 import os
@@ -11,97 +10,17 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "host"))
 from check_report import CheckReport  # noqa: E402
 
-import wheelhouse  # noqa: E402
+from world import World  # noqa: E402
 
-PACKAGE, COMFYUI = (os.path.abspath(arg) for arg in sys.argv[1:3])
+PACKAGE, COMFYUI, SUPERVISOR = (os.path.abspath(arg) for arg in sys.argv[1:4])
 sys.path.insert(0, PACKAGE)
 from comfy_supervisor.environments import manifests  # noqa: E402
 from comfy_supervisor.environments.requirement import ManifestError  # noqa: E402
-
-NODE = """
-class Version:
-    CATEGORY = "environment check"
-    RETURN_TYPES = ("STRING",)
-    FUNCTION = "version"
-
-    @classmethod
-    def INPUT_TYPES(cls):
-        return {"required": {}}
-
-    def version(self):
-        return (VERSION,)
-
-
-NODE_CLASS_MAPPINGS = {"Version_%s": Version}
-"""
-
-
-def environ():
-    """This machine's pip settings left out (its own wheelhouse among them), so only the
-    check's wheelhouse is read."""
-    keep = {name: value for name, value in os.environ.items() if not name.startswith(("PIP_", "UV_"))}
-    return dict(keep, PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1",
-                PYTHONPATH=PACKAGE)
-
-
-class World:
-    def __init__(self, root):
-        self.root = root
-        self.wheels = os.path.join(root, "wheels")
-        wheelhouse.make(self.wheels)
-        self.host = os.path.join(root, "host")
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", self.host], check=True)
-        self.host_python = os.path.join(self.host, "bin", "python")
-        site = subprocess.run([self.host_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                              check=True, capture_output=True, text=True).stdout.strip()
-        # A wheel unpacked into site-packages is installed, as far as any reader can tell.
-        with zipfile.ZipFile(os.path.join(self.wheels, "numpy-2.0.0-py3-none-any.whl")) as archive:
-            archive.extractall(site)
-        self.envs = os.path.join(root, "envs")
-        self.config = os.path.join(root, "sv.json")
-        with open(self.config, "w", encoding="utf-8") as text:
-            json.dump({"comfyui": {"checkout": COMFYUI, "command": self.host_python},
-                       "environments": {"root": "envs", "find_links": ["wheels"], "no_index": True},
-                       "packs": [{"name": "other", "command": "/bin/true"}]}, text, indent=2)
-
-    def pack(self, name, files, imports="", version="'none'"):
-        folder = os.path.join(self.root, "packs", name)
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, "__init__.py"), "w", encoding="utf-8") as text:
-            text.write(f"{imports}\nVERSION = {version}\n{NODE % name}")
-        for file, content in files.items():
-            with open(os.path.join(folder, file), "w", encoding="utf-8") as text:
-                text.write(content)
-        return folder
-
-    def tool(self, *args):
-        return subprocess.run([sys.executable, "-m", "comfy_supervisor.environments", *args], capture_output=True,
-                              text=True, env=environ(), stdin=subprocess.DEVNULL)
-
-    def add(self, folder, *args):
-        return self.tool("add", folder, "--config", self.config, *args)
-
-    def entry(self, name):
-        with open(self.config, encoding="utf-8") as text:
-            return next(pack for pack in json.load(text)["packs"] if pack["name"] == name)
-
-    def envs_now(self):
-        return sorted(os.listdir(self.envs)) if os.path.isdir(self.envs) else []
-
-    def run_in(self, env, code):
-        done = subprocess.run([os.path.join(env, "bin", "python"), "-c", code], capture_output=True, text=True,
-                              env=environ())
-        return done.stdout.strip() or done.stderr.strip()
-
-    def stale(self, env, pack):
-        return self.run_in(env, "from comfy_supervisor.environments.stamp import stale_reason; "
-                                f"print(stale_reason({env!r}, [{pack!r}], {COMFYUI!r}))")
 
 
 def check_manifests(report, world):
@@ -255,7 +174,7 @@ def check_concurrent(report, world):
     command = [sys.executable, "-m", "comfy_supervisor.environments", "add"]
     flags = ["--config", world.config]
     running = [subprocess.Popen(command + [folder] + flags, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, env=environ(), stdin=subprocess.DEVNULL) for folder in packs]
+                                text=True, env=world.environ(), stdin=subprocess.DEVNULL) for folder in packs]
     outputs = [process.communicate(timeout=120)[0] for process in running]
     built = [name for name in set(world.envs_now()) - before if not name.startswith(".")]
     with open(world.config, encoding="utf-8") as text:
@@ -292,7 +211,7 @@ def main():
     report = CheckReport("environments")
     root = tempfile.mkdtemp(prefix="comfy-env-check-")
     try:
-        world = World(root)
+        world = World(root, PACKAGE, COMFYUI, SUPERVISOR)
         check_manifests(report, world)
         first, second = check_builds(report, world)
         check_sharing(report, world, first, second)

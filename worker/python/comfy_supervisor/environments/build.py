@@ -82,7 +82,7 @@ def _build(job, folder, final, host_python):
     _make_venv(host_python, folder, site_dir, job.host["site_dirs"])
     env_python = os.path.join(folder, "bin", "python")
     requirements = job.declarations.requirements
-    items = resolve.resolve(installer.pip_command(), env_python, requirements, job.index.args()) \
+    items = resolve.resolve(installer.pip_command(), env_python, requirements, job.index) \
         if requirements else []
     resolve.refuse_protected(items, requirements, job.pack, job.inputs["baseline"]["packages"])
     met = len(job.declarations.normalized()) - sum(1 for item in items if item.requested)

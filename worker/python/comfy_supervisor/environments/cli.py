@@ -12,16 +12,13 @@ import json
 import os
 import re
 import shutil
-import subprocess
 
-from . import baseline, build, config_entry, installer, key, lock, manifests, processes
+from . import baseline, build, config_entry, import_check, installer, key, lock, manifests, processes
 from .config_entry import Config
 from .errors import InstallFailed, Refused
 from .requirement import ManifestError
 
 _NAME_RULE = "1 to 31 characters from [A-Za-z0-9_-], not \"host\""
-# Where `comfy_supervisor` lies: the PYTHONPATH of the pack's worker in the import check.
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def default_name(pack_dir):
@@ -61,24 +58,23 @@ def _settings(options, config):
     envs = os.path.abspath(options.envs or section["root"] or default_envs())
     index = installer.Index(options.index_url or section["index_url"],
                             [os.path.abspath(folder) for folder in options.find_links] or section["find_links"],
-                            options.no_index or section["no_index"])
+                            options.no_index or section["no_index"], options.allow_sdist)
     return os.path.realpath(comfyui), host_python, envs, index
 
 
-def _import_check(name, env_dir, pack_dir, comfyui, comfyui_args, pack_pythonpath):
-    # As the supervisor starts the pack's worker: the package first, then what the pack's
-    # entry adds to PYTHONPATH in its env (modules of its own, stubs), nothing of this shell's.
-    environ = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [PACKAGE_ROOT, pack_pythonpath])))
-    command = [os.path.join(env_dir, "bin", "python"), "-m", "comfy_supervisor.pack_worker", "--pack", pack_dir,
-               "--comfyui", comfyui, "--describe", "--", *comfyui_args]
-    done = subprocess.run(command, capture_output=True, text=True, env=environ, stdin=subprocess.DEVNULL)
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines()
-        said = [line[len("pack_worker: "):] for line in lines if line.startswith("pack_worker: ")]
-        why = said[-1] if said else (lines[-1] if lines else f"exit status {done.returncode}")
-        raise Refused(f"pack \"{name}\" does not import in its environment {env_dir}: {why}; fix the pack or its "
-                      "declarations, then run this again (the environment is kept)")
-    processes.say(f"pack \"{name}\" imports in its environment: {len(json.loads(done.stdout))} node classes")
+def _confinable(name, declarations, entry, options, run_install_py):
+    """Refused before anything runs when the add would run the pack's code where its worker
+    would not: a build from source without --allow-sdist, or, for a sandboxed pack, a build
+    or an install.py at all (they run outside any sandbox, as the user)."""
+    builds = [requirement for requirement in declarations.requirements if requirement.builds_from_source]
+    if builds and not options.allow_sdist:
+        raise Refused(f"pack \"{name}\"'s requirement {builds[0]} is built from source (a folder, an sdist or a VCS "
+                      "URL), which runs its build code; give a wheel, or add the pack with --allow-sdist")
+    if "sandbox" in entry and (options.allow_sdist or run_install_py):
+        flag = "--allow-sdist" if options.allow_sdist else "--run-install-py"
+        raise Refused(f"pack \"{name}\" runs in a sandbox, and {flag} would run its code outside one (builds and "
+                      "install.py run as you); build its wheels elsewhere into a wheelhouse, then add it without "
+                      f"{flag}")
 
 
 def add(options):
@@ -100,21 +96,23 @@ def add(options):
     inputs = key.inputs(declarations, install_py, host, baseline.of_host(host["site_dirs"], comfyui))
     env_key = key.key_of(inputs)
     env_dir = build.env_dir_of(envs, env_key)
-    entry = config_entry.entry(name, pack_dir, env_dir, options.comfyui_arg)
+    entry = config_entry.entry(name, pack_dir, env_dir, options.comfyui_arg, options.sandbox)
     was_built = build.complete(env_dir, env_key)
     changed = config.put(entry) if config else True
+    written = config.entry(name) if config else entry
+    run_install_py = options.run_install_py and has_script
+    _confinable(name, declarations, written, options, run_install_py)
     if was_built and not changed:
         processes.say(f"pack \"{name}\": nothing changed (environment {env_dir} is up to date, the config "
                       "names it); nothing written")
         return 0
-    job = build.Job(envs, env_key, inputs, host, declarations, name, pack_dir, index,
-                    options.run_install_py and has_script)
+    job = build.Job(envs, env_key, inputs, host, declarations, name, pack_dir, index, run_install_py)
     env_dir, built = build.ensure(job, host_python)
     if not built:
         processes.say(f"environment {env_dir} already built for these inputs: reused")
-    written = config.entry(name) if config else entry
-    _import_check(name, env_dir, pack_dir, comfyui, options.comfyui_arg,
-                  (written.get("env") or {}).get("PYTHONPATH", ""))
+    nodes = import_check.run(name, written, comfyui, config, env_dir, envs)
+    processes.say(f"pack \"{name}\" imports in its environment{' (in its sandbox)' if 'sandbox' in written else ''}: "
+                  f"{nodes} node classes")
     if config:
         config.write()
         processes.say(f"pack \"{name}\" written to {config.path} with its environment {env_dir}")
@@ -160,6 +158,10 @@ def parser():
     adding.add_argument("--no-index", action="store_true", help="no package index: the wheelhouses only")
     adding.add_argument("--index-url", help="the package index (a mirror)")
     adding.add_argument("--run-install-py", action="store_true", help="run the pack's install.py in its environment")
+    adding.add_argument("--allow-sdist", action="store_true",
+                        help="build what has no wheel (an sdist, a folder, a VCS URL), running its build code")
+    adding.add_argument("--sandbox", action="store_true",
+                        help="a new entry runs in the sandbox (\"sandbox\": {}), the import check too")
     adding.add_argument("--comfyui-arg", action="append", default=[], metavar="ARG",
                         help="one of ComfyUI's flags for the pack's worker, as --comfyui-arg=--cpu")
     removing = commands.add_parser("remove", help="take a pack out of the config, and its environment if unused")
@@ -174,6 +176,11 @@ def main(argv=None):
         return add(options) if options.command == "add" else remove(options)
     except (Refused, ManifestError, baseline.HostError) as error:
         processes.refuse_line(str(error))
+        return 2
+    except OSError as error:
+        # A file or folder of the user's that cannot be read or written: their input, one line.
+        where = f" ({error.filename})" if error.filename else ""
+        processes.refuse_line(f"{error.strerror or error}{where}; check that path and its permissions")
         return 2
     except InstallFailed as error:
         processes.refuse_line(str(error))

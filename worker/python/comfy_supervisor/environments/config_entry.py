@@ -74,6 +74,8 @@ class Config:
         current.pop("args", None)
         python.pop("interpreter", None)  # the environment's interpreter is the pack's
         python.update(entry["python"])
+        if "sandbox" in entry:
+            current.setdefault("sandbox", entry["sandbox"])  # a sandbox of the user's own stays as it is
         return json.dumps(current, sort_keys=True) != before
 
     def take(self, name):
@@ -104,8 +106,8 @@ class Config:
             replace_with_json(self.path, self.data)
 
 
-def entry(name, pack_dir, env_dir, comfyui_args):
+def entry(name, pack_dir, env_dir, comfyui_args, sandbox=False):
     python = {"pack": pack_dir, "environment": env_dir}
     if comfyui_args:
         python["comfyui_args"] = list(comfyui_args)
-    return {"name": name, "python": python}
+    return {"name": name, "python": python, **({"sandbox": {}} if sandbox else {})}

@@ -5,7 +5,7 @@ pack as its folder, and what it changed there is said."""
 import importlib.metadata
 import os
 
-from . import processes
+from . import installer, processes
 from .errors import InstallFailed
 from .requirement import canonical
 
@@ -28,7 +28,8 @@ def changes(before, after):
 def run(pack_dir, env_dir, env_python, site_dir):
     """install.py run in the environment: (what it changed, {name: version} after)."""
     before = installed(site_dir)
-    environ = dict(os.environ, VIRTUAL_ENV=env_dir,
+    # The installer's environment (installer.environ()): none of the user's other variables.
+    environ = dict(installer.environ(), VIRTUAL_ENV=env_dir,
                    PATH=os.pathsep.join([os.path.join(env_dir, "bin"), os.environ.get("PATH", "")]))
     processes.say(f"running {os.path.join(pack_dir, 'install.py')} in the pack's environment")
     status, last = processes.run([env_python, "install.py"], cwd=pack_dir, env=environ)

@@ -12,7 +12,7 @@ import tempfile
 import urllib.parse
 import urllib.request
 
-from . import processes
+from . import installer, processes
 from .errors import InstallFailed, Refused
 from .files import file_sha256
 from .requirement import canonical
@@ -62,17 +62,20 @@ def protected(name):
     return name in PROTECTED or bool(_CUDA_WHEEL.match(name))
 
 
-def resolve(pip, env_python, requirements, index_args):
-    """The Items pip would install for `requirements` into the environment of `env_python`."""
+def resolve(pip, env_python, requirements, index):
+    """The Items pip would install for `requirements` into the environment of `env_python`,
+    from `index` (an installer.Index)."""
     with tempfile.TemporaryDirectory(prefix="comfy-env-report-") as folder:
         report = os.path.join(folder, "report.json")
+        listed = installer.requirements_file(folder, [requirement.text for requirement in requirements])
         status, last = processes.run(pip + ["--python", env_python, "install", "--dry-run", "--report", report,
-                                            "--progress-bar", "off", *index_args, "--",
-                                            *[requirement.text for requirement in requirements]])
+                                            "--progress-bar", "off", *index.args(), "-r", listed],
+                                     env=installer.environ())
         if status != 0:
             blamed = processes.blame(last, [r.name for r in requirements if r.name])
             named = next((str(r) for r in requirements if r.name == blamed), "the pack's requirements")
-            raise InstallFailed(f"resolving {named} failed (pip, exit {status}): {processes.tail(last)}")
+            wheels = "" if index.allow_sdist else " (wheels only: a package that has only an sdist needs --allow-sdist)"
+            raise InstallFailed(f"resolving {named} failed (pip, exit {status}){wheels}: {processes.tail(last)}")
         with open(report, encoding="utf-8") as text:
             return [Item(entry) for entry in json.load(text).get("install", [])]
 
