@@ -67,7 +67,8 @@ def check_import_environment(report, world, home):
     seen = seen_by(seen_file)
     report.check(done.returncode == 0 and seen, f"the pack imports in its import check: {done.stderr.strip()!r}")
     report.check(seen and "SECRET_TOKEN" not in seen["environ"] and SECRET not in json.dumps(seen),
-                 f"the import check does not show the pack the operator's SECRET_TOKEN: {sorted(seen.get('environ', []))}")
+                 "the import check does not show the pack the operator's SECRET_TOKEN: "
+                 f"{sorted(seen.get('environ', []))}")
     report.check(seen and seen.get("environ", {}).get("HOME") != home and
                  not os.path.exists(os.path.join(home, "written-by-pack")),
                  f"nor the operator's HOME, which stays unwritten: {seen.get('home')!r}")

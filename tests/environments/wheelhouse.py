@@ -57,7 +57,8 @@ def sdist(folder, name, version, log):
     """NAME-VERSION.tar.gz, whose build code appends a line to `log` whenever it runs."""
     root = f"{name}-{version}"
     with open(__file__, encoding="utf-8") as own:
-        files = {"pyproject.toml": "[build-system]\nrequires = []\nbuild-backend = \"backend\"\nbackend-path = [\".\"]\n",
+        files = {"pyproject.toml": "[build-system]\nrequires = []\nbuild-backend = \"backend\"\n"
+                                   "backend-path = [\".\"]\n",
                  "backend.py": _BACKEND.format(log=log, name=name, version=version), "wheelhouse.py": own.read(),
                  "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"}
     path = os.path.join(folder, f"{root}.tar.gz")

@@ -2,13 +2,16 @@
 kept: `python -m comfy_supervisor.environments add PACK_DIR` (what `comfyctl pack add` runs).
 
 - manifests, requirements_txt: the pack's declarations (requirements.txt, pyproject.toml,
-  comfy-env.toml, pyisolate.yaml), an unknown key refused;
+  comfy-env.toml, pyisolate.yaml), an unknown key refused; pack_folder: each file read from
+  inside the pack's folder alone, bounded, path requirements made the pack's;
 - baseline: what of ComfyUI's environment the pack's sees (the host's site dirs, torch,
   numpy, ComfyUI's requirements.txt); key: the hash of all of it, which names the folder;
 - resolve (pip's report, torch's protection), installer (pip or uv), install_script
   (a pack's install.py, run only when asked), build (a venv made beside the others and
   renamed into place), lock (comfy-env.lock.json, written last);
 - stamp: stale_reason(), run by a pack's worker in the environment's own interpreter;
+- import_check: the pack's worker started as the supervisor starts it, by
+  `comfy-supervisor check` (its environment, its sandbox);
 - config_entry: the supervisor's config read and the pack's entry written; cli;
 - files: a file's sha256, a JSON file replaced whole, an flock.
 
