@@ -1,7 +1,9 @@
 """Mirrors without a second process (bridge/mirror.py): the owner's publication and a mirror
 built from its description in this same process, as a worker builds one; every malformed
 or hostile description a peer could send is refused in one line before anything is built;
-a revoked or dropped mirror raises one line and lets go of the owner's pages. The form a
+a revoked or dropped mirror raises one line and lets go of the owner's pages; a revoked
+copy is punched out, so that what a reader kept of it (a dup, a reopening, a mapping)
+reads zeros and its pages are freed. The form a
 CUDA mirror's description takes (its tensors themselves) is built here from CPU tensors:
 the CUDA transport under it is bridge/cuda_ipc.py's. tests/python/remote_objects_test.cpp
 runs mirrors across processes.
@@ -11,6 +13,8 @@ runs mirrors across processes.
 
 import copy
 import fcntl
+import gc
+import mmap
 import os
 import sys
 
@@ -58,13 +62,15 @@ def main():
     unet = base.diffusion_model
     expected = forward(unet)
     kind = BY_NAME["DIFFUSION_MODEL"]
-    publication = mirror.publication_of(unet)
+    own = {name: tensor.data_ptr() for name, tensor in unet.state_dict().items()}
+    publication = mirror.Publication(unet)
     report.check(publication.current() and same(forward(unet), expected) and
-                 mirror.publication_of(unet) is publication,
-                 "the owner's module lies over its memfd, computes as before, and is published once")
+                 {name: tensor.data_ptr() for name, tensor in unet.state_dict().items()} == own and
+                 mirror.publications_of(unet) == [publication],
+                 "the owner's module keeps its own memory and computes as before; the copy is current")
     seals = fcntl.fcntl(publication.fd, fcntl.F_GET_SEALS)
-    report.check(seals & 0x0010 and seals & fcntl.F_SEAL_SHRINK and seals & fcntl.F_SEAL_GROW,
-                 f"the memfd is sealed against resizing and any write but the owner's mapping (seals {seals:#x})")
+    report.check(seals == fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL,
+                 f"the memfd is sealed against resizing and new seals, and not against the owner's punch ({seals:#x})")
     recipe = mirror.recipe_of(base, kind, "diffusion_model", unet)
     good = {"key": 1, "recipe": recipe, "size": publication.size, "generation": publication.generation,
             "tensors": publication.entries}
@@ -75,8 +81,27 @@ def main():
                  "a mirror built from the description computes bit-equal to the owner's module, over the mapping")
     with torch.no_grad():
         built.module.proj_in.weight.mul_(2.0)
-    report.check(same(forward(unet), expected), "a write into the mirror stays the reader's own")
+    report.check(same(forward(unet), expected) and publication.current(), "a write into the mirror stays the reader's own")
+    kept = kept_descriptors(fd)
+    report.check(all(nonzero(k) for k in kept), "a descriptor kept by a reader (a dup, a reopening through "
+                                                "/proc/self/fd, a mapping) reads the weights before revocation")
+    try:
+        fcntl.fcntl(kept[1], fcntl.F_ADD_SEALS, 0x0010)  # F_SEAL_FUTURE_WRITE, which would refuse the punch
+        sealed = "sealed"
+    except PermissionError:
+        sealed = "refused"
+    report.check(sealed == "refused", f"a reader's seal against the owner's punch: {sealed}")
+    with torch.no_grad():
+        unet.proj_in.weight.data.mul_(2.0)  # in place, through .data, as upstream's copy_to_param writes
+        changed = publication.current()
+        unet.proj_in.weight.data.div_(2.0)
+    report.check(not changed and publication.current(), "an in-place write of the owner's tensor makes the copy stale")
     publication.revoke()
+    blocks = os.fstat(kept[0]).st_blocks  # before any read: a read of the mapping allocates zeros of the reader's
+    report.check(blocks == 0 and not any(nonzero(k) for k in kept) and mirror.publications_of(unet) == [],
+                 f"after revocation the copy's pages are freed ({blocks} blocks), and a kept descriptor and a kept "
+                 "mapping read zeros")
+    report.check(same(forward(unet), expected), "the owner's module computes as before after revocation")
     error = str(_raises(lambda: forward(built.module)))
     report.check(error.startswith("the mirror of the host's DIFFUSION_MODEL's diffusion_model is gone: its owner "
                                   "evicted that model") and "\n" not in error,
@@ -84,6 +109,7 @@ def main():
     report.check(built.address is None and mirror.mapped_bytes() == 0 and
                  all(t.device.type == "meta" for t in built.module.parameters()),
                  "a revoked mirror has let go of the owner's pages: its tensors are meta")
+    collected_copy_goes(report)
 
     again = mirror.Mirror(dict(good, generation=publication.generation), fd, "again")
     again.drop("the node call that read it returned")
@@ -110,11 +136,13 @@ def main():
         "no descriptor": None,
         "not an object": [],
     }
-    for what, description in hostile.items():
+    for what, description in hostile.items():  # over the revoked copy: its size and seals stay
         line = refusal(copy.deepcopy(description) if description is not None else good,
                        None if description is None else fd)
         report.check(line is not None and "\n" not in line, f"{what}: refused ({line})")
     os.close(fd)
+    for k in kept:
+        k.close() if hasattr(k, "close") else os.close(k)
 
     unsealed = os.memfd_create("unsealed", os.MFD_CLOEXEC)
     os.ftruncate(unsealed, publication.size)
@@ -144,6 +172,32 @@ def main():
     report.check("is not mirrored" in error, f"an attribute MIRRORS does not list is not granted: {error}")
     del base, unet, publication
     sys.exit(report.finish())
+
+
+def kept_descriptors(fd):
+    """What a reader can keep of the memfd it got: a dup, a reopening through /proc/self/fd,
+    and a shared mapping of its own."""
+    dup = os.dup(fd)
+    reopened = os.open(f"/proc/self/fd/{fd}", os.O_RDWR)  # a memfd's mode lets its user write-open it
+    return [dup, reopened, mmap.mmap(dup, os.fstat(dup).st_size, mmap.MAP_SHARED, mmap.PROT_READ)]
+
+
+def nonzero(kept):
+    """Whether what a reader kept reads anything but zeros."""
+    data = kept[:] if isinstance(kept, mmap.mmap) else os.pread(kept, os.fstat(kept).st_size, 0)
+    return data.count(0) != len(data)
+
+
+def collected_copy_goes(report):
+    """The owner's module collected: its copies are punched out, whoever kept them."""
+    module = comfy.model_base.model_from_config(CONFIG).diffusion_model
+    publication = mirror.Publication(module)
+    kept = os.open(f"/proc/self/fd/{publication.fd}", os.O_RDONLY)
+    del module
+    gc.collect()
+    report.check(publication.fd is None and not nonzero(kept) and os.fstat(kept).st_blocks == 0,
+                 "the owner's module collected, a kept descriptor of its copy reads zeros and its pages are freed")
+    os.close(kept)
 
 
 def _raises(call):

@@ -219,3 +219,5 @@ class ProbeHostObjects(Node):
 
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (LoopForever, ProgressOnly, BreakProtocol, FloodBrowser, BadBool,
                                                       RepeatBlock, Add, ProbeHostObjects)}
+from . import kept_descriptor  # noqa: E402 (a mirror's memfd kept past its revocation)
+NODE_CLASS_MAPPINGS.update(kept_descriptor.NODE_CLASS_MAPPINGS)

@@ -1,29 +1,32 @@
 """Mirrors: a model's torch module itself in the other process, built there by ComfyUI's
-own code over its owner's weights mapped, not copied (docs/PACKS.md, "Mirrors").
+own code over a copy of its owner's weights mapped, not sent (docs/PACKS.md, "Mirrors").
 
 Code that reaches into `model.model.diffusion_model` and runs torch on it cannot be served
 by a proxy. Reading such an attribute of a remote object (object_kinds.MIRRORS) asks the
 owner for a mirror:
 
-- The owner moves the module's parameters and buffers once into a sealed memfd of its own
-  (a Publication: sealed against shrinking and growing, so a reader's mapping never
-  faults; the owner is its one writer), and its own module then lies over that memory:
-  nothing is doubled. The first page is a header: a magic word and the grant's
-  generation, which the owner bumps to revoke every mirror granted before.
+- The owner copies the module's parameters and buffers once per session into a memfd of
+  its own (a Publication: sealed against shrinking, growing and further seals, so a
+  reader's mapping never faults and nobody can stop the owner punching it out); its own
+  module keeps its own memory. The first page is a header: a magic word and the
+  publication's generation.
 - It sends, first, {"op": "mirror_fd", "key"} with a read-only descriptor of the memfd
   attached (SCM_RIGHTS, bridge/channel.py), then answers the use with a description:
   the module's recipe (its class, one of ComfyUI's own torch modules, never code; its
   construction arguments as plain values), the header's generation and, per tensor, its
   name, parameter or buffer, dtype, shape and offset.
 - The receiver checks all of it, maps the memfd MAP_PRIVATE (its writes are its own
-  copies of the pages it touches, never the owner's), builds the module on the meta
-  device with the recipe, and sets each parameter and buffer as a tensor over the mapping.
+  copies of the pages it touches), builds the module on the meta device with the recipe,
+  and sets each parameter and buffer as a tensor over the mapping.
 
 A mirror lives for the node call that read it, as the host's objects may be used only
-then: at the call's end, when the session ends, and when the owner's copy is evicted
-(the owner bumps the generation first), the receiver drops it: the mapping is replaced
-in place by empty anonymous memory, so the owner's pages are let go at once even where a
-view of a weight is still held, and every use of the module after that raises one line.
+then: at the call's end, when the session ends, and when the owner revokes it, the
+receiver drops it: the mapping is replaced in place by empty anonymous memory, so the
+owner's pages are let go at once even where a view of a weight is still held, and every
+use of the module after that raises one line. The owner revokes a copy when it evicts
+or unloads the model, when the module's tensors change, when the module is collected and
+when the session ends: it punches the memfd out, so a reader that kept a descriptor or a
+mapping of it reads zeros, and the pages are free whatever the reader does.
 
 CUDA: a module on a CUDA device is described by its tensors themselves, which the
 session's encoder sends by CUDA IPC where both sides can (bridge/cuda_ipc.py): the
@@ -37,7 +40,6 @@ import itertools
 import json
 import mmap
 import os
-import struct
 import sys
 import threading
 import weakref
@@ -49,15 +51,18 @@ from .values import DTYPES
 PAGE = mmap.PAGESIZE
 _ALIGN = 64
 _MAGIC = 0x524F5252494D5653  # "SVMIRROR"
-_HEADER = struct.Struct("<QQ")  # magic, generation
+_WORDS = ctypes.c_uint64 * 2  # the header: magic, generation
 _SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
-_SEAL_FUTURE_WRITE = 0x0010  # Linux 5.1: no write but through the mappings made before it
+_FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
+_SAMPLE = 64                 # bytes of each end of a tensor compared with its copy at each grant
 _MAX_TENSORS = 1 << 16
 _MAX_HELD = 16               # descriptors received and not yet claimed by their answer
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
 _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_libc.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+_libc.memcmp.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
 _MAP_FAILED = ctypes.c_void_p(-1).value
 _MAP_FIXED, _MAP_ANONYMOUS = 0x10, 0x20
 
@@ -80,12 +85,23 @@ def _tensors(module):
 # ---- the owner's side ----
 
 class Publication:
-    """A CPU module's tensors, moved once into a sealed memfd of ours; the module's own
-    parameters and buffers lie over it from then on."""
+    """A copy of a CPU module's tensors in a memfd of ours, for one session's mirrors of it.
+
+    A copy, and not the owner's own tensors moved into the memfd (which doubled nothing),
+    because revocation must take the pages back from a reader that kept a descriptor (a dup
+    of the one it got, or one reopened through /proc): the kernel punches no hole in a memfd
+    sealed against writes (shmem_fallocate refuses under F_SEAL_WRITE and
+    F_SEAL_FUTURE_WRITE), and truncating would fault a reader's mapping. Without that seal,
+    a reader can reopen its read-only descriptor writable through /proc/self/fd (a memfd's
+    mode is 0777, and its owner's user may chmod it), so a memfd our tensors lay in would let
+    a pack write the host's weights. So our tensors stay in our own memory, each session gets
+    a copy of its own (a pack that writes its copy reaches its own mirrors alone), made once
+    per session and state of the module and in our resident set (our shared mapping), and
+    revocation punches it out: a descriptor kept past it reads zeros, and the pages are
+    freed (docs/SECURITY.md)."""
 
     def __init__(self, module):
-        torch = _torch()
-        entries, offsets, places, end = [], {}, [], PAGE
+        entries, offsets, places, self.sources, end = [], {}, [], {}, PAGE
         for name, kind, tensor in _tensors(module):
             dtype = str(tensor.dtype).removeprefix("torch.")
             if tensor.device.type != "cpu" or dtype not in DTYPES:
@@ -97,83 +113,107 @@ class Publication:
                 places.append((tensor, end))
                 end += tensor.numel() * tensor.element_size()
             entries.append([name, kind, dtype, list(tensor.shape), offsets[id(tensor)]])
+            self.sources[name] = (weakref.ref(tensor), tensor.data_ptr(), tensor._version, tensor.dtype, tensor.shape)
         self.size = max(PAGE, -(-end // PAGE) * PAGE)
         self.fd = os.memfd_create("comfy-sv-mirror", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        self.address = None
         try:
             os.ftruncate(self.fd, self.size)
-            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, _SEALS)
-            self.map = mmap.mmap(self.fd, self.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        except BaseException:
-            os.close(self.fd)
-            raise
-        self.generation = 1
-        _HEADER.pack_into(self.map, 0, _MAGIC, self.generation)
-        whole = torch.frombuffer(self.map, dtype=torch.uint8)
-        self.base = whole.data_ptr()
-        with torch.no_grad():
+            # F_SEAL_SEAL: a reader that reopened it writable cannot seal it against writes,
+            # which would refuse our punch.
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, _SEALS | fcntl.F_SEAL_SEAL)
+            address = _libc.mmap(None, self.size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, self.fd, 0)
+            if address in (None, _MAP_FAILED):
+                raise OSError(ctypes.get_errno(), f"mmap of a mirror's copy: {os.strerror(ctypes.get_errno())}")
+            self.address = address
+            self.samples = []  # (our tensor's address, its copy's, its bytes): their ends, compared by current()
             for tensor, offset in places:
-                nbytes = tensor.numel() * tensor.element_size()
-                over = whole[offset:offset + nbytes].view(tensor.dtype).view(tensor.shape)
-                over.copy_(tensor)
-                tensor.data = over  # the module's own tensor lies over the memfd now
-        # From now on only our own mapping writes it: a reader that reopens its read-only
-        # descriptor writable through /proc (a memfd's mode lets its owner) is refused too.
-        fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, _SEAL_FUTURE_WRITE | fcntl.F_SEAL_SEAL)
+                source = tensor.detach().contiguous()
+                ctypes.memmove(address + offset, source.data_ptr(), tensor.numel() * tensor.element_size())
+                if source.data_ptr() == tensor.data_ptr():
+                    self.samples.append((tensor.data_ptr(), address + offset, tensor.numel() * tensor.element_size()))
+        except BaseException:
+            self._unmap()
+            raise
+        self.generation = next(_generations)
+        self.header = _WORDS.from_address(address)
+        self.header[0], self.header[1] = _MAGIC, self.generation
         self.entries = entries
         self.module = weakref.ref(module)
-        # Once our last tensor over it is gone, its pages go even where a reader still maps them.
-        weakref.finalize(self.map, _retire, self.fd)
-        # The module gone, every mirror of it is revoked (generation 0 was never granted).
-        weakref.finalize(module, _HEADER.pack_into, self.map, 0, _MAGIC, 0)
+        self.lock = threading.RLock()
+        # The module gone, so are its copies: every mirror of it is revoked, its pages freed.
+        self.finalizer = weakref.finalize(module, self.revoke)
+        with _publications_lock:
+            _publications.add(self)
 
     def current(self):
-        """Whether the module's tensors still lie where they were put (not moved to a device,
-        not replaced by a patch)."""
-        module = self.module()
-        if module is None:
-            return False
-        found = {name: tensor for name, _, tensor in _tensors(module)}
-        return len(found) == len(self.entries) and all(
-            name in found and found[name].device.type == "cpu" and found[name].data_ptr() == self.base + offset and
-            str(found[name].dtype).removeprefix("torch.") == dtype and list(found[name].shape) == shape
-            for name, _, dtype, shape, offset in self.entries)
+        """Whether the copy still holds the module's tensors: none replaced, moved or written
+        in place since. An in-place write through `.data` (upstream's copy_to_param) bumps no
+        version, so the first and last bytes of each tensor are compared too, which also finds
+        a copy that its reader wrote through a descriptor reopened writable."""
+        with self.lock:  # never over a copy being unmapped
+            module = self.module()
+            if module is None or self.fd is None or tuple(self.header) != (_MAGIC, self.generation):
+                return False
+            found = {name: tensor for name, _, tensor in _tensors(module)}
+            if found.keys() != self.sources.keys() or not all(
+                    found[name] is ref() and found[name].data_ptr() == address and found[name]._version == version
+                    and found[name].dtype == dtype and found[name].shape == shape
+                    for name, (ref, address, version, dtype, shape) in self.sources.items()):
+                return False
+            return not any(_libc.memcmp(ours, copy, min(_SAMPLE, size)) or
+                           _libc.memcmp(ours + size - min(_SAMPLE, size), copy + size - min(_SAMPLE, size),
+                                        min(_SAMPLE, size))
+                           for ours, copy, size in self.samples)
 
     def revoke(self):
-        """Every mirror granted so far is revoked: its next use raises."""
-        self.generation += 1
-        _HEADER.pack_into(self.map, 0, _MAGIC, self.generation)
+        """Every mirror of the copy is revoked (its next use raises), and its pages are
+        punched out (FALLOC_FL_PUNCH_HOLE, keeping the size, so no reader's mapping faults):
+        a descriptor a reader kept reads zeros from now on, and the memory is free."""
+        with self.lock:
+            if self.fd is None:
+                return
+            self.finalizer.detach()
+            with _publications_lock:
+                _publications.discard(self)
+            self.header[0] = self.header[1] = 0  # revoked, even where the punch fails
+            punched = _libc.fallocate(self.fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, 0, self.size)
+            error = ctypes.get_errno()
+            self._unmap()
+        if punched != 0:
+            print(f"comfy_supervisor: a mirror's {self.size} bytes could not be taken back "
+                  f"(fallocate: {os.strerror(error)}); a pack that kept its descriptor holds them until its "
+                  "worker ends", file=sys.stderr)
+
+    def _unmap(self):
+        if self.address is not None:
+            _libc.munmap(self.address, self.size)
+            self.address = None
+        os.close(self.fd)
+        self.fd = None
 
     def reader_fd(self):
-        return os.open(f"/proc/self/fd/{self.fd}", os.O_RDONLY | os.O_CLOEXEC)
+        with self.lock:
+            if self.fd is None:
+                raise RemoteError("the module's mirror was revoked while it was granted; read it again")
+            return os.open(f"/proc/self/fd/{self.fd}", os.O_RDONLY | os.O_CLOEXEC)
 
 
-def _retire(fd):
-    """Our last tensor over the memfd is gone: so is our descriptor. A reader that still maps
-    it keeps its pages until it drops its mirror (at its node's end, or at its next use,
-    which sees the mirror revoked since the module was collected): the write seal forbids
-    punching them out from here."""
-    os.close(fd)
+_publications = weakref.WeakSet()  # every Publication not revoked yet, of every session
+_publications_lock = threading.RLock()  # a collection meanwhile may revoke one
+_generations = itertools.count(1)  # 0 is never granted: a revoked header reads 0
 
 
-_published = weakref.WeakKeyDictionary()  # module -> its Publication
-_published_lock = threading.Lock()
-
-
-def publication_of(module):
-    """The module's Publication, made now where it has none or its tensors moved since."""
-    with _published_lock:
-        found = _published.get(module)
-        if found is not None and found.current():
-            return found
-        if found is not None:
-            found.revoke()
-        found = _published[module] = Publication(module)
-        return found
+def publications_of(module):
+    """The copies of `module` not revoked yet, one per session that mirrors it."""
+    with _publications_lock:
+        return [publication for publication in _publications if publication.module() is module]
 
 
 def revoke(model):
     """An eviction of `model` (a ModelPatcher, or what it patches) reaches its mirrors first:
-    every mirror granted of a module under it is revoked before its owner unloads it."""
+    every copy granted of a module under it is revoked and punched out before its owner
+    unloads it."""
     torch = sys.modules.get("torch")
     try:  # never a remote object's attribute (a stand-in's model is the peer's)
         inner = vars(model).get("model", model)
@@ -181,9 +221,9 @@ def revoke(model):
         inner = model
     if torch is None or not isinstance(inner, torch.nn.Module):
         return 0
-    with _published_lock:
-        found = [_published.get(sub) for sub in inner.modules()]
-    revoked = [publication for publication in found if publication is not None]
+    under = {id(sub) for sub in inner.modules()}
+    with _publications_lock:
+        revoked = [publication for publication in _publications if id(publication.module()) in under]
     for publication in revoked:
         publication.revoke()
     return len(revoked)
@@ -251,11 +291,14 @@ def _diffusion_model_recipe(owner, kind, name, module, path):
 
 
 class Grants:
-    """What the owner granted a session: the descriptors go ahead of their answers."""
+    """What the owner granted a session: the descriptors go ahead of their answers, over the
+    session's own copy of each module (Publication), punched out when the session ends."""
 
     def __init__(self, channel):
         self.channel = channel
         self.keys = itertools.count(1)
+        self.published = weakref.WeakKeyDictionary()  # module -> this session's copy of it
+        self.lock = threading.Lock()
 
     def grant(self, owner, kind, name):
         if name not in MIRRORS.get(kind.name, ()):
@@ -271,7 +314,12 @@ class Grants:
             # By CUDA IPC, as values go (untested here): the encoder lends each tensor.
             return {"key": None, "recipe": recipe,
                     "cuda": [[n, k, t.detach()] for n, k, t in _tensors(module)]}
-        publication = publication_of(module)
+        with self.lock:
+            publication = self.published.get(module)
+            if publication is None or not publication.current():
+                if publication is not None:
+                    publication.revoke()
+                publication = self.published[module] = Publication(module)
         key = next(self.keys)
         reader = publication.reader_fd()
         try:
@@ -280,6 +328,13 @@ class Grants:
             os.close(reader)
         return {"key": key, "recipe": recipe, "size": publication.size, "generation": publication.generation,
                 "tensors": publication.entries}
+
+    def close(self):
+        """The session ended: the copies made for it go, whatever its peer kept of them."""
+        with self.lock:
+            published, self.published = list(self.published.values()), weakref.WeakKeyDictionary()
+        for publication in published:
+            publication.revoke()
 
 
 # ---- the receiver's side ----
@@ -379,6 +434,9 @@ class Mirror:
             tensors = self._map(description, fd)
         self.module = _build(recipe, tensors, what)
         self.hooks = [sub.register_forward_pre_hook(self._check) for sub in self.module.modules()]
+        # A revocation during a forward punched weights out from under it: its output is
+        # zeros' work, so it raises too.
+        self.hooks.append(self.module.register_forward_hook(lambda module, args, output: self._check(module, args)))
 
     def _map(self, description, fd):
         torch = _torch()
@@ -420,13 +478,13 @@ class Mirror:
             if key not in over:
                 over[key] = whole[offset:offset + nbytes].view(getattr(torch, dtype)).view(shape)
             tensors[name] = (kind, over[key])
-        self.header = ctypes.c_uint64 * 2
+        self.header = _WORDS.from_address(address)
         return tensors
 
     def why(self):
         """Why the mirror cannot be used any more, or None."""
         if self.dropped is None and self.address is not None:
-            magic, generation = self.header.from_address(self.address)
+            magic, generation = self.header
             if magic != _MAGIC or generation != self.generation:
                 self.drop("its owner evicted that model (or let it go)")
         return self.dropped

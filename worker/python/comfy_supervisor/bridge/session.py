@@ -283,6 +283,7 @@ class PeerSession:
         self.cuda.close()
         self.remote.close()
         self.releases.close()
+        self.grants.close()  # the copies made for the peer are punched out, whatever it kept
         self.channel.close()
         self.on_close()
 
