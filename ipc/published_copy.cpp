@@ -1,5 +1,6 @@
 #include "ipc/published_copy.hpp"
 
+#include "ipc/instance_lock.hpp"
 #include "ipc/ofd_lock.hpp"
 #include "ipc/shm_segment.hpp"
 #include "ipc/unique_fd.hpp"
@@ -76,6 +77,8 @@ bool held_by_another(const std::string& name) {
 std::string shm_path(const std::string& name) { return "/dev/shm" + name; }
 
 PublishedCopy PublishedCopy::publish(const std::string& name, const std::byte* source, std::size_t bytes) {
+    // First: a second supervisor stops here, before it has made or removed any file.
+    UniqueFd instance_lock = take_instance_lock(name);
     Staged staged = stage(name, source, bytes);
     // link(2) names it only where nothing is named yet: two supervisors never both win.
     if (::link(shm_path(staged.name).c_str(), shm_path(name).c_str()) != 0) {
@@ -94,14 +97,20 @@ PublishedCopy PublishedCopy::publish(const std::string& name, const std::byte* s
         ::shm_unlink(name.c_str());
         fail_errno(name, "mmap", err, "free memory");
     }
-    return PublishedCopy(name, staged.fd.release(), static_cast<std::byte*>(mapped), bytes);
+    return PublishedCopy(name, std::move(instance_lock), staged.fd.release(), static_cast<std::byte*>(mapped), bytes);
 }
 
-PublishedCopy::PublishedCopy(std::string name, int fd, std::byte* base, std::size_t size)
-    : name_(std::move(name)), fd_(fd), base_(base), size_(size), guard_(base, size, kProtection) {}
+PublishedCopy::PublishedCopy(std::string name, UniqueFd instance_lock, int fd, std::byte* base, std::size_t size)
+    : name_(std::move(name)),
+      instance_lock_(std::move(instance_lock)),
+      fd_(fd),
+      base_(base),
+      size_(size),
+      guard_(base, size, kProtection) {}
 
 PublishedCopy::PublishedCopy(PublishedCopy&& other) noexcept
     : name_(std::move(other.name_)),
+      instance_lock_(std::move(other.instance_lock_)),
       fd_(std::exchange(other.fd_, -1)),
       base_(std::exchange(other.base_, nullptr)),
       size_(std::exchange(other.size_, 0)),
@@ -112,6 +121,7 @@ PublishedCopy& PublishedCopy::operator=(PublishedCopy&& other) noexcept {
     if (this != &other) {
         release();
         name_ = std::move(other.name_);
+        instance_lock_ = std::move(other.instance_lock_);
         fd_ = std::exchange(other.fd_, -1);
         base_ = std::exchange(other.base_, nullptr);
         size_ = std::exchange(other.size_, 0);
@@ -136,6 +146,7 @@ void PublishedCopy::release() noexcept {
     if (fd_ >= 0) ::close(fd_);
     base_ = nullptr;
     fd_ = -1;
+    instance_lock_.reset();  // last: a successor that takes it finds no copy of ours
 }
 
 std::optional<std::string> PublishedCopy::damage() const {

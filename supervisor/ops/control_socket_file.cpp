@@ -1,5 +1,6 @@
 #include "supervisor/ops/control_socket_file.hpp"
 
+#include "ipc/shm_segment.hpp"
 #include "supervisor/ops/control_server.hpp"
 
 #include <fcntl.h>
@@ -48,15 +49,33 @@ void prepare_folder(const std::filesystem::path& socket_path) {
     if (!closed) fail(socket_path, "cannot make its folder " + folder.string() + " mode 0700: " + error_text());
 }
 
-// A socket file left by a supervisor that died goes; the segment already refused a live
-// supervisor of this instance, so none is using it. Anything else at the path stays.
-void remove_stale(const std::filesystem::path& path) {
+// Whether a process listens on the socket at `address`: a connection it has not accepted
+// yet (or a full queue of them) is as live as one it has; only a refusal says nobody is there.
+bool accepts_connections(const sockaddr_un& address) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return false;
+    const bool connected = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+    const bool live = connected || errno == EAGAIN;
+    ::close(fd);
+    return live;
+}
+
+// A socket file left by a supervisor that died goes. The instance's lock already refused a
+// live supervisor of this instance in our network namespace (ipc/instance_lock.hpp); one
+// in another namespace still accepts on its socket, and its socket is never touched.
+// Anything else at the path stays.
+void remove_stale(const std::filesystem::path& path, const sockaddr_un& address) {
     struct stat about {};
     if (::lstat(path.c_str(), &about) != 0) {
         if (errno == ENOENT) return;
         fail(path, "cannot inspect it: " + error_text());
     }
     if (!S_ISSOCK(about.st_mode)) fail(path, "something other than a socket is there; remove it");
+    if (accepts_connections(address)) {
+        throw ipc::InstanceTaken("control socket " + path.string() +
+                                 ": in use by a live supervisor (it accepts connections there); stop it or choose "
+                                 "another --instance");
+    }
     if (::unlink(path.c_str()) != 0) fail(path, "cannot remove the stale socket: " + error_text());
 }
 
@@ -71,7 +90,7 @@ int listen_on_control_socket(const std::filesystem::path& path) {
     }
     std::memcpy(address.sun_path, path.c_str(), path.native().size());
     prepare_folder(path);
-    remove_stale(path);
+    remove_stale(path, address);
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) fail(path, "socket failed: " + error_text());
     // The folder keeps everyone else out already; the mode says so again, for a folder an

@@ -1,9 +1,12 @@
 // The supervisor's segment and its published copy: creation, attach, refusal of mismatches
-// with the field named, liveness by the copy's lock (never by its header), stale-copy
-// detection and removal, the live segment left alone, a segment no participant can write
-// or resize, and a copy that another process truncates or unnames.
+// with the field named, liveness by the copy's lock (never by its header), the instance's
+// lock that no removal of a name loses, stale-copy detection and removal, the live segment
+// left alone, a segment no participant can write or resize, and a copy that another
+// process truncates or unnames.
 #include <catch2/catch.hpp>
 
+#include "ipc/ofd_lock.hpp"
+#include "ipc/unique_fd.hpp"
 #include "shared/segment_layout.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/deliberate_fault.hpp"
@@ -225,6 +228,32 @@ TEST_CASE("a live segment is never touched") {
     CHECK(attach_segment(instance).header().instance_epoch == epoch);
 }
 
+TEST_CASE("an instance stays taken while its creator lives, even after its name is removed") {
+    const auto instance = test::test_instance("seg");
+    const auto name = ipc::segment_name(instance);
+    {
+        auto segment = create_segment(instance, Capacities{2, 4, 4});
+        // Any process of the user can remove the name; the lock on the file it named is then
+        // a lock nobody asks about.
+        REQUIRE(::shm_unlink(name.c_str()) == 0);
+        CHECK_THROWS_WITH(create_segment(instance, Capacities{2, 4, 4}),
+                          Contains("in use by a live supervisor (it holds the instance's lock @" + name.substr(1)));
+        // Also from another process; and the refused creator made nothing under the name.
+        ChildProcess other([&] {
+            try {
+                create_segment(instance, Capacities{2, 4, 4});
+            } catch (const ipc::InstanceTaken&) {
+                return 0;
+            }
+            return 1;
+        });
+        CHECK(other.wait() == 0);
+        CHECK(ipc::inspect_segment(name).state == ipc::SegmentState::absent);
+    }
+    // The creator gone, the instance is free at once.
+    CHECK_NOTHROW(create_segment(instance, Capacities{2, 4, 4}));
+}
+
 TEST_CASE("whether a segment is live is its copy's lock, whatever its header names") {
     const auto instance = test::test_instance("seg");
     const auto name = ipc::segment_name(instance);
@@ -304,12 +333,19 @@ TEST_CASE("a published copy that lost its name is named again, and a name anothe
     CHECK(reader.outdated());  // it reads the copy that lost its name
     CHECK(attach_segment(instance).header().instance_epoch == segment.header().instance_epoch);
 
-    // Another creator took the name while it was gone: that one's copy is never replaced.
+    // Another process took the name while it was gone and holds its file's lock (no second
+    // creator can while this one lives, but any process can lock a file): never replaced.
     REQUIRE(::shm_unlink(segment.name().c_str()) == 0);
-    auto other = create_segment(instance, Capacities{2, 4, 4});
+    const ipc::UniqueFd other(::shm_open(segment.name().c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
+    REQUIRE(other);
+    REQUIRE(ipc::take_file_lock(other.get()));
     CHECK_THAT(*copy.damage(), Contains("lost its name to another file"));
     CHECK_THROWS_WITH(copy.republish(segment.base()), Contains("another live process holds a file under its name"));
-    CHECK(attach_segment(instance).header().instance_epoch == other.header().instance_epoch);
+    struct stat theirs {}, named {};
+    CHECK(::fstat(other.get(), &theirs) == 0);
+    CHECK(::stat(ipc::shm_path(segment.name()).c_str(), &named) == 0);
+    CHECK(named.st_ino == theirs.st_ino);
+    ::shm_unlink(segment.name().c_str());
 }
 
 TEST_CASE("a foreign file under our name is refused and left alone") {

@@ -1,15 +1,19 @@
 // The segment's own integrity against another process of the supervisor's user, outside
 // every sandbox (a pack's worker without one, or anything else the user runs), which can
-// open the segment's name writable: what it writes there never decides who is live, and
-// truncating it harms neither the supervisor nor its workers.
+// open the segment's name writable or remove it: what it writes there never decides who is
+// live, removing the name lets no second supervisor in, and truncating it harms neither
+// the supervisor nor its workers.
 #include <catch2/catch.hpp>
 
 #include "ipc/shm_segment.hpp"
+#include "supervisor/ctl/control_path.hpp"
 #include "tests/support/sanitizer_reports.hpp"
 #include "tests/support/supervisor_process.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -59,6 +63,48 @@ TEST_CASE("a second supervisor of a live instance refuses with one line and stat
     CHECK_THAT(second.output, Contains("in use by a live supervisor"));
     // The first goes on, with its worker and its segment.
     CHECK(process_exists(worker));
+    CHECK(still_up(first, "steady", worker));
+    CHECK(first.stop() == 0);
+}
+
+TEST_CASE("a second supervisor refuses while the first lives after the segment's name is removed, and leaves the "
+          "first's control socket alone") {
+    TempFolder packs("unnamed");
+    const json config = memory_config_of(json::array({reference_pack(packs, "steady", idle_pack())}));
+    SupervisorProcess first(config);
+    REQUIRE(first.wait_for_state("steady", ParticipantState::ready, std::chrono::seconds(30)));
+    const pid_t worker = first.participant("steady")->pid;
+    const auto socket = ctl::control_socket_path(first.instance());
+    struct stat made {};
+    REQUIRE(::stat(socket.c_str(), &made) == 0);
+
+    // Stopped, the first cannot publish its copy again before the second starts: the worst
+    // case. Then another process of the user removes the name, and with it the file whose
+    // lock said the instance was taken (there is no other file to remove).
+    first.kill(SIGSTOP);
+    const std::string name = ipc::segment_name(first.instance());
+    const bool removed = ::shm_unlink(name.c_str()) == 0;
+    const auto file = packs.write("second.json", with_sanitizer_environment(config).dump());
+    const auto second = run_and_capture("timeout 30 " + supervisor_binary() + " run --config " + file.string() +
+                                        " --instance " + first.instance() + " 2>&1");
+    first.kill(SIGCONT);
+    REQUIRE(removed);
+    INFO(second.output);
+    CHECK(second.status == 2);
+    CHECK(count_of(second.output, "\n") == 1);
+    // Refused on the instance's lock, before it made anything (not later, on the control socket).
+    CHECK_THAT(second.output, Contains("in use by a live supervisor (it holds the instance's lock @comfy-sv-"));
+
+    // The first's control socket is still the one it made, and comfyctl reaches it.
+    struct stat now {};
+    CHECK(::stat(socket.c_str(), &now) == 0);
+    CHECK(now.st_ino == made.st_ino);
+    const auto events = run_and_capture(comfyctl_binary() + " --instance " + first.instance() + " events 2>&1");
+    CHECK(events.status == 0);
+    CHECK_THAT(events.output, Contains("TIME (UTC)"));
+    // And readers by name get the first's copy back.
+    CHECK(eventually([&] { return first.log().find("published it again") != std::string::npos; },
+                     std::chrono::seconds(30)));
     CHECK(still_up(first, "steady", worker));
     CHECK(first.stop() == 0);
 }

@@ -4,9 +4,11 @@
 // other users refused, and comfyctl top in a real terminal (tmux).
 #include <catch2/catch.hpp>
 
+#include "ipc/shm_segment.hpp"
 #include "supervisor/ctl/control_client.hpp"
 #include "supervisor/ctl/control_path.hpp"
 #include "tests/support/http_client.hpp"
+#include "tests/support/sanitizer_reports.hpp"
 #include "tests/support/supervisor_process.hpp"
 #include "tests/support/test_instance.hpp"
 
@@ -313,6 +315,43 @@ TEST_CASE("the control socket is its user's alone, close-on-exec, replaced when 
 
     CHECK(supervisor.stop() == 0);
     CHECK_FALSE(std::filesystem::exists(path));
+}
+
+TEST_CASE("a control socket that a live process accepts on is never replaced: the supervisor refuses, status 2") {
+    // A supervisor of this instance in another network namespace, which the instance's lock
+    // does not reach (ipc/instance_lock.hpp), listens there: this process plays it.
+    const std::string instance = test_instance("ctllive");
+    const auto path = ctl::control_socket_path(instance);
+    std::filesystem::create_directories(path.parent_path());
+    const int live = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(live >= 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path, path.c_str(), path.native().size());
+    REQUIRE(::bind(live, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+    REQUIRE(::listen(live, 4) == 0);
+    struct stat made {};
+    REQUIRE(::lstat(path.c_str(), &made) == 0);
+
+    TempFolder folder("control");
+    const auto config = folder.write("config.json", with_sanitizer_environment(two_packs(folder)).dump());
+    const auto run = run_and_capture("timeout 30 " + supervisor_binary() + " run --config " + config.string() +
+                                     " --instance " + instance + " 2>&1");
+    INFO(run.output);
+    CHECK(run.status == 2);
+    CHECK(count_of(run.output, "in use") == 1);
+    CHECK_THAT(run.output, Contains("control socket " + path.string() + ": in use by a live supervisor"));
+    // Nothing of it is left under /dev/shm, and the socket is still the listener's: the same
+    // file, and a client reaches it.
+    CHECK(ipc::inspect_segment(ipc::segment_name(instance)).state == ipc::SegmentState::absent);
+    struct stat now {};
+    CHECK(::lstat(path.c_str(), &now) == 0);
+    CHECK(now.st_ino == made.st_ino);
+    const int client = connect_control(path.string());
+    const int accepted = ::accept4(live, nullptr, nullptr, SOCK_CLOEXEC);
+    CHECK(accepted >= 0);
+    for (const int fd : {accepted, client, live}) ::close(fd);
+    std::filesystem::remove(path);
 }
 
 TEST_CASE("control requests are validated and bounded, and other users are refused") {
