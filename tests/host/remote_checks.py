@@ -33,19 +33,28 @@ pack imported into this process; and tests/packs/hostile_pack as "hostile" probi
                     new life's object of the same id; the MODEL given now works
     remote-hostile  every use the hostile pack writes itself of what it was not handed, or
                     may not do, is an error and nothing else
+    remote-walk     the hostile pack's walks past what it was handed (hostile_pack/walks.py):
+                    dotted names through dunders and private names to the host's builtins,
+                    object patches of the host's class, bound methods and what a returned
+                    callable reaches, a host callable of no kind in model_options: each is
+                    refused in one line, the canary the host's eval would write is never
+                    written, and the host's objects and classes are unchanged
 """
 
 import gc
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 
 import comfy.conds
 import comfy.controlnet
 import comfy.hooks
+import comfy.model_base
 import comfy.model_management as mm
 import comfy.model_patcher
 import comfy.model_sampling
@@ -347,6 +356,56 @@ def check_hostile():
     _checks.say("remote-hostile: " + "; ".join(message for _, _, message in answers[:4]))
 
 
+class CanaryWriter:
+    """A host object of no kind: its method, in a model_options, is what no pack is handed."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def write(self):
+        with open(self.path, "w") as canary:
+            canary.write(str(os.getpid()))
+
+
+def check_walk():
+    model = graph()[0]
+    hooked = model.clone()
+    folder = tempfile.mkdtemp(prefix="comfy-walk-")
+    canary = os.path.join(folder, "canary")
+    hooked.model_options["transformer_options"]["host_hook"] = CanaryWriter(canary).write
+    options = repr(model.model_options)
+    classes = {(cls, name): vars(cls).get(name) for cls in (comfy.model_base.BaseModel, comfy.model_base.TinyUNet,
+                                                            comfy.model_sampling.ModelSamplingDiscrete)
+               for name in ("apply_model", "forward", "_forward", "__call__")}
+    try:
+        answers, clone = _checks.node("WalkHostObjects", "hostile").run(model=model, hooked=hooked, canary=canary,
+                                                                        flood=200)
+        answers = json.loads(answers)
+        patches = dict(clone.object_patches)
+        try:
+            clone.patch_model()  # where upstream sets the object patches a pack added
+            clone.unpatch_model()
+        except Exception as error:  # noqa: BLE001 (the old walk's patches break upstream's own patching)
+            patches["patch_model raised"] = repr(error)
+        changed = [f"{cls.__name__}.{name}" for (cls, name), was in classes.items() if vars(cls).get(name) is not was]
+    finally:
+        for (cls, name), was in classes.items():  # so that a failing run leaves the next checks their classes
+            if vars(cls).get(name) is not was and was is not None:
+                setattr(cls, name, was)
+            elif vars(cls).get(name) is not was:
+                delattr(cls, name)
+        written = os.path.exists(canary)
+        shutil.rmtree(folder, ignore_errors=True)
+    for what, outcome, message in answers:
+        expect(outcome == "refused" and "\n" not in message, f"{what}: {outcome} {message!r}")
+    expect(len(answers) == 12, f"{len(answers)} walks answered")
+    expect(not written, "the host's eval or a host callable wrote the canary")
+    expect(not changed and not patches, f"the walk changed the host's classes {changed}, or patched {patches}")
+    expect(repr(model.model_options) == options and model.object_patches == {}, "the walk changed the MODEL")
+    expect(_checks.node("Add", "hostile").run(a=1, b=2) == (3,), "the pack's next call")
+    _checks.say("remote-walk: " + answers[0][2])
+
+
 CHECKS = {"remote-patch": check_patch, "remote-options": check_options,
           "remote-options-in-place": check_options_in_place,
           "remote-noise": check_noise, "remote-clip-vae": check_clip_vae,
@@ -354,4 +413,4 @@ CHECKS = {"remote-patch": check_patch, "remote-options": check_options,
           "remote-cond-objects": check_cond_objects,
           "remote-pack-model": check_pack_model, "remote-forwarded": check_forwarded,
           "remote-released": check_released, "remote-dead-owner": check_dead_owner,
-          "remote-host-restart": check_host_restart, "remote-hostile": check_hostile}
+          "remote-host-restart": check_host_restart, "remote-hostile": check_hostile, "remote-walk": check_walk}

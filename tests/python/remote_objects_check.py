@@ -1,16 +1,21 @@
 """Remote objects without a second process (bridge/remote.py, bridge/object_kinds.py): what a
 proxy is to ComfyUI's code (isinstance, copy, pickle, callable), what its owner serves and
 refuses, and the owner's table of what it handed over. The uses go straight to the owner's
-serve() through a loop-back session; tests/python/ runs them across processes. And what
+serve() through a loop-back session; tests/python/ runs them across processes. What a
+pack's attribute path may reach at the host, and which of the host's callables it may be
+handed (check_walks), each refusal one line and one log line naming the pack. And what
 a patch's call carries besides: upstream's conditioning values by value, and a tensor
 given twice (a patch's context as its value too) written once and read as one tensor.
 
     remote_objects_check.py
 """
 
+import builtins
 import copy
 import enum
+import functools
 import inspect
+import logging
 import os
 import pickle
 import sys
@@ -31,7 +36,7 @@ import comfy.model_patcher  # noqa: E402
 import comfy.model_sampling  # noqa: E402
 import torch  # noqa: E402
 from comfy_supervisor.bridge import remote, values, written_back  # noqa: E402
-from comfy_supervisor.bridge.object_kinds import kind_of  # noqa: E402
+from comfy_supervisor.bridge.object_kinds import CALLABLE, kind_of  # noqa: E402
 from comfy_supervisor.bridge.values import ValueCrossingError  # noqa: E402
 
 
@@ -50,7 +55,7 @@ class LoopBack:
     def invoke(self, link, do, name, args, kwargs, value):
         self.uses.append((do, name))
         obj, kind = self.exports.get(link.id)
-        return remote.serve(obj, kind, do, name, args, kwargs, value, enforce=True)
+        return remote.serve(obj, kind, do, name, args, kwargs, value, enforce="pack loop-back")
 
 
 def raised(call, kind):
@@ -196,7 +201,116 @@ def main():
     report.check(refusal is not None, f"an object let go cannot be used again ({refusal})")
     check_by_value(report)
     check_same_tensor_twice(report)
+    check_walks(report)
     return report.finish()
+
+
+class LogLines(logging.Handler):
+    """The host's log lines, as the supervisor's log gets them from its stderr."""
+
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+def check_walks(report):
+    """A pack's path argument is public names through ComfyUI's own objects, and a callable
+    of the host's reaches a pack only where it is handed out on purpose: each refusal is
+    one line, changes nothing, and is one line in the log, naming the pack."""
+    logged = LogLines()
+    logging.getLogger("comfy_supervisor").addHandler(logged)
+    model = comfy.model_patcher.ModelPatcher(comfy.model_base.BaseModel(comfy.model_base.TinyUNet()), None, None)
+    kind, pack = kind_of(model), "pack walker"
+
+    def use(name, *args):
+        return lambda: remote.serve(model, kind, "call", name, list(args), {}, None, pack)
+
+    refusal = raised(use("get_model_object", "__class__.__init__.__builtins__.get"), remote.RemoteError)
+    report.check(refusal is not None and "\n" not in refusal and "no private or dunder name" in refusal and
+                 logged.lines[-1:] == [f"comfy-supervisor: pack walker: refused its use of the host's objects: {refusal}"],
+                 f"upstream's walk of get_model_object to the host's builtins is refused, in one line and one log "
+                 f"line naming the pack ({refusal}; {logged.lines[-1:]})")
+    remote.REFUSAL_LOG_INTERVAL_S, interval = 3600.0, remote.REFUSAL_LOG_INTERVAL_S
+    bad = ["_private", "model_sampling.__dict__", "model_sampling._x", "", "a..b", "caf\u00e9", 7, ["model"],
+           "x" * 500, "a." * 40 + "a", "diffusion_model.forward.anything", "latent_format.process_in.x"]
+    refusals = [raised(use("get_model_object", path), remote.RemoteError) for path in bad]
+    report.check(all(r is not None and "\n" not in r for r in refusals) and len(logged.lines) == 1,
+                 f"a path of a private name, a dunder, no name, a long one, or through a method is refused in one "
+                 f"line, and a loop of refusals is no more lines in the log ({refusals})")
+    model.model.helpers, model.model.cls = os, dict  # what no model holds, for the walk to meet
+    refusals = [raised(use("get_model_object", path), remote.RemoteError) for path in ("helpers.path", "cls.fromkeys")]
+    report.check(all(r is not None and ("is a module" in r or "is a type" in r) for r in refusals),
+                 f"a path of public names that passes through a module or a class is refused ({refusals})")
+    del model.model.helpers, model.model.cls
+    found = [use("get_model_object", path)() for path in ("model_sampling", "diffusion_model.block.attn2",
+                                                         "diffusion_model.proj_in.weight", "latent_format")]
+    report.check(found[0] is model.model.model_sampling and found[1] is model.model.diffusion_model.block.attn2 and
+                 found[2] is model.model.diffusion_model.proj_in.weight,
+                 "the paths real packs read are served (model_sampling, diffusion_model.block.attn2, a weight)")
+
+    def forward(*args, **kwargs):
+        return None
+
+    apply_model = comfy.model_base.BaseModel.apply_model
+    refusals = [raised(use("add_object_patch", path, forward), remote.RemoteError)
+                for path in ("__class__.apply_model", "diffusion_model._forward", "model_sampling.__class__")]
+    report.check(all(r is not None and "\n" not in r for r in refusals) and model.object_patches == {},
+                 f"an object patch at a private or dunder path is refused, and nothing is added ({refusals})")
+    use("add_object_patch", "diffusion_model.forward", forward)()
+    overlap = raised(use("add_object_patch", "diffusion_model", forward), remote.RemoteError)
+    model.patch_model()
+    patched = model.model.diffusion_model.forward is forward
+    model.unpatch_model()
+    report.check(patched and overlap is not None and "overlaps" in overlap and
+                 comfy.model_base.BaseModel.apply_model is apply_model and comfy.model_base.TinyUNet.forward is not forward,
+                 f"a patch of diffusion_model.forward is set on the instance; one over another is refused ({overlap})")
+    check_handed_to_pack(report, model, pack)
+    remote.REFUSAL_LOG_INTERVAL_S = 0.0
+    raised(use("get_model_object", "_again"), remote.RemoteError)
+    remote.REFUSAL_LOG_INTERVAL_S = interval
+    report.check(logged.lines[-1].endswith("more refused since the last such line)"),
+                 f"the next line says how many were refused unsaid ({logged.lines[-1]})")
+    logging.getLogger("comfy_supervisor").removeHandler(logged)
+
+
+class Patch:
+    """A callable object as a pack's or upstream's patch is one (IPAdapter's, upstream's
+    wrapper executor): its __call__ is Python."""
+
+    def __call__(self, *args):
+        return args
+
+
+def check_handed_to_pack(report, model, pack):
+    def closure(args):
+        return args
+
+    def crosses(value):
+        try:
+            return remote.export_kind(value, pack)
+        except remote.RemoteError as error:
+            return str(error)
+
+    withheld = {"eval": builtins.eval, "getattr": getattr, "os.path.join": os.path.join, "torch.load": torch.load,
+                "a partial": functools.partial(closure), "a class": dict, "a module": os,
+                "a bound method of no kind": model.model.diffusion_model.forward,
+                "a bound method its kind does not list": model.unpatch_model,
+                "a function's __call__": closure.__call__, "its globals' get": closure.__globals__.get}
+    answers = {what: crosses(value) for what, value in withheld.items()}
+    report.check(all(isinstance(a, str) and "\n" not in a and "is never handed to a pack" in a for a in answers.values()),
+                 f"builtins, classes, modules, the standard library's and torch's functions, bound methods of other "
+                 f"objects are never handed to a pack ({answers})")
+    handed = [model.clone, model.model.apply_model, closure, Patch(), model]
+    report.check([crosses(v) for v in handed] == [CALLABLE, CALLABLE, CALLABLE, CALLABLE, kind_of(model)],
+                 "a listed method of a listed object, a Python function or callable object, a listed object are")
+    frame = sys._getframe()
+    report.check(crosses(frame) is None and crosses(closure.__code__) is None and
+                 remote.export_kind(builtins.eval) is CALLABLE,
+                 "a frame or code object is no remote object (no side makes one a value); a pack's own callables "
+                 "cross to the host as ever")
 
 
 def check_same_tensor_twice(report):

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/python/bridge_checks_run.hpp"
+#include "tests/support/sandbox_skip.hpp"
 
 using namespace comfy::test;
 using Catch::Matchers::Contains;
@@ -32,6 +33,27 @@ TEST_CASE("a pack's proxy of a host object kept across a host restart raises one
 
 TEST_CASE("a hostile pack asking for host objects it was not handed, or uses off the list, gets an error and nothing else") {
     run_checks({"remote-hostile"}, json::array({python_pack("hostile", "hostile_pack")}));
+}
+
+// The host's log says each walk once with the pack's name, and a loop of 200 more refusals
+// is a line or so more (one a 10 s), not 200.
+static void check_walk_logged(const std::string& log) {
+    CHECK_THAT(log, Contains("comfy-supervisor: pack hostile: refused its use of the host's objects: "
+                             "get_model_object('__class__.__init__.__builtins__.get') of the host's MODEL: a path is "
+                             "public names and indices only, no private or dunder name"));
+    CHECK(count_of(log, "refused its use of the host's objects") <= 5);
+}
+
+TEST_CASE("a hostile pack's walk of dotted names, object patches and callables to the host's builtins is refused in one line, logged, and changes nothing") {
+    check_walk_logged(run_checks({"remote-walk"}, json::array({python_pack("hostile", "hostile_pack")})));
+}
+
+TEST_CASE("a sandboxed hostile pack's walk to the host's builtins is refused the same") {
+    SKIP_WITHOUT_BWRAP();
+    json hostile = python_pack("hostile", "hostile_pack");
+    hostile["sandbox"] = json::object();
+    check_walk_logged(run_checks({"remote-walk"}, json::array({hostile})));
+    reap_orphans();
 }
 
 TEST_CASE("a pack's node runs the host's diffusion model and CLIP vision model itself, mapped from the host's weights, counted once and revoked by an eviction") {

@@ -5,7 +5,8 @@ from inside its worker, a node that floods the browser with messages, and nodes 
 answer with values no encoder makes (a bool tensor of other bytes than 0 and 1, blocks
 that overlap), as a compromised pack could: it reaches anything in its own process, the
 call socket and its arena included; and a node that probes the host's objects it was
-handed, and the ids it was not, by writing the uses itself (ProbeHostObjects)."""
+handed, and the ids it was not, by writing the uses itself (ProbeHostObjects), and walks
+past them by names, paths and callables (walks.py, WalkHostObjects)."""
 
 import gc
 import os
@@ -221,3 +222,5 @@ NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (LoopForever, ProgressOnly, 
                                                       RepeatBlock, Add, ProbeHostObjects)}
 from . import kept_descriptor  # noqa: E402 (a mirror's memfd kept past its revocation)
 NODE_CLASS_MAPPINGS.update(kept_descriptor.NODE_CLASS_MAPPINGS)
+from . import walks  # noqa: E402 (walks of the host's objects by names, paths and callables)
+NODE_CLASS_MAPPINGS.update(walks.NODE_CLASS_MAPPINGS)

@@ -9,6 +9,7 @@ charged to the simulated device when loaded, while its torch module computes on 
 import copy
 
 import comfy.model_management
+import comfy.utils
 
 
 def set_model_options_patch_replace(model_options, patch, name, block_name, number, transformer_index=None):
@@ -94,10 +95,7 @@ class ModelPatcher(comfy.model_management.ModelPatcher):
             return self.object_patches[name]
         if name in self.object_patches_backup:
             return self.object_patches_backup[name]
-        obj = self.model
-        for part in name.split("."):
-            obj = getattr(obj, part)
-        return obj
+        return comfy.utils.get_attr(self.model, name)
 
     def model_patches_models(self):
         """The models the patches bring (upstream asks each patch for its models())."""
@@ -131,8 +129,8 @@ class ModelPatcher(comfy.model_management.ModelPatcher):
         patches added to its weights (as upstream's "diff" patches, strength-scaled), each
         undone by unpatch_model."""
         for name, obj in self.object_patches.items():
-            self.object_patches_backup.setdefault(name, getattr(self.model, name))
-            setattr(self.model, name, obj)
+            previous = comfy.utils.set_attr(self.model, name, obj)
+            self.object_patches_backup.setdefault(name, previous)
         self.backup = {}
         weights = self.model.state_dict()
         for key, patch_list in self.patches.items():
@@ -148,5 +146,5 @@ class ModelPatcher(comfy.model_management.ModelPatcher):
             weights[key].copy_(saved)
         self.backup = {}
         for name, saved in self.object_patches_backup.items():
-            setattr(self.model, name, saved)
+            comfy.utils.set_attr(self.model, name, saved)
         self.object_patches_backup = {}

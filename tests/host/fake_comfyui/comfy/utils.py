@@ -1,5 +1,7 @@
 """Our model of upstream's comfy/utils.py progress reporting: one global hook, which
-main.py sets to send the UI each update, and the ProgressBar nodes drive it with."""
+main.py sets to send the UI each update, and the ProgressBar nodes drive it with; and its
+get_attr and set_attr, which walk a dotted name with getattr as upstream's do (a
+ModelPatcher's get_model_object and object patches)."""
 
 PROGRESS_BAR_HOOK = None
 
@@ -7,6 +9,21 @@ PROGRESS_BAR_HOOK = None
 def set_progress_bar_global_hook(function):
     global PROGRESS_BAR_HOOK
     PROGRESS_BAR_HOOK = function
+
+
+def get_attr(obj, attr):
+    for name in attr.split("."):
+        obj = getattr(obj, name)
+    return obj
+
+
+def set_attr(obj, attr, value):
+    """Sets the last name of `attr` on what the names before it reach; returns what it held."""
+    *path, last = attr.split(".")
+    owner = get_attr(obj, ".".join(path)) if path else obj
+    previous = getattr(owner, last)
+    setattr(owner, last, value)
+    return previous
 
 
 class ProgressBar:

@@ -30,7 +30,7 @@ import weakref
 
 from .channel import SPIN_S
 from .object_kinds import FUNCTIONS
-from .remote import Exports, Link, RemoteError, kind_named, kind_of, link_of, make_proxy, serve, type_path_of
+from .remote import Exports, Link, RemoteError, export_kind, kind_named, link_of, make_proxy, serve, type_path_of
 from .values import ValueCrossingError
 
 # Errors that cross as themselves: code on the other side tests for them (hasattr,
@@ -83,7 +83,7 @@ class Conversation:
                 raise ValueCrossingError(f"{link.describe()} cannot go to {self.session.name.rsplit(' ', 1)[0]}: "
                                          f"connect it only to nodes of {link.owner}")
             return {"$": "own", "id": link.id}
-        kind = kind_of(value)
+        kind = export_kind(value, self.enforce and self.peer)  # to a pack: only what it may have
         if kind is None:
             return None
         return {"$": "remote", "id": self.exports.export(value, kind), "kind": kind.name,
@@ -250,7 +250,8 @@ class Conversation:
             return getattr(importlib.import_module(module), name)(*args, **kwargs)
         if message.get("do") == "mirror":
             return self.session.grants.grant(target, kind, message.get("name"))
-        return serve(target, kind, message.get("do"), message.get("name"), args, kwargs, value, self.enforce)
+        return serve(target, kind, message.get("do"), message.get("name"), args, kwargs, value,
+                     self.enforce and self.peer)
 
     def on_invoked(self, message):
         """An answer, decoded by the thread that read it (holding the reading lock: a

@@ -15,24 +15,32 @@ ComfyUI's isinstance checks pass.
 
 The first matching kind wins, so a more specific class comes before its base. An object
 of no kind is a CALLABLE when it can be called, and otherwise crosses as a handle that
-only its maker resolves (bridge/values.py).
+only its maker resolves (bridge/values.py). What of the host's crosses to a pack is
+narrower, and decided once, in kind_for_pack (docs/SECURITY.md, "What a pack can reach of
+the host's objects").
 """
 
 import importlib
+import inspect
 import os
+import re
 import sys
+import types
+
+from .values import UPSTREAM_MODULES
 
 
 class Kind:
     """A kind of remote object: its upstream class, and what a pack may do with the host's."""
 
-    def __init__(self, name, module, cls, calls=(), reads=(), writes=()):
+    def __init__(self, name, module, cls, calls=(), reads=(), writes=(), paths=None):
         self.name = name
         self.module = module
         self.cls = cls
         self.calls = frozenset(calls)
         self.reads = frozenset(reads)
         self.writes = frozenset(writes)
+        self.paths = dict(paths or {})  # a listed call -> its AttributePath argument
 
     def upstream_class(self, importing=False):
         """The class, where its module is imported (`importing`: imported now, for a proxy
@@ -57,6 +65,18 @@ class Kind:
         return name in {"call": self.calls, "get": self.reads, "set": self.writes}.get(do, ())
 
 
+class AttributePath:
+    """An argument of a listed call that upstream resolves as a dotted attribute path at the
+    owner (comfy.utils.get_attr, set_attr): walked from the object's `root` attribute.
+    `patches`: the object's dict of such paths to what upstream sets there later
+    (ModelPatcher.object_patches), where the call adds one."""
+
+    def __init__(self, argument, root, patches=None):
+        self.argument = argument
+        self.root = root
+        self.patches = patches
+
+
 # A model's patches, each a way to put a pack's function into the host's sampling.
 _MODEL_PATCH_SETTERS = (
     "set_model_sampler_cfg_function", "set_model_sampler_post_cfg_function",
@@ -76,10 +96,13 @@ KINDS = (
                 "add_wrapper_with_key", "add_callback_with_key", "set_model_compute_dtype", "model_dtype",
                 "model_size", "memory_required") + _MODEL_PATCH_SETTERS,
          reads=("model", "model_options", "load_device", "offload_device", "size", "object_patches", "patches"),
-         writes=("model_options",)),
+         writes=("model_options",),
+         paths={"get_model_object": AttributePath("name", "model"),
+                "add_object_patch": AttributePath("name", "model", patches="object_patches")}),
+    # apply_model: what upstream's sampler hands a model_function_wrapper (a pack's unet wrapper).
     Kind("DIFFUSION_MODEL", "comfy.model_base", "BaseModel",
          calls=("get_dtype", "memory_required", "process_latent_in", "process_latent_out", "extra_conds",
-                "concat_cond", "encode_adm", "scale_latent_inpaint"),
+                "concat_cond", "encode_adm", "scale_latent_inpaint", "apply_model"),
          reads=("model_config", "latent_format", "model_type", "model_sampling", "device", "manual_cast_dtype",
                 "adm_channels", "inpaint_model")),
     Kind("CLIP", "comfy.sd", "CLIP",
@@ -163,12 +186,91 @@ FUNCTIONS = frozenset((
 
 def kind_of(value):
     """The kind `value` crosses as, or None for a value that crosses as a handle."""
+    kind = listed_kind_of(value)
+    if kind is None and callable(value) and not isinstance(value, type) and not _is_module(value):
+        return CALLABLE
+    return kind
+
+
+def listed_kind_of(value):
+    """The kind of KINDS `value` is an object of, or None."""
     for kind in KINDS:
         if any(isinstance(value, cls) for cls in kind.upstream_classes()):
             return kind
-    if callable(value) and not isinstance(value, type) and not _is_module(value):
-        return CALLABLE
     return None
+
+
+class Withheld(Exception):
+    """The host's object may not cross to a pack; the message says what it is, in one line."""
+
+
+# Libraries whose functions are general-purpose (they open files, run processes, import):
+# never one written to be handed to a patch, whatever held it.
+_GENERAL_PURPOSE = frozenset(getattr(sys, "stdlib_module_names", ())) | {"builtins", "torch", "importlib"}
+
+
+def kind_for_pack(value):
+    """The kind the host's `value` crosses to a pack as (None: no remote object, it crosses
+    as a value or not at all), or Withheld. A callable crosses only where the host hands
+    it out on purpose: an object of a listed kind, whose uses are listed; a bound method
+    of one by a name its kind lists; a function written in Python, or an object whose
+    __call__ is one (a patch, a closure, upstream's wrapper executor), as ComfyUI's code
+    puts them in model_options and in a patch's arguments. So builtins (eval, getattr),
+    bound methods of any other object, classes and modules, and the standard library's
+    and torch's own functions never do; frames and code objects are no values at all."""
+    kind = listed_kind_of(value)
+    if kind is not None or not (callable(value) or isinstance(value, types.ModuleType)) or _is_module(value):
+        return kind
+    if isinstance(value, (type, types.ModuleType)):
+        raise Withheld(f"a {'class' if isinstance(value, type) else 'module'} ({_name_of(value)})")
+    if isinstance(value, types.MethodType):
+        owner = listed_kind_of(value.__self__)
+        if owner is not None and owner.allows("call", value.__name__):
+            return CALLABLE
+        raise Withheld(f"a bound method {_name_of(value)} (of no object whose kind lists it)")
+    if isinstance(value, types.FunctionType):
+        function, where = value, value.__module__
+    else:
+        function = inspect.getattr_static(type(value), "__call__", None)
+        where = type(value).__module__
+    if not isinstance(function, types.FunctionType):
+        raise Withheld(f"a builtin callable ({_name_of(value)})")
+    if str(where).partition(".")[0] in _GENERAL_PURPOSE:
+        raise Withheld(f"a function of a general-purpose library ({_name_of(value)})")
+    return CALLABLE
+
+
+def _name_of(value):
+    name = getattr(value, "__qualname__", None) or type(value).__qualname__
+    module = getattr(value, "__module__", None) or type(value).__module__
+    return f"{module}.{name}"[:120] if isinstance(module, str) and isinstance(name, str) else type(value).__name__
+
+
+_PUBLIC_SEGMENT = re.compile(r"[A-Za-z][A-Za-z0-9_]*|[0-9]+")
+MAX_PATH_SEGMENTS = 32
+MAX_PATH_CHARS = 400
+
+
+def path_segments(path):
+    """The segments of a dotted attribute path a pack sent, each a public name or an index
+    (diffusion_model.input_blocks.0.0); None for anything else: a dunder or private
+    segment, an empty one, a non-ASCII name, a path too long."""
+    if not isinstance(path, str) or not 0 < len(path) <= MAX_PATH_CHARS:
+        return None
+    segments = path.split(".")
+    if len(segments) > MAX_PATH_SEGMENTS or not all(_PUBLIC_SEGMENT.fullmatch(s) for s in segments):
+        return None
+    return segments
+
+
+def walkable(value):
+    """Whether a pack's attribute path may pass through `value` at the host: an instance of
+    a class of ComfyUI's own or a torch module (a model's parts). Never a class, a module,
+    a function or method, a frame or any other object, whose public names reach further
+    than the model (a module's globals, a class's functions, a frame's f_globals)."""
+    if isinstance(value, (type, types.ModuleType)) or callable(value) and not _is_module(value):
+        return False
+    return _is_module(value) or type(value).__module__.partition(".")[0] in UPSTREAM_MODULES
 
 
 def _class_in(module, name):

@@ -18,18 +18,30 @@ A proxy is an instance of a subclass of the receiver's own upstream class of its
 (bridge/object_kinds.py), so ComfyUI's isinstance checks pass. It is never pickled, and a
 copy of it is itself: what it stands for does not change by being copied. Once its
 owner's life ended, any use raises one line naming the owner and the object.
+
+What the host serves a pack is closed by construction (docs/SECURITY.md, "What a pack can
+reach of the host's objects"): a use its kind lists, a path argument only of public names
+through ComfyUI's own objects, and a callable back only where kind_for_pack hands it out.
+Each refusal is one line to the pack and one line in the host's log, naming the pack.
 """
 
 import functools
 import inspect
 import itertools
+import logging
 import sys
 import threading
+import time
 import types
 import weakref
 
 from . import written_back
-from .object_kinds import BY_NAME, CALLABLE, MIRRORS, kind_of
+from .object_kinds import BY_NAME, CALLABLE, MIRRORS, Withheld, kind_for_pack, kind_of, path_segments, walkable
+
+log = logging.getLogger("comfy_supervisor")
+# A pack that is refused in a loop gets one line in the log per this many seconds, the
+# refusals in between counted in the next.
+REFUSAL_LOG_INTERVAL_S = 10.0
 
 
 class RemoteError(RuntimeError):
@@ -311,17 +323,18 @@ def kind_named(name):
 
 
 def serve(obj, kind, do, name, args, kwargs, value, enforce):
-    """Runs one use of our object `obj` the peer asked for. With `enforce` (the host serving
-    a pack), only what `kind` lists; never a private name, but for its signature."""
+    """Runs one use of our object `obj` the peer asked for. With `enforce`, the pack's name
+    ("pack impact": the host serving a pack), only what `kind` lists, each path argument
+    checked, and each refusal logged; never a private name, but for its signature."""
     if do == "get" and name == "__signature__":
         return described_signature(obj)
     if not isinstance(name, str) or (name.startswith("_") and name != "__call__"):
-        raise RemoteError(f"no use of {str(name)[:40]!r} on an object of another process")
+        raise _refusal(enforce, f"no use of {str(name)[:40]!r} on an object of another process")
     # Reading a method it may call hands over the bound method, as a remote callable.
     if enforce and not (kind.allows(do, name) or (do == "get" and kind.allows("call", name))):
         verb = {"get": "read", "set": "set", "call": "call"}.get(do, str(do)[:20])
-        raise RemoteError(f"a pack may not {verb} {name} of the host's {kind.name}; "
-                          f"what it may use is listed in comfy_supervisor.bridge.object_kinds")
+        raise refused(enforce, f"a pack may not {verb} {name} of the host's {kind.name}; "
+                               f"what it may use is listed in comfy_supervisor.bridge.object_kinds")
     if do == "get":
         return getattr(obj, name)
     if do == "set":
@@ -331,8 +344,78 @@ def serve(obj, kind, do, name, args, kwargs, value, enforce):
         target = obj if name == "__call__" else getattr(obj, name)
         if not callable(target):
             raise RemoteError(f"{name} of {kind.name} is not callable")
+        if enforce and name in kind.paths:
+            _check_path(obj, kind, name, target, args, kwargs, enforce)
         return target(*args, **kwargs)
     raise RemoteError(f"an unknown use {str(do)[:20]!r} of a remote object")
+
+
+def _check_path(obj, kind, name, target, args, kwargs, pack):
+    """Refuses a path argument that is not public names (upstream walks it with getattr at
+    the owner), or whose walk would pass through anything but ComfyUI's own objects and
+    torch modules. A name missing on the way is upstream's to answer, as in one process."""
+    spec = kind.paths[name]
+    try:
+        path = inspect.signature(target).bind(*args, **kwargs).arguments.get(spec.argument)
+    except TypeError:
+        return  # the call raises its own TypeError
+    what = f"{name}({str(path)[:80]!r}) of the host's {kind.name}"
+    segments = path_segments(path)
+    if segments is None:
+        raise refused(pack, f"{what}: a path is public names and indices only, no private or dunder name")
+    if spec.patches is not None:
+        # Upstream sets its object patches in the order added: one under another would be
+        # walked through what the other sets, which no check here saw.
+        overlap = next((key for key in getattr(obj, spec.patches) if isinstance(key, str) and key != path and
+                        (path.startswith(f"{key}.") or key.startswith(f"{path}."))), None)
+        if overlap is not None:
+            raise refused(pack, f"{what}: it overlaps the object patch {overlap[:80]!r}")
+    at, passed = getattr(obj, spec.root), spec.root
+    for segment in segments[:-1] + [None]:  # each object the walk reads a name of
+        if not walkable(at):
+            raise refused(pack, f"{what}: {passed} is a {type(at).__name__}, not a part of the model a path may "
+                                "pass through")
+        if segment is None:
+            return
+        try:
+            at = getattr(at, segment)
+        except AttributeError:
+            return
+        passed = f"{passed}.{segment}"
+
+
+def export_kind(value, pack=None):
+    """The kind our `value` crosses to the peer as (None: not as a remote object). To a
+    pack (`pack`, its name, where the host exports): kind_for_pack's, a withheld object
+    refused in one line and logged."""
+    if not pack:
+        return kind_of(value)
+    try:
+        return kind_for_pack(value)
+    except Withheld as withheld:
+        raise refused(pack, f"{withheld} is never handed to a pack") from None
+
+
+_refusals = {}  # the pack's name -> [when its last line was logged, refusals since that were not]
+_refusals_lock = threading.Lock()
+
+
+def refused(pack, message):
+    """The RemoteError a pack gets for `message`, logged in the host's log with the pack's
+    name: one line at most per REFUSAL_LOG_INTERVAL_S a pack, the rest counted."""
+    now = time.monotonic()
+    with _refusals_lock:
+        last, unsaid = _refusals.get(pack, (None, 0))
+        due = last is None or now - last >= REFUSAL_LOG_INTERVAL_S
+        _refusals[pack] = [now, 0] if due else [last, unsaid + 1]
+    if due:
+        more = f" ({unsaid} more refused since the last such line)" if unsaid else ""
+        log.warning("comfy-supervisor: %s: refused its use of the host's objects: %s%s", pack, message, more)
+    return RemoteError(message)
+
+
+def _refusal(enforce, message):
+    return refused(enforce, message) if enforce else RemoteError(message)
 
 
 def identity_cache():
@@ -340,5 +423,5 @@ def identity_cache():
     return weakref.WeakValueDictionary()
 
 
-__all__ = ["CALLABLE", "Exports", "Link", "RemoteError", "RemoteMethod", "identity_cache", "kind_named",
-           "kind_of", "link_of", "make_proxy", "proxy_class", "serve", "type_path_of"]
+__all__ = ["CALLABLE", "Exports", "Link", "RemoteError", "RemoteMethod", "export_kind", "identity_cache", "kind_named",
+           "kind_of", "link_of", "make_proxy", "proxy_class", "refused", "serve", "type_path_of"]
