@@ -12,8 +12,12 @@ The worker is the pack's code, and upstream's queue to the browser has no bound:
 
 The supervisor's config sets the limits (comfyui.browser_messages, told in the packs
 event; Limits.from_event); config.hpp's BrowserMessageLimits says why the defaults are
-what they are. Each refusal is counted, and said in one line per pack: the first at once,
-then what came since at most every LOG_EVERY_S, so that a flood costs a few lines.
+what they are. Each refusal is counted, and said in a line per pack and period: how many
+were refused in the period, of which kind, and how many in all. A period begins at a
+refusal not said yet and ends FIRST_LINE_AFTER_S later, or LOG_EVERY_S after the last line
+if that is later: a lone refusal is said within a second, and a flood costs a line every
+LOG_EVERY_S, each with its period's real count, never a first line of "refused 1" that
+stands for the whole flood until the next.
 """
 
 import logging
@@ -24,8 +28,9 @@ from ..upstream.comfyui_startup import prompt_server
 
 log = logging.getLogger("comfy_supervisor")
 
-MAX_EVENT_NAME = 200  # a browser message's event name from a worker, at most
-LOG_EVERY_S = 10.0    # refusals of one pack are said at most this often
+MAX_EVENT_NAME = 200      # a browser message's event name from a worker, at most
+FIRST_LINE_AFTER_S = 1.0  # a period's line comes this long after its first refusal at the soonest
+LOG_EVERY_S = 10.0        # and this long after the pack's last line at the soonest
 
 
 class Limits:
@@ -69,9 +74,10 @@ class BrowserGate:
         self.clock = clock
         self.lock = threading.Lock()  # between the thread reading the pack's session and the line's timer
         self.refused = dict.fromkeys(self.REASONS, 0)  # since the pack's first life
-        self.unsaid = dict.fromkeys(self.REASONS, 0)   # since the last line said
-        self.said_at = None      # when the last line was said
-        self.line_due = False    # a line is scheduled for what came since
+        self.unsaid = dict.fromkeys(self.REASONS, 0)   # in the period now: since the last line said
+        self.period_began = None  # the period's first refusal
+        self.said_at = None       # when the last line was said
+        self.line_due = False     # the period's line is scheduled
         self.set_limits(limits or Limits())
 
     def set_limits(self, limits):
@@ -108,19 +114,20 @@ class BrowserGate:
             server.send_sync(event, message.get("data"), sid)
 
     def refuse(self, reason):
-        """Counts a refusal (the lock held) and says it now, or schedules the line."""
+        """Counts a refusal (the lock held); the first of a period schedules the period's line."""
         self.refused[reason] += 1
         self.unsaid[reason] += 1
         if self.line_due:
             return
-        wait = 0.0 if self.said_at is None else self.said_at + LOG_EVERY_S - self.clock()
-        if wait <= 0:
-            self.say()
-        else:
-            self.line_due = True
-            timer = threading.Timer(wait, self.say_due)
-            timer.daemon = True
-            timer.start()
+        now = self.clock()
+        self.period_began = now
+        due = now + FIRST_LINE_AFTER_S
+        if self.said_at is not None:
+            due = max(due, self.said_at + LOG_EVERY_S)
+        self.line_due = True
+        timer = threading.Timer(due - now, self.say_due)
+        timer.daemon = True
+        timer.start()
 
     def say_due(self):
         with self.lock:
@@ -128,20 +135,21 @@ class BrowserGate:
             self.say()
 
     def say(self):
-        """One line for the refusals not said yet (the lock held)."""
+        """The period's line: what was refused in it, and in all (the lock held)."""
         count = sum(self.unsaid.values())
         if not count:
             return
+        now = self.clock()
         kinds = {"size": f"{self.unsaid['size']} over {_size(self.limits.max_bytes)}",
                  "rate": f"{self.unsaid['rate']} past {self.limits.per_second} messages or "
                          f"{_size(self.limits.bytes_per_second)} a second",
                  "malformed": f"{self.unsaid['malformed']} malformed"}
         why = ", ".join(kinds[reason] for reason in self.REASONS if self.unsaid[reason])
-        log.warning("comfy-supervisor: pack %s: refused %d of its messages to the browser (%s), %d in all since it "
-                    "started: raise comfyui.browser_messages in the supervisor's config if the pack needs more",
-                    self.pack, count, why, sum(self.refused.values()))
+        log.warning("comfy-supervisor: pack %s: refused %d of its messages to the browser in the last %.1f s (%s), "
+                    "%d in all since it started: raise comfyui.browser_messages in the supervisor's config if the "
+                    "pack needs more", self.pack, count, now - self.period_began, why, sum(self.refused.values()))
         self.unsaid = dict.fromkeys(self.REASONS, 0)
-        self.said_at = self.clock()
+        self.said_at = now
 
 
 def _size(nbytes):
