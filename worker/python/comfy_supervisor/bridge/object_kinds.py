@@ -205,8 +205,10 @@ class Withheld(Exception):
 
 
 # Libraries whose functions are general-purpose (they open files, run processes, import):
-# never one written to be handed to a patch, whatever held it.
-_GENERAL_PURPOSE = frozenset(getattr(sys, "stdlib_module_names", ())) | {"builtins", "torch", "importlib"}
+# never one written to be handed to a patch, whatever held it. (The standard library's
+# names are Python 3.10's list; before it, the few that import and load stand for it.)
+_GENERAL_PURPOSE = frozenset(getattr(sys, "stdlib_module_names", ("importlib", "runpy", "pickle", "subprocess",
+                                                                  "os", "shutil", "code"))) | {"builtins", "torch"}
 
 
 def kind_for_pack(value):
