@@ -175,14 +175,23 @@ TEST_CASE("unload_all_models in the host detaches a worker's model through its s
 
 TEST_CASE("unload_all_models over the stand-in of a busy owner goes on at once, and the owner detaches at its boundary") {
     TempFolder packs("comfyui");
-    // The holder's node loads its model and computes on: it is busy when the host's
-    // unload_all_models reaches the stand-in. Upstream's loop is answered at once (it used
-    // to wait out the answer time-out with the host's lock held), and the detach runs when
-    // the holder's node ends.
-    const json config = config_with(
-        fake_comfyui({"wait-standins:1", "unload-all"}),
-        json::array({reference_pack(packs, "holder", {{"nodes", {{"load", {step_load("w", "4GiB"), step_compute(3000)}}}}})}));
-    SupervisorProcess supervisor(config, workload_of({{node("holder", "load")}}));
+    // The holder's node loads its model (20 GiB free after it) and runs on until the host's
+    // load after unload_all_models (18 GiB free): it is busy when unload_all_models reaches
+    // the stand-in, however slow either process is. Upstream's loop is answered at once (it
+    // used to wait out the answer time-out with the host's lock held), and the detach runs
+    // when the holder's node ends.
+    // The detach comes after that node's result, so the census read as the workload ends
+    // shows it only if the workload ends later: the holder's second node is queued behind
+    // the detach in its inbox (the supervisor sent the detach while the first node ran),
+    // and the workload ends with it. Ending with the first node left the census to
+    // whichever came first under load, the detach or the supervisor's read.
+    const json config =
+        config_with(fake_comfyui({"wait-standins:1", "unload-all", "load:marker:2GiB"}),
+                    json::array({reference_pack(packs, "holder",
+                                                {{"nodes",
+                                                  {{"load", {step_load("w", "4GiB"), step_await_free_below("19GiB")}},
+                                                   {"after", {step_compute(1)}}}}})}));
+    SupervisorProcess supervisor(config, workload_of({{node("holder", "load"), node("holder", "after")}}));
     CHECK(supervisor.wait() == 0);
     const auto log = supervisor.log();
     INFO(log);
