@@ -143,7 +143,9 @@ Check check(const PinGrant& m) {
     if (!is_bytes(m.budget_left)) return "pin_grant.budget_left";
     return nullptr;
 }
-Check check(const NodeStarted& m) { return m.reserved != 0 ? "node_started.reserved" : nullptr; }
+Check check(const NodeStarted& m) {
+    return m.activity > static_cast<std::uint32_t>(NodeActivity::callback) ? "node_started.activity" : nullptr;
+}
 Check check(const NodeFinished& m) { return m.status >= kWorkStatusCount ? "node_finished.status" : nullptr; }
 Check check(const WorkRequest& m) {
     if (m.reserved != 0) return "work_request.reserved";

@@ -265,11 +265,15 @@ struct PinGrant {
     std::uint64_t budget_left;
 };
 
+// What made a participant busy: a node of its own, or the peer's use of its objects (a
+// pack's function that ComfyUI's host calls back, such as a CFG function under its sampler).
+enum class NodeActivity : std::uint32_t { node = 0, callback = 1 };
+
 struct NodeStarted {
     static constexpr MessageType kType = MessageType::node_started;
     std::uint64_t prompt_epoch;
     std::uint32_t node_index;
-    std::uint32_t reserved;
+    std::uint32_t activity;  // a NodeActivity
 };
 
 struct NodeFinished {

@@ -21,10 +21,12 @@ inline constexpr std::uint8_t kParticipantStateCount = 8;
 enum class ParticipantKind : std::uint8_t { worker = 0, host };
 
 // ParticipantRecord::flags. deaf: it let a command go unanswered past the answer time-out,
-// and the arbiter passes it over until it answers (docs/ARBITRATION.md). The other bits are
-// written zero; a reader ignores them, so a later flag does not make an older reader refuse
-// the record.
+// and the arbiter passes it over until it answers (docs/ARBITRATION.md). in_callback: busy
+// serving the host's use of its objects (a pack's function that ComfyUI calls back), not
+// a node call of its own. The other bits are written zero; a reader ignores them, so a
+// later flag does not make an older reader refuse the record.
 inline constexpr std::uint16_t kParticipantDeaf = 1;
+inline constexpr std::uint16_t kParticipantInCallback = 2;
 
 // Supervisor-written: who occupies a slot and how it is doing.
 struct ParticipantRecord {
@@ -33,7 +35,7 @@ struct ParticipantRecord {
     std::uint32_t generation;    // new at every start; 0 for an empty slot
     std::uint8_t state;          // a ParticipantState
     std::uint8_t kind;           // a ParticipantKind
-    std::uint16_t flags;         // kParticipantDeaf
+    std::uint16_t flags;         // kParticipantDeaf, kParticipantInCallback
     std::uint32_t restarts;
     std::int32_t last_exit_status;  // -1 when unknown or killed by a signal
     std::int32_t last_exit_signal;  // 0 when it exited on its own
@@ -41,6 +43,9 @@ struct ParticipantRecord {
     // The node it started last, by name, when the supervisor sent it that node (a workload's
     // nodes); empty for one it was not told of (ComfyUI's own, called by the host).
     char last_node[kNodeNameBytes];  // NUL-terminated printable ASCII
+    // When its busy stretch (a node, or a callback) began, wall clock (ms since the Unix
+    // epoch), for display only; 0 while it is not busy.
+    std::uint64_t busy_since_ms;
 };
 
 // Supervisor-written: one stand-in entry per model held on a device (the machine-wide

@@ -614,9 +614,16 @@ void Supervisor::on_node_started(WorkerProcess& worker, const NodeStarted& node,
     // A node we sent names itself by its request; one ComfyUI called has no name here.
     const auto sent = worker.in_flight.find(correlation);
     auto node_name = sent != worker.in_flight.end() ? sent->second.node : std::string();
-    const bool renamed = node_name != worker.last_node;
+    const bool callback = node.activity == static_cast<std::uint32_t>(NodeActivity::callback);
+    const bool other_activity = callback != worker.in_callback;
+    const bool renamed = node_name != worker.last_node || other_activity;
     worker.last_node = std::move(node_name);
-    // set_state publishes a change of state, with the name; busy already, the name alone.
+    worker.in_callback = callback;
+    if (worker.state != ParticipantState::busy || other_activity) {
+        worker.busy_since_ms = ctl::wall_clock_ms();  // since what runs now began
+    }
+    // set_state publishes a change of state, with the name; busy already, the name (or
+    // whether a callback) alone.
     if (renamed && worker.state == ParticipantState::busy) publish(worker);
     set_state(worker, ParticipantState::busy);
     memory_.arbitrate(arbiter::event::Busy{{worker.slot, worker.generation}, true});

@@ -289,6 +289,12 @@ int comfy_participant_node_started(comfy_participant* participant, uint64_t prom
                    [&](comfy_participant& p) { return send_checked(p, NodeStarted{prompt_epoch, node_index, 0}); });
 }
 
+int comfy_participant_callback_started(comfy_participant* participant, uint64_t prompt_epoch) {
+    return guarded(participant, [&](comfy_participant& p) {
+        return send_checked(p, NodeStarted{prompt_epoch, 0, static_cast<std::uint32_t>(NodeActivity::callback)});
+    });
+}
+
 int comfy_participant_node_finished(comfy_participant* participant, uint64_t prompt_epoch, uint32_t node_index,
                                     int ok) {
     return guarded(participant, [&](comfy_participant& p) {

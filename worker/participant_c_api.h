@@ -179,9 +179,12 @@ COMFY_PARTICIPANT_API int comfy_participant_unload_standin(comfy_participant* pa
                                                            uint64_t bytes, int detach, uint32_t timeout_ms,
                                                            comfy_standin_result* result);
 
-/* Busy from node_started to node_finished: evictions meanwhile are deferred. */
+/* Busy from node_started to node_finished: evictions meanwhile are deferred. callback_started
+   is node_started for a busy stretch that serves the peer's use of this participant's objects
+   (a pack's function that ComfyUI calls back), shown so by comfyctl; node_finished ends it. */
 COMFY_PARTICIPANT_API int comfy_participant_node_started(comfy_participant* participant, uint64_t prompt_epoch,
                                                          uint32_t node_index);
+COMFY_PARTICIPANT_API int comfy_participant_callback_started(comfy_participant* participant, uint64_t prompt_epoch);
 COMFY_PARTICIPANT_API int comfy_participant_node_finished(comfy_participant* participant, uint64_t prompt_epoch,
                                                           uint32_t node_index, int ok);
 COMFY_PARTICIPANT_API int comfy_participant_update_census(comfy_participant* participant,

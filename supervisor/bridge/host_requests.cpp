@@ -90,9 +90,11 @@ void HostRequests::handle(std::string_view datagram) {
     }
     const std::string why = detail == request.end() ? std::string() : ctl::printable(detail->get<std::string>(), kMaxDetailBytes);
     const std::string cause_text = cause->get<std::string>();
-    const bool cancel = cause_text == "cancel";
+    const bool callback = cause_text == "cancel_callback";
+    const bool cancel = cause_text == "cancel" || callback;
     if (!cancel && cause_text != "broken_session") {
-        refuse("an end_pack request of cause " + ctl::printable(cause_text) + ", not cancel or broken_session");
+        refuse("an end_pack request of cause " + ctl::printable(cause_text) +
+               ", not cancel, cancel_callback or broken_session");
         return;
     }
     WorkerProcess* const worker = python_pack(lives_.workers(), pack->get<std::string>());
@@ -108,7 +110,8 @@ void HostRequests::handle(std::string_view datagram) {
     }
     if (cancel) {
         worker->operator_intent = OperatorIntent::cancelled;
-        lives_.terminate(*worker, "its node did not end within " + std::to_string(worker->pack.python->cancel_grace.count()) +
+        lives_.terminate(*worker, std::string(callback ? "its callback" : "its node") + " did not end within " +
+                                      std::to_string(worker->pack.python->cancel_grace.count()) +
                                       " ms of ComfyUI's Cancel" + (why.empty() ? "" : " (" + why + ")"));
     } else {
         lives_.terminate(*worker, "its call session with the host broke: " + (why.empty() ? std::string("no detail") : why));

@@ -23,6 +23,8 @@ nlohmann::ordered_json worker_json(const WorkerRow& row) {
     put("last_exit_status", row.last_exit_status);
     put("last_exit_signal", row.last_exit_signal);
     put("started_at_ms", row.started_at_ms);
+    put("busy_since_ms", row.busy_since_ms);
+    put("in_callback", row.in_callback);
     entry["last_node_name"] = known && !row.last_node.empty() ? nlohmann::ordered_json(row.last_node)
                                                               : nlohmann::ordered_json();
     return entry;

@@ -9,7 +9,8 @@
 namespace comfy::ctl {
 
 // {"instance","segment","supervisor_pid","workers":[{slot,status,name,kind,pid,generation,
-//  state,deaf,restarts,last_exit_status,last_exit_signal,started_at_ms}...]}
+//  state,deaf,restarts,last_exit_status,last_exit_signal,started_at_ms,busy_since_ms (0 when
+//  not busy),in_callback,last_node_name}...]}
 nlohmann::ordered_json workers_json(const SegmentReport& report);
 
 // {"instance","segment","supervisor_pid","device":{kind,total_bytes,used_bytes,free_bytes},

@@ -83,8 +83,11 @@ std::string workers_text(const SegmentReport& report, std::uint64_t now_ms) {
             table.add({slot_text(row.slot), "busy: the record was being written on every try; run again"});
             continue;
         }
+        // A callback that lasts (a pack's function that does not return) says so, and how long.
+        const std::string state = row.state + (row.deaf ? " (deaf)" : "") +
+                                  (row.in_callback ? " (callback, " + age_text(row.busy_since_ms, now_ms) + ")" : "");
         table.add({slot_text(row.slot), name_text(row.name), row.kind, std::to_string(row.pid), std::to_string(row.generation),
-                   row.deaf ? row.state + " (deaf)" : row.state, std::to_string(row.restarts), exit_text(row.last_exit_status, row.last_exit_signal),
+                   state, std::to_string(row.restarts), exit_text(row.last_exit_status, row.last_exit_signal),
                    age_text(row.started_at_ms, now_ms)});
     }
     return out + table.render();

@@ -112,6 +112,10 @@ WorkerRow worker_row(std::uint32_t slot, const ParticipantRecord& record) {
     row.started_at_ms = record.started_at_ms;
     bool node_valid = true;
     row.last_node = display_name(record.last_node, node_valid);
+    // Said of a busy participant only: another state's are a stale writer's, not shown.
+    const bool busy = record.state == static_cast<std::uint8_t>(ParticipantState::busy);
+    row.in_callback = busy && (record.flags & kParticipantInCallback) != 0;
+    row.busy_since_ms = busy ? record.busy_since_ms : 0;
     return row;
 }
 

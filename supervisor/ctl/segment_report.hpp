@@ -45,6 +45,10 @@ struct WorkerRow {
     std::int32_t last_exit_signal = 0;
     std::uint64_t started_at_ms = 0;  // its life's start, ms since the Unix epoch
     std::string last_node;            // by name, when the supervisor sent it; as `name`, empty when none
+    // While busy: since when (ms since the Unix epoch), and whether serving the host's use of
+    // its objects (a pack's function that ComfyUI calls back) rather than a node of its own.
+    std::uint64_t busy_since_ms = 0;
+    bool in_callback = false;
 };
 
 struct CensusRow {

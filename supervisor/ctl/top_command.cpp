@@ -2,6 +2,7 @@
 
 #include "supervisor/ctl/control_client.hpp"
 #include "supervisor/ctl/instance_owner.hpp"
+#include "supervisor/ctl/report_format.hpp"
 #include "supervisor/ctl/top_view.hpp"
 
 #include <poll.h>
@@ -136,7 +137,8 @@ int run_top(const std::string& instance) {
                            "user; run comfyctl top again";
                     break;
                 }
-                RawTerminal::write_out(screen_of(top_frame(report, {reserve, clock_text(), terminal_width()})));
+                const TopContext context{reserve, clock_text(), terminal_width(), wall_clock_ms()};
+                RawTerminal::write_out(screen_of(top_frame(report, context)));
                 next += std::chrono::seconds(1);
             }
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next - std::chrono::steady_clock::now());

@@ -1,6 +1,7 @@
 #include "supervisor/ctl/top_view.hpp"
 
 #include "shared/byte_size.hpp"
+#include "supervisor/ctl/report_format.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -42,12 +43,15 @@ std::string fit(std::string line, std::size_t width) {
     return line + "\n";
 }
 
-// The node a participant started last: its name when the supervisor sent it, else the
-// number its census reports (0 is none: a participant that reports no node), else "-".
-std::string node_text(const SegmentReport& report, std::size_t i) {
-    if (i < report.workers.size() && !report.workers[i].busy && !report.workers[i].last_node.empty()) {
-        return report.workers[i].last_node;
+// The node a participant started last: "callback" and for how long while it serves the
+// host's use of its objects, its name when the supervisor sent it, else the number its
+// census reports (0 is none: a participant that reports no node), else "-".
+std::string node_text(const SegmentReport& report, std::size_t i, std::uint64_t now_ms) {
+    const bool read = i < report.workers.size() && !report.workers[i].busy;
+    if (read && report.workers[i].in_callback) {
+        return now_ms == 0 ? "callback" : "callback " + age_text(report.workers[i].busy_since_ms, now_ms);
     }
+    if (read && !report.workers[i].last_node.empty()) return report.workers[i].last_node;
     const auto& row = report.census[i];
     return figures_known(row.status) && row.census.last_node != 0 ? "#" + std::to_string(row.census.last_node) : "-";
 }
@@ -60,11 +64,11 @@ struct Layout {
     std::size_t bar = 0;
 };
 
-Layout layout_of(const SegmentReport& report, std::size_t width) {
+Layout layout_of(const SegmentReport& report, std::size_t width, std::uint64_t now_ms) {
     Layout layout;
     for (std::size_t i = 0; i < report.census.size(); ++i) {
         layout.name = std::max(layout.name, std::min(report.census[i].name.size(), kMaxColumn));
-        layout.node = std::max(layout.node, std::min(node_text(report, i).size(), kMaxColumn));
+        layout.node = std::max(layout.node, std::min(node_text(report, i, now_ms).size(), kMaxColumn));
     }
     const auto columns = [&] { return kFixedColumns + layout.name + layout.node; };
     while (columns() + kMinBar + 2 > width && (layout.name > kMinColumn || layout.node > kMinColumn)) {
@@ -134,7 +138,7 @@ std::string top_frame(const SegmentReport& report, const TopContext& context) {
     out += fit(memory, width) + "\n";
 
     // SLOT NAME STATE DEVICE PINNED CAST NODE, two spaces apart, then the bar.
-    const Layout layout = layout_of(report, width);
+    const Layout layout = layout_of(report, width, context.now_ms);
     out += fit(right("SLOT", 4) + "  " + left("NAME", layout.name) + "  " + left("STATE", 8) + "  " +
                    right("DEVICE", 9) + "  " + right("PINNED", 9) + "  " + right("CAST", 9) + "  " +
                    left("NODE", layout.node) + (layout.bar > 0 ? "  DEVICE USE" : ""),
@@ -152,7 +156,7 @@ std::string top_frame(const SegmentReport& report, const TopContext& context) {
                        left(row.participant_busy ? "-" : row.name, layout.name) + "  " + left(state, 8) + "  " +
                        right(figure(c.device_used_bytes), 9) + "  " + right(figure(c.pinned_bytes), 9) + "  " +
                        right(figure(c.cast_buffer_bytes), 9) + "  " +
-                       left(node_text(report, i), layout.node) +
+                       left(node_text(report, i, context.now_ms), layout.node) +
                        (layout.bar > 0 ? "  " + bar(known ? c.device_used_bytes : 0, whole, layout.bar) : ""),
                    width);
     }

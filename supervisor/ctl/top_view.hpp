@@ -16,6 +16,7 @@ struct TopContext {
     std::optional<std::uint64_t> reserve_bytes;  // from the supervisor, when it answered
     std::string clock;                           // the time of day shown in the heading
     std::size_t width = 100;                     // the terminal's columns
+    std::uint64_t now_ms = 0;                    // wall clock, for how long a callback lasts (0: not said)
 };
 
 // The screen's lines, each ending in a newline, none wider than context.width (at least 60):

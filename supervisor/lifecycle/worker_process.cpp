@@ -92,12 +92,15 @@ ParticipantRecord WorkerProcess::record() const {
     record.generation = generation;
     record.state = static_cast<std::uint8_t>(state);
     record.kind = static_cast<std::uint8_t>(kind);
-    record.flags = deaf ? kParticipantDeaf : 0;
+    const bool busy = state == ParticipantState::busy;
+    record.flags = static_cast<std::uint16_t>((deaf ? kParticipantDeaf : 0) |
+                                              (busy && in_callback ? kParticipantInCallback : 0));
     record.restarts = restarts.restarts();
     record.last_exit_status = last_exit_status;
     record.last_exit_signal = last_exit_signal;
     record.started_at_ms = started_at_ms;
     std::strncpy(record.last_node, last_node.c_str(), sizeof record.last_node - 1);
+    record.busy_since_ms = busy ? busy_since_ms : 0;
     return record;
 }
 

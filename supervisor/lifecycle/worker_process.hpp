@@ -106,6 +106,10 @@ struct WorkerProcess {
     std::map<std::uint64_t, SentRequest> in_flight;   // sent, by correlation id
     // The node it started last, when it is one we sent it (in its record, for comfyctl top).
     std::string last_node;
+    // While busy (in its record, for comfyctl): since when, wall clock ms, and whether it
+    // serves the host's use of its objects (a callback) rather than a node of its own.
+    std::uint64_t busy_since_ms = 0;
+    bool in_callback = false;
 
     bool alive() const noexcept { return process.pid > 0; }
     // Ready or busy: past its Hello and taking messages (not draining, dead or failed).

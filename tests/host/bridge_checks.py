@@ -68,6 +68,8 @@ again as "other" (a second pack with the same nodes), tests/packs/hostile_pack a
     group*       two packs that share a type, as one group and as two packs (group_checks.py)
     mirror-*     the host's diffusion model as a torch module in model_pack's worker, over the
                  host's weights mapped, and the pack's in the host (mirror_checks.py)
+    callback-*   Cancel reaching a function of "hostile" that the host calls back and that
+                 never returns (callback_checks.py)
 """
 
 import gc
@@ -721,6 +723,7 @@ def main():
     server.PromptServer()  # ComfyUI's main makes it before it loads custom nodes
     host = comfyui.install()
     mm.participant = host.link  # as the fake's main.py: the host's loads are charged to the device
+    import callback_checks
     import group_checks
     import mirror_checks
     import remote_checks
@@ -729,6 +732,8 @@ def main():
     CHECKS.update(mirror_checks.CHECKS)
     CHECKS.update(route_checks.checks(node, raises))
     CHECKS.update(group_checks.CHECKS)
+    CHECKS.update(callback_checks.CHECKS)
+    ARGUED.update(callback_checks.ARGUED)
     mapping, names = host.bridges.proxy_nodes()
     classes["all"], classes["names"] = mapping, names
     for pack in ("bridge", "other"):

@@ -203,6 +203,7 @@ TEST_CASE("out-of-range fields are rejected with the field named") {
     CHECK(rejected_field(FullRelease{kFullReleaseReasonCount, 0}) == "full_release.reason");
     CHECK(rejected_field(ReleaseReceipt{static_cast<std::uint16_t>(MessageType::detach), 0, {}, 1, 1}) ==
           "release_receipt.release_type");
+    CHECK(rejected_field(NodeStarted{1, 1, 2}) == "node_started.activity");
     CHECK(rejected_field(NodeFinished{1, 1, kWorkStatusCount}) == "node_finished.status");
     CHECK(rejected_field(RequestFailed{kFailureReasonCount, 0, 0, 0}) == "request_failed.reason");
     CHECK(rejected_field(RequestFailed{0, 0, 65, 0}) == "request_failed.signal");

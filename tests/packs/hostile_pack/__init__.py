@@ -220,7 +220,9 @@ class ProbeHostObjects(Node):
 
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (LoopForever, ProgressOnly, BreakProtocol, FloodBrowser, BadBool,
                                                       RepeatBlock, Add, ProbeHostObjects)}
-from . import kept_descriptor  # noqa: E402 (a mirror's memfd kept past its revocation)
-NODE_CLASS_MAPPINGS.update(kept_descriptor.NODE_CLASS_MAPPINGS)
+from . import callbacks  # noqa: E402 (functions the host calls back that never return)
+NODE_CLASS_MAPPINGS.update(callbacks.NODE_CLASS_MAPPINGS)
 from . import walks  # noqa: E402 (walks of the host's objects by names, paths and callables)
 NODE_CLASS_MAPPINGS.update(walks.NODE_CLASS_MAPPINGS)
+from . import kept_descriptor  # noqa: E402 (a mirror's memfd kept past its revocation)
+NODE_CLASS_MAPPINGS.update(kept_descriptor.NODE_CLASS_MAPPINGS)

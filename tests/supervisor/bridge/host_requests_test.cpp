@@ -113,6 +113,18 @@ TEST_CASE("a Cancel the node outran ends its life as an operator's restart, a br
     CHECK(lives.logged.empty());
 }
 
+TEST_CASE("a Cancel a pack's callback outran ends its life as a node's does, saying it was a callback") {
+    boost::asio::io_context io;
+    Lives lives(io);
+    HostRequests requests(io, lives);
+    requests.handle(end_pack("impact", 3, "cancel_callback", "callback __call__ of pack impact's CALLABLE (function)"));
+    REQUIRE(lives.stopped.size() == 1);
+    CHECK(lives.stopped[0] == "impact: its callback did not end within 2500 ms of ComfyUI's Cancel (callback __call__ "
+                              "of pack impact's CALLABLE (function))");
+    CHECK(lives.pack().operator_intent == OperatorIntent::cancelled);
+    CHECK(lives.logged.empty());
+}
+
 TEST_CASE("a request about a life that is over, or ending already, is moot") {
     boost::asio::io_context io;
     Lives lives(io);
@@ -140,7 +152,7 @@ TEST_CASE("a malformed request is refused in one line, and acts on nothing") {
         {R"({"request": "end_all"})", "not a JSON object whose request is end_pack"},
         {R"({"request": "end_pack", "pack": "impact", "cause": "cancel"})", "without a pack, generation and cause"},
         {end_pack("impact", -3, "cancel", ""), "without a pack, generation and cause"},
-        {end_pack("impact", 3, "restart", ""), "of cause restart, not cancel or broken_session"},
+        {end_pack("impact", 3, "restart", ""), "of cause restart, not cancel, cancel_callback or broken_session"},
         {end_pack("plain", 3, "cancel", ""), "for plain, no pack in the python form"},
         {end_pack("host", 3, "cancel", ""), "for host, no pack in the python form"},
     }));

@@ -382,6 +382,39 @@ TEST_CASE("a participant the arbiter passes over is shown deaf, and flag bits it
     CHECK(ctl::workers_json(report)["workers"][0]["deaf"] == true);
 }
 
+TEST_CASE("a pack busy in a callback shows so in workers and top, with how long, and no other state says callback") {
+    const std::uint64_t now = ctl::wall_clock_ms();
+    auto record = participant("hostile", 300, 2, ParticipantState::busy);
+    record.flags = kParticipantInCallback;
+    record.busy_since_ms = now - 42'000;
+    ctl::SegmentReport report;
+    report.instance = "here";
+    report.workers.push_back(ctl::worker_row(1, record));
+    ctl::CensusRow census;
+    census.slot = 1;
+    census.name = "hostile";
+    report.census.push_back(census);
+    CHECK(report.workers[0].in_callback);
+    CHECK_THAT(ctl::workers_text(report, now), Contains("busy (callback, 42s)"));
+    CHECK_THAT(ctl::top_frame(report, {std::nullopt, "12:34:56", 100, now}), Contains("callback 42s"));
+    const auto json = ctl::workers_json(report)["workers"][0];
+    CHECK(json["in_callback"] == true);
+    CHECK(json["busy_since_ms"] == now - 42'000);
+
+    // A node call: busy, since when in --json, no callback said.
+    record.flags = 0;
+    report.workers[0] = ctl::worker_row(1, record);
+    CHECK_THAT(ctl::workers_text(report, now), !Contains("callback"));
+    CHECK(ctl::workers_json(report)["workers"][0]["busy_since_ms"] == now - 42'000);
+    // What another state's record holds of a busy stretch is not shown.
+    record.flags = kParticipantInCallback;
+    record.state = static_cast<std::uint8_t>(ParticipantState::ready);
+    report.workers[0] = ctl::worker_row(1, record);
+    CHECK_FALSE(report.workers[0].in_callback);
+    CHECK(report.workers[0].busy_since_ms == 0);
+    CHECK_THAT(ctl::top_frame(report, {std::nullopt, "12:34:56", 100, now}), !Contains("callback"));
+}
+
 TEST_CASE("census rows are current or stale, and the device adds up live current ones") {
     auto segment = create_segment(test::test_instance("ctl"), kCaps, 24 * kGiB);
     fill(view_of(segment), ctl::wall_clock_ms());

@@ -19,6 +19,12 @@ Errors cross by their type's name and message, never as objects: an AttributeErr
 one (hasattr works across), an interrupt is upstream's InterruptProcessingException, an
 out-of-memory error upstream's OOM exception, anything else a RemoteCallError with the
 owner's traceback.
+
+ComfyUI's Cancel reaches a use as it reaches a node call: the waiting side names the use
+in the interrupt word of the arena it writes for the peer (use_interrupt_id), where the
+peer's interrupt checks read it while they serve that use; a use that outruns its grace
+period ends with the peer's life (host/proxy_nodes.py), and whatever waited on that life
+raises upstream's InterruptProcessingException (ended_at_cancel), not "gone".
 """
 
 import importlib
@@ -38,6 +44,14 @@ from .values import ValueCrossingError
 _SAME_ERRORS = {error.__name__: error for error in (AttributeError, KeyError, IndexError, TypeError, ValueError,
                                                     NotImplementedError)}
 _WAIT_SLICE_S = 0.05
+# The interrupt word holds a node call's id or, with this bit, a use's call number: the
+# two counts never meet (node call ids would need 2**31 calls of one pack life).
+_USE_BIT = 1 << 31
+
+
+def use_interrupt_id(call):
+    """What the interrupt word holds to stop the peer's serving of our use `call`."""
+    return _USE_BIT | (call & (_USE_BIT - 1))
 
 
 class RemoteCallError(RuntimeError):
@@ -49,16 +63,19 @@ class Conversation:
     host", "pack impact"); `enforce`: serve the peer only what object_kinds lists (the
     host serving a pack); `may_invoke()`: whether this side may use the peer's objects
     now; `accepts()`: whether the peer may use ours now; `serving()`: called before each
-    use of ours is served (the worker: busy to the memory integration, as during a node)."""
+    use of ours is served (the worker: busy to the memory integration, as during a node);
+    `began()`: called once each use of ours is sent, before its answer is awaited (the
+    host: a Cancel that came before it reaches it too)."""
 
     def __init__(self, session, peer, enforce, may_invoke=lambda: True, accepts=lambda: True,
-                 serving=lambda: None):
+                 serving=lambda: None, began=lambda: None):
         self.session = session
         self.peer = peer
         self.enforce = enforce
         self.may_invoke = may_invoke
         self.accepts = accepts
         self.before_serving = serving
+        self.began = began
         self.exports = Exports()
         self.proxies = {}           # the peer's id -> (weak reference to its proxy here, [times received])
         # Reentrant: a proxy's finalizer takes it, and the collector may run one at any
@@ -67,8 +84,8 @@ class Conversation:
         self.answers = {}           # call -> its answer, None until it came
         self.answered = threading.Condition()
         self.calls = itertools.count(1)
-        self.waiting = 0            # our uses of the peer's objects waiting now
-        self.serving = 0            # the peer's uses of ours served now
+        self.waits = {}             # our uses of the peer's objects waiting now: call -> what, for messages
+        self.served = []            # the peer's calls of its uses of ours served now, innermost last
         self.made = 0               # proxies made so far (the host: outputs that hold them die with the life)
 
     # ---- values ----
@@ -146,16 +163,17 @@ class Conversation:
         call = next(self.calls)
         with self.answered:
             self.answers[call] = None
+            self.waits[call] = what
         session.lend(encoder)
-        self.waiting += 1
         try:
             if not session.send({"op": "invoke", "call": call, **fields, "payload": encoded}):
                 session.close()
+            self.began()
             answer = self._await(call, what)
         finally:
-            self.waiting -= 1
             with self.answered:
                 self.answers.pop(call, None)
+                self.waits.pop(call, None)
         outcome, detail = answer
         if outcome == "error":
             raise self.error_of(detail, what)
@@ -171,7 +189,7 @@ class Conversation:
                 if answer is not None:
                     return answer
             if session.closed.is_set():
-                raise RemoteError(self.gone(what))
+                raise self.ended_error(what)
             if session.read_lock.acquire(blocking=False):
                 try:
                     while self.answers.get(call) is None:
@@ -189,12 +207,34 @@ class Conversation:
     def gone(self, what):
         return f"{what} is gone: {self.session.ended()}"
 
+    def ended_error(self, what):
+        """What a use raises whose peer's life ended before it answered: upstream's
+        InterruptProcessingException where the life was ended for outrunning ComfyUI's
+        Cancel (the flag spent, as upstream's own check spends it), else RemoteError."""
+        mm = sys.modules.get("comfy.model_management")
+        if not self.session.ended_at_cancel or mm is None:
+            return RemoteError(self.gone(what))
+        mm.throw_exception_if_processing_interrupted()
+        return mm.InterruptProcessingException()
+
+    def newest_wait(self):
+        """(call, what) of the newest of our uses that waits for its answer now, or None."""
+        with self.answered:
+            return max(self.waits.items(), default=None)
+
+    def waits_on(self, call):
+        """Whether our use `call` still waits for its answer."""
+        return call in self.waits
+
     def error_of(self, error, what):
         error = error if isinstance(error, dict) else {}
         kind, text = str(error.get("type"))[:80], str(error.get("message"))[:2000]
         mm = sys.modules.get("comfy.model_management")
         if error.get("interrupted") and mm is not None:
+            # As upstream's own check raises it here: the flag set (every wait on a pack
+            # hears it), then spent by the raise.
             mm.interrupt_current_processing(True)
+            mm.throw_exception_if_processing_interrupted()
             return mm.InterruptProcessingException()
         where = f"(in {self.peer}, {what})"
         if error.get("oom") and mm is not None and isinstance(getattr(mm, "OOM_EXCEPTION", None), type):
@@ -210,7 +250,7 @@ class Conversation:
 
     def on_invoke(self, message):
         call = message.get("call")
-        self.serving += 1
+        self.served.append(call)
         try:
             if not self.accepts():
                 raise RemoteError(f"{self.peer} used an object while no call waited on it")
@@ -226,7 +266,7 @@ class Conversation:
             missing = message.get("do") == "get" and isinstance(error, AttributeError)
             answer = {"op": "invoked", "call": call, "error": error_fields(error, with_traceback=not missing)}
         finally:
-            self.serving -= 1
+            self.served.remove(call)
         if not self.session.send(answer):
             self.session.close()
 

@@ -63,6 +63,9 @@ class PeerSession:
         self.releases = ReleaseQueue(self.channel, name)
         self.closed = threading.Event()
         self.protocol_error = None
+        # The host ended the peer's life for outrunning ComfyUI's Cancel: what waited on it
+        # was interrupted (conversation.py, host/proxy_nodes.py).
+        self.ended_at_cancel = False
         self.read_lock = threading.RLock()
         self.owed = []                # releases that came on frames read, applied once each frame is handled
         self.remote = None            # this side's Conversation, set by the side's session

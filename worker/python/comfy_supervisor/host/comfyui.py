@@ -136,7 +136,9 @@ class _Host:
         self.ledger_seen = None  # the ledger's generation at the last refresh of the stand-ins
         self.census = None       # the census last published
         self.bridges = None   # bridges.Bridges, in the host when packs run in workers
-        self.announced = False  # a pack's worker: node_started sent, node_finished not yet
+        # A pack's worker: "node" or "callback" once node_started (or callback_started) was
+        # sent, None again at node_finished.
+        self.announced = None
         self.node_ok = True
 
     def on_device(self, loaded):
@@ -447,14 +449,20 @@ class _Host:
         the supervisor's release_node_boundary would have them released."""
         return _NodeCall(self, epoch)
 
-    def node_call_starts(self, epoch):
+    def node_call_starts(self, epoch, callback=False):
+        activity = "callback" if callback else "node"
         with self.lock:
             self.busy = self.happened = True
             self.epoch = epoch
-            announce = not self.announced
-            self.announced = True
+            # Said again where a stretch goes on as the other (the host calls a function
+            # its node just returned): what comfyctl shows is what runs now.
+            announce = self.announced != activity
+            self.announced = activity
         if announce:
-            self.link.node_started(epoch)
+            if callback:
+                self.link.callback_started(epoch)
+            else:
+                self.link.node_started(epoch)
 
     def serving_peer(self):
         """The host uses this worker's objects (each step of its sampler with the pack's
@@ -464,9 +472,11 @@ class _Host:
         busy, so a model of this worker is never evicted under a use, nor between two uses
         closer together than that (a sampler's uses of a step, and its steps, on a small
         model); and each use after the first costs this test, not a lock and a context.
-        A use within a node call is busy already, and the node's end releases its caches."""
+        A use within a node call is busy already, and the node's end releases its caches.
+        To the supervisor, a stretch a use began is a callback (comfyctl shows one that
+        lasts, as a pack's function that does not return)."""
         if not self.busy:
-            self.node_call_starts(self.epoch)
+            self.node_call_starts(self.epoch, callback=True)
 
     def node_call_ends(self, ok):
         self.node_ok = ok
@@ -504,7 +514,7 @@ class _Host:
         """The run of node calls or uses ended: the supervisor may count this worker idle,
         and the commands deferred meanwhile are answered."""
         with self.lock:
-            announced, self.announced = self.announced, False
+            announced, self.announced = self.announced, None
             if self.busy and self.end_busy():
                 self.attempt("refresh", self.refresh)
         if announced:

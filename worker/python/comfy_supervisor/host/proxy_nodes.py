@@ -22,7 +22,13 @@ out, in one line for its pack); IS_CHANGED and VALIDATE_INPUTS go to the worker.
 - is ended with its worker when the node still runs the pack's cancel_grace_ms after
   ComfyUI's Cancel: the host asks the supervisor (on the control socket,
   supervisor/bridge/host_requests.hpp), which restarts the pack at once, and the call
-  raises upstream's InterruptProcessingException; the next call runs in the new life;
+  raises upstream's InterruptProcessingException; the next call runs in the new life.
+  So does a use of the pack's objects the host waits on outside a node call (a pack's
+  CFG function or patch under the host's sampler, a function the pack returned): Cancel
+  reaches the worker's interrupt checks while it serves that use, and one line names the
+  pack; past the grace period its life ends, and the use raises upstream's
+  InterruptProcessingException. Nested waits (a callback of the pack under the host's
+  model under the pack's node...) end with that life, each as the interrupt;
 - while it waits, the host's own models may be evicted at once (the prompt thread holds
   none in use), so a pack's load never waits on the host's prompt;
 - returns the outputs copied out of the worker's arena (the worker could change them
@@ -45,7 +51,7 @@ import weakref
 from .. import participant as sv
 from ..bridge.arena import CopiedArena, OwnArena
 from ..bridge.channel import SPIN_S
-from ..bridge.conversation import Conversation
+from ..bridge.conversation import Conversation, use_interrupt_id
 from ..bridge.session import SESSION_OPS, PeerSession
 from ..bridge.values import ValueCrossingError
 from ..upstream.comfyui_startup import prompt_server
@@ -108,7 +114,7 @@ class PackSession(PeerSession):
         # that pack (a node call, or its own use of the pack's objects): never on a thread
         # of its own between calls.
         self.remote = Conversation(self, f"pack {link.name}", enforce=True,
-                                   accepts=lambda: link.waits_on(self))
+                                   accepts=lambda: link.waits_on(self), began=link.use_began)
 
     def object_handle(self, value):
         return self.link.handle_ref(value, self)
@@ -177,7 +183,7 @@ class PackLink:
         # (session, request id, what) of the node call sent and not answered yet: the one
         # running now, or one whose caller gave up (upstream's progress hook raised at Cancel).
         self.active = None
-        self.cancel_watched = None  # the active call a Cancel grace timer runs for
+        self.cancel_watched = None  # (session, interrupt id) of the wait a Cancel grace timer runs for
         self.cancelled = None      # the active call whose life the host had ended for outrunning Cancel
         self.browser = BrowserGate(name, bridges.browser_limits)  # its messages to the browser
 
@@ -389,29 +395,52 @@ class PackLink:
             self.active = None
 
     def interrupt(self):
-        """ComfyUI's interrupt, to the node call running now, if any: through the interrupt
-        word of the arena the host writes for that life, which its interrupt checks read; and
-        the pack's grace period starts, after which a node still running is ended with its
-        worker."""
+        """ComfyUI's interrupt, to what the host waits on in this pack now, if anything: the
+        node call running now, else the newest use of the pack's objects (a callback), the
+        nested ones within it included. Through the interrupt word of the arena the host
+        writes for that life, which its interrupt checks read; and the pack's grace period
+        starts, after which what still runs is ended with its worker."""
         active = self.active
         if active is not None:
             active[0].own.interrupt(active[1])
-            self.watch_cancel(active)
+            self.watch_cancel(active, lambda: self.active is active, "cancel")
+            return
+        session = self.session
+        waited = session.remote.newest_wait() if session is not None else None
+        if waited is not None:
+            call, what = waited
+            use = (session, use_interrupt_id(call), f"callback {what}")
+            session.own.interrupt(use[1])
+            if self.watch_cancel(use, lambda: session.remote.waits_on(call), "cancel_callback"):
+                log.warning("comfy-supervisor: pack %s: ComfyUI's Cancel reached its callback (%s); it has %.0f ms to "
+                            "end before its worker is ended", self.name, what, self.cancel_grace_s * 1000)
 
-    def watch_cancel(self, active):
+    def use_began(self):
+        """A use of the pack's objects was sent: a Cancel that came before reaches it too,
+        as a node call's does."""
+        if self.bridges.mm.processing_interrupted():
+            self.interrupt()
+
+    def watch_cancel(self, waited, running, cause):
+        """Ends `waited` (session, interrupt id, what) with its life if `running()` still
+        says so after the grace period; whether a timer started (not for a second Cancel of
+        the same wait, nor with a supervisor that has no grace setting)."""
         grace = self.cancel_grace_s
-        if grace is None or self.cancel_watched is active:
-            return  # a supervisor without the setting, or a second Cancel of the same call
-        self.cancel_watched = active
-        timer = threading.Timer(grace, self.cancel_overdue, args=(active,))
+        if grace is None or self.cancel_watched == waited[:2]:
+            return False
+        self.cancel_watched = waited[:2]
+        timer = threading.Timer(grace, self.cancel_overdue, args=(waited, running, cause))
         timer.daemon = True
         timer.start()
+        return True
 
-    def cancel_overdue(self, active):
-        if self.active is not active:
+    def cancel_overdue(self, waited, running, cause):
+        if not running():
             return  # answered within the grace period
-        self.cancelled = active
-        self.bridges.end_life(self.name, active[0].generation, "cancel", active[2])
+        session = waited[0]
+        session.ended_at_cancel = True  # every wait on that life, however nested, is interrupted
+        self.cancelled = waited
+        self.bridges.end_life(self.name, session.generation, cause, waited[2])
 
     @staticmethod
     def progress(bar, reply):
@@ -481,7 +510,7 @@ class PackLink:
     def waits_on(self, session):
         """The host waits on `session` now: a node call of it runs, or a use of its objects."""
         active = self.active
-        return (active is not None and active[0] is session) or session.remote.waiting > 0
+        return (active is not None and active[0] is session) or bool(session.remote.waits)
 
     def error_of(self, mm, node, reply):
         kind, text = str(reply.get("type"))[:80], str(reply.get("message"))

@@ -3,10 +3,11 @@
 The supervisor hands this life a call socket for each host life, and the arena that host
 life writes for this pack life alone (the bridge control socket's host_started). The main
 thread reads the host's messages and runs its calls one at a time, which makes the pack
-the unit of concurrency; nothing else reads the socket. While a node runs, the host's
-Cancel reaches it through that arena's interrupt word (bridge/arena.py), which upstream's
-interrupt checks, wrapped here, read; the releases the host sends meanwhile wait in the
-socket for the node's end. A call:
+the unit of concurrency; nothing else reads the socket. While a node runs, or the pack
+serves the host's use of its objects (its CFG function or patch under the host's
+sampler, a function it returned), the host's Cancel reaches it through that arena's
+interrupt word (bridge/arena.py), which upstream's interrupt checks, wrapped here, read;
+the releases the host sends meanwhile wait in the socket for the node's end. A call:
 
 - decodes its inputs over the host's arena, in place (bridge/values.py), with the handles
   of this life;
@@ -37,7 +38,7 @@ from .. import participant as sv
 from ..bridge import written_back
 from ..bridge.arena import PeerArena
 from ..bridge.channel import SPIN_S, receive_control
-from ..bridge.conversation import Conversation
+from ..bridge.conversation import Conversation, use_interrupt_id
 from ..bridge.session import PeerSession
 from ..bridge.values import ValueCrossingError
 from ..upstream import comfyui_startup
@@ -62,7 +63,7 @@ class HostSession(PeerSession):
         # The host reads the call socket only while it waits on this worker: a pack may use
         # the host's objects during a node call, or while it serves the host's use of its own.
         self.remote = Conversation(self, "the host", enforce=False,
-                                   may_invoke=lambda: server.current is not None or self.remote.serving > 0,
+                                   may_invoke=lambda: server.current is not None or bool(self.remote.served),
                                    serving=server.memory.serving_peer)
 
     def object_handle(self, value):
@@ -148,14 +149,19 @@ class NodeServer:
 
     def hear_interrupts(self):
         """Upstream's interrupt checks also read the host's interrupt word for the call
-        running now. Module attributes: code that imported these names before this ran
-        keeps upstream's own and hears only this process's interrupts."""
+        running now, and for the host's uses of the pack's objects served now (the host
+        waits on each, bridge/conversation.py). Module attributes: code that imported these
+        names before this ran keeps upstream's own and hears only this process's interrupts."""
         mm = self.mm
         original_interrupted, original_throw = mm.processing_interrupted, mm.throw_exception_if_processing_interrupted
 
         def host_interrupted():
             current = self.current
-            return current is not None and current[0].peer.interrupted(current[1])
+            if current is not None and current[0].peer.interrupted(current[1]):
+                return True
+            session = self.session
+            return session is not None and any(session.peer.interrupted(use_interrupt_id(call))
+                                               for call in session.remote.served if type(call) is int)
 
         def processing_interrupted():
             return original_interrupted() or host_interrupted()

@@ -197,6 +197,7 @@ _SIGNATURES = {
     "comfy_participant_unload_standin": (_int, [_p, _u32, _u32, _u64, _u64, _int, _u32,
                                                 ctypes.POINTER(_StandInResult)]),
     "comfy_participant_node_started": (_int, [_p, _u64, _u32]),
+    "comfy_participant_callback_started": (_int, [_p, _u64]),
     "comfy_participant_node_finished": (_int, [_p, _u64, _u32, _int]),
     "comfy_participant_update_census": (_int, [_p, ctypes.POINTER(_Census)]),
     "comfy_participant_next_command": (_int, [_p, _u32, ctypes.POINTER(_Command)]),
@@ -387,6 +388,11 @@ class Participant:
 
     def node_started(self, prompt_epoch, node_index=0):
         self._check(self._lib.comfy_participant_node_started(self._handle, prompt_epoch, node_index))
+
+    def callback_started(self, prompt_epoch):
+        """node_started for a busy stretch that serves the peer's use of our objects (a
+        pack's function the host calls back): comfyctl shows it in a callback."""
+        self._check(self._lib.comfy_participant_callback_started(self._handle, prompt_epoch))
 
     def node_finished(self, prompt_epoch, node_index=0, ok=True):
         self._check(self._lib.comfy_participant_node_finished(self._handle, prompt_epoch, node_index, int(ok)))
