@@ -18,20 +18,26 @@ package (tests/host/fake_comfyui on the PYTHONPATH). --hostile-calls runs, for t
 SIGUSR1 a node that never ends, cancelled as ComfyUI's Cancel does, which must end with
 its worker; at SIGUSR2 a node that breaks the call protocol, whose worker's life must be
 ended; at SIGRTMIN + 1 a node that floods the browser, of which no more than the host's
-limits may reach this ComfyUI's PromptServer, the rest counted; and at SIGRTMIN, to the
+limits may reach this ComfyUI's PromptServer, the rest counted; at SIGRTMIN + 2 a node that
+walks the host's MODEL with dotted names, object patches and callables toward the host's
+builtins, each walk refused, nothing written and the MODEL unchanged; at SIGRTMIN + 3 the
+host's KSampler over a MODEL the pack patched with a CFG function that never returns nor checks
+for interrupts, cancelled, which must end with the pack's worker; and at SIGRTMIN, to the
 --hostile-arena PACK (tests/packs/arena_hostile_pack), nodes that hand tensors over, then
 write over every arena they can reach, which must leave the host's tensors as they were.
 Each round then runs the pack's next call (in its new life where it was ended), and says
-"hostile calls: cancel passed" (or "protocol", "flood", "mutate", or "failed: WHY"). It
+"hostile calls: cancel passed" (or "protocol", "flood", "walk", "callback", "mutate", or "failed: WHY"). It
 runs until the supervisor's Shutdown. Every event is one line on stderr, for the test to
 read.
 """
 
 import argparse
+import os
 import queue
 import random
 import signal
 import sys
+import tempfile
 import threading
 import time
 
@@ -168,7 +174,7 @@ def call_isolated(isolated):
 
 
 HOSTILE_CALLS = {signal.SIGUSR1: "cancel", signal.SIGUSR2: "protocol", signal.SIGRTMIN: "mutate",
-                 signal.SIGRTMIN + 1: "flood"}
+                 signal.SIGRTMIN + 1: "flood", signal.SIGRTMIN + 2: "walk", signal.SIGRTMIN + 3: "callback"}
 FLOOD_MESSAGES = 20000  # small ones, then three over the host's limit on one message's size
 
 
@@ -191,10 +197,16 @@ def hostile_call(isolated, pack, what):
             mutate_round(nodes)
         elif what == "flood":
             flood_round(isolated.bridges.links[pack], nodes)
+        elif what == "walk":
+            walk_round(nodes)
         else:
             if what == "cancel":
                 threading.Timer(0.2, mm.interrupt_current_processing, args=(True,)).start()
                 expected, call = mm.InterruptProcessingException, lambda: nodes["LoopForever"]().run()
+            elif what == "callback":
+                call = sample_forever(nodes)
+                threading.Timer(0.2, mm.interrupt_current_processing, args=(True,)).start()
+                expected = mm.InterruptProcessingException
             else:
                 kind = random.choice(("oversize", "nested"))
                 expected, call = proxy_nodes.PackWorkerDied, lambda: nodes["BreakProtocol"]().run(kind=kind)
@@ -249,6 +261,54 @@ def flood_round(link, nodes):
                            "messages kept back")
     if nodes["Add"]().run(a=2, b=3) != (5,):
         raise RuntimeError("the call after the flood answered wrong")
+
+
+def sample_forever(nodes):
+    """The host's KSampler over a MODEL the pack patched with a CFG function that never
+    returns nor checks for interrupts (hostile_pack/callbacks.py), ready to call."""
+    import nodes as upstream_nodes
+    import torch
+    model, clip, _ = upstream_nodes.CheckpointLoaderSimple().load_checkpoint("tiny.safetensors")
+    (patched,) = nodes["PatchCfgForever"]().patch(model=model)
+    (positive,) = upstream_nodes.CLIPTextEncode().encode(clip, "a cat")
+    (negative,) = upstream_nodes.CLIPTextEncode().encode(clip, "")
+    latent = {"samples": torch.zeros(1, 4, 4, 4)}
+    return lambda: upstream_nodes.KSampler().sample(patched, 7, 3, 7.5, "euler", "normal", positive, negative, latent)
+
+
+class CanaryWriter:
+    """A host object of no kind: its bound method, in a MODEL's options, is a callable the
+    host never hands a pack; called, it writes the canary."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def write(self):
+        with open(self.path, "w") as canary:
+            canary.write(str(os.getpid()))
+
+
+def walk_round(nodes):
+    """The pack walks the host's MODEL toward the host's builtins (hostile_pack/walks.py):
+    every walk must be refused, the canary never written and the MODEL unchanged."""
+    import json
+    import nodes as upstream_nodes
+    model = upstream_nodes.CheckpointLoaderSimple().load_checkpoint("tiny.safetensors")[0]
+    hooked = model.clone()
+    with tempfile.TemporaryDirectory(prefix="comfy-walk-") as folder:
+        canary = os.path.join(folder, "canary")
+        hooked.model_options["transformer_options"]["host_hook"] = CanaryWriter(canary).write
+        options = repr(model.model_options)
+        answers, clone = nodes["WalkHostObjects"]().run(model=model, hooked=hooked, canary=canary, flood=20)
+        reached = [f"{what}: {outcome}" for what, outcome, _ in json.loads(answers) if outcome != "refused"]
+        if reached:
+            raise RuntimeError(f"{len(reached)} walks were not refused, the first {reached[0]}")
+        if os.path.exists(canary):
+            raise RuntimeError("the host's eval or a host callable wrote the canary")
+    if clone.object_patches or repr(model.model_options) != options or model.object_patches:
+        raise RuntimeError(f"the walk changed the host's MODEL or patched its clone: {clone.object_patches}")
+    if nodes["Add"]().run(a=2, b=3) != (5,):
+        raise RuntimeError("the call after the walk answered wrong")
 
 
 def main():

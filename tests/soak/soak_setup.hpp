@@ -52,7 +52,15 @@ inline constexpr unsigned kDeafPackModels = 128;  // within its ledger quota (40
 //   it can reach; what the host holds must be unchanged, and the pack's life goes on;
 // - flood (SIGRTMIN + 1): a node of kHostileCallsPack floods the browser; the host must
 //   forward no more than its limits, count the rest, say so in a line with the words of
-//   `host_says`, and answer the next call, in the same life.
+//   `host_says`, and answer the next call, in the same life;
+// - walk (SIGRTMIN + 2): a node of kHostileCallsPack walks the host's MODEL with dotted
+//   names, object patches and callables toward the host's builtins (hostile_pack/walks.py);
+//   each walk must be refused, the host's canary never written and its MODEL unchanged,
+//   and the pack's life goes on (the host's log line of it is rate-limited, so not awaited);
+// - callback (SIGRTMIN + 3): the host's KSampler over a MODEL kHostileCallsPack patched with
+//   a CFG function that never returns, cancelled; the supervisor must end the pack's life
+//   with the words of `outcome`, the host's sampling end with upstream's interrupt, and the
+//   host say that Cancel reached the callback.
 inline constexpr const char* kHostileCallsPack = "hostile-calls";
 inline constexpr const char* kHostileArenaPack = "hostile-arena";
 inline constexpr std::chrono::milliseconds kCancelGrace{500};
@@ -69,6 +77,9 @@ inline const HostileCall kHostileCalls[] = {
     {"protocol", SIGUSR2, kHostileCallsPack, "its call session with the host broke"},
     {"mutate", SIGRTMIN, kHostileArenaPack},
     {"flood", SIGRTMIN + 1, kHostileCallsPack, nullptr, "comfy-supervisor: pack hostile-calls: refused "},
+    {"walk", SIGRTMIN + 2, kHostileCallsPack},
+    {"callback", SIGRTMIN + 3, kHostileCallsPack, "its callback did not end within",
+     "comfy-supervisor: pack hostile-calls: ComfyUI's Cancel reached its callback"},
 };
 inline constexpr std::chrono::milliseconds kHeartbeatTimeout{2000};
 inline constexpr std::chrono::milliseconds kAnswerTimeout{1000};
