@@ -112,9 +112,11 @@ TEST_CASE("an exception from upstream during an eviction is answered as nothing 
     TempFolder packs("comfyui");
     // b cannot be unloaded, and is asked before a (as recent and as large, loaded later);
     // the asker's load then takes a's bytes. c's load says b's unloads fail by now: the
-    // asker must not ask before (free memory went below 9 GiB with b's load already).
+    // asker must not ask before (free memory went below 9 GiB with b's load already). It
+    // says too that no prompt runs in the host: loaded by a prompt, c let an asker that
+    // came before the prompt's end find the host busy, its evictions deferred.
     const json config = config_with(
-        fake_comfyui({"load:a:8GiB", "load:b:8GiB", "fail-unload:b", "load:c:512MiB"}),
+        fake_comfyui({"load:a:8GiB", "load:b:8GiB", "fail-unload:b", "load-between-prompts:c:512MiB"}),
         json::array({reference_pack(packs, "asker",
                                     {{"nodes", {{"load", {step_await_free_below("8GiB"), step_load("huge", "14GiB")}}}}})}));
     SupervisorProcess supervisor(config, workload_of({{node("asker", "load")}}));

@@ -4,6 +4,8 @@ values after colons, in order:
 
     load:NAME:SIZE[:PATCH=SIZE...]  a prompt that loads NAME (with patch models) on the GPU
     load-cpu:NAME:SIZE              a prompt that loads NAME with the CPU as its load device
+    load-between-prompts:NAME:SIZE  loads NAME on the GPU outside a prompt, so with the host
+                                    idle: a worker that waits for it knows no prompt runs
     partial:NAME:SIZE               upstream's LoadedModel.model_unload(SIZE) on NAME's entry
     free:SIZE                       upstream's free_memory(SIZE, the GPU), as a custom node
     unload-all                      upstream's unload_all_models(), as main.py after POST /free
@@ -89,12 +91,19 @@ def check_ledger(host, step):
         say(f"ledger stale after {step}")
 
 
-def load(name, nbytes, device=mm.GPU, patches=()):
+def load(name, nbytes, device=mm.GPU, patches=(), in_prompt=True):
     extras = [mm.ModelPatcher(size(amount), load_device=device) for amount in patches]
     patcher = mm.ModelPatcher(nbytes, load_device=device, patches=extras)
     patchers[name] = patcher
     patchers.update({f"{name}+{i}": extra for i, extra in enumerate(extras)})
-    execution.PromptExecutor().execute(lambda: mm.load_models_gpu([patcher], memory_required=1 << 30), name)
+
+    def loading():
+        mm.load_models_gpu([patcher], memory_required=1 << 30)
+
+    if in_prompt:
+        execution.PromptExecutor().execute(loading, name)
+    else:
+        loading()
 
 
 def entry_of(name):
@@ -130,6 +139,8 @@ def run(host, step):
         load(values[0], size(values[1]), patches=[v.split("=")[1] for v in values[2:]])
     elif word == "load-cpu":
         load(values[0], size(values[1]), device=mm.CPU)
+    elif word == "load-between-prompts":
+        load(values[0], size(values[1]), in_prompt=False)
     elif word == "partial":
         entry_of(values[0]).model_unload(memory_to_free=size(values[1]))
     elif word == "free":
@@ -160,7 +171,7 @@ def run(host, step):
     else:
         raise SystemExit(f"fake_comfyui: unknown step {step!r}")
     say(f"{step} done")
-    if word in ("load", "load-cpu", "partial", "free", "unload-all", "unload-clones", "drop",
+    if word in ("load", "load-cpu", "load-between-prompts", "partial", "free", "unload-all", "unload-clones", "drop",
                 "unload-all-during-eviction"):
         check_ledger(host, step)
 
