@@ -283,10 +283,10 @@ class PeerSession:
             self.lent.clear()
             self.sources.clear()
         self.mirrors.close(f"{self.ended()}")
+        self.grants.close()  # the copies made for the peer are punched out, whatever it kept
         self.cuda.close()
         self.remote.close()
         self.releases.close()
-        self.grants.close()  # the copies made for the peer are punched out, whatever it kept
         self.channel.close()
         self.on_close()
 
