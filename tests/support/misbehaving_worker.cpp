@@ -168,18 +168,26 @@ bool escape() {
 }
 
 // Holds `models` models of `model_bytes` each through the real runtime (one admission for
-// them all, as a pack loading them at start-up), then stops listening for good.
+// them all, as a pack loading them at start-up), then stops listening for good. The models
+// are registered before their bytes are allocated: the allocation is asked on the same ring,
+// after them, so whoever sees the device's free bytes fall (a test's await_free_below) finds
+// every model in the ledger; allocated first, a loaded machine let another pack's eviction
+// run over the first few rows alone.
 [[noreturn]] void run_deaf(const worker::WorkerEnvironment& env, std::uint64_t models, std::uint64_t model_bytes) {
     worker::WorkerRuntime runtime(env, 0);
     AdmissionRequest request{};
     request.streams = 1;
     request.bytes = models * model_bytes;
     request.largest_tensor = model_bytes / 8;
-    if (runtime.request_admission(request, {}).granted && runtime.device().allocate(request.bytes)) {
+    if (runtime.request_admission(request, {}).granted) {
         const auto kind = static_cast<std::uint16_t>(ModelKind::diffusion);
         for (std::uint64_t id = 1; id <= models; ++id) {
             runtime.send(encode(ModelRegistered{id, id, model_bytes, model_bytes, 0, kind, 0, 0}, env.generation));
             runtime.send(encode(ResidencyReceipt{id, 1, model_bytes, 1, 0, 1, {}}, env.generation));
+        }
+        if (!runtime.device().allocate(request.bytes)) {
+            std::fprintf(stderr, "misbehaving-worker: the device refused the %llu bytes its admission granted\n",
+                         static_cast<unsigned long long>(request.bytes));
         }
     }
     std::fprintf(stderr, "misbehaving-worker: deaf from now on\n");
