@@ -9,9 +9,9 @@
 // CAUSE "cancel": the pack's node was still running cancel_grace_ms after ComfyUI's
 // Cancel; its worker is stopped and started again at once, as after an operator's
 // restart, not counted as a crash. CAUSE "cancel_callback": the same for a function of the
-// pack's that the host called back (a CFG function under its sampler) and still waited on. CAUSE "broken_session": the call session with that
-// life broke (the worker broke the protocol, or closed its socket and lives on); it is
-// stopped and restarted as after a crash. TEXT (at most 200 bytes) says what, for the log.
+// pack's that the host called back (a CFG function under its sampler) and still waited on.
+// CAUSE "broken_session": the call session with that life broke (the worker broke the
+// protocol, or closed its socket and lives on); it is stopped and restarted as after a crash. TEXT (at most 200 bytes) says what, for the log.
 //
 // A request about a life that has ended, or is being stopped already, is moot and
 // ignored; a malformed one is refused in one line of the log (rate-limited). The host is

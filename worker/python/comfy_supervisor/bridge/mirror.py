@@ -161,10 +161,7 @@ class Publication:
                     and found[name].dtype == dtype and found[name].shape == shape
                     for name, (ref, address, version, dtype, shape) in self.sources.items()):
                 return False
-            return not any(_libc.memcmp(ours, copy, min(_SAMPLE, size)) or
-                           _libc.memcmp(ours + size - min(_SAMPLE, size), copy + size - min(_SAMPLE, size),
-                                        min(_SAMPLE, size))
-                           for ours, copy, size in self.samples)
+            return all(_ends_equal(ours, copy, size) for ours, copy, size in self.samples)
 
     def revoke(self):
         """Every mirror of the copy is revoked (its next use raises), and its pages are
@@ -197,6 +194,13 @@ class Publication:
             if self.fd is None:
                 raise RemoteError("the module's mirror was revoked while it was granted; read it again")
             return os.open(f"/proc/self/fd/{self.fd}", os.O_RDONLY | os.O_CLOEXEC)
+
+
+def _ends_equal(ours, copy, size):
+    """Whether the first and last _SAMPLE bytes of `size` bytes at `ours` and `copy` agree."""
+    sample = min(_SAMPLE, size)
+    tail = size - sample
+    return _libc.memcmp(ours, copy, sample) == 0 and _libc.memcmp(ours + tail, copy + tail, sample) == 0
 
 
 _publications = weakref.WeakSet()  # every Publication not revoked yet, of every session
