@@ -40,17 +40,20 @@ def _dup_as_it_arrives(mirror_module):
     return dups, lambda: setattr(mirror_module.Mirror, "__init__", original)
 
 
-def _owners_descriptors():
-    """The mirror memfds other processes hold that /proc shows this one: the host's, outside a
-    sandbox."""
+def _owners_descriptors(kept):
+    """Where /proc shows this process (outside a sandbox) another's descriptor of the memfd
+    `kept` is one of: the host's own, of this very memfd, never another host's that shares
+    the machine (a test running beside this one)."""
+    mine = os.fstat(kept)
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         if int(pid) == os.getpid():
             continue
         try:
             for fd in os.listdir(f"/proc/{pid}/fd"):
-                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(_MEMFD):
-                    found.append(f"/proc/{pid}/fd/{fd}")
+                path = f"/proc/{pid}/fd/{fd}"
+                if os.readlink(path).startswith(_MEMFD) and os.path.samestat(os.stat(path), mine):
+                    found.append(path)
         except OSError:
             continue
     return found
@@ -88,7 +91,7 @@ class KeepMirror:
         with open("/proc/self/maps") as maps:
             ranges = [line.split()[0] for line in maps if "comfy-sv-mirror" in line and line.split()[1][3] == "p"]
         tried["map_files"] = _opened(f"/proc/self/map_files/{ranges[0]}") if ranges else "no mapping"
-        for number, path in enumerate(_owners_descriptors()):
+        for number, path in enumerate(_owners_descriptors(dups[0]) if dups else ()):
             tried[f"owner_fd_{number}"] = _opened(path)
         _kept.update((how, kept) for how, kept in tried.items() if not isinstance(kept, str))
         return (json.dumps({"norm": norm, "kept": {how: _nonzero(kept) if how in _kept else kept
