@@ -56,6 +56,8 @@ again as "other" (a second pack with the same nodes), tests/packs/hostile_pack a
                  and the next call runs in the new one
     bad-interface  the nodes of "bad" whose interface upstream could not use are left
                  out, and only they: its good node and every other pack's are registered
+    one-bad-class  of "bad" (tests/packs/one_bad_class_pack), the node class that cannot
+                 describe itself is left out, and only it: its good node registers and runs
     snoop[:everywhere]  pack evil finds a tensor the host sent pack bridge in none of the
                  descriptors it holds; with "everywhere", nor in any descriptor of any
                  process it can see nor in /dev/shm (for evil in a sandbox)
@@ -635,6 +637,12 @@ def check_bad_interface():
     expect({"InvertImage", "Echo", "PlainValues"} <= set(classes["bridge"]), "pack bridge's nodes")
 
 
+def check_one_bad_class():
+    expect(set(classes.get("bad", {})) == {"Doubles"}, f"pack bad's nodes registered: {sorted(classes.get('bad', {}))}")
+    expect(node("Doubles", "bad").run(value=21) == (42,), "its good node")
+    expect({"InvertImage", "Echo", "PlainValues"} <= set(classes["bridge"]), "pack bridge's nodes")
+
+
 def check_snoop(where=""):
     secret = torch.randint(0, 256, (1 << 16,), dtype=torch.uint8)
     needle = bytes(secret[30000:30064].numpy())
@@ -668,7 +676,8 @@ CHECKS = {"interfaces": check_interfaces, "wildcards": check_wildcards, "values"
           "browser": check_browser, "front-end": check_front_end, "cancel": check_cancel,
           "cancel-progress": check_cancel_progress, "host-protocol": check_host_protocol,
           "bad-bool": check_bad_bool, "repeat-block": check_repeat_block,
-          "bad-interface": check_bad_interface, "frozen": check_frozen}
+          "bad-interface": check_bad_interface, "one-bad-class": check_one_bad_class,
+          "frozen": check_frozen}
 
 
 def check_failed(pack):

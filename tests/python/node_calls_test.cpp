@@ -167,6 +167,14 @@ TEST_CASE("a pack's node whose interface upstream could not use is left out alon
     CHECK_THAT(log, Contains("'NumberReturns' (its RETURN_TYPES is an int, not a list of types)"));
 }
 
+TEST_CASE("a pack's node class that cannot describe itself is left out alone, in one line naming it and the pack") {
+    const auto log = run_checks({"one-bad-class", "values"},
+                                json::array({python_pack("bad", "one_bad_class_pack"), python_pack("bridge", "bridge_pack")}));
+    CHECK(count_of(log, "left out (ComfyUI leaves it out too)") == 1);
+    CHECK(count_of(log, "bad: pack_worker: one_bad_class_pack: node class 'ListsMissingFolder' left out (ComfyUI "
+                        "leaves it out too): its interface raised KeyError: ") == 1);
+}
+
 TEST_CASE("a hostile pack finds nothing the host sent another pack, and cannot change what it handed over") {
     run_checks({"snoop", "frozen", "values"},
                json::array({python_pack("bridge", "bridge_pack"), python_pack("evil", "arena_hostile_pack")}));

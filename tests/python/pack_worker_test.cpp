@@ -176,6 +176,20 @@ TEST_CASE("the pack worker describes each node class's interface as the host's p
     CHECK(echo.at("INPUT_TYPES").at("optional").at("mode") == json::array({json::array({"plain", "loud"})}));
 }
 
+TEST_CASE("the pack worker leaves out a node class that cannot describe itself, in one line, and describes the rest") {
+    const auto described = describe({"one_bad_class_pack"});
+    INFO(described.log);
+    REQUIRE(described.status == 0);
+    const json nodes = json::parse(described.interfaces);
+    CHECK(nodes.size() == 1);
+    CHECK(nodes.at("Doubles").at("RETURN_TYPES") == json::array({"INT"}));
+    // As ComfyUI, which lists every node of /object_info but one whose description raises.
+    CHECK(described.log ==
+          "pack_worker: one_bad_class_pack: node class 'ListsMissingFolder' left out (ComfyUI leaves it out too): its "
+          "interface raised KeyError: \"no model folder 'unet_gguf' in this ComfyUI\" (in "
+          "one_bad_class_pack/__init__.py:31); its other nodes register; fix or update the pack\n");
+}
+
 TEST_CASE("the pack worker sets up what ComfyUI's main.py has before it imports a pack") {
     // startup_pack fails to import, naming what is missing, unless its prestartup script
     // ran first, utils is the checkout's package (our model of upstream's nodes.py puts

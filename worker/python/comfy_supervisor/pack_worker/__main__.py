@@ -19,7 +19,9 @@ this one worker, as ComfyUI imports custom node folders one after another into i
 what one member's node makes is another's own object. A node class that two members define
 is refused as an import error is.
 
-A pack that cannot be imported ends the worker with one line naming the error and exit
+A node class that raises while it is described (its INPUT_TYPES(), or a comfy_api class's
+schema) is left out alone, with one line naming it and its pack, as ComfyUI's /object_info
+leaves it out; the pack's other nodes register. A pack that cannot be imported ends the worker with one line naming the error and exit
 status 78 (EX_CONFIG); the supervisor marks the pack failed without restarting it, until
 an operator retries it. So does a pack whose environment (built by `comfyctl pack add`) is
 stale, before anything is imported (environment.py), when the worker is started from a
@@ -113,35 +115,54 @@ def _plain(value):
 
 
 def describe(module, pack):
-    """Each node class's interface, by its name, as the host's proxy nodes need it; its
-    python_module is the one upstream gives the classes of a pack in custom_nodes/ (the
-    pack's folder, or its file without .py)."""
+    """Each node class's interface, by its name, as the host's proxy nodes need it, and a
+    line for each class left out because describing it raised: ComfyUI's /object_info
+    leaves such a class out too (its node_info raises), and lists the pack's other nodes."""
     names = getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", {}) or {}
     folder = os.path.basename(os.path.normpath(pack))
+    # The python_module upstream gives the classes of a pack in custom_nodes/ (the pack's
+    # folder, or its file without .py).
     python_module = "custom_nodes." + (os.path.splitext(folder)[0] if os.path.isfile(pack) else folder)
-    nodes = {}
+    nodes, left_out = {}, []
     for node_name, cls in module.NODE_CLASS_MAPPINGS.items():
         v3 = v3_nodes.is_v3(cls)
-        # Upstream shows a comfy_api node's display name from its schema alone.
-        display_name = cls.GET_SCHEMA().display_name if v3 else names.get(node_name, node_name)
-        interface = {"display_name": display_name, "INPUT_TYPES": _plain(cls.INPUT_TYPES()),
-                     "python_module": python_module}
-        for member in _INTERFACE:
-            if hasattr(cls, member):
-                interface[member] = _plain(getattr(cls, member))
-        interface["IS_CHANGED"] = v3_nodes.overrides(cls, "fingerprint_inputs") is not None if v3 else \
-            hasattr(cls, "IS_CHANGED")
-        validate = v3_nodes.overrides(cls, "validate_inputs") if v3 else getattr(cls, "VALIDATE_INPUTS", None)
-        interface["check_lazy_status"] = v3_nodes.overrides(cls, "check_lazy_status") is not None if v3 else \
-            getattr(cls, "check_lazy_status", None) is not None
-        interface["VALIDATE_INPUTS"] = None
-        if validate is not None:
-            # Upstream passes VALIDATE_INPUTS only the inputs its signature names: the
-            # host's proxy takes the same signature.
-            spec = inspect.getfullargspec(validate)
-            interface["VALIDATE_INPUTS"] = {"args": spec.args, "varkw": spec.varkw is not None}
-        nodes[node_name] = interface
-    return nodes
+        try:
+            nodes[node_name] = describe_class(cls, v3, names.get(node_name, node_name), python_module)
+        except Exception as error:  # noqa: BLE001 (whatever the class raises is the pack's error)
+            # A comfy_api class fails in its schema, most often one written for a newer comfy_api.
+            part, advice = ("schema", "update the pack, or ComfyUI where the class is written for a newer comfy_api") \
+                if v3 else ("interface", "fix or update the pack")
+            left_out.append(f"{folder}: node class {node_name[:60]!r} left out (ComfyUI leaves it out too): its {part} "
+                            f"raised {one_line(error)} ({where_raised(error, pack)}); its other nodes register; "
+                            f"{advice}")
+    return nodes, left_out
+
+
+def describe_class(cls, v3, display_name, python_module):
+    """One node class's interface; raises what the class raises while it is read."""
+    if v3:
+        display_name = cls.GET_SCHEMA().display_name  # upstream shows a comfy_api node's from its schema alone
+    interface = {"display_name": display_name, "INPUT_TYPES": _plain(cls.INPUT_TYPES()), "python_module": python_module}
+    for member in _INTERFACE:
+        if hasattr(cls, member):
+            interface[member] = _plain(getattr(cls, member))
+    interface["IS_CHANGED"] = v3_nodes.overrides(cls, "fingerprint_inputs") is not None if v3 else \
+        hasattr(cls, "IS_CHANGED")
+    validate = v3_nodes.overrides(cls, "validate_inputs") if v3 else getattr(cls, "VALIDATE_INPUTS", None)
+    interface["check_lazy_status"] = v3_nodes.overrides(cls, "check_lazy_status") is not None if v3 else \
+        getattr(cls, "check_lazy_status", None) is not None
+    interface["VALIDATE_INPUTS"] = None
+    if validate is not None:
+        # Upstream passes VALIDATE_INPUTS only the inputs its signature names: the
+        # host's proxy takes the same signature.
+        spec = inspect.getfullargspec(validate)
+        interface["VALIDATE_INPUTS"] = {"args": spec.args, "varkw": spec.varkw is not None}
+    return interface
+
+
+def one_line(error):
+    """`error`'s type and the first line of its message."""
+    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
 
 
 def where_raised(error, pack, frames=2):
@@ -165,19 +186,20 @@ class CannotImport(Exception):
 
 def import_packs(folders, then):
     """The packs of `folders` imported in order, each as import_pack imports it, and described:
-    ([(name, module, WEB_DIRECTORY or None)], each node's interface by its name). Raises
+    ([(name, module, WEB_DIRECTORY or None)], each node's interface by its name), with a line
+    said for each node class left out (describe). Raises
     CannotImport naming the folder that failed, or the two that define one node class;
     `then` is what to do once the pack is fixed."""
-    members, nodes, defined_by = [], {}, {}
+    members, nodes, defined_by, left_out_lines = [], {}, {}, []
     for folder in folders:
         pack = os.path.basename(os.path.abspath(folder))
         try:
             name, module = import_pack(folder)
-            described = describe(module, folder)
+            described, left_out = describe(module, folder)
         except Exception as error:  # noqa: BLE001 (whatever the pack raises is its error)
-            raise CannotImport(f"cannot import {pack}: {type(error).__name__}: "
-                               f"{str(error).splitlines()[0] if str(error) else ''} ({where_raised(error, folder)}); "
+            raise CannotImport(f"cannot import {pack}: {one_line(error)} ({where_raised(error, folder)}); "
                                f"fix the pack or its venv, then {then}") from error
+        left_out_lines += left_out
         for node in described:
             if node in defined_by:
                 raise CannotImport(f"cannot import {pack} beside {defined_by[node]}: both define the node class "
@@ -187,6 +209,8 @@ def import_packs(folders, then):
         nodes.update(described)
         web_directory = getattr(module, "WEB_DIRECTORY", None)
         members.append((name, module, web_directory if isinstance(web_directory, str) else None))
+    for line in left_out_lines:  # once every pack imported: a run that fails says that one line alone
+        say(line)
     return members, nodes
 
 
@@ -276,7 +300,8 @@ def main():
     if arena is None or control is None:
         # Started by a `command` entry: no bridge to the host, memory integration only.
         threading.Event().wait()  # the command thread ends the process at the supervisor's Shutdown
-    classes = {node: cls for _, module, _ in members for node, cls in module.NODE_CLASS_MAPPINGS.items()}
+    classes = {node: cls for _, module, _ in members for node, cls in module.NODE_CLASS_MAPPINGS.items()
+               if node in nodes}  # a class left out is no node of this worker's
     NodeServer(name, classes, nodes, arena, control, memory, [member[2] for member in members],
                routes).serve_forever()
 

@@ -54,7 +54,9 @@ def overrides(cls, name):
 def node_classes(module):
     """NODE_CLASS_MAPPINGS and NODE_DISPLAY_NAME_MAPPINGS of a pack's module: its own, or
     those of the nodes its comfy_entrypoint()'s extension lists, by their schemas' ids.
-    None when it has neither."""
+    None when it has neither. A listed class whose schema raises fails the import whole, as
+    upstream's loader refuses such an extension whole (a class of NODE_CLASS_MAPPINGS is
+    left out alone: __main__.describe)."""
     classes = getattr(module, "NODE_CLASS_MAPPINGS", None)
     if isinstance(classes, dict):
         return classes, getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", None) or {}
