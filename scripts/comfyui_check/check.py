@@ -112,6 +112,10 @@ one PASS or FAIL line with what was seen:
    checkout, the config's entry rewritten; its worker must run that environment's
    interpreter, and its node must have run there in step 4.
 
+22.-28. With --real-packs DIR (real_pack_steps.py): public packs at fixed commits, each
+   isolated in a worker of its own and imported into ComfyUI's process, their outputs over
+   the tiny models bit-equal, and changed by the pack's nodes.
+
 Then one line `comfyui-check: N passed, M failed`; the exit status is 1 on any failure.
 Every process and the segment are cleaned up on exit, Ctrl-C and SIGTERM included.
 """
@@ -132,6 +136,7 @@ import urllib.request
 import bridge_steps
 import environment_steps
 import group_steps
+import real_pack_steps
 import remote_steps
 import route_steps
 import v3_steps
@@ -182,6 +187,7 @@ class Check:
         self.supervisor = None
         self.pids = set()  # every participant pid comfyctl showed
         self.results = []
+        self.real_packs = real_pack_steps.RealPackSteps(self, options.real_packs)
 
     # ---- output ----
 
@@ -214,6 +220,7 @@ class Check:
         stubs = self.tmp / "stubs"
         stubs.mkdir()
         stubbed = write_stubs(stubs)
+        real_packs = self.real_packs.prepare(nodes, one_process, base, stubs)
         packs = self.tmp / "packs"
         packs.mkdir()
         write_json(packs / "worker.json",
@@ -260,6 +267,7 @@ class Check:
                  "args": ["-c", 'while [ ! -e "$0" ]; do sleep 0.2; done; exec "$1" --pack "$2"',
                           str(self.gate), worker, str(packs / "clock.json")],
                  "env_allowlist": ["PATH"], "restart": {"max_restarts": 0}},
+                *real_packs,
             ],
         }
         write_json(self.tmp / "config.json", config)
@@ -567,6 +575,8 @@ class Check:
                  f"(Python {sys.version.split()[0]}, torch {torch_version})")
         if stubbed:
             self.say("stubbed (not installed): " + ", ".join(stubbed))
+        if self.real_packs.describe():
+            self.say(self.real_packs.describe())
         target = admission_target(WORKER_MODEL_MIB * MiB, WORKER_MODEL_MIB * MiB // 8)
         self.say(f"simulated device {mib(DEVICE_TOTAL)}; host model {HOST_MODEL_MIB} MiB; worker model "
                  f"{WORKER_MODEL_MIB} MiB needs {mib(target)} free: it fits alone, not beside the host's model")
@@ -582,7 +592,8 @@ class Check:
                                   (NODE_INFO_STEP, "an isolated node's node info and saved prompt"),
                                   (WILDCARD_STEP, "wildcard sockets"), (ROUTES_STEP, route_steps.TITLE),
                                   (V3_STEP, v3_steps.TITLE), (GROUP_STEP, "a pack group"),
-                                  (environment_steps.ENVIRONMENT_STEP, environment_steps.TITLE)):
+                                  (environment_steps.ENVIRONMENT_STEP, environment_steps.TITLE),
+                                  *self.real_packs.steps()):
                 self.step(number, title, False, f"not run: {why}")
             self.shutdown()
             self.standin_equivalence()  # needs no supervisor
@@ -602,6 +613,7 @@ class Check:
         route_steps.step_routes(self)
         v3_steps.step_v3(self)
         group_steps.GroupSteps(self).run()
+        self.real_packs.run()
         self.shutdown()
         self.standin_equivalence()
 
@@ -629,6 +641,7 @@ def main():
     parser.add_argument("--build", required=True, help="the project's build folder (bin/, lib/)")
     parser.add_argument("--torch-version", default="?")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (config, logs)")
+    parser.add_argument("--real-packs", help="a folder of real packs at their commits (real_pack_steps.py)")
     options = parser.parse_args()
 
     def interrupt(signum, frame):

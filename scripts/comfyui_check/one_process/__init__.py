@@ -12,22 +12,35 @@ nodes "OneProcess" + name; tests/packs/bridge_pack as bridge_pack/, the pack's o
 name, so that upstream gives its classes the python_module a user's install gives them
 (custom_nodes.bridge_pack), its nodes "OneProcessBridge" + name (both packs have an
 ExitMidNode); and tests/packs/v3_pack as v3_pack/, its comfy_api nodes renamed
-"OneProcessV3" + node id in their schemas. Each node keeps the pack's display name, or its own name where the pack
+"OneProcessV3" + node id in their schemas; and each real pack of --real-packs
+(real_pack_steps.py) as comfyui_check_real_KEY/, its nodes its step's prefix + name. Each node keeps the pack's display name, or its own name where the pack
 gives none, as the isolated pack's proxy does: the two differ in their names only.
 """
 
 import importlib.util
 import json
 import os
+import sys
 
 _FOLDER = os.path.basename(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _load(folder):
-    spec = importlib.util.spec_from_file_location(f"comfyui_check_one_process_{_FOLDER}",
-                                                  os.path.join(folder, "__init__.py"))
+    """The pack at `folder` imported as a package of its own name here, so that its relative
+    imports (`from .nodes import ...`, as real packs write them) find its modules; imported
+    once, however often ComfyUI loads this copy, so that nothing of the pack runs twice."""
+    name = f"comfyui_check_one_process_{_FOLDER}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, os.path.join(folder, "__init__.py"),
+                                                  submodule_search_locations=[folder])
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
     return module
 
 
