@@ -38,6 +38,11 @@ STEPS = [
         "host's KSampler samples with it, bit-equal to one process", "step_replace_attention"),
     (13, "a pack asks the host's NOISE (upstream's RandomNoise) for a latent's noise, bit-equal to one process",
      "step_noise"),
+    (22, "a pack samples the host's MODEL with upstream's KSampler class (ComfyUI_Noise's Unsampler does: its "
+         "CFGGuider reads hook_mode) on its replica, bit-equal to one process", "step_upstream_sampler"),
+    (23, "a pack's post-CFG function evaluates the model again with upstream's calc_cond_batch (PAG and SEG do: "
+         "it reads current_patcher), sampled by the host's KSampler in the pack, bit-equal to one process",
+     "step_perturbed"),
 ]
 NOISE_SEED = 3
 
@@ -264,6 +269,18 @@ class RemoteSteps:
         # BasicTransformerBlock looks patches_replace["attn2"] up by (block, index), then by the block alone,
         # ("middle", 0) for the tiny UNet's middle transformer; "unpatched" differing shows that it ran there.
         self.compare_patched(number, title, "ReplaceAttention", "replace", scale=1.1)
+
+    def step_upstream_sampler(self, number, title):
+        prompt = base()
+        graph = both("SampleWithUpstream", model=["tiny", 0], positive=["pos", 0], negative=["neg", 0],
+                     latent=["latent", 0], seed=7, steps=3)
+        prompt.update({"up_iso": graph["iso"], "up_one": graph["one"],
+                       "isolated": digest("isolated", latent=("up_iso", 0)),
+                       "one_process": digest("one process", latent=("up_one", 0))})
+        self.report(number, title, self.compare(number, title, prompt, [("isolated", "one_process")]))
+
+    def step_perturbed(self, number, title):
+        self.compare_patched(number, title, "PerturbedGuidance", "perturbed", scale=0.5)
 
     def step_noise(self, number, title):
         # Upstream's RandomNoise makes a Noise_RandomNoise, which crosses into the worker as a remote object: the

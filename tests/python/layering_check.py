@@ -41,8 +41,9 @@ ROOMS = {
     "participant": set(),
     "upstream": set(),
     "bridge": set(),
-    "host": {"participant", "bridge", "upstream"},
-    "pack_worker": {"participant", "bridge", "upstream", "host", "environments"},
+    "crossing": {"bridge"},
+    "host": {"participant", "bridge", "upstream", "crossing"},
+    "pack_worker": {"participant", "bridge", "upstream", "host", "environments", "crossing"},
     "environments": set(),
 }
 

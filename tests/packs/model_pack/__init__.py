@@ -22,7 +22,11 @@ isolated as in ComfyUI's own process.
 - UpscaleWithHost: a host UPSCALE_MODEL moved, read (its scale) and called on the image,
   as upstream's ImageUpscaleWithModel does (and the upscalers of packs);
 - SampleWithHost: a host MODEL loaded (comfy.model_management.load_models_gpu) and sampled
-  with upstream's nodes.common_ksampler, as samplers of packs do: both run in the host;
+  with upstream's nodes.common_ksampler, as samplers of packs do;
+- SampleWithUpstream: a MODEL sampled with upstream's comfy.samplers.KSampler class in the
+  pack, as ComfyUI_Noise's Unsampler does (its CFGGuider reads hook_mode);
+- PerturbedGuidance: a post-CFG function that evaluates the model again with upstream's
+  calc_cond_batch, as PAG and SEG do (it reads current_patcher);
 - PatchAttention: only the attention patch, and EmptyFunction: a function of the pack's that
   does nothing, for scripts/bench bridge (the cost of a callback and of a call);
 - ExitMidNode: the worker dies, for the tests of a dead owner;
@@ -333,6 +337,58 @@ class SampleWithHost(Node):
         return nodes.common_ksampler(model, seed, steps, 7.5, "euler", "normal", positive, negative, latent)
 
 
+class SampleWithUpstream(Node):
+    """Samples the MODEL with upstream's own sampler classes in the pack, as ComfyUI_Noise's
+    Unsampler and the tiled samplers do: comfy.samplers.KSampler over the model, whose
+    CFGGuider reads hook_mode and whose calc_cond_batch reads current_patcher."""
+    FUNCTION = "sample"
+    RETURN_TYPES = ("LATENT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",), "positive": ("CONDITIONING",), "negative": ("CONDITIONING",),
+                             "latent": ("LATENT",), "seed": ("INT", {"default": 0}), "steps": ("INT", {"default": 3})}}
+
+    def sample(self, model, positive, negative, latent, seed, steps):
+        import comfy.model_management
+        import comfy.sample
+        import comfy.samplers
+        samples = latent["samples"]
+        noise = comfy.sample.prepare_noise(samples, seed)
+        comfy.model_management.load_models_gpu([model])
+        sampler = comfy.samplers.KSampler(model, steps=steps, device=model.load_device, sampler="euler",
+                                          scheduler="normal", denoise=1.0, model_options=model.model_options)
+        out = sampler.sample(noise, positive, negative, cfg=7.5, latent_image=samples, seed=seed)
+        return ({"samples": out.cpu()},)
+
+
+class PerturbedGuidance(Node):
+    """A guidance of the pack's that evaluates the model once more per step, as PAG and SEG
+    do: a post-CFG function that runs upstream's calc_cond_batch on the model it is given
+    with an attention patch of its own, and steers the result away from that output."""
+    FUNCTION = "patch"
+    RETURN_TYPES = ("MODEL",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",), "scale": ("FLOAT", {"default": 0.5})}}
+
+    def patch(self, model, scale):
+        import comfy.model_patcher
+        import comfy.samplers
+
+        def post_cfg(args):
+            options = comfy.model_patcher.set_model_options_patch_replace(
+                args["model_options"].copy(), lambda q, k, v, extra: v, "attn1", "middle", 0)
+            (perturbed,) = comfy.samplers.calc_cond_batch(args["model"], [args["cond"]], args["input"],
+                                                          args["sigma"], options)
+            return args["denoised"] + (args["cond_denoised"] - perturbed) * scale
+
+        patched = model.clone()
+        patched.set_model_sampler_post_cfg_function(post_cfg)
+        return (patched,)
+
+
 def nothing():
     """Does nothing: called from the host, it measures a remote call."""
 
@@ -525,6 +581,7 @@ NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOption
                                                       EncodeText,
                                                       VaeRoundTrip, ApplyControl, CondValues, PassConditioning,
                                                       OwnControl, LoadModel, UpscaleWithHost, SampleWithHost,
+                                                      SampleWithUpstream, PerturbedGuidance,
                                                       PatchAttention, EmptyFunction, ExitMidNode, KeepHostObject,
                                                       UseKeptObject, MirrorForward, MirrorClipVision, MirrorTamper,
                                                       MirrorTouch)}

@@ -68,8 +68,15 @@ class Conversation:
     host: a Cancel that came before it reaches it too)."""
 
     def __init__(self, session, peer, enforce, may_invoke=lambda: True, accepts=lambda: True,
-                 serving=lambda: None, began=lambda: None):
+                 serving=lambda: None, began=lambda: None, replicas=None, uses=None):
         self.session = session
+        # The pack's side: (replica_for, origin_of) of crossing/replica.py. A MODEL of the
+        # peer's arrives as a replica, and a replica as handed over goes back as the peer's own.
+        self.replicas = replicas
+        # The host's side: uses of its objects beyond object_kinds' (a replica's recipe and
+        # loads, crossing/replica_owner.py): use -> fn(object, kind, args, conversation),
+        # and "closed" -> fn(conversation) once the session ended.
+        self.uses = dict(uses or {})
         self.peer = peer
         self.enforce = enforce
         self.may_invoke = may_invoke
@@ -92,7 +99,8 @@ class Conversation:
 
     def tag_of(self, value):
         """The wire tag of a remote object, or None for a value that is not one."""
-        link = link_of(value)
+        origin = self.replicas[1](value) if self.replicas is not None else None
+        link = link_of(value if origin is None else origin)
         if link is not None:
             if link.session is not self:
                 if link.session.session.closed.is_set():
@@ -133,6 +141,24 @@ class Conversation:
             receipts[0] += 1
             self.made += 1
         return proxy
+
+    def arrived(self, value, depth=0):
+        """`value` as this side's code gets it: on the pack's side, each of the peer's MODELs
+        in it (in its lists, tuples and dicts) a replica. Called where a use may be made
+        (a node's inputs, a use's answer, the arguments of the peer's use of ours), never
+        while a message is decoded."""
+        if self.replicas is None or depth > 4:
+            return value
+        link = link_of(value)
+        if link is not None:
+            return self.replicas[0](value) if link.kind.name == "MODEL" else value
+        if type(value) is list:
+            return [self.arrived(item, depth + 1) for item in value]
+        if type(value) is tuple:
+            return tuple(self.arrived(item, depth + 1) for item in value)
+        if type(value) is dict:
+            return {key: self.arrived(item, depth + 1) for key, item in value.items()}
+        return value
 
     def _proxy_gone(self, number, receipts):
         with self.proxies_lock:
@@ -179,7 +205,7 @@ class Conversation:
             raise self.error_of(detail, what)
         if outcome == "malformed":
             raise RemoteError(f"{what} answered {detail}")
-        return detail
+        return self.arrived(detail) if fields.get("do") not in _ANSWERS_AS_THEY_ARE else detail
 
     def _await(self, call, what):
         session = self.session
@@ -282,7 +308,7 @@ class Conversation:
                                   "are listed in comfy_supervisor.bridge.object_kinds.FUNCTIONS")
         else:
             target, kind = self.exports.get(message.get("id"))
-        args, kwargs, value = self.session.decoder().decode(payload)
+        args, kwargs, value = self.arrived(self.session.decoder().decode(payload))
         if not isinstance(args, list) or not isinstance(kwargs, dict):
             raise RemoteError("a use of a remote object whose arguments are not a list and a dict")
         if function is not None:
@@ -290,6 +316,9 @@ class Conversation:
             return getattr(importlib.import_module(module), name)(*args, **kwargs)
         if message.get("do") == "mirror":
             return self.session.grants.grant(target, kind, message.get("name"))
+        use = self.uses.get(message.get("do")) if message.get("do") != "closed" else None
+        if use is not None:
+            return use(target, kind, args, self)
         return serve(target, kind, message.get("do"), message.get("name"), args, kwargs, value,
                      self.enforce and self.peer)
 
@@ -317,9 +346,16 @@ class Conversation:
 
     def close(self):
         """The session ended: what we handed over is ours alone, and every waiting use hears it."""
+        if "closed" in self.uses:
+            self.uses["closed"](self)
         self.exports.clear()
         with self.answered:
             self.answered.notify_all()
+
+
+# Uses whose answers are the replica's own material, kept as the peer's objects: a recipe's
+# object patches are the host's objects as upstream set them, never replicas.
+_ANSWERS_AS_THEY_ARE = ("replica", "mirror")
 
 
 def error_fields(error, with_traceback=True):

@@ -113,7 +113,8 @@ class Publication:
                 places.append((tensor, end))
                 end += tensor.numel() * tensor.element_size()
             entries.append([name, kind, dtype, list(tensor.shape), offsets[id(tensor)]])
-            self.sources[name] = (weakref.ref(tensor), tensor.data_ptr(), tensor._version, tensor.dtype, tensor.shape)
+            self.sources[name] = (weakref.ref(tensor), tensor.data_ptr(), _version_of(tensor), tensor.dtype,
+                                  tensor.shape)
         self.size = max(PAGE, -(-end // PAGE) * PAGE)
         self.fd = os.memfd_create("comfy-sv-mirror", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         self.address = None
@@ -157,7 +158,7 @@ class Publication:
                 return False
             found = {name: tensor for name, _, tensor in _tensors(module)}
             if found.keys() != self.sources.keys() or not all(
-                    found[name] is ref() and found[name].data_ptr() == address and found[name]._version == version
+                    found[name] is ref() and found[name].data_ptr() == address and _version_of(found[name]) == version
                     and found[name].dtype == dtype and found[name].shape == shape
                     for name, (ref, address, version, dtype, shape) in self.sources.items()):
                 return False
@@ -194,6 +195,12 @@ class Publication:
             if self.fd is None:
                 raise RemoteError("the module's mirror was revoked while it was granted; read it again")
             return os.open(f"/proc/self/fd/{self.fd}", os.O_RDONLY | os.O_CLOEXEC)
+
+
+def _version_of(tensor):
+    """The tensor's count of in-place writes; None for an inference tensor (upstream loads
+    under torch.inference_mode), which keeps none: its ends are compared instead."""
+    return None if tensor.is_inference() else tensor._version
 
 
 def _ends_equal(ours, copy, size):
@@ -403,6 +410,13 @@ class Mirrors:
         if old is not None:
             old.drop("it was read again")
         return mirror.module
+
+    def drop(self, link, name, why):
+        """Lets go of the mirror of `name` of the peer's object `link` now, if there is one."""
+        with self.lock:
+            mirror = self.live.pop((link.id, name), None)
+        if mirror is not None:
+            mirror.drop(why)
 
     def drop_all(self, why):
         with self.lock:

@@ -1,17 +1,26 @@
-"""Upstream's functions a pack calls with the host's objects, run by the host (docs/PACKS.md,
-"Remote objects"): comfy.sample.sample and nodes.common_ksampler given the host's MODEL
-sample in the host, over the host's weights and memory, calling the pack's patches back;
-comfy.sd.load_lora_for_models patches the host's MODEL and CLIP where their weights are.
-Given none of the host's objects, each is upstream's own, run here. The loads
-(load_models_gpu) are forwarded by the memory integration (host/comfyui.py).
+"""Upstream's functions that take a MODEL, run by the side whose MODEL it is (docs/PACKS.md,
+"Replicas"):
 
-Wrapped before the pack is imported, so that a pack that imports one by name gets this one.
+- in the host, given a pack's MODEL (a clone of a replica the pack patched, or a model it
+  loaded), comfy.sample.sample, sample_custom and nodes.common_ksampler sample in the
+  pack, on its replica, where its patches live: the whole sampling crosses once, and
+  only the host's own functions in it (its preview callback, the host's patches the
+  replica carries) are called back;
+- in a pack's worker, given the host's MODEL where it still arrives as a proxy, the host
+  samples; and comfy.sd.load_lora_for_models patches the MODEL and CLIP where their
+  weights are.
+Given a MODEL of its own process, each is upstream's own, run here. Only the MODEL
+argument decides: the other arguments (a callback, a conditioning's control net) stay
+what they are wherever the function runs.
+
+Wrapped before a pack is imported, and in the host before a prompt runs, so that code
+that imports one by name gets this one.
 """
 
 import functools
 import importlib
 
-from ..bridge.conversation import owner_of
+from ..bridge.remote import link_of
 
 FORWARDED = ("comfy.sample.sample", "comfy.sample.sample_custom", "nodes.common_ksampler",
              "comfy.sd.load_lora_for_models")
@@ -26,15 +35,15 @@ def install():
         except ImportError:
             continue
         original = getattr(module, attribute, None)
-        if callable(original):
+        if callable(original) and not hasattr(original, "__wrapped__"):
             setattr(module, attribute, _forwarding(name, original))
 
 
 def _forwarding(name, original):
     @functools.wraps(original)
     def forwarded(*args, **kwargs):
-        owner = owner_of(list(args) + list(kwargs.values()))
-        if owner is None:
+        link = link_of(args[0] if args else kwargs.get("model"))
+        if link is None or link.kind.name != "MODEL":
             return original(*args, **kwargs)
-        return owner.call_function(name, args, kwargs)
+        return link.session.call_function(name, args, kwargs)
     return forwarded

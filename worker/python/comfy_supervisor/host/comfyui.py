@@ -64,6 +64,7 @@ import time
 from .. import participant as sv
 from ..bridge import mirror
 from ..bridge.conversation import load_by_owners
+from ..crossing import forwarded
 from . import model_names
 from .bridges import Bridges
 from .standin import StandIn, StandIns
@@ -618,6 +619,7 @@ def install():
 
     execution.PromptExecutor.execute = execute
     _remember_clip_vision_configs()  # the host's, which a pack's worker mirrors
+    forwarded.install()  # a pack's MODEL samples in its pack, where its patches live
     host.bridges = Bridges.start(host)
     log.info("comfy-supervisor: this ComfyUI is the host participant (slot %d, generation %d), supervising %s",
              link.slot, link.generation, host.device)

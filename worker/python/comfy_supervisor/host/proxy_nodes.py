@@ -54,6 +54,7 @@ from ..bridge.channel import SPIN_S
 from ..bridge.conversation import Conversation, use_interrupt_id
 from ..bridge.session import SESSION_OPS, PeerSession
 from ..bridge.values import ValueCrossingError
+from ..crossing import replica_owner
 from ..upstream.comfyui_startup import prompt_server
 from . import pack_routes
 from .browser_messages import BrowserGate
@@ -114,7 +115,8 @@ class PackSession(PeerSession):
         # that pack (a node call, or its own use of the pack's objects): never on a thread
         # of its own between calls.
         self.remote = Conversation(self, f"pack {link.name}", enforce=True,
-                                   accepts=lambda: link.waits_on(self), began=link.use_began)
+                                   accepts=lambda: link.waits_on(self), began=link.use_began,
+                                   uses=replica_owner.uses())
 
     def object_handle(self, value):
         return self.link.handle_ref(value, self)

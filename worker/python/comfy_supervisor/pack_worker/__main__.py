@@ -46,7 +46,8 @@ from ..bridge import cuda_ipc
 from ..bridge.arena import OwnArena
 from ..bridge.channel import control_socket
 from ..upstream import comfyui_startup
-from . import environment, forwarded, v3_nodes
+from ..crossing import forwarded
+from . import environment, v3_nodes
 from .node_server import NodeServer
 from .routes import RouteServer
 

@@ -41,6 +41,7 @@ from ..bridge.channel import SPIN_S, receive_control
 from ..bridge.conversation import Conversation, use_interrupt_id
 from ..bridge.session import PeerSession
 from ..bridge.values import ValueCrossingError
+from ..crossing import replica
 from ..upstream import comfyui_startup
 from . import v3_nodes
 
@@ -64,7 +65,8 @@ class HostSession(PeerSession):
         # the host's objects during a node call, or while it serves the host's use of its own.
         self.remote = Conversation(self, "the host", enforce=False,
                                    may_invoke=lambda: server.current is not None or bool(self.remote.served),
-                                   serving=server.memory.serving_peer)
+                                   serving=server.memory.serving_peer,
+                                   replicas=(replica.replica_for, replica.origin_of))
 
     def object_handle(self, value):
         return self.handle_of(value)
@@ -268,7 +270,7 @@ class NodeServer:
         cls = self.classes.get(node) if isinstance(node, str) else None
         if cls is None or kind not in CALL_KINDS:
             raise ValueCrossingError(f"no node {str(node)[:60]!r} with {str(kind)[:20]!r} in pack {self.pack_name}")
-        inputs = session.decoder(session.resolve).decode(message.get("inputs"))
+        inputs = session.remote.arrived(session.decoder(session.resolve).decode(message.get("inputs")))
         if not isinstance(inputs, dict):
             raise ValueCrossingError("inputs that are not a dict of names")
         if v3_nodes.is_v3(cls):
