@@ -112,7 +112,7 @@ one PASS or FAIL line with what was seen:
    checkout, the config's entry rewritten; its worker must run that environment's
    interpreter, and its node must have run there in step 4.
 
-22.-28. With --real-packs DIR (real_pack_steps.py): public packs at fixed commits, each
+24.-31. With --real-packs DIR (real_pack_steps.py): public packs at fixed commits, each
    isolated in a worker of its own and imported into ComfyUI's process, their outputs over
    the tiny models bit-equal, and changed by the pack's nodes.
 

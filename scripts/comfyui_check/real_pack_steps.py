@@ -32,6 +32,7 @@ import subprocess
 from collections import namedtuple
 
 import real_packs.graphs as graphs
+from real_packs.ipadapter import write_ipadapter
 from real_packs.lora import write_lora
 from remote_steps import RemoteSteps, node, short
 from support import STUB_BODY
@@ -53,6 +54,8 @@ PACKS = [RealPack(FIRST_STEP + index, *row) for index, row in enumerate([
      "2be8d83fa44dc0f28baf7be8122e57ed5d7165c3", "OneProcessPerturbed", graphs.perturbed_attention),
     ("kjnodes", "ComfyUI-KJNodes", "kijai/ComfyUI-KJNodes", "3fcd22f2fe2be69c3229f192362b91888277cbcb",
      "OneProcessKJ", graphs.kjnodes),
+    ("ipadapter", "ComfyUI_IPAdapter_plus", "cubiq/ComfyUI_IPAdapter_plus", "9d076a3df0d2763cef5510ec5ab807f6632c39f5",
+     "OneProcessIPA", graphs.ipadapter),
 ])]
 ONE_PROCESS = pathlib.Path(__file__).resolve().parent / "one_process"
 # Modules the packs import at load that Debian's Python lacks, used only by nodes no step runs (colorama: the
@@ -61,6 +64,8 @@ ONE_PROCESS = pathlib.Path(__file__).resolve().parent / "one_process"
 PACK_STUBS = ("colorama", "cv2")
 LORA_FILE = "comfyui-check-tiny-lora.pt"
 LORA_SEED = 9
+IPADAPTER_FILE = "comfyui-check-tiny-ipadapter.pt"
+IPADAPTER_SEED = 10
 
 
 def title(pack):
@@ -129,6 +134,8 @@ class RealPackSteps:
                             "env": {"PYTHONPATH": str(stubs), "PYTHONDONTWRITEBYTECODE": "1"},
                             "restart": {"max_restarts": 0}})
         self.loras = base / "models" / "loras"
+        if "ipadapter" in self.ready:
+            write_ipadapter(str(base / "models" / "ipadapter" / IPADAPTER_FILE), IPADAPTER_SEED)
         return entries
 
     def describe(self):
@@ -160,9 +167,10 @@ class RealPackSteps:
                             f"{'; '.join(seen for _, seen in outcomes)} ({RemoteSteps(self.check).worker(pack.key)})")
 
     def context(self, pack):
-        """What the pack's graphs need beyond the tiny models: rgthree's LoRA file."""
+        """What the pack's graphs need beyond the tiny models: IPAdapter's file (written by
+        prepare), rgthree's LoRA file (written here: its shapes come from the checkpoint)."""
         if pack.key != "rgthree":
-            return {}, None
+            return {"ipadapter": IPADAPTER_FILE}, None
         checkpoint = RemoteSteps(self.check).tiny_models().get("checkpoint")
         if not checkpoint:
             # No earlier step built the tiny models: a prompt of their node alone writes the checkpoint.

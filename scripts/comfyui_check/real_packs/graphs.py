@@ -147,3 +147,20 @@ def kjnodes(prefix, context):
     return [patched("CFGZeroStarAndInit", prefix, [("CFGZeroStarAndInit", dict(use_zero_init=True,
                                                                                zero_init_steps=0))]),
             Part("ScheduledCFGGuidance", guided, PAIRS, CHANGED)]
+
+
+def ipadapter(prefix, context):
+    """IPAdapterModelLoader loads the seeded adapter; IPAdapterAdvanced encodes a seeded
+    image with the host's CLIP_VISION and replaces the host MODEL's cross-attentions
+    (those of SD1's the tiny UNet has); the host's KSampler samples."""
+    prompt = base()
+    prompt["vision"] = node("ComfySupervisorCheckTinyClipVision", seed=1)
+    for suffix, side, named in sides(prefix):
+        prompt[f"loader_{suffix}"] = node(named("IPAdapterModelLoader"), ipadapter_file=context["ipadapter"])
+        prompt[f"apply_{suffix}"] = node(named("IPAdapterAdvanced"), model=["tiny", 0], ipadapter=[f"loader_{suffix}", 0],
+                                         image=["noise", 0], weight=1.0, weight_type="linear", combine_embeds="concat",
+                                         start_at=0.0, end_at=1.0, embeds_scaling="V only", clip_vision=["vision", 0])
+        prompt[f"k_{suffix}"] = ksampler((f"apply_{suffix}", 0))
+        prompt[side] = digest(side, latent=(f"k_{suffix}", 0))
+    prompt.update({"k_plain": ksampler(("tiny", 0)), "plain": digest("plain", latent=("k_plain", 0))})
+    return [Part("IPAdapterModelLoader and IPAdapterAdvanced", prompt, PAIRS, CHANGED)]
