@@ -73,7 +73,10 @@ def title(pack):
 
 
 def how_to_fetch(pack, folder):
-    return f"git clone https://github.com/{pack.repository} {folder} && git -C {folder} checkout {pack.commit}"
+    checkout = f"git -C {folder} checkout {pack.commit}"
+    if os.path.isdir(os.path.join(folder, ".git")):
+        return f"git -C {folder} fetch origin && {checkout}"
+    return f"git clone https://github.com/{pack.repository} {folder} && {checkout}"
 
 
 def git(folder, *args):
@@ -158,6 +161,10 @@ class RealPackSteps:
             if pack.key in self.problems:
                 self.check.step(pack.number, title(pack), False, self.problems[pack.key])
                 continue
+            failed = self.worker_failed(pack)
+            if failed:
+                self.check.step(pack.number, title(pack), False, failed)
+                continue
             context, why = self.context(pack)
             if why:
                 self.check.step(pack.number, title(pack), False, why)
@@ -165,6 +172,13 @@ class RealPackSteps:
             outcomes = [self.part(pack, part) for part in pack.graphs(pack.prefix, context)]
             self.check.step(pack.number, title(pack), all(ok for ok, _ in outcomes),
                             f"{'; '.join(seen for _, seen in outcomes)} ({RemoteSteps(self.check).worker(pack.key)})")
+
+    def worker_failed(self, pack):
+        """Why the pack's worker is failed (the supervisor's line: its import's error), or None."""
+        if not any(w.get("name") == pack.key and w.get("state") == "failed" for w in self.check.workers()):
+            return None
+        lines = self.check.log_lines(f"{pack.key}: failed: ")
+        return f"not run: pack {pack.key}'s worker " + (lines[0].split(f"{pack.key}: ", 1)[1] if lines else "is failed")
 
     def context(self, pack):
         """What the pack's graphs need beyond the tiny models: IPAdapter's file (written by
