@@ -4,6 +4,13 @@ conditioning's "hooks" key. What upstream's sampler does with hooks (weights pat
 conditioning while it samples) is not modelled: here a HookGroup only travels with the
 conditioning."""
 
+import enum
+
+
+class EnumHookMode(enum.Enum):
+    MinVram = "minvram"
+    MaxSpeed = "maxspeed"
+
 
 class Hook:
     def __init__(self, hook_type="weight", strength=1.0):

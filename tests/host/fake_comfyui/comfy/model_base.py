@@ -6,9 +6,11 @@ latent, as upstream's does. The diffusion model's transformer block calls the pa
 transformer_options as upstream's BasicTransformerBlock does (attn2_patch,
 patches_replace["attn2"], attn2_output_patch), with the same arguments."""
 
+import enum
+
 import torch
 
-from . import conds, latent_formats, model_sampling
+from . import conds, model_sampling
 
 
 class CrossAttention(torch.nn.Module):
@@ -94,8 +96,8 @@ class TinyUNet(torch.nn.Module):
         return self.proj_out(tokens).reshape(b, h, w, c).permute(0, 3, 1, 2)
 
 
-class ModelType:
-    EPS = "EPS"
+class ModelType(enum.Enum):
+    EPS = 1
 
 
 class ModelSampling(model_sampling.ModelSamplingDiscrete, model_sampling.EPS):
@@ -103,14 +105,21 @@ class ModelSampling(model_sampling.ModelSamplingDiscrete, model_sampling.EPS):
 
 
 class BaseModel(torch.nn.Module):
-    def __init__(self, diffusion_model, device=None):
+    """As upstream's: built from its model config, its diffusion model made by `unet_model`
+    from the config's unet_config on `device`."""
+
+    def __init__(self, model_config, model_type=ModelType.EPS, device=None, unet_model=None):
         super().__init__()
-        self.diffusion_model = diffusion_model
-        self.model_sampling = ModelSampling()
-        self.latent_format = latent_formats.SD15()
-        self.model_type = ModelType.EPS
+        if unet_model is None:
+            from comfy.ldm.modules.diffusionmodules.openaimodel import UNetModel as unet_model
+        self.model_config = model_config
+        self.latent_format = model_config.latent_format
+        self.manual_cast_dtype = model_config.manual_cast_dtype
         self.device = device
-        self.manual_cast_dtype = None
+        self.current_patcher = None
+        self.diffusion_model = unet_model(**model_config.unet_config, device=device)
+        self.model_sampling = ModelSampling()
+        self.model_type = model_type
 
     def get_dtype(self):
         return self.diffusion_model.proj_in.weight.dtype
@@ -149,18 +158,8 @@ class BaseModel(torch.nn.Module):
         return 0
 
 
-class ModelConfig:
-    """What of upstream's model config (comfy/supported_models_base.py) a model keeps: the
-    arguments its diffusion model was built with."""
-
-    def __init__(self, unet_config):
-        self.unet_config = unet_config
-
-
 def model_from_config(unet_config, device=None):
-    """A BaseModel whose diffusion model is built as upstream's BaseModel builds it, from its
-    model config's unet_config (upstream's __init__ takes the config; ours the module)."""
-    from comfy.ldm.modules.diffusionmodules.openaimodel import UNetModel
-    model = BaseModel(UNetModel(**unet_config, device=device), device=device)
-    model.model_config = ModelConfig(dict(unet_config))
-    return model
+    """A BaseModel of our SD15 configuration over `unet_config`, as upstream's loaders build
+    one from the configuration their detection chose."""
+    from comfy import supported_models
+    return BaseModel(supported_models.SD15(dict(unet_config)), device=device)

@@ -6,8 +6,11 @@ signatures and where things are kept follow upstream's. What the memory manager 
 a model is model_management's ModelPatcher, which this one extends: its weights' bytes are
 charged to the simulated device when loaded, while its torch module computes on the CPU."""
 
+import contextlib
 import copy
+import uuid
 
+import comfy.hooks
 import comfy.model_management
 import comfy.utils
 
@@ -37,18 +40,25 @@ class ModelPatcher(comfy.model_management.ModelPatcher):
         super().__init__(size or _bytes_of(model), load_device, offload_device)
         self.model = model
         self.patches = {}
+        self.patches_uuid = uuid.uuid4()
+        self.backup = {}
         self.object_patches = {}
         self.object_patches_backup = {}
         self.model_options = {"transformer_options": {}}
         self.weight_inplace_update = weight_inplace_update
+        self.callbacks = {}
+        self.forced_hooks = None
+        self.hook_mode = comfy.hooks.EnumHookMode.MaxSpeed
 
     def clone(self):
         n = self.__class__(self.model, self.load_device, self.offload_device, self.size,
                            weight_inplace_update=self.weight_inplace_update)
         n.patches = {k: v[:] for k, v in self.patches.items()}
+        n.patches_uuid = self.patches_uuid
         n.object_patches = self.object_patches.copy()
         n.model_options = copy.deepcopy(self.model_options)
         n.parent = self
+        n.hook_mode = self.hook_mode
         return n
 
     def is_clone(self, other):
@@ -111,40 +121,62 @@ class ModelPatcher(comfy.model_management.ModelPatcher):
         if hasattr(self.model, "get_dtype"):
             return self.model.get_dtype()
 
+    def model_state_dict(self, filter_prefix=None):
+        return {key: value for key, value in self.model.state_dict().items()
+                if filter_prefix is None or key.startswith(filter_prefix)}
+
     def add_patches(self, patches, strength_patch=1.0, strength_model=1.0):
-        model_sd = self.model.state_dict()
+        """Upstream's form of a weight patch: (strength_patch, value, strength_model, offset,
+        function)."""
+        model_sd = self.model_state_dict()
         added = set()
         for key in patches:
             if key in model_sd:
                 added.add(key)
-                self.patches[key] = self.patches.get(key, []) + [(strength_patch, patches[key], strength_model)]
+                self.patches[key] = self.patches.get(key, []) + [(strength_patch, patches[key], strength_model, None,
+                                                                  None)]
+        self.patches_uuid = uuid.uuid4()
         return list(added)
 
     def get_key_patches(self, filter_prefix=None):
-        return {key: [value] + self.patches.get(key, []) for key, value in self.model.state_dict().items()
-                if filter_prefix is None or key.startswith(filter_prefix)}
+        return {key: [value] + self.patches.get(key, []) for key, value in self.model_state_dict(filter_prefix).items()}
 
-    def patch_model(self):
-        """What upstream's load does to the model: the object patches set on it, the weight
-        patches added to its weights (as upstream's "diff" patches, strength-scaled), each
-        undone by unpatch_model."""
+    def get_all_callbacks(self, call_type):
+        return [c for group in self.callbacks.get(call_type, {}).values() for c in group]
+
+    def apply_hooks(self, hooks, transformer_options=None, force_apply=False):
+        return transformer_options or {}
+
+    @contextlib.contextmanager
+    def use_ejected(self, skip_and_inject_on_exit_only=False):
+        yield
+
+    def patch_model(self, device_to=None, lowvram_model_memory=0, load_weights=True, force_patch_weights=False):
+        """As upstream's: the object patches set on the model, then its weights loaded with
+        their patches (load)."""
         for name, obj in self.object_patches.items():
             previous = comfy.utils.set_attr(self.model, name, obj)
             self.object_patches_backup.setdefault(name, previous)
-        self.backup = {}
-        weights = self.model.state_dict()
-        for key, patch_list in self.patches.items():
-            weight = weights[key]
-            self.backup[key] = weight.clone()
-            for strength_patch, value, strength_model in patch_list:
-                weight.mul_(strength_model).add_(value * strength_patch)
+        if load_weights:
+            self.load(device_to, lowvram_model_memory=lowvram_model_memory, force_patch_weights=force_patch_weights)
         return self.model
 
-    def unpatch_model(self):
-        weights = self.model.state_dict()
-        for key, saved in getattr(self, "backup", {}).items():
-            weights[key].copy_(saved)
-        self.backup = {}
+    def load(self, device_to=None, lowvram_model_memory=0, force_patch_weights=False, full_load=False):
+        """The weight patches added to the model's weights (as upstream's "diff" patches,
+        strength-scaled), undone by unpatch_model."""
+        weights = self.model_state_dict()
+        for key, patch_list in self.patches.items():
+            weight = weights[key]
+            self.backup.setdefault(key, weight.clone())
+            for strength_patch, value, strength_model, _, _ in patch_list:
+                weight.mul_(strength_model).add_(value * strength_patch)
+
+    def unpatch_model(self, device_to=None, unpatch_weights=True):
+        if unpatch_weights:
+            weights = self.model_state_dict()
+            for key, saved in self.backup.items():
+                weights[key].copy_(saved)
+            self.backup.clear()
         for name, saved in self.object_patches_backup.items():
             comfy.utils.set_attr(self.model, name, saved)
-        self.object_patches_backup = {}
+        self.object_patches_backup.clear()

@@ -12,9 +12,10 @@ plain values (replica_owner.recipe), and everything of upstream's runs on it unm
   first time it is read and again after the owner revoked it (it evicted or reloaded the
   model). It is never one of the replica's torch submodules: torch's walks over the model
   (to(), state_dict(), upstream's load) never move, copy or patch the owner's weights here.
-- Loading it is the owner's: upstream's load path in the worker reaches ReplicaPatcher.load,
-  which asks the owner to load its model, with the weight patches the pack added applied
+- Loading it is the owner's: upstream's load_models_gpu in the worker first asks the owner
+  to load its model (load_at_owners), with the weight patches the pack added applied
   there, through the owner's admission; the mirror read after that is of those weights.
+  Upstream's own load path here (ReplicaPatcher.load) keeps its books and moves nothing.
   Its size here is 0: the weights count once, as the owner's.
 - Its model_options are the host's, read as the proxy reads them: a change the pack makes
   in place during the node call is set back on the host's MODEL, as in one process.
@@ -114,8 +115,13 @@ def origin_of(value):
     return vars(value).get("_sv_origin") if isinstance(value, _patcher_class()) else None
 
 
-def is_replica(value):
-    return isinstance(value, _patcher_class())
+def load_at_owners(models):
+    """Before upstream's load_models_gpu in the worker: the owner of each replica among
+    `models` loads its model, with the weight patches the pack added, through its own
+    admission (whatever path upstream's load then takes here, which moves no weights)."""
+    for model in models:
+        if isinstance(model, _patcher_class()):
+            vars(model.model)["_sv_weights"].load_at_owner(model)
 
 
 def _upstream_class(path, modules, what):
@@ -219,8 +225,8 @@ def _make_patcher_class(model_patcher):
             return found
 
         def load(self, device_to=None, lowvram_model_memory=0, force_patch_weights=False, full_load=False):
+            """Upstream's load, but for the weights: the owner loaded them (load_at_owners)."""
             with self.use_ejected():
-                vars(self.model)["_sv_weights"].load_at_owner(self)
                 if device_to is not None:
                     self.model.device = device_to
                 self.model.model_lowvram = False
