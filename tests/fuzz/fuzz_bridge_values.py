@@ -35,9 +35,12 @@ sys.path.insert(0, PACKAGE)
 sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
+from comfy_supervisor import crossing  # noqa: E402
 from comfy_supervisor.bridge import arena, channel, conversation, session, values  # noqa: E402
 
 from python_fuzzer import Finding, main  # noqa: E402
+
+crossing.install()  # what crosses, and how, as the host's and a worker's start give it
 
 ARENA_BYTES = 1 << 20
 WORDS = ["$", "tensor", "tuple", "dict", "handle", "items", "dtype", "shape", "offset", "nbytes", "device", "cuda",

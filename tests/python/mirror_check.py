@@ -28,9 +28,10 @@ from check_report import CheckReport  # noqa: E402
 
 import comfy.model_base  # noqa: E402
 import torch  # noqa: E402
-from comfy_supervisor.bridge import mirror  # noqa: E402
-from comfy_supervisor.bridge.object_kinds import BY_NAME  # noqa: E402
+from comfy_supervisor import crossing  # noqa: E402
+from comfy_supervisor.bridge import mirror, rules  # noqa: E402
 from comfy_supervisor.bridge.remote import RemoteError  # noqa: E402
+from comfy_supervisor.crossing import mirror_recipes  # noqa: E402
 
 CONFIG = {"channels": 4, "dim": 32, "context_dim": 16, "heads": 4}
 
@@ -57,11 +58,12 @@ def refusal(description, fd):
 
 def main():
     report = CheckReport("mirrors")
+    crossing.install()  # the kinds, mirrors and recipes, as the host's install gives them
     torch.manual_seed(0)
     base = comfy.model_base.model_from_config(CONFIG)
     unet = base.diffusion_model
     expected = forward(unet)
-    kind = BY_NAME["DIFFUSION_MODEL"]
+    kind = rules.by_name["DIFFUSION_MODEL"]
     own = {name: tensor.data_ptr() for name, tensor in unet.state_dict().items()}
     publication = mirror.Publication(unet)
     report.check(publication.current() and same(forward(unet), expected) and
@@ -71,7 +73,7 @@ def main():
     seals = fcntl.fcntl(publication.fd, fcntl.F_GET_SEALS)
     report.check(seals == fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL,
                  f"the memfd is sealed against resizing and new seals, and not against the owner's punch ({seals:#x})")
-    recipe = mirror.recipe_of(base, kind, "diffusion_model", unet)
+    recipe = mirror_recipes.recipe_of(base, kind, "diffusion_model", unet)
     good = {"key": 1, "recipe": recipe, "size": publication.size, "generation": publication.generation,
             "tensors": publication.entries}
 
@@ -164,7 +166,7 @@ def main():
     report.check(line is not None, f"the CUDA form with what is not a tensor: refused ({line})")
 
     base.model_config.custom_operations = type("CustomOps", (), {})
-    error = str(_raises(lambda: mirror.recipe_of(base, kind, "diffusion_model", unet)))
+    error = str(_raises(lambda: mirror_recipes.recipe_of(base, kind, "diffusion_model", unet)))
     base.model_config.custom_operations = None
     report.check("custom operations" in error and "\n" not in error,
                  f"a model of custom operations (upstream's model_options) is not mirrored: {error}")

@@ -35,6 +35,7 @@ import comfy.model_base  # noqa: E402
 import comfy.model_patcher  # noqa: E402
 import comfy.model_sampling  # noqa: E402
 import torch  # noqa: E402
+from comfy_supervisor import crossing  # noqa: E402
 from comfy_supervisor.bridge import remote, values, written_back  # noqa: E402
 from comfy_supervisor.bridge.object_kinds import CALLABLE, kind_of  # noqa: E402
 from comfy_supervisor.bridge.values import ValueCrossingError  # noqa: E402
@@ -106,6 +107,7 @@ def released_with_finalizer(session):
 
 def main():
     report = CheckReport("remote objects")
+    crossing.install()  # the kinds and value classes, as the host's install gives them
     session = LoopBack()
     model = comfy.model_patcher.ModelPatcher(comfy.model_base.BaseModel(comfy.model_base.TinyUNet()), None, None)
     proxy = session.hand_over(model)

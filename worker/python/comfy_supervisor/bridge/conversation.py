@@ -6,7 +6,7 @@ Each side of a session keeps one Conversation: the objects of its own it handed 
 lives), and the uses of those proxies waiting for their answers.
 
 A use is {"op": "invoke", "call", "id", "do", "name", "payload"}, or {"op": "invoke",
-"call", "function", "payload"} for one of the functions of object_kinds.FUNCTIONS given a
+"call", "function", "payload"} for one of the rules' functions (bridge/rules.py) given a
 remote object, and is answered by {"op": "invoked", "call", "value"} or {"op": "invoked",
 "call", "error": {...}}. The payload is [args, kwargs, value], encoded as any value is
 (bridge/values.py). The thread that waits for an answer reads the call socket itself
@@ -17,8 +17,8 @@ cannot read (another reads) waits for the reader to hand it its answer.
 
 Errors cross by their type's name and message, never as objects: an AttributeError stays
 one (hasattr works across), an interrupt is upstream's InterruptProcessingException, an
-out-of-memory error upstream's OOM exception, anything else a RemoteCallError with the
-owner's traceback.
+out-of-memory error upstream's OOM exception (the rules' errors), anything else a
+RemoteCallError with the owner's traceback.
 
 ComfyUI's Cancel reaches a use as it reaches a node call: the waiting side names the use
 in the interrupt word of the arena it writes for the peer (use_interrupt_id), where the
@@ -34,8 +34,8 @@ import threading
 import traceback
 import weakref
 
+from . import rules
 from .channel import SPIN_S
-from .object_kinds import FUNCTIONS
 from .remote import Exports, Link, RemoteError, export_kind, kind_named, link_of, make_proxy, serve, type_path_of
 from .values import ValueCrossingError
 
@@ -69,6 +69,7 @@ class Conversation:
 
     def __init__(self, session, peer, enforce, may_invoke=lambda: True, accepts=lambda: True,
                  serving=lambda: None, began=lambda: None, replicas=None, uses=None):
+        rules.check_installed()  # without them, ComfyUI's objects would cross as mere handles
         self.session = session
         # The pack's side: (replica_for, origin_of) of crossing/replica.py. A MODEL of the
         # peer's arrives as a replica, and a replica as handed over goes back as the peer's own.
@@ -175,7 +176,7 @@ class Conversation:
         return self._request({"id": link.id, "do": do, "name": name}, [args, kwargs, value], what)
 
     def call_function(self, name, args, kwargs):
-        """The peer's own `name` (one of object_kinds.FUNCTIONS) with our proxies of its objects."""
+        """The peer's own `name` (one of the rules' functions) with our proxies of its objects."""
         return self._request({"function": name}, [list(args), dict(kwargs), None], f"{name} in {self.peer}")
 
     def _request(self, fields, payload, what):
@@ -237,11 +238,8 @@ class Conversation:
         """What a use raises whose peer's life ended before it answered: upstream's
         InterruptProcessingException where the life was ended for outrunning ComfyUI's
         Cancel (the flag spent, as upstream's own check spends it), else RemoteError."""
-        mm = sys.modules.get("comfy.model_management")
-        if not self.session.ended_at_cancel or mm is None:
-            return RemoteError(self.gone(what))
-        mm.throw_exception_if_processing_interrupted()
-        return mm.InterruptProcessingException()
+        interrupt = rules.errors.interrupt(set_flag=False) if self.session.ended_at_cancel else None
+        return RemoteError(self.gone(what)) if interrupt is None else interrupt
 
     def newest_wait(self):
         """(call, what) of the newest of our uses that waits for its answer now, or None."""
@@ -255,16 +253,15 @@ class Conversation:
     def error_of(self, error, what):
         error = error if isinstance(error, dict) else {}
         kind, text = str(error.get("type"))[:80], str(error.get("message"))[:2000]
-        mm = sys.modules.get("comfy.model_management")
-        if error.get("interrupted") and mm is not None:
-            # As upstream's own check raises it here: the flag set (every wait on a pack
-            # hears it), then spent by the raise.
-            mm.interrupt_current_processing(True)
-            mm.throw_exception_if_processing_interrupted()
-            return mm.InterruptProcessingException()
+        # As upstream's own check raises it here: the flag set (every wait on a pack hears
+        # it), then spent by the raise.
+        interrupt = rules.errors.interrupt(set_flag=True) if error.get("interrupted") else None
+        if interrupt is not None:
+            return interrupt
         where = f"(in {self.peer}, {what})"
-        if error.get("oom") and mm is not None and isinstance(getattr(mm, "OOM_EXCEPTION", None), type):
-            return mm.OOM_EXCEPTION(f"{text} {where}")
+        oom = rules.errors.oom_type() if error.get("oom") else None
+        if oom is not None:
+            return oom(f"{text} {where}")
         if kind in _SAME_ERRORS:
             return _SAME_ERRORS[kind](f"{text} {where}")
         if kind == "RemoteError":
@@ -303,9 +300,9 @@ class Conversation:
         function = message.get("function")
         target = kind = None
         if function is not None:
-            if function not in FUNCTIONS:
+            if function not in rules.functions:
                 raise RemoteError(f"{str(function)[:80]!r} is not a function another process may call here; those "
-                                  "are listed in comfy_supervisor.bridge.object_kinds.FUNCTIONS")
+                                  "are listed in comfy_supervisor.crossing.functions.FUNCTIONS")
         else:
             target, kind = self.exports.get(message.get("id"))
         args, kwargs, value = self.arrived(self.session.decoder().decode(payload))
@@ -360,37 +357,10 @@ _ANSWERS_AS_THEY_ARE = ("replica", "mirror")
 
 def error_fields(error, with_traceback=True):
     """What an error crosses as."""
-    mm = sys.modules.get("comfy.model_management")
-    interrupted = mm is not None and isinstance(error, getattr(mm, "InterruptProcessingException", ()))
-    oom_types = tuple(t for t in (getattr(mm, "OOM_EXCEPTION", None),
+    interrupted = rules.errors.is_interrupt(error)
+    oom_types = tuple(t for t in (rules.errors.oom_type(),
                                   getattr(getattr(sys.modules.get("torch"), "cuda", None), "OutOfMemoryError", None))
                       if isinstance(t, type) and t is not Exception)
     return {"type": type(error).__name__, "message": str(error), "interrupted": interrupted,
             "oom": bool(oom_types) and isinstance(error, oom_types),
             "traceback": "" if interrupted or not with_traceback else "".join(traceback.format_exception(error))}
-
-
-def owner_of(values):
-    """The conversation whose peer owns the first remote object among `values`, or None."""
-    for value in values:
-        for item in (value if isinstance(value, (list, tuple)) else (value,)):
-            link = link_of(item)
-            if link is not None:
-                return link.session
-    return None
-
-
-def load_by_owners(models, args, kwargs):
-    """upstream's load_models_gpu(models, ...) for the remote ones among `models`: each
-    owner loads its own, through its own admission (a proxy is no model here, and adds
-    nothing to this process's list or to the ledger). Returns the models of this process."""
-    local, by_owner = [], {}
-    for model in models:
-        link = link_of(model)
-        if link is None:
-            local.append(model)
-        else:
-            by_owner.setdefault(id(link.session), (link.session, []))[1].append(model)
-    for conversation, theirs in by_owner.values():
-        conversation.call_function("comfy.model_management.load_models_gpu", [theirs, *args], kwargs)
-    return local

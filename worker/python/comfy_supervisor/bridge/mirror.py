@@ -2,8 +2,8 @@
 own code over a copy of its owner's weights mapped, not sent (docs/PACKS.md, "Mirrors").
 
 Code that reaches into `model.model.diffusion_model` and runs torch on it cannot be served
-by a proxy. Reading such an attribute of a remote object (object_kinds.MIRRORS) asks the
-owner for a mirror:
+by a proxy. Reading such an attribute of a remote object (the rules' mirrors, listed in
+comfy_supervisor.crossing.kinds) asks the owner for a mirror:
 
 - The owner copies the module's parameters and buffers once per session into a memfd of
   its own (a Publication: sealed against shrinking, growing and further seals, so a
@@ -12,8 +12,8 @@ owner for a mirror:
   publication's generation.
 - It sends, first, {"op": "mirror_fd", "key"} with a read-only descriptor of the memfd
   attached (SCM_RIGHTS, bridge/channel.py), then answers the use with a description:
-  the module's recipe (its class, one of ComfyUI's own torch modules, never code; its
-  construction arguments as plain values), the header's generation and, per tensor, its
+  the module's recipe (the rules' mirror_recipes: its class, one of ComfyUI's own torch
+  modules, never code; its construction arguments as plain values), the header's generation and, per tensor, its
   name, parameter or buffer, dtype, shape and offset.
 - The receiver checks all of it, maps the memfd MAP_PRIVATE (its writes are its own
   copies of the pages it touches), builds the module on the meta device with the recipe,
@@ -37,15 +37,14 @@ mirror is dropped. Untested here (no GPU on the machine this was written on).
 import ctypes
 import fcntl
 import itertools
-import json
 import mmap
 import os
 import sys
 import threading
 import weakref
 
-from .object_kinds import MIRROR_CLASS_MODULES, MIRRORS
-from .remote import RemoteError, type_path_of
+from . import rules
+from .remote import RemoteError
 from .values import DTYPES
 
 PAGE = mmap.PAGESIZE
@@ -240,67 +239,6 @@ def revoke(model):
     return len(revoked)
 
 
-_clip_vision_configs = weakref.WeakKeyDictionary()  # upstream's ClipVisionModel -> its configuration
-
-
-def remember_clip_vision_config(clip_vision, json_config):
-    """Upstream's ClipVisionModel(json_config) reads its model's configuration from a file and
-    keeps only a few fields of it; host/comfyui.py calls this as each is built, so that its
-    mirror's recipe has the whole (the file may be gone by then: read now)."""
-    try:
-        with open(json_config) as source:
-            config = json.load(source)
-    except (OSError, TypeError, ValueError):
-        return  # upstream read it too, and raised: no model to mirror
-    if isinstance(config, dict):
-        _clip_vision_configs[clip_vision] = config
-
-
-def recipe_of(owner, kind, name, module):
-    """How the receiver builds `module` with upstream's own code: its class (one of ComfyUI's
-    torch modules) and its construction arguments, as upstream builds it."""
-    path = type_path_of(module)
-    if not path.startswith(MIRROR_CLASS_MODULES):
-        raise RemoteError(f"{name} of the {kind.name} is a {path}, which is not mirrored (classes of "
-                          f"{', '.join(MIRROR_CLASS_MODULES)} are)")
-    if kind.name == "CLIP_VISION":
-        return _clip_vision_recipe(owner, kind, name, module, path)
-    return _diffusion_model_recipe(owner, kind, name, module, path)
-
-
-def _clip_vision_recipe(owner, kind, name, module, path):
-    """As upstream's ClipVisionModel builds its model: model_class(config, dtype, device,
-    comfy.ops.manual_cast), from the configuration it was built from."""
-    config = _clip_vision_configs.get(owner)
-    if config is None:
-        raise RemoteError(f"{name} of the {kind.name} cannot be mirrored: it was not built by upstream's "
-                          "ClipVisionModel from a configuration file in its owner's process")
-    return {"class": path, "kwargs": {"config_dict": config, "dtype": getattr(owner, "dtype", None)},
-            "operations": "manual_cast", "training": bool(module.training)}
-
-
-def _diffusion_model_recipe(owner, kind, name, module, path):
-    """As upstream's BaseModel builds its diffusion model: unet_model(**model_config.unet_config,
-    device=..., operations=...), the operations upstream's pick_operations(unet_config's dtype,
-    manual_cast_dtype, fp8_optimizations=model_config.optimizations["fp8"],
-    scaled_fp8=model_config.scaled_fp8) unless the model config names custom operations (an
-    object: not mirrored)."""
-    model_config = getattr(owner, "model_config", None)
-    config = getattr(model_config, "unet_config", None)
-    if not isinstance(config, dict):
-        raise RemoteError(f"{name} of the {kind.name} cannot be mirrored: its model has no model_config.unet_config "
-                          "to build it from")
-    custom = getattr(model_config, "custom_operations", None)
-    if custom is not None:
-        custom = f"{custom.__module__}.{custom.__qualname__}" if isinstance(custom, type) else type_path_of(custom)
-        raise RemoteError(f"{name} of the {kind.name} cannot be mirrored: its model's layers are custom operations "
-                          f"({custom[:120]}), not upstream's choice")
-    optimizations = getattr(model_config, "optimizations", None)
-    return {"class": path, "kwargs": dict(config), "manual_cast_dtype": getattr(owner, "manual_cast_dtype", None),
-            "fp8_optimizations": bool(isinstance(optimizations, dict) and optimizations.get("fp8", False)),
-            "scaled_fp8": getattr(model_config, "scaled_fp8", None), "training": bool(module.training)}
-
-
 class Grants:
     """What the owner granted a session: the descriptors go ahead of their answers, over the
     session's own copy of each module (Publication), punched out when the session ends."""
@@ -312,14 +250,14 @@ class Grants:
         self.lock = threading.Lock()
 
     def grant(self, owner, kind, name):
-        if name not in MIRRORS.get(kind.name, ()):
+        if name not in rules.mirrors.get(kind.name, ()):
             raise RemoteError(f"{str(name)[:40]} of a {kind.name} is not mirrored; what is: "
-                              "comfy_supervisor.bridge.object_kinds.MIRRORS")
+                              "comfy_supervisor.crossing.kinds.MIRRORS")
         module = getattr(owner, name)
         torch = _torch()
         if not isinstance(module, torch.nn.Module):
             raise RemoteError(f"{name} of the {kind.name} is not a torch module")
-        recipe = recipe_of(owner, kind, name, module)
+        recipe = rules.mirror_recipes.recipe_of(owner, kind, name, module)
         devices = {tensor.device.type for _, _, tensor in _tensors(module)}
         if devices == {"cuda"}:
             # By CUDA IPC, as values go (untested here): the encoder lends each tensor.
@@ -371,13 +309,15 @@ def mapped_bytes():
                 total -= int(line.split()[1]) * 1024
     return max(0, total)
 
+
 class Mirrors:
     """A session's mirrors of the peer's modules, and the descriptors that came for them."""
 
     def __init__(self, channel):
         self.channel = channel
         self.fds = {}       # key -> descriptor, until its answer claims it
-        self.live = {}      # (peer id, name) -> Mirror
+        self.live = {}      # (peer id, name) -> Mirror, for the node call that read it
+        self.kept = {}      # (peer id, name) -> [Mirror, how many holders]: kept while they live
         self.lock = threading.Lock()
 
     def on_fd(self, message):
@@ -391,17 +331,14 @@ class Mirrors:
             self.fds[key] = fd
 
     def get(self, link, name):
+        """The mirror of `name` of the peer's object `link`, for the node call that reads it."""
         with self.lock:
             mirror = self.live.get((link.id, name))
         if mirror is not None and mirror.why() is None:
             return mirror.module
-        description = link.invoke("mirror", name)
-        what = f"{link.describe()}'s {name}"
-        key = description.get("key") if isinstance(description, dict) else None
-        with self.lock:
-            fd = self.fds.pop(key, None) if type(key) is int else None
+        description, fd = self._grant(link, name)
         try:
-            mirror = Mirror(description, fd, what)
+            mirror = Mirror(description, fd, f"{link.describe()}'s {name}")
         finally:
             if fd is not None:
                 os.close(fd)
@@ -410,6 +347,56 @@ class Mirrors:
         if old is not None:
             old.drop("it was read again")
         return mirror.module
+
+    def kept_module(self, link, name, holder):
+        """The mirror of `name` of the peer's object `link`, kept while `holder` (and any other
+        holder of it) lives, not for one node call: a replica's diffusion model. Revoked by
+        its owner (an eviction, a reload), it is mapped again in place at its next use, the
+        same module objects over the owner's new copy, so that what the pack holds of it (a
+        block it wrapped, a patch bound to one) stays good."""
+        key = (link.id, name)
+        with self.lock:
+            found = self.kept.get(key)
+        if found is None:
+            description, fd = self._grant(link, name)
+            try:
+                mirror = Mirror(description, fd, f"{link.describe()}'s {name}", renew=lambda: self._grant(link, name))
+            finally:
+                if fd is not None:
+                    os.close(fd)
+            with self.lock:
+                found = self.kept.setdefault(key, [mirror, 0])
+            if found[0] is not mirror:
+                mirror.drop("another thread mapped it first")
+        with self.lock:
+            found[1] += 1
+        weakref.finalize(holder, self._let_go_of, key, found)
+        found[0].fresh()
+        return found[0].module
+
+    def refresh(self, link, name):
+        """Maps the kept mirror of `name` of `link` again now if its owner revoked it."""
+        with self.lock:
+            found = self.kept.get((link.id, name))
+        if found is not None:
+            found[0].fresh()
+
+    def _let_go_of(self, key, found):
+        with self.lock:
+            found[1] -= 1
+            last = found[1] <= 0 and self.kept.get(key) is found
+            if last:
+                del self.kept[key]
+        if last:
+            found[0].drop("no replica holds it any more")
+
+    def _grant(self, link, name):
+        """The owner's description of a mirror, and the descriptor that came ahead of it."""
+        description = link.invoke("mirror", name)
+        key = description.get("key") if isinstance(description, dict) else None
+        with self.lock:
+            fd = self.fds.pop(key, None) if type(key) is int else None
+        return description, fd
 
     def drop(self, link, name, why):
         """Lets go of the mirror of `name` of the peer's object `link` now, if there is one."""
@@ -427,7 +414,10 @@ class Mirrors:
     def close(self, why):
         self.drop_all(why)
         with self.lock:
+            kept, self.kept = [found[0] for found in self.kept.values()], {}
             fds, self.fds = list(self.fds.values()), {}
+        for mirror in kept:
+            mirror.drop(why)
         for fd in fds:
             os.close(fd)
 
@@ -435,26 +425,57 @@ class Mirrors:
 class Mirror:
     """One module built here over the owner's weights: mapped (CPU) or by CUDA IPC."""
 
-    def __init__(self, description, fd, what):
+    def __init__(self, description, fd, what, renew=None):
         self.what = what
         self.dropped = None
         self.address = None
-        self.lock = threading.Lock()  # the node's thread and the session's end may both drop it
-        if not isinstance(description, dict):
-            raise RemoteError(f"{what}: the owner's description of the mirror is not an object")
-        recipe = _checked_recipe(description.get("recipe"), what)
-        if description.get("key") is None:
-            tensors = _checked_cuda(description.get("cuda"), what)
-            self.generation = None
-        else:
-            if fd is None:
-                raise RemoteError(f"{what}: the mirror came without its memory's descriptor")
-            tensors = self._map(description, fd)
-        self.module = _build(recipe, tensors, what)
+        self.renew = renew  # kept: () -> the owner's new (description, descriptor), mapped in place
+        # The node's thread and the session's end may both drop it; a use maps it again.
+        self.lock = threading.RLock()
+        recipe = _checked_recipe(description.get("recipe") if isinstance(description, dict) else None, what)
+        self.module, self.slots = _build(recipe, self._tensors_of(description, fd), what)
+        self.maps = 0  # how many times it was mapped again
         self.hooks = [sub.register_forward_pre_hook(self._check) for sub in self.module.modules()]
+        self.hooks.append(self.module.register_forward_pre_hook(self._started))
         # A revocation during a forward punched weights out from under it: its output is
-        # zeros' work, so it raises too.
-        self.hooks.append(self.module.register_forward_hook(lambda module, args, output: self._check(module, args)))
+        # zeros' work, so it raises, even where a kept mirror was mapped again meanwhile.
+        self.hooks.append(self.module.register_forward_hook(self._finished))
+
+    def _tensors_of(self, description, fd):
+        """name -> (kind, tensor over the owner's memory) of the owner's description."""
+        if not isinstance(description, dict):
+            raise RemoteError(f"{self.what}: the owner's description of the mirror is not an object")
+        if description.get("key") is None:
+            self.generation = None
+            return _checked_cuda(description.get("cuda"), self.what)
+        if fd is None:
+            raise RemoteError(f"{self.what}: the mirror came without its memory's descriptor")
+        return self._map(description, fd)
+
+    def fresh(self):
+        """A kept mirror its owner revoked is mapped again now, in place."""
+        with self.lock:
+            if self.why() is None:
+                return
+            description, fd = self.renew()
+            try:
+                tensors = self._tensors_of(description, fd)
+            finally:
+                if fd is not None:
+                    os.close(fd)
+            names = sorted(name for _, _, _, name in self.slots)
+            if names != sorted(tensors):
+                self._let_go()
+                raise RemoteError(f"{self.what}: its owner's module has other tensors now than when it was mirrored")
+            torch = _torch()
+            for sub, leaf, kind, name in self.slots:
+                _, theirs = tensors[name]
+                if kind == "parameter":
+                    sub._parameters[leaf] = torch.nn.Parameter(theirs, requires_grad=False)
+                else:
+                    sub._buffers[leaf] = theirs
+            self.dropped = None
+            self.maps += 1
 
     def _map(self, description, fd):
         torch = _torch()
@@ -507,7 +528,18 @@ class Mirror:
                 self.drop("its owner evicted that model (or let it go)")
         return self.dropped
 
-    def _check(self, module, args):
+    def _started(self, module, args):
+        self.started = self.maps
+
+    def _finished(self, module, args, output):
+        if self.maps != getattr(self, "started", self.maps):
+            raise RemoteError(f"the mirror of {self.what} was revoked by its owner during a forward (it evicted or "
+                              "reloaded the model); run it again")
+        self._check(module, args, renew=False)
+
+    def _check(self, module, args, renew=True):
+        if renew and self.renew is not None:
+            self.fresh()
         why = self.why()
         if why is not None:
             raise RemoteError(f"the mirror of {self.what} is gone: {why}; read it again from the model in the node "
@@ -524,12 +556,14 @@ class Mirror:
 
     def _let_go(self):
         torch = _torch()
-        for sub in self.module.modules():
-            for books in (sub._parameters, sub._buffers):
-                for leaf, tensor in books.items():
-                    if tensor is not None:
-                        meta = torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
-                        books[leaf] = torch.nn.Parameter(meta, False) if books is sub._parameters else meta
+        # The tensors it set, by their places: a pack's module put into it since (an object
+        # patch that wraps a block) keeps its own.
+        for sub, leaf, kind, _ in self.slots:
+            books = sub._parameters if kind == "parameter" else sub._buffers
+            tensor = books.get(leaf)
+            if tensor is not None:
+                meta = torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
+                books[leaf] = torch.nn.Parameter(meta, False) if kind == "parameter" else meta
         if self.address is not None:
             _mapped.discard(self)
             address, self.address = self.address, None
@@ -540,13 +574,10 @@ class Mirror:
 def _checked_recipe(recipe, what):
     if not (isinstance(recipe, dict) and isinstance(recipe.get("class"), str) and
             isinstance(recipe.get("kwargs"), dict) and type(recipe.get("training")) is bool and
-            recipe.get("operations") in (None, "manual_cast") and
-            type(recipe.get("fp8_optimizations", False)) is bool and
-            all(recipe.get(k) is None or isinstance(recipe.get(k), _torch().dtype)
-                for k in ("manual_cast_dtype", "scaled_fp8"))):
+            rules.mirror_recipes.well_formed(recipe)):
         raise RemoteError(f"{what}: a mirror's recipe that is malformed")
     path = recipe["class"]
-    if not path.startswith(MIRROR_CLASS_MODULES):
+    if not rules.mirror_recipes.mirrored_class(path):
         raise RemoteError(f"{what}: a mirror of a {path[:120]}, which is not a class mirrored here")
     _plain(recipe["kwargs"], what, 0)
     return recipe
@@ -594,10 +625,7 @@ def _build(recipe, tensors, what):
         raise RemoteError(f"{what}: {recipe['class'][:120]} is not a torch module here")
     kwargs = dict(recipe["kwargs"])
     kwargs.pop("device", None)
-    if recipe.get("operations") == "manual_cast":  # upstream's fixed choice (a CLIP vision model's)
-        operations = getattr(_upstream_ops(), "manual_cast", None)
-    else:
-        operations = _operations(kwargs.get("dtype"), recipe)
+    operations = rules.mirror_recipes.operations(recipe, kwargs.get("dtype"))
     if operations is not None:
         kwargs["operations"] = operations
     try:
@@ -606,7 +634,7 @@ def _build(recipe, tensors, what):
     except Exception as error:  # noqa: BLE001 (upstream's class refused the owner's arguments)
         raise RemoteError(f"{what}: {recipe['class'][:120]} cannot be built here from its owner's arguments: "
                           f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None
-    built = list(_tensors(module))
+    built, slots = list(_tensors(module)), []
     if sorted(name for name, _, _ in built) != sorted(tensors):
         raise RemoteError(f"{what}: the module built here has other tensors than its owner's (a ComfyUI of another "
                           "version in the worker?)")
@@ -617,11 +645,12 @@ def _build(recipe, tensors, what):
                               f"a {theirs_kind} of {theirs.dtype} {list(theirs.shape)} at its owner")
         prefix, _, leaf = name.rpartition(".")
         sub = module.get_submodule(prefix)
+        slots.append((sub, leaf, kind, name))
         if kind == "parameter":
             sub._parameters[leaf] = torch.nn.Parameter(theirs, requires_grad=False)
         else:
             sub._buffers[leaf] = theirs
-    return module.train(recipe["training"])
+    return module.train(recipe["training"]), slots
 
 
 def _on_meta(torch):
@@ -641,25 +670,3 @@ def _on_meta(torch):
             return func(*args, **kwargs)
 
     return OnMeta()
-
-
-def _upstream_ops():
-    """Upstream's comfy.ops, or None in a ComfyUI without it."""
-    ops = sys.modules.get("comfy.ops")
-    if ops is None:
-        try:
-            import comfy.ops as ops
-        except ImportError:
-            return None
-    return ops
-
-
-def _operations(dtype, recipe):
-    """Upstream's choice of layer operations for the model, made here by upstream's code with
-    the arguments upstream's BaseModel gives it."""
-    pick = getattr(_upstream_ops(), "pick_operations", None)
-    if pick is None:
-        return None
-    fp8, scaled = recipe.get("fp8_optimizations", False), recipe.get("scaled_fp8")
-    extra = {"fp8_optimizations": fp8, "scaled_fp8": scaled} if fp8 or scaled is not None else {}
-    return pick(dtype, recipe.get("manual_cast_dtype"), **extra)

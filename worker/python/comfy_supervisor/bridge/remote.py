@@ -35,8 +35,8 @@ import time
 import types
 import weakref
 
-from . import written_back
-from .object_kinds import BY_NAME, CALLABLE, MIRRORS, Withheld, kind_for_pack, kind_of, path_segments, walkable
+from . import rules, written_back
+from .object_kinds import CALLABLE, Withheld, kind_for_pack, kind_of, path_segments, walkable
 
 log = logging.getLogger("comfy_supervisor")
 # A pack that is refused in a loop gets one line in the log per this many seconds, the
@@ -163,7 +163,7 @@ def _getattribute(proxy, name):
     if name in local:
         return local[name]
     # The torch module itself, over the owner's weights (bridge/mirror.py).
-    if name in MIRRORS.get(link.kind.name, ()):
+    if name in rules.mirrors.get(link.kind.name, ()):
         return link.session.session.mirrors.get(link, name)
     if name == "get_model_object" and link.kind.name == "MODEL":
         return functools.partial(_model_object, proxy, RemoteMethod(link, name, proxy))
@@ -316,7 +316,7 @@ def link_of(value):
 
 
 def kind_named(name):
-    kind = BY_NAME.get(name) if isinstance(name, str) else None
+    kind = (CALLABLE if name == CALLABLE.name else rules.by_name.get(name)) if isinstance(name, str) else None
     if kind is None:
         raise RemoteError(f"an object of unknown kind {str(name)[:40]!r}")
     return kind
@@ -334,7 +334,7 @@ def serve(obj, kind, do, name, args, kwargs, value, enforce):
     if enforce and not (kind.allows(do, name) or (do == "get" and kind.allows("call", name))):
         verb = {"get": "read", "set": "set", "call": "call"}.get(do, str(do)[:20])
         raise refused(enforce, f"a pack may not {verb} {name} of the host's {kind.name}; "
-                               f"what it may use is listed in comfy_supervisor.bridge.object_kinds")
+                               f"what it may use is listed in comfy_supervisor.crossing.kinds")
     if do == "get":
         return getattr(obj, name)
     if do == "set":

@@ -28,18 +28,19 @@ A value crosses as JSON, never pickled and never evaluated:
   that lies in a tensor the receiver lent us; else staged through the arena as above, and
   it comes out on the receiver's CUDA device when it has one;
 - a torch.device as {"$": "device", "type", "index"}, a torch.dtype as {"$": "dtype", "name"};
-- upstream's value classes of by_value.py (comfy.conds' CONDCrossAttn, CONDRegular...) as
+- the value classes of the rules (by_value.py: upstream's conditioning values) as
   {"$": "value", "class", "state"}, the state encoded as any value: the receiver builds its
   own object of that class;
-- a member of an enum of upstream's (a module of ComfyUI's checkout: comfy.hooks'
-  EnumHookMode...) as {"$": "enum", "type": "module.Class", "name"}: the receiver's own
-  member, looked up in a module it imported already, never imported for it;
+- a member of an enum of upstream's (in a module of ComfyUI's checkout, the rules'
+  upstream_modules: its hook modes...) as {"$": "enum", "type": "module.Class", "name"}:
+  the receiver's own member, looked up in a module it imported already, never imported
+  for it;
 - a uuid.UUID (upstream's sampler puts the conds' in transformer_options, which a pack's
   attention patch gets) as {"$": "uuid", "hex"};
-- an object of a kind of bridge/object_kinds.py (a MODEL, CLIP, VAE, a function...) as a
-  remote object: {"$": "remote", "id", "kind", "type"} for one of the sender's, {"$": "own",
-  "id"} for one of the receiver's going back (bridge/conversation.py makes and resolves
-  both, through the same hooks as handles);
+- an object of a kind of the rules (bridge/object_kinds.py: a MODEL, CLIP, VAE, a
+  function...) as a remote object: {"$": "remote", "id", "kind", "type"} for one of the
+  sender's, {"$": "own", "id"} for one of the receiver's going back (bridge/conversation.py
+  makes and resolves both, through the same hooks as handles);
 - anything else stays where it was made and crosses as a handle {"$": "handle", "id",
   "type"}, which the sender's side makes and only its maker resolves.
 
@@ -58,7 +59,7 @@ import math
 import sys
 import uuid
 
-from . import by_value
+from . import by_value, rules
 from .arena import CONTROL_BYTES
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "uint8", "int8", "int16", "int32", "int64", "bool",
@@ -69,8 +70,6 @@ MAX_DIMENSIONS = 32   # torch's own limit on a tensor's dimensions
 DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "meta")
 # Tags the sides' hooks resolve (handle_of makes them, resolve reads them back).
 OBJECT_TAGS = ("handle", "remote", "own")
-# Upstream's modules, the same checkout on both sides: their enums' members cross by name.
-UPSTREAM_MODULES = ("comfy", "comfy_extras", "comfy_api", "comfy_execution", "nodes", "node_helpers")
 
 
 # The exact types JSON carries as themselves: a list or tuple of them (sigmas, a widget's
@@ -130,7 +129,7 @@ class Encoder:
             return {"$": "dtype", "name": str(value).removeprefix("torch.")}
         if isinstance(value, uuid.UUID):
             return {"$": "uuid", "hex": value.hex}
-        if isinstance(value, enum.Enum) and type(value).__module__.partition(".")[0] in UPSTREAM_MODULES:
+        if isinstance(value, enum.Enum) and type(value).__module__.partition(".")[0] in rules.upstream_modules:
             return {"$": "enum", "type": f"{type(value).__module__}.{type(value).__qualname__}", "name": value.name}
         crossing = by_value.state_of(value)
         if crossing is not None:
@@ -450,7 +449,7 @@ def _dense_strides(shape, strides):
 def _enum_member(value):
     """The receiver's own member an enum tag names, in an upstream module imported already."""
     module, _, qualname = str(value.get("type"))[:200].rpartition(".")
-    found = sys.modules.get(module) if module.partition(".")[0] in UPSTREAM_MODULES else None
+    found = sys.modules.get(module) if module.partition(".")[0] in rules.upstream_modules else None
     cls = getattr(found, qualname, None)
     member = cls.__members__.get(value.get("name")) if isinstance(cls, type) and issubclass(cls, enum.Enum) else None
     if member is None:

@@ -61,10 +61,12 @@ import signal
 import threading
 import time
 
+from .. import crossing
 from .. import participant as sv
 from ..bridge import mirror
-from ..bridge.conversation import load_by_owners
 from ..crossing import forwarded
+from ..crossing import mirror_recipes
+from ..crossing.functions import load_by_owners
 from . import model_names
 from .bridges import Bridges
 from .standin import StandIn, StandIns
@@ -587,7 +589,7 @@ def _integrate(mm, link, with_standins):
 
 def _remember_clip_vision_configs():
     """Each CLIP vision model upstream builds remembers the configuration it was built from:
-    the recipe of its mirror in a pack's worker (bridge/mirror.py)."""
+    the recipe of its mirror in a pack's worker (crossing/mirror_recipes.py)."""
     try:
         import comfy.clip_vision as clip_vision
     except ImportError:
@@ -596,7 +598,7 @@ def _remember_clip_vision_configs():
 
     def __init__(model, json_config, *args, **kwargs):
         original(model, json_config, *args, **kwargs)
-        mirror.remember_clip_vision_config(model, json_config)
+        mirror_recipes.remember_clip_vision_config(model, json_config)
 
     clip_vision.ClipVisionModel.__init__ = __init__
 
@@ -618,6 +620,7 @@ def install():
         return host.execute(original_execute, executor, *args, **kwargs)
 
     execution.PromptExecutor.execute = execute
+    crossing.install()  # what of ComfyUI crosses to a pack, and how: before any pack's session
     _remember_clip_vision_configs()  # the host's, which a pack's worker mirrors
     forwarded.install()  # a pack's MODEL samples in its pack, where its patches live
     host.bridges = Bridges.start(host)

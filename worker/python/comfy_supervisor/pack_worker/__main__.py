@@ -42,6 +42,7 @@ import sys
 import threading
 import traceback
 
+from .. import crossing
 from ..bridge import cuda_ipc
 from ..bridge.arena import OwnArena
 from ..bridge.channel import control_socket
@@ -297,6 +298,7 @@ def main():
     signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))
     from ..host import comfyui
     memory = comfyui.install_in_worker(link)
+    crossing.install()  # what of ComfyUI crosses from the host, and how: before the host's session
     arena, control = OwnArena.from_environment(), control_socket()
     if arena is None or control is None:
         # Started by a `command` entry: no bridge to the host, memory integration only.
