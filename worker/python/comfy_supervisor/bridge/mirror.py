@@ -13,8 +13,8 @@ comfy_supervisor.crossing.kinds) asks the owner for a mirror:
 - It sends, first, {"op": "mirror_fd", "key"} with a read-only descriptor of the memfd
   attached (SCM_RIGHTS, bridge/channel.py), then answers the use with a description:
   the module's recipe (the rules' mirror_recipes: its class, one of ComfyUI's own torch
-  modules, never code; its construction arguments as plain values), the header's generation and, per tensor, its
-  name, parameter or buffer, dtype, shape and offset.
+  modules, never code; its construction arguments as plain values), the header's
+  generation and, per tensor, its name, parameter or buffer, dtype, shape and offset.
 - The receiver checks all of it, maps the memfd MAP_PRIVATE (its writes are its own
   copies of the pages it touches), builds the module on the meta device with the recipe,
   and sets each parameter and buffer as a tensor over the mapping.
