@@ -11,6 +11,10 @@ targets' dependencies say it for the C++ side:
 - at module level the package imports the standard library only; upstream ComfyUI and
   its dependencies (torch, numpy, aiohttp) inside functions, where they run; a room that
   runs as a tool (TOOLS: environments) only what TOOLS lists for it (yaml), and never those;
+- the bridge names no module of ComfyUI (NAMES_NO_UPSTREAM): no import of one, and no
+  string that is a dotted module path under one of ComfyUI's top-level modules
+  ("comfy.model_management", "comfy.ldm."); what of ComfyUI crosses, and how, is the
+  crossing room's, which hands it to the bridge (bridge/rules.py);
 - the code that runs in ComfyUI's process (host and every module it imports of the
   package) writes into upstream ComfyUI only what HOST_WRITES lists, each write with its
   reason, and every listed write is still there: a new patch of ComfyUI fails here until
@@ -23,7 +27,9 @@ Prints one PASS or FAIL line per check and "python-package: N passed, M failed";
 status 1 on any failure. Standard library only, Python 3.11 or later (tomllib).
 """
 
+import ast
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,7 +37,7 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "host"))
 
 from check_report import CheckReport  # noqa: E402
-from package_reading import Package, host_writes  # noqa: E402
+from package_reading import UPSTREAM, Package, host_writes  # noqa: E402
 
 PACKAGE_DIR = os.path.join(ROOT, "worker", "python", "comfy_supervisor")
 
@@ -46,6 +52,12 @@ ROOMS = {
     "pack_worker": {"participant", "bridge", "upstream", "host", "environments", "crossing"},
     "environments": set(),
 }
+
+# Rooms that name no module of ComfyUI, in an import or in a string: the bridge knows no
+# ComfyUI (it takes what crosses, and how, from crossing: bridge/rules.py).
+NAMES_NO_UPSTREAM = ("bridge",)
+# A string that is a module's dotted path, or the prefix of one ("comfy.ldm.").
+_MODULE_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\.?")
 
 # Rooms that run as a tool beside ComfyUI, never in its process, and what each may import
 # inside functions besides the standard library: nothing of ComfyUI, torch or numpy.
@@ -102,6 +114,27 @@ HOST_WRITES = {
 }
 
 
+def upstream_names(package, room):
+    """(file:line, name) of each module of ComfyUI a module of `room` names: an import of one,
+    or a string that is a dotted module path whose first name is a top-level module of a
+    ComfyUI checkout (package_reading.UPSTREAM)."""
+    found = []
+    for path, tree in sorted(package.trees.items()):
+        if path.split("/")[0] != room:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module] if node.level == 0 and node.module else []
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_PATH.fullmatch(node.value):
+                names = [node.value]
+            else:
+                names = []
+            found += [(f"{path}:{node.lineno}", name) for name in names if name.partition(".")[0] in UPSTREAM]
+    return found
+
+
 def check_package(package, check):
     """Every rule over `package`, each through check(rule, ok, line)."""
     for room, allowed in sorted(ROOMS.items()):
@@ -121,6 +154,11 @@ def check_package(package, check):
           "and inside functions besides it only upstream ComfyUI and torch, numpy, aiohttp (a tool's room only "
           "what TOOLS lists)" +
           "".join(f"\n    {where}: {name}" for where, name in external))
+    for room in NAMES_NO_UPSTREAM:
+        named = upstream_names(package, room)
+        check(f"ComfyUI named in {room}", not named, f"{room} names no module of ComfyUI, in an import or a string "
+              "(what of ComfyUI crosses, and how, is crossing's)" +
+              "".join(f"\n    {where}: {name}" for where, name in named))
     found = host_writes(package, "host")
     new = {key: line for key, line in found.items() if key not in HOST_WRITES}
     gone = [key for key in HOST_WRITES if key not in found]
@@ -159,6 +197,10 @@ SPOILERS = [
     ("external imports", "environments/manifests.py", "\nimport yaml\n"),
     ("external imports", "environments/stamp.py", "\ndef _spoiled():\n    import torch\n"),
     ("imports of environments", "environments/key.py", "\nfrom ..bridge import values\n"),
+    ("ComfyUI named in bridge", "bridge/conversation.py", '\n_spoiled = sys.modules.get("comfy.model_management")\n'),
+    ("ComfyUI named in bridge", "bridge/mirror.py", '\n_SPOILED = ("comfy.ldm.", "comfy.clip_model.")\n'),
+    ("ComfyUI named in bridge", "bridge/session.py", "\ndef _spoiled():\n    import comfy.ops\n"),
+    ("ComfyUI named in bridge", "bridge/values.py", "\ndef _spoiled():\n    from nodes import NODE_CLASS_MAPPINGS\n"),
     ("host writes", "host/comfyui.py", "\ndef _spoiled(mm):\n    mm.soft_empty_cache = None\n"),
     ("host writes", "host/proxy_nodes.py", "\ndef _spoiled():\n    import comfy.model_management\n"
      "    state = comfy.model_management.vram_state\n    state.value = 0\n"),
