@@ -4,19 +4,19 @@ owner's weights (docs/PACKS.md, "Replicas").
 A proxy answers what a list of uses allows; upstream's sampling code (CFGGuider.sample,
 calc_cond_batch, hooks, wrappers) reads whatever it needs of a model, so a pack that runs
 it on the host's MODEL needs the model itself. So a MODEL the host hands a pack arrives as
-a ReplicaPatcher: a subclass of upstream's ModelPatcher over a subclass of the host model's
-own comfy.model_base class, both built here by upstream's constructors from a recipe of
-plain values (replica_owner.recipe), and everything of upstream's runs on it unmodified.
+a ReplicaPatcher: a subclass of upstream's ModelPatcher over the host model's own
+comfy.model_base class, both built here by upstream's constructors from a recipe of plain
+values (replica_owner.recipe), and everything of upstream's runs on it unmodified.
 
-- Its diffusion model is the owner's, mapped: a mirror (bridge/mirror.py), asked for the
-  first time it is read and again after the owner revoked it (it evicted or reloaded the
-  model). It is never one of the replica's torch submodules: torch's walks over the model
-  (to(), state_dict(), upstream's load) never move, copy or patch the owner's weights here.
+- Its diffusion model is the owner's, mapped: a mirror (bridge/mirror.py) kept while the
+  replicas over it live, not for one node call, and mapped again in place (the same module
+  objects) at its next use after the owner revoked it (it evicted or reloaded the model),
+  so that what the pack holds of it (a block it wrapped in an object patch) stays good.
 - Loading it is the owner's: upstream's load_models_gpu in the worker first asks the owner
   to load its model (load_at_owners), with the weight patches the pack added applied
   there, through the owner's admission; the mirror read after that is of those weights.
-  Upstream's own load path here (ReplicaPatcher.load) keeps its books and moves nothing.
-  Its size here is 0: the weights count once, as the owner's.
+  Upstream's own load path here (ReplicaPatcher.load) keeps its books and patches no
+  weight. Its size here is 0: the weights count once, as the owner's.
 - Its model_options are the host's, read as the proxy reads them: a change the pack makes
   in place during the node call is set back on the host's MODEL, as in one process.
   The host's functions in them are callbacks to the host. Its object patches are the
@@ -24,6 +24,8 @@ plain values (replica_owner.recipe), and everything of upstream's runs on it unm
 - The replica the host handed over goes back to the host as the host's own MODEL. A clone
   of it, patched by the pack, is the pack's object: the host's sampler given it has the
   pack sample (crossing/forwarded.py), where its patches live.
+- A model upstream's classes cannot rebuild here (a class of its own, custom operations, a
+  partial load) crosses as a proxy, said once in the worker's log.
 """
 
 import importlib
@@ -90,13 +92,14 @@ def _replicate(proxy):
         config.optimizations = dict(recipe["optimizations"])
     try:
         # On the meta device: the layers upstream builds are shapes only, never memory.
-        base = _replica_class(base_class)(config, model_type=model_type, device=torch.device("meta"))
+        base = base_class(config, model_type=model_type, device=torch.device("meta"))
     except Exception as error:  # noqa: BLE001 (upstream's class refused the owner's configuration)
         raise RemoteError(f"{what}: {recipe.get('base')} cannot be built here from its owner's configuration: "
                           f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None
-    base._modules.pop(_DIFFUSION_MODEL, None)
     base.device = recipe.get("offload_device")
-    object.__setattr__(base, "_sv_weights", _Weights(proxy, what))
+    weights = _Weights(proxy)
+    base.diffusion_model = weights.module(base)
+    object.__setattr__(base, "_sv_weights", weights)
     importlib.import_module("comfy.model_patcher")
     patcher = _patcher_class()(base, recipe.get("load_device"), recipe.get("offload_device"), 0,
                              weight_inplace_update=bool(recipe.get("weight_inplace_update")))
@@ -144,52 +147,21 @@ def _dtype_or_none(value, torch, what):
 
 class _Weights:
     """The owner's diffusion model as this process maps it: a mirror of the host model's,
-    read again once the owner revoked the last."""
+    kept while the replicas over it live, mapped again in place once the owner revoked it."""
 
-    def __init__(self, origin, what):
+    def __init__(self, origin):
         self.origin = origin
-        self.what = what
-        self.base = None  # the host's BaseModel, as a proxy: whose diffusion model is mirrored
-        self.lock = threading.Lock()
+        self.base = origin.model  # the host's BaseModel, as a proxy: whose diffusion model is mirrored
+        self.mirrors = link_of(origin).session.session.mirrors
 
-    def module(self):
-        link = link_of(self.origin)
-        with self.lock:
-            if self.base is None:
-                self.base = self.origin.model
-        base = link_of(self.base)
-        return link.session.session.mirrors.get(base, _DIFFUSION_MODEL)
+    def module(self, holder):
+        return self.mirrors.kept_module(link_of(self.base), _DIFFUSION_MODEL, holder)
 
     def load_at_owner(self, patcher):
         """The owner loads its model with `patcher`'s weight patches applied, through its own
-        admission; a mirror read before that and now stale is revoked by the owner."""
+        admission; a copy it made before and no longer theirs it revoked, so it is mapped again."""
         link_of(self.origin).invoke("load_replica", "model", [patcher.patches])
-
-    def let_go(self, why):
-        if self.base is not None:
-            link_of(self.origin).session.session.mirrors.drop(link_of(self.base), _DIFFUSION_MODEL, why)
-
-
-_classes = {}
-_classes_lock = threading.Lock()
-
-
-def _replica_class(base_class):
-    """A subclass of upstream's `base_class` whose diffusion model is the mirror, read at
-    each use (torch looks up a name it has no submodule of through __getattr__)."""
-    with _classes_lock:
-        cls = _classes.get(base_class)
-        if cls is None:
-            def __getattr__(self, name):
-                if name == _DIFFUSION_MODEL:
-                    weights = vars(self).get("_sv_weights")
-                    if weights is not None:
-                        return weights.module()
-                return base_class.__getattr__(self, name)
-
-            cls = _classes[base_class] = type(f"Replica{base_class.__name__}", (base_class,),
-                                              {"__getattr__": __getattr__, "__module__": __name__})
-        return cls
+        self.mirrors.refresh(link_of(self.base), _DIFFUSION_MODEL)
 
 
 _patcher = []
@@ -218,12 +190,6 @@ def _make_patcher_class(model_patcher):
         def model_size(self):
             return 0  # the owner's weights, counted once as the owner's
 
-        def model_state_dict(self, filter_prefix=None):
-            found = super().model_state_dict(filter_prefix)
-            weights = self.model.diffusion_model.state_dict(prefix=f"{_DIFFUSION_MODEL}.")
-            found.update({k: v for k, v in weights.items() if filter_prefix is None or k.startswith(filter_prefix)})
-            return found
-
         def load(self, device_to=None, lowvram_model_memory=0, force_patch_weights=False, full_load=False):
             """Upstream's load, but for the weights: the owner loaded them (load_at_owners)."""
             with self.use_ejected():
@@ -237,10 +203,6 @@ def _make_patcher_class(model_patcher):
                     callback(self, device_to, lowvram_model_memory, force_patch_weights, full_load)
                 self.apply_hooks(self.forced_hooks, force_apply=True)
 
-        def unpatch_model(self, device_to=None, unpatch_weights=True):
-            super().unpatch_model(device_to, unpatch_weights)
-            if unpatch_weights:
-                vars(self.model)["_sv_weights"].let_go("its replica was unloaded in the pack")
 
     ReplicaPatcher.__module__, ReplicaPatcher.__qualname__ = __name__, "ReplicaPatcher"
     return ReplicaPatcher
