@@ -109,7 +109,7 @@ def main():
     report = CheckReport("remote objects")
     crossing.install()  # the kinds and value classes, as the host's install gives them
     session = LoopBack()
-    model = comfy.model_patcher.ModelPatcher(comfy.model_base.BaseModel(comfy.model_base.TinyUNet()), None, None)
+    model = comfy.model_patcher.ModelPatcher(comfy.model_base.model_from_config({}), None, None)
     proxy = session.hand_over(model)
     report.check(isinstance(proxy, comfy.model_patcher.ModelPatcher), "a MODEL's proxy is a ModelPatcher to isinstance")
     report.check(type(proxy) is not comfy.model_patcher.ModelPatcher, "and is not one itself")
@@ -224,7 +224,7 @@ def check_walks(report):
     one line, changes nothing, and is one line in the log, naming the pack."""
     logged = LogLines()
     logging.getLogger("comfy_supervisor").addHandler(logged)
-    model = comfy.model_patcher.ModelPatcher(comfy.model_base.BaseModel(comfy.model_base.TinyUNet()), None, None)
+    model = comfy.model_patcher.ModelPatcher(comfy.model_base.model_from_config({}), None, None)
     kind, pack = kind_of(model), "pack walker"
 
     def use(name, *args):

@@ -6,12 +6,13 @@
   pack, on its replica, where its patches live: the whole sampling crosses once, and
   only the host's own functions in it (its preview callback, the host's patches the
   replica carries) are called back;
-- in a pack's worker, given the host's MODEL where it still arrives as a proxy, the host
-  samples; and comfy.sd.load_lora_for_models patches the MODEL and CLIP where their
-  weights are.
+- in a pack's worker, given the host's MODEL as it was handed over (its replica, or a
+  proxy where it is not replicated), the host samples with it, its own model; and
+  comfy.sd.load_lora_for_models patches the MODEL and CLIP where their weights are (a
+  replica the pack patched in the pack, the host's CLIP in the host).
 Given a MODEL of its own process, each is upstream's own, run here. Only the MODEL
-argument decides: the other arguments (a callback, a conditioning's control net) stay
-what they are wherever the function runs.
+argument decides (and the CLIP, for a LoRA): the other arguments (a callback, a
+conditioning's control net) stay what they are wherever the function runs.
 
 Wrapped before a pack is imported, and in the host before a prompt runs, so that code
 that imports one by name gets this one.
@@ -19,11 +20,13 @@ that imports one by name gets this one.
 
 import functools
 import importlib
+import inspect
 
 from ..bridge.remote import link_of
+from . import replica
 
-FORWARDED = ("comfy.sample.sample", "comfy.sample.sample_custom", "nodes.common_ksampler",
-             "comfy.sd.load_lora_for_models")
+_LORA = "comfy.sd.load_lora_for_models"
+FORWARDED = ("comfy.sample.sample", "comfy.sample.sample_custom", "nodes.common_ksampler", _LORA)
 
 
 def install():
@@ -40,10 +43,37 @@ def install():
 
 
 def _forwarding(name, original):
+    signature = inspect.signature(original)
+
     @functools.wraps(original)
     def forwarded(*args, **kwargs):
-        link = link_of(args[0] if args else kwargs.get("model"))
-        if link is None or link.kind.name != "MODEL":
-            return original(*args, **kwargs)
-        return link.session.call_function(name, args, kwargs)
+        try:
+            bound = signature.bind(*args, **kwargs).arguments
+        except TypeError:
+            return original(*args, **kwargs)  # upstream's own TypeError
+        owner = _owner(bound.get("model"))
+        if owner is not None:
+            return owner.call_function(name, args, kwargs)
+        clip = link_of(bound.get("clip"))
+        if name == _LORA and clip is not None:
+            return _lora_split(original, bound, clip.session)
+        return original(*args, **kwargs)
     return forwarded
+
+
+def _owner(model):
+    """The conversation whose peer owns `model`: a proxy of the peer's MODEL, or the replica of
+    one as it was handed over (the peer's model itself, which goes back as the peer's)."""
+    origin = replica.origin_of(model)
+    link = link_of(model if origin is None else origin)
+    return link.session if link is not None and link.kind.name == "MODEL" else None
+
+
+def _lora_split(original, bound, clip_owner):
+    """load_lora_for_models over a MODEL of this process (a replica the pack patched) and the
+    host's CLIP: each part where its weights are, as upstream would do the two parts."""
+    lora, strength_model, strength_clip = bound["lora"], bound["strength_model"], bound["strength_clip"]
+    _, clip = clip_owner.call_function(_LORA, [None, bound["clip"], lora, 0.0, strength_clip], {})
+    model, _ = original(bound.get("model"), None, lora, strength_model, 0.0) if bound.get("model") is not None \
+        else (None, None)
+    return model, clip

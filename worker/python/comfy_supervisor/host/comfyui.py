@@ -64,8 +64,7 @@ import time
 from .. import crossing
 from .. import participant as sv
 from ..bridge import mirror
-from ..crossing import forwarded
-from ..crossing import mirror_recipes
+from ..crossing import forwarded, mirror_recipes, replica
 from ..crossing.functions import load_by_owners
 from . import model_names
 from .bridges import Bridges
@@ -564,8 +563,10 @@ def _integrate(mm, link, with_standins):
     original_free = mm.free_memory
 
     def load_models_gpu(models, *args, **kwargs):
-        # Another process's model (a remote object) is loaded by its owner, as its own load.
+        # Another process's model (a remote object) is loaded by its owner, as its own load,
+        # and so are a replica's weights.
         ours = load_by_owners(models, args, kwargs)
+        replica.load_at_owners(ours)
         if len(ours) < len(models) and not ours:
             return None
         return host.load_models_gpu(original_load, ours, *args, **kwargs)
