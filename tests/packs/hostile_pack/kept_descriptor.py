@@ -1,7 +1,7 @@
 """A pack that keeps the host's weights past a mirror's revocation, as a compromised pack
 could: KeepMirror reads the host MODEL's diffusion model (a mirror over a memfd the host
 sent) and keeps what it can of that memfd: a dup of the descriptor it arrived on (taken
-by wrapping the worker's own Mirror), that descriptor reopened through /proc/self/fd, the
+by wrapping the worker's own grant of mirrors, from its import on), that descriptor reopened through /proc/self/fd, the
 mirror's mapping reopened through /proc/self/map_files (which needs CAP_SYS_ADMIN: root
 outside a sandbox), the host's own descriptor of it through /proc/PID/fd (outside a
 sandbox), and a shared mapping of its own. ReadKept, in a later call, reads them all.
@@ -27,17 +27,23 @@ def _blocks(kept):
     return os.fstat(_kept["dup"] if isinstance(kept, mmap.mmap) else kept).st_blocks
 
 
-def _dup_as_it_arrives(mirror_module):
-    """Wraps the worker's Mirror so that each descriptor a mirror arrives on is dup'ed first."""
-    dups, original = [], mirror_module.Mirror.__init__
+def _dup_as_they_arrive():
+    """Wraps the worker's grant of a mirror so that each descriptor a mirror arrives on (the
+    host's MODEL arrives as a replica, whose mirror is granted before the node runs) is
+    dup'ed first."""
+    from comfy_supervisor.bridge import mirror
+    original = mirror.Mirrors._grant
 
-    def keeping(self, description, fd, what):
+    def keeping(self, *args, **kwargs):
+        description, fd = original(self, *args, **kwargs)
         if fd is not None:
-            dups.append(os.dup(fd))
-        original(self, description, fd, what)
+            _arrived.append(os.dup(fd))
+        return description, fd
 
-    mirror_module.Mirror.__init__ = keeping
-    return dups, lambda: setattr(mirror_module.Mirror, "__init__", original)
+    mirror.Mirrors._grant = keeping
+
+
+_arrived = []  # each descriptor a mirror arrived on, dup'ed, until a KeepMirror keeps it
 
 
 def _owners_descriptors(kept):
@@ -76,12 +82,11 @@ class KeepMirror:
         return {"required": {"model": ("MODEL",)}}
 
     def run(self, model):
-        from comfy_supervisor.bridge import mirror
-        dups, restore = _dup_as_it_arrives(mirror)
-        try:
-            unet = model.model.diffusion_model
-        finally:
-            restore()
+        unet = model.model.diffusion_model
+        dups = _arrived[-1:]
+        for extra in _arrived[:-1]:
+            os.close(extra)
+        _arrived.clear()
         norm = float(sum(float(p.double().abs().sum()) for p in unet.parameters()))
         tried = {}
         if dups:
@@ -118,4 +123,5 @@ class ReadKept:
         return (json.dumps(read),)
 
 
+_dup_as_they_arrive()
 NODE_CLASS_MAPPINGS = {"KeepMirror": KeepMirror, "ReadKept": ReadKept}

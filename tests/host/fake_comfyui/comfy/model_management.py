@@ -14,29 +14,17 @@ import sys
 import uuid
 import weakref
 
+import torch
+
 participant = None
 EXTRA_RESERVED_VRAM = 400 * 1024 * 1024
 DISABLE_SMART_MEMORY = False
 current_loaded_models = []
 
 
-class Device:
-    def __init__(self, type, index=None):
-        self.type = type
-        self.index = index
-
-    def __eq__(self, other):
-        return isinstance(other, Device) and (self.type, self.index or 0) == (other.type, other.index or 0)
-
-    def __hash__(self):
-        return hash((self.type, self.index or 0))
-
-    def __repr__(self):
-        return f"{self.type}:{self.index or 0}"
-
-
-GPU = Device("cuda", 0)
-CPU = Device("cpu")
+# Upstream's devices are torch's; nothing here computes on the GPU one (no CUDA needed).
+GPU = torch.device("cuda", 0)
+CPU = torch.device("cpu")
 
 
 def get_torch_device():

@@ -71,14 +71,20 @@ def _torch():
     return torch
 
 
-def _tensors(module):
+def _tensors(module, originals=None, prefix=""):
     """(name, "parameter" or "buffer", tensor) of every parameter and buffer, tied ones under
-    each of their names."""
-    for prefix, sub in module.named_modules(remove_duplicate=False):
-        for kind, books in (("parameter", sub._parameters), ("buffer", sub._buffers)):
-            for leaf, tensor in books.items():
-                if tensor is not None:
-                    yield (f"{prefix}.{leaf}" if prefix else leaf), kind, tensor
+    each of their names. `originals`: submodules by their dotted path that object patches
+    replaced for now (a pack's wrapper around a block), walked in their place: the module as
+    its class built it, which is what a receiver builds."""
+    for kind, books in (("parameter", module._parameters), ("buffer", module._buffers)):
+        for leaf, tensor in books.items():
+            if tensor is not None:
+                yield (f"{prefix}.{leaf}" if prefix else leaf), kind, tensor
+    for name, child in module._modules.items():
+        path = f"{prefix}.{name}" if prefix else name
+        child = (originals or {}).get(path, child)
+        if child is not None:
+            yield from _tensors(child, originals, path)
 
 
 # ---- the owner's side ----
@@ -99,9 +105,10 @@ class Publication:
     revocation punches it out: a descriptor kept past it reads zeros, and the pages are
     freed (docs/SECURITY.md)."""
 
-    def __init__(self, module):
+    def __init__(self, module, originals=None):
         entries, offsets, places, self.sources, end = [], {}, [], {}, PAGE
-        for name, kind, tensor in _tensors(module):
+        self.originals = dict(originals or {})
+        for name, kind, tensor in _tensors(module, self.originals):
             dtype = str(tensor.dtype).removeprefix("torch.")
             if tensor.device.type != "cpu" or dtype not in DTYPES:
                 raise RemoteError(f"{name} is a {dtype} tensor on {tensor.device}: a mirror maps CPU tensors of "
@@ -155,7 +162,7 @@ class Publication:
             module = self.module()
             if module is None or self.fd is None or tuple(self.header) != (_MAGIC, self.generation):
                 return False
-            found = {name: tensor for name, _, tensor in _tensors(module)}
+            found = {name: tensor for name, _, tensor in _tensors(module, self.originals)}
             if found.keys() != self.sources.keys() or not all(
                     found[name] is ref() and found[name].data_ptr() == address and _version_of(found[name]) == version
                     and found[name].dtype == dtype and found[name].shape == shape
@@ -249,7 +256,9 @@ class Grants:
         self.published = weakref.WeakKeyDictionary()  # module -> this session's copy of it
         self.lock = threading.Lock()
 
-    def grant(self, owner, kind, name):
+    def grant(self, owner, kind, name, originals=None):
+        """The description of a mirror of `name` of `owner`, its descriptor sent ahead;
+        `originals`: as _tensors' (a replica's diffusion model is the one upstream built)."""
         if name not in rules.mirrors.get(kind.name, ()):
             raise RemoteError(f"{str(name)[:40]} of a {kind.name} is not mirrored; what is: "
                               "comfy_supervisor.crossing.kinds.MIRRORS")
@@ -258,17 +267,17 @@ class Grants:
         if not isinstance(module, torch.nn.Module):
             raise RemoteError(f"{name} of the {kind.name} is not a torch module")
         recipe = rules.mirror_recipes.recipe_of(owner, kind, name, module)
-        devices = {tensor.device.type for _, _, tensor in _tensors(module)}
+        devices = {tensor.device.type for _, _, tensor in _tensors(module, originals)}
         if devices == {"cuda"}:
             # By CUDA IPC, as values go (untested here): the encoder lends each tensor.
             return {"key": None, "recipe": recipe,
-                    "cuda": [[n, k, t.detach()] for n, k, t in _tensors(module)]}
+                    "cuda": [[n, k, t.detach()] for n, k, t in _tensors(module, originals)]}
         with self.lock:
             publication = self.published.get(module)
-            if publication is None or not publication.current():
+            if publication is None or publication.originals != dict(originals or {}) or not publication.current():
                 if publication is not None:
                     publication.revoke()
-                publication = self.published[module] = Publication(module)
+                publication = self.published[module] = Publication(module, originals)
         key = next(self.keys)
         reader = publication.reader_fd()
         try:
@@ -348,7 +357,7 @@ class Mirrors:
             old.drop("it was read again")
         return mirror.module
 
-    def kept_module(self, link, name, holder):
+    def kept_module(self, link, name, holder, use="mirror"):
         """The mirror of `name` of the peer's object `link`, kept while `holder` (and any other
         holder of it) lives, not for one node call: a replica's diffusion model. Revoked by
         its owner (an eviction, a reload), it is mapped again in place at its next use, the
@@ -358,9 +367,10 @@ class Mirrors:
         with self.lock:
             found = self.kept.get(key)
         if found is None:
-            description, fd = self._grant(link, name)
+            description, fd = self._grant(link, name, use)
             try:
-                mirror = Mirror(description, fd, f"{link.describe()}'s {name}", renew=lambda: self._grant(link, name))
+                mirror = Mirror(description, fd, f"{link.describe()}'s {name}",
+                                renew=lambda: self._grant(link, name, use))
             finally:
                 if fd is not None:
                     os.close(fd)
@@ -390,9 +400,9 @@ class Mirrors:
         if last:
             found[0].drop("no replica holds it any more")
 
-    def _grant(self, link, name):
+    def _grant(self, link, name, use="mirror"):
         """The owner's description of a mirror, and the descriptor that came ahead of it."""
-        description = link.invoke("mirror", name)
+        description = link.invoke(use, name)
         key = description.get("key") if isinstance(description, dict) else None
         with self.lock:
             fd = self.fds.pop(key, None) if type(key) is int else None

@@ -151,17 +151,17 @@ class _Weights:
 
     def __init__(self, origin):
         self.origin = origin
-        self.base = origin.model  # the host's BaseModel, as a proxy: whose diffusion model is mirrored
         self.mirrors = link_of(origin).session.session.mirrors
 
     def module(self, holder):
-        return self.mirrors.kept_module(link_of(self.base), _DIFFUSION_MODEL, holder)
+        """The host model's diffusion model as upstream built it (replica_owner.mirror_of)."""
+        return self.mirrors.kept_module(link_of(self.origin), _DIFFUSION_MODEL, holder, use="replica_mirror")
 
     def load_at_owner(self, patcher):
         """The owner loads its model with `patcher`'s weight patches applied, through its own
         admission; a copy it made before and no longer theirs it revoked, so it is mapped again."""
         link_of(self.origin).invoke("load_replica", "model", [patcher.patches])
-        self.mirrors.refresh(link_of(self.base), _DIFFUSION_MODEL)
+        self.mirrors.refresh(link_of(self.origin), _DIFFUSION_MODEL)
 
 
 _patcher = []
@@ -198,8 +198,8 @@ def _make_patcher_class(model_patcher):
                 self.model.model_lowvram = False
                 self.model.model_loaded_weight_memory = 0
                 self.model.current_weight_patches_uuid = self.patches_uuid
-                callbacks = importlib.import_module("comfy.patcher_extension").CallbacksMP.ON_LOAD
-                for callback in self.get_all_callbacks(callbacks):
+                extension = sys.modules.get("comfy.patcher_extension")  # a ComfyUI without it has no callbacks
+                for callback in self.get_all_callbacks(extension.CallbacksMP.ON_LOAD) if extension else ():
                     callback(self, device_to, lowvram_model_memory, force_patch_weights, full_load)
                 self.apply_hooks(self.forced_hooks, force_apply=True)
 

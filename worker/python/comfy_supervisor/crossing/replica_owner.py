@@ -19,10 +19,11 @@ import threading
 import uuid
 import weakref
 
-from ..bridge import mirror
+from ..bridge import mirror, rules
 from ..bridge.remote import RemoteError, type_path_of
 
 _BASE_MODULE = "comfy.model_base."
+_DIFFUSION_MODEL = "diffusion_model"
 _CONFIG_MODULES = ("comfy.supported_models.", "comfy.supported_models_base.")
 # A weight patch as upstream's add_patches stores it: (strength_patch, value, strength_model,
 # offset, function).
@@ -33,6 +34,7 @@ _MAX_PATCH_KEYS = 1 << 16
 def uses():
     """The uses of the host's objects a pack's conversation serves for its replicas."""
     return {"replica": lambda target, kind, args, conversation: recipe(target, kind),
+            "replica_mirror": lambda target, kind, args, conversation: mirror_of(target, kind, conversation),
             "load_replica": lambda target, kind, args, conversation: load(target, kind, args[0] if args else None,
                                                                           conversation),
             "closed": forget}
@@ -63,6 +65,19 @@ def recipe(patcher, kind):
             "load_device": patcher.load_device, "offload_device": patcher.offload_device,
             "weight_inplace_update": bool(patcher.weight_inplace_update),
             "object_patches": dict(patcher.object_patches), "hook_mode": patcher.hook_mode}
+
+
+def mirror_of(patcher, kind, conversation):
+    """The mirror of the host MODEL `patcher`'s diffusion model for its replica: as upstream
+    built it, the blocks that object patches replaced for now (the patcher's and its
+    clones' backup of them: a pack's wrapper a sampling in this process set) in their place."""
+    if kind.name != "MODEL":
+        raise RemoteError(f"a {kind.name} has no replica here (a MODEL has)")
+    prefix = f"{_DIFFUSION_MODEL}."
+    originals = {path[len(prefix):]: original for path, original in dict(patcher.object_patches_backup).items()
+                 if isinstance(path, str) and path.startswith(prefix)}
+    return conversation.session.grants.grant(patcher.model, rules.by_name["DIFFUSION_MODEL"], _DIFFUSION_MODEL,
+                                             originals)
 
 
 _held = weakref.WeakKeyDictionary()  # a pack's conversation -> {id of the host's MODEL: the clone loaded for it}

@@ -39,6 +39,7 @@ from ..bridge import written_back
 from ..bridge.arena import PeerArena
 from ..bridge.channel import SPIN_S, receive_control
 from ..bridge.conversation import Conversation, use_interrupt_id
+from ..bridge.remote import RemoteError
 from ..bridge.session import PeerSession
 from ..bridge.values import ValueCrossingError
 from ..crossing import replica
@@ -126,6 +127,18 @@ class HostSession(PeerSession):
         if value is self:
             raise ValueCrossingError(f"a handle this worker does not hold (id {str(handle.get('id'))[:20]})")
         return value
+
+
+def _masked_refusal(error):
+    """The RemoteError (a use of the host's objects refused, or one whose owner is gone) that
+    `error` was raised while handling, where it is not that error itself; None otherwise."""
+    seen, cause = set(), error.__context__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, RemoteError):
+            return None if isinstance(error, RemoteError) else cause
+        seen.add(id(cause))
+        cause = cause.__context__
+    return None
 
 
 class NodeServer:
@@ -290,7 +303,14 @@ class NodeServer:
 
     def error_message(self, call_id, error):
         interrupted = isinstance(error, self.mm.InterruptProcessingException)
-        return {"op": "error", "id": call_id, "type": type(error).__name__, "message": str(error),
+        first = _masked_refusal(error)
+        kind, text = type(error).__name__, str(error)
+        if first is not None:
+            # Upstream's clean-up ran into the refusal's consequences and raised in its
+            # turn (CFGGuider.sample's finally: UnboundLocalError 'orig_hook_mode'): the
+            # user is told first what happened where it happened.
+            kind, text = type(first).__name__, f"{first} (then, in the clean-up: {type(error).__name__}: {error})"
+        return {"op": "error", "id": call_id, "type": kind, "message": text,
                 "traceback": "" if interrupted else "".join(traceback.format_exception(error)),
                 "interrupted": interrupted, "oom": isinstance(error, self.oom_types())}
 
