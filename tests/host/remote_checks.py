@@ -39,6 +39,9 @@ pack imported into this process; and tests/packs/hostile_pack as "hostile" probi
                     callable reaches, a host callable of no kind in model_options: each is
                     refused in one line, the canary the host's eval would write is never
                     written, and the host's objects and classes are unchanged
+    remote-replica-*  the hostile pack's probes of its replica of the host's MODEL: its uses
+                    of the host written by hand, its weights written, its recipe read
+                    (replica_probe_checks.py)
 """
 
 import gc
@@ -410,3 +413,6 @@ CHECKS = {"remote-patch": check_patch, "remote-options": check_options,
           "remote-pack-model": check_pack_model, "remote-forwarded": check_forwarded,
           "remote-released": check_released, "remote-dead-owner": check_dead_owner,
           "remote-host-restart": check_host_restart, "remote-hostile": check_hostile, "remote-walk": check_walk}
+
+import replica_probe_checks  # noqa: E402 (the hostile pack's probes of its replica: remote-replica-*)
+CHECKS.update(replica_probe_checks.CHECKS)

@@ -35,12 +35,21 @@ TEST_CASE("a hostile pack asking for host objects it was not handed, or uses off
     run_checks({"remote-hostile"}, json::array({python_pack("hostile", "hostile_pack")}));
 }
 
+TEST_CASE("a hostile pack's replica reaches no host object beyond it, and its writes and weight patches leave the host's model as it was") {
+    run_checks({"remote-replica-uses", "remote-replica-writes", "remote-replica-recipe"},
+               json::array({python_pack("hostile", "hostile_pack")}));
+}
+
 // The host's log says each walk once with the pack's name, and a loop of 200 more refusals
-// is a line or so more (one a 10 s), not 200.
+// is a line or so more (one a 10 s), not 200. The first line is the first refusal: the
+// walk's, or the MODEL with a host callable in its model_options refused to its replica as
+// it arrives (it then crosses as a proxy).
 static void check_walk_logged(const std::string& log) {
-    CHECK_THAT(log, Contains("comfy-supervisor: pack hostile: refused its use of the host's objects: "
-                             "get_model_object('__class__.__init__.__builtins__.get') of the host's MODEL: a path is "
-                             "public names and indices only, no private or dunder name"));
+    const std::string refused = "comfy-supervisor: pack hostile: refused its use of the host's objects: ";
+    CHECK_THAT(log, Contains(refused + "get_model_object('__class__.__init__.__builtins__.get') of the host's MODEL: "
+                                       "a path is public names and indices only, no private or dunder name") ||
+                        Contains(refused + "a bound method remote_checks.CanaryWriter.write (of no object whose "
+                                           "kind lists it) is never handed to a pack"));
     CHECK(count_of(log, "refused its use of the host's objects") <= 5);
 }
 

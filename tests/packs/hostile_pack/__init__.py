@@ -6,7 +6,9 @@ answer with values no encoder makes (a bool tensor of other bytes than 0 and 1, 
 that overlap), as a compromised pack could: it reaches anything in its own process, the
 call socket and its arena included; and a node that probes the host's objects it was
 handed, and the ids it was not, by writing the uses itself (ProbeHostObjects), and walks
-past them by names, paths and callables (walks.py, WalkHostObjects)."""
+past them by names, paths and callables (walks.py, WalkHostObjects), and probes of its
+replica of the host's MODEL: its uses of the host written by hand, its weights written
+(replicas.py)."""
 
 import gc
 import os
@@ -189,7 +191,8 @@ class ProbeHostObjects(Node):
     def run(self, model):
         import json
         from comfy_supervisor.bridge.remote import link_of
-        link = link_of(model)
+        from comfy_supervisor.crossing.replica import origin_of
+        link = link_of(origin_of(model) or model)  # the host's MODEL a replica stands for
         conversation, mine = link.session, link.id
         probes = [
             ({"id": mine + 1000, "do": "get", "name": "model"}, [[], {}, None]),
@@ -226,3 +229,5 @@ from . import walks  # noqa: E402 (walks of the host's objects by names, paths a
 NODE_CLASS_MAPPINGS.update(walks.NODE_CLASS_MAPPINGS)
 from . import kept_descriptor  # noqa: E402 (a mirror's memfd kept past its revocation)
 NODE_CLASS_MAPPINGS.update(kept_descriptor.NODE_CLASS_MAPPINGS)
+from . import replicas  # noqa: E402 (a replica's uses of the host written by hand, its weights written)
+NODE_CLASS_MAPPINGS.update(replicas.NODE_CLASS_MAPPINGS)

@@ -15,6 +15,8 @@ Cancel reaching a callback (tests/python/callback_cancel_test.cpp) and the soak:
 
 import time
 
+from comfy_supervisor.crossing.replica import origin_of
+
 CATEGORY = "comfy-supervisor tests"
 
 
@@ -43,7 +45,11 @@ class PatchCfgForever:
         return {"required": {"model": ("MODEL",)}}
 
     def patch(self, model):
-        patched = model.clone()
+        # Cloned at the host, through the host's MODEL the replica stands for (and the same
+        # for its clone): the host's sampler then samples it in the host and calls the CFG
+        # function back. A clone of the replica would be the pack's, sampled in the pack.
+        clone = (origin_of(model) or model).clone()
+        patched = origin_of(clone) or clone
         patched.set_model_sampler_cfg_function(self.CFG_FUNCTION)
         return (patched,)
 

@@ -11,6 +11,7 @@ walk(model, hooked, canary, flood) is the whole walk, with no node around it."""
 import json
 
 from comfy_supervisor.bridge.remote import RemoteError, link_of
+from comfy_supervisor.crossing.replica import origin_of
 
 CATEGORY = "comfy-supervisor tests"
 
@@ -24,8 +25,12 @@ def walk(model, hooked, canary, flood):
     """Every attempt, as [what, outcome, message]: outcome "refused" (a RemoteError of one
     line), "error" (anything else raised) or "reached" (the host answered)."""
     code = f"open({canary!r}, 'w').write(str(__import__('os').getpid()))"
+    # A replica is this worker's own objects: the walks go through the host's MODELs it
+    # stands for, which a pack reaches from it.
+    model, hooked = origin_of(model) or model, origin_of(hooked) or hooked
     link, conversation = link_of(model), link_of(model).session
     clone = model.clone()
+    clone = origin_of(clone) or clone
 
     def at_owner(do, name, *args, value=None):
         return link.invoke(do, name, args, value=value)

@@ -121,7 +121,8 @@ def _checked(patches, patcher):
     them): an adapter object of the pack's crosses as a handle and is refused here."""
     torch = sys.modules["torch"]
     if not isinstance(patches, dict) or len(patches) > _MAX_PATCH_KEYS:
-        raise RemoteError("a replica's weight patches are not a dict of weights to their patches")
+        raise RemoteError(f"a replica's weight patches are not a dict of at most {_MAX_PATCH_KEYS} weights to their "
+                          "patches")
     weights = patcher.model.state_dict(keep_vars=True)
     checked = {}
     for key, entries in patches.items():
@@ -132,12 +133,26 @@ def _checked(patches, patcher):
             raise RemoteError(f"a replica's weight patches of {key[:120]} are not upstream's (strength, value, "
                               "strength_model, offset, function) entries")
         for entry in entries:
-            if entry[4] is not None or not _data(entry[1], torch, 0):
+            # A list value is upstream's form whose head holds a function (get_key_patches').
+            if entry[4] is not None or isinstance(entry[1], list) or not _data(entry[1], torch, 0):
                 raise RemoteError(f"a replica's weight patch of {key[:120]} holds a {type(entry[1]).__name__}, not "
                                   "tensors and numbers: load the LoRA with the host's MODEL (comfy.sd's "
                                   "load_lora_for_models) instead")
+            # Upstream multiplies by the strengths and narrows the weight by the offset.
+            if not (_number(entry[0]) and _number(entry[2]) and _offset(entry[3])):
+                raise RemoteError(f"a replica's weight patch of {key[:120]} has strengths or offset that are not "
+                                  "numbers (two numbers, and None or three integers)")
         checked[key] = [tuple(entry) for entry in entries]
     return checked
+
+
+def _number(value):
+    return type(value) in (int, float)
+
+
+def _offset(value):
+    return value is None or (isinstance(value, (list, tuple)) and len(value) == 3 and
+                             all(type(n) is int for n in value))
 
 
 def _data(value, torch, depth):
