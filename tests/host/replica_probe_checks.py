@@ -46,6 +46,7 @@ REFUSALS = {
     "an offset that is not three numbers": "strengths or offset",
     "a list as a patch's value (upstream calls its head)": "not tensors and numbers",
     "a value nested deeper than data goes": "not tensors and numbers",
+    "no value (upstream takes its length)": "not tensors and numbers",
     "a weight the host's model has none of": "which the host's MODEL has no weight of",
     "a weight named by a tuple": "which the host's MODEL has no weight of",
     "an entry of four fields": "are not upstream's (strength, value",

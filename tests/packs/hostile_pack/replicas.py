@@ -101,6 +101,7 @@ class ProbeReplicaUses:
             ("an offset that is not three numbers", patch(offset=(0, "x"))),
             ("a list as a patch's value (upstream calls its head)", patch(value=[[diff[0], "x"]])),
             ("a value nested deeper than data goes", patch(value=nested)),
+            ("no value (upstream takes its length)", patch(value=None)),
             ("a weight the host's model has none of", {"no.such.weight": patch()[key]}),
             ("a weight named by a tuple", {(key, 0): patch()[key]}),
             ("an entry of four fields", {key: [[1.0, diff, 1.0, None]]}),

@@ -133,8 +133,10 @@ def _checked(patches, patcher):
             raise RemoteError(f"a replica's weight patches of {key[:120]} are not upstream's (strength, value, "
                               "strength_model, offset, function) entries")
         for entry in entries:
-            # A list value is upstream's form whose head holds a function (get_key_patches').
-            if entry[4] is not None or isinstance(entry[1], list) or not _data(entry[1], torch, 0):
+            # A value is a tuple of data or a tensor (a list is upstream's form whose head holds
+            # a function: get_key_patches').
+            if entry[4] is not None or not isinstance(entry[1], (tuple, torch.Tensor)) or \
+                    not _data(entry[1], torch, 0):
                 raise RemoteError(f"a replica's weight patch of {key[:120]} holds a {type(entry[1]).__name__}, not "
                                   "tensors and numbers: load the LoRA with the host's MODEL (comfy.sd's "
                                   "load_lora_for_models) instead")
