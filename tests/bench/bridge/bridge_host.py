@@ -210,6 +210,7 @@ def main():
     import comfy.model_management
     import mirror_bench
     import remote_bench
+    import replica_bench
     comfy.model_management.participant = host.link  # as the fake's main.py: loads are charged to the device
     classes, _ = host.bridges.proxy_nodes()
     if "--calls-only" in sys.argv[2:]:  # the run on one CPU (run_bridge_bench.py)
@@ -236,9 +237,9 @@ def main():
         "memcpy_16mib_ms": memcpy_ms(image),
         "pickle_uds_16mib_ms": pickle_uds_ms(image),
         "remote_call_rtt_us": remote_bench.remote_call_rtt_us(classes),
-        "sample_step_overhead_us": remote_bench.sample_step_overhead_us(classes),
         "pack_model_step_overhead_us": remote_bench.pack_model_step_overhead_us(classes),
-        **mirror_bench.mirror_figures(classes, host.bridges.drain_idle),
+        **replica_bench.patched_model_figures(classes, host.bridges.links["model"].session),
+        **mirror_bench.replica_map_figures(classes, host.bridges.drain_idle),
     }
     finish(results)
 

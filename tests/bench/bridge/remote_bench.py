@@ -3,14 +3,12 @@ measured by bridge_host.py against tests/packs/model_pack in its worker:
 
 - remote_call_rtt_us: an empty call of a function of the pack's, from the host (one use of
   a remote object, there and back), p50 and p99;
-- sample_step_overhead_us: per step of the host's KSampler over a small model, the extra
-  time of the pack's attention patch called back in its worker over the same patch with the
-  pack imported into the host's process (the fake's sampler calls it twice a step: the
-  conditioning and the unconditioning), the median of runs;
-- pack_model_step_overhead_us: the same for a MODEL the pack loaded (its LoadModel) and the
-  host's KSampler samples with: each call of the model (twice a step) and each read of what
-  the sampler asks of it run in the pack's worker, against the same model loaded in the
-  host's process."""
+- pack_model_step_overhead_us: per step of the host's KSampler, the extra time of a MODEL
+  the pack loaded (its LoadModel), which the host's sampler has the pack sample
+  (crossing/forwarded.py), against the same model loaded in the host's process; the
+  median of runs.
+
+And what replica_bench.py measures a pack's patched MODEL with: sample() and step_us()."""
 
 import importlib.util
 import os
@@ -50,34 +48,42 @@ def pack_in_host():
     return pack
 
 
-def sample_step_overhead_us(classes):
-    import nodes
-    model = nodes.CheckpointLoaderSimple().load_checkpoint("tiny.safetensors")[0]
-    isolated = classes["PatchAttention"]().patch(model=model, scale=1.05)[0]
-    return step_overhead_us(isolated, pack_in_host().PatchAttention().patch(model, 1.05)[0])
-
-
 def pack_model_step_overhead_us(classes):
     isolated = classes["LoadModel"]().load(name="pack-model")[0]
     return step_overhead_us(isolated, pack_in_host().LoadModel().load("pack-model")[0])
 
 
+_INPUTS = []  # the conditionings and the latent sample() gives the sampler, made once
+
+
+def sample(model):
+    """The host's KSampler over `model`: STEPS steps, a 1x4x8x8 latent, a prompt and an empty one."""
+    import nodes
+    if not _INPUTS:
+        clip = nodes.CheckpointLoaderSimple().load_checkpoint("tiny.safetensors")[1]
+        _INPUTS.extend([nodes.CLIPTextEncode().encode(clip, "a cat")[0], nodes.CLIPTextEncode().encode(clip, "")[0],
+                        {"samples": torch.zeros(1, 4, 8, 8)}])
+    positive, negative, latent = _INPUTS
+    return nodes.KSampler().sample(model, 7, STEPS, 7.5, "euler", "normal", positive, negative, latent)
+
+
 def step_overhead_us(isolated, local):
     """Per step, the median sampling time with `isolated` less that with `local`."""
-    import nodes
-    clip = nodes.CheckpointLoaderSimple().load_checkpoint("tiny.safetensors")[1]
-    positive = nodes.CLIPTextEncode().encode(clip, "a cat")[0]
-    negative = nodes.CLIPTextEncode().encode(clip, "")[0]
-    latent = {"samples": torch.zeros(1, 4, 8, 8)}
+    isolated_us, local_us = step_us(isolated, local)
+    return isolated_us - local_us
 
-    def sample_ms(patched):
+
+def step_us(isolated, local, runs=RUNS):
+    """Per step, the median sampling time with `isolated` and with `local`, `runs` of each
+    interleaved, so that a slow moment of the machine costs both."""
+    def sample_ms(model):
         started = time.perf_counter()
-        nodes.KSampler().sample(patched, 7, STEPS, 7.5, "euler", "normal", positive, negative, latent)
+        sample(model)
         return (time.perf_counter() - started) * 1e3
 
     sample_ms(isolated), sample_ms(local)  # warm both
     isolated_ms, local_ms = [], []
-    for _ in range(RUNS):  # interleaved, so that a slow moment of the machine costs both
+    for _ in range(runs):
         isolated_ms.append(sample_ms(isolated))
         local_ms.append(sample_ms(local))
-    return (statistics.median(isolated_ms) - statistics.median(local_ms)) * 1e3 / STEPS
+    return statistics.median(isolated_ms) * 1e3 / STEPS, statistics.median(local_ms) * 1e3 / STEPS

@@ -37,13 +37,18 @@ isolated as in ComfyUI's own process.
   mirror of the host's module; MirrorClipVision: a host CLIP_VISION's `model` run as
   IPAdapter runs it, through a mirror too; MirrorTamper: tries to write the host's weights through it;
   MirrorTouch: the same made ready, as a mirror or as a copy,
-  for scripts/bench bridge.
+  for scripts/bench bridge;
+- PatchManyTimes: `count` attention patches of the pack's on a host MODEL's clone, each
+  counting its calls, and PatchUses: how many calls they took so far (a model evaluation
+  calls each once), for scripts/bench bridge's crossings per evaluation; ReplicaTouch: a
+  host MODEL's replica made ready (built, its diffusion model mapped), for its map time.
 """
 
 import json
 import os
 import signal
 import types
+import weakref
 
 import torch
 
@@ -577,6 +582,68 @@ class MirrorTouch(Node):
         return (sum(tensor.numel() for tensor in tensors),)
 
 
+PATCH_USES = [0]  # calls of CountedAttention patches in this process so far
+
+
+class CountedAttention:
+    """An attention patch that changes nothing and counts its calls: what a model evaluation
+    with many patches of a pack costs beyond the patches' own work is the crossings."""
+
+    def __call__(self, n, context_attn2, value_attn2, extra_options):
+        PATCH_USES[0] += 1
+        return n, context_attn2, value_attn2
+
+
+class PatchManyTimes(Node):
+    FUNCTION = "patch"
+    RETURN_TYPES = ("MODEL",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",), "count": ("INT", {"default": 1, "min": 1})}}
+
+    def patch(self, model, count):
+        patched = model.clone()
+        for _ in range(count):
+            patched.set_model_attn2_patch(CountedAttention())
+        return (patched,)
+
+
+class PatchUses(Node):
+    FUNCTION = "uses"
+    RETURN_TYPES = ("INT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def uses(self):
+        return (PATCH_USES[0],)
+
+
+_LAST_TOUCHED = []  # a weak reference to the MODEL ReplicaTouch was given last
+
+
+class ReplicaTouch(Node):
+    """For scripts/bench bridge: the host MODEL's replica made ready in the worker (upstream's
+    ModelPatcher built, its diffusion model's mirror mapped); counts the diffusion model's
+    elements, reading none. Also its class's name, and whether it is another object than
+    the one given last (a replica built for this call, not one kept from the last)."""
+
+    FUNCTION = "touch"
+    RETURN_TYPES = ("INT", "STRING", "BOOLEAN")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",)}}
+
+    def touch(self, model):
+        fresh = not _LAST_TOUCHED or _LAST_TOUCHED[0]() is not model
+        _LAST_TOUCHED[:] = [weakref.ref(model)]
+        return (sum(tensor.numel() for tensor in model.model.diffusion_model.parameters()), type(model).__name__,
+                fresh)
+
+
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOptions, ReplaceAttention, NoiseLatent,
                                                       EncodeText,
                                                       VaeRoundTrip, ApplyControl, CondValues, PassConditioning,
@@ -584,4 +651,5 @@ NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOption
                                                       SampleWithUpstream, PerturbedGuidance,
                                                       PatchAttention, EmptyFunction, ExitMidNode, KeepHostObject,
                                                       UseKeptObject, MirrorForward, MirrorClipVision, MirrorTamper,
-                                                      MirrorTouch)}
+                                                      MirrorTouch, PatchManyTimes, PatchUses,
+                                                      ReplicaTouch)}
