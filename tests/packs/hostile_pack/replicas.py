@@ -113,9 +113,10 @@ class ProbeReplicaUses:
         answers = [[what, *_ask(host, "load_replica", [patches])] for what, patches in loads]
         base_model = host.invoke("get", "model")  # held: the host lets go of what no proxy holds
         base = link_of(base_model)
+        clip_patcher = link_of(clip).invoke("get", "patcher")  # a MODEL over no BaseModel; held, as above
         for do in ("replica", "replica_mirror", "load_replica"):
             for what, target in (("a CLIP", link_of(clip)), ("a VAE", link_of(vae)),
-                                 ("the model's BaseModel", base)):
+                                 ("the model's BaseModel", base), ("the CLIP's patcher", link_of(clip_patcher))):
                 answers.append([f"{do} of {what}", *_ask(target, do, [patch()] if do == "load_replica" else [])])
             answers.append([f"{do} of an id it was never handed",
                             *_ask(host, do, [], target=host.id + 1000)])

@@ -73,6 +73,9 @@ def mirror_of(patcher, kind, conversation):
     clones' backup of them: a pack's wrapper a sampling in this process set) in their place."""
     if kind.name != "MODEL":
         raise RemoteError(f"a {kind.name} has no replica here (a MODEL has)")
+    if not type_path_of(patcher.model).startswith(_BASE_MODULE):  # a CLIP's or a CLIP vision's patcher
+        raise RemoteError(f"the host's MODEL ({type(patcher.model).__name__}): a replica is built of upstream's "
+                          "comfy.model_base classes")
     prefix = f"{_DIFFUSION_MODEL}."
     originals = {path[len(prefix):]: original for path, original in dict(patcher.object_patches_backup).items()
                  if isinstance(path, str) and path.startswith(prefix)}
