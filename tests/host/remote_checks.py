@@ -297,6 +297,22 @@ def check_forwarded():
            "the samples differ from the same graph in one process")
 
 
+def check_masked_refusal():
+    """A refusal that the pack's clean-up code masked (its finally raised in its turn) is what
+    the node's error says first, with the masking error after it."""
+    clip = graph()[1]
+    try:
+        node("MaskedRefusal").run(clip=clip)
+        raised = None
+    except Exception as error:  # noqa: BLE001 (whatever the node raised is what is checked)
+        raised = error
+    text = str(raised).splitlines()[0] if raised is not None else ""
+    expect(text.startswith("RemoteError: a pack may not read load_device of the host's CLIP") and
+           "then, in the clean-up: UnboundLocalError" in text,
+           f"the node's error says {type(raised).__name__}: {text!r}, not the refusal first")
+    _checks.say(f"remote-masked-refusal: {text[:160]}")
+
+
 def check_released():
     gc.collect()
     session = _checks.link("model").session
@@ -411,7 +427,8 @@ CHECKS = {"remote-patch": check_patch, "remote-options": check_options,
           "remote-control": check_control, "remote-upscale": check_upscale, "remote-conds": check_conds,
           "remote-cond-objects": check_cond_objects,
           "remote-pack-model": check_pack_model, "remote-forwarded": check_forwarded,
-          "remote-released": check_released, "remote-dead-owner": check_dead_owner,
+          "remote-released": check_released, "remote-masked-refusal": check_masked_refusal,
+          "remote-dead-owner": check_dead_owner,
           "remote-host-restart": check_host_restart, "remote-hostile": check_hostile, "remote-walk": check_walk}
 
 import replica_probe_checks  # noqa: E402 (the hostile pack's probes of its replica: remote-replica-*)

@@ -20,6 +20,10 @@ TEST_CASE("the host's MODEL, CLIP, VAE and CONTROL_NET work in a pack's nodes, a
                json::array({python_pack("model", "model_pack")}));
 }
 
+TEST_CASE("a refusal that a pack's clean-up code masked is what its node's error says first") {
+    run_checks({"remote-masked-refusal"}, json::array({python_pack("model", "model_pack")}));
+}
+
 TEST_CASE("a pack's MODEL the host holds when its worker dies raises one line, and the pack's next life runs") {
     const auto log = run_checks({"remote-dead-owner"}, json::array({python_pack("model", "model_pack")}));
     CHECK_THAT(log, Contains("(generation 1) killed by SIGKILL"));

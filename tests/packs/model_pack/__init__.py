@@ -27,6 +27,8 @@ isolated as in ComfyUI's own process.
   pack, as ComfyUI_Noise's Unsampler does (its CFGGuider reads hook_mode);
 - PerturbedGuidance: a post-CFG function that evaluates the model again with upstream's
   calc_cond_batch, as PAG and SEG do (it reads current_patcher);
+- MaskedRefusal: a refused read of the host's CLIP inside a try whose finally then fails on
+  what the read never set, as upstream's CFGGuider.sample did;
 - PatchAttention: only the attention patch, and EmptyFunction: a function of the pack's that
   does nothing, for scripts/bench bridge (the cost of a callback and of a call);
 - ExitMidNode: the worker dies, for the tests of a dead owner;
@@ -394,6 +396,25 @@ class PerturbedGuidance(Node):
         return (patched,)
 
 
+class MaskedRefusal(Node):
+    """Reads what a pack may not read of the host's CLIP inside a try whose finally then fails
+    in its turn, as upstream's CFGGuider.sample did over a refused read of the host MODEL's
+    hook_mode (UnboundLocalError: 'orig_hook_mode')."""
+    FUNCTION = "run"
+    RETURN_TYPES = ("INT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"clip": ("CLIP",)}}
+
+    def run(self, clip):
+        try:
+            device = clip.load_device
+            return (0,)
+        finally:
+            clip.layer_idx = device  # noqa: F821 (unbound when the read above raised, as upstream's)
+
+
 def nothing():
     """Does nothing: called from the host, it measures a remote call."""
 
@@ -648,7 +669,7 @@ NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOption
                                                       EncodeText,
                                                       VaeRoundTrip, ApplyControl, CondValues, PassConditioning,
                                                       OwnControl, LoadModel, UpscaleWithHost, SampleWithHost,
-                                                      SampleWithUpstream, PerturbedGuidance,
+                                                      SampleWithUpstream, PerturbedGuidance, MaskedRefusal,
                                                       PatchAttention, EmptyFunction, ExitMidNode, KeepHostObject,
                                                       UseKeptObject, MirrorForward, MirrorClipVision, MirrorTamper,
                                                       MirrorTouch, PatchManyTimes, PatchUses,
