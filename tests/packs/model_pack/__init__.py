@@ -344,17 +344,10 @@ class SampleWithHost(Node):
         return nodes.common_ksampler(model, seed, steps, 7.5, "euler", "normal", positive, negative, latent)
 
 
-class SampleWithUpstream(Node):
+class SampleWithUpstream(SampleWithHost):
     """Samples the MODEL with upstream's own sampler classes in the pack, as ComfyUI_Noise's
     Unsampler and the tiled samplers do: comfy.samplers.KSampler over the model, whose
     CFGGuider reads hook_mode and whose calc_cond_batch reads current_patcher."""
-    FUNCTION = "sample"
-    RETURN_TYPES = ("LATENT",)
-
-    @classmethod
-    def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",), "positive": ("CONDITIONING",), "negative": ("CONDITIONING",),
-                             "latent": ("LATENT",), "seed": ("INT", {"default": 0}), "steps": ("INT", {"default": 3})}}
 
     def sample(self, model, positive, negative, latent, seed, steps):
         import comfy.model_management
