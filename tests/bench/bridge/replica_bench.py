@@ -18,12 +18,15 @@ pack's object, so the host's sampler has the pack sample it on its replica
   the scale the overhead is measured against.
 """
 
+import time
+
 import remote_bench
 
 PATCHES = (1, 4, 16)
 # Sampling runs of each side per K: the overhead is one crossing a run, a small part of a
 # run's time on this small model, so more runs than remote_bench's RUNS narrow its medians.
 RUNS = 31
+SETTLE_S = 0.05
 
 
 def patched_model_figures(classes, session):
@@ -69,6 +72,9 @@ def counted_run(classes, session, run, patches):
         run()
     finally:
         del conversation._request, conversation.on_invoke  # the class's own again
+    # The worker counts a frame once it is whole in the socket, so its last one (its answer)
+    # may be read and handled here before its count is: let that count land.
+    time.sleep(SETTLE_S)
     frames = [(after - before) & 0xFFFFFFFF
               for before, after in zip(frames_before, (channel.own_frames[0], channel.peer_frames[0]))]
     (uses_after,) = classes["PatchUses"]().uses()
