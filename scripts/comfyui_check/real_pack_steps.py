@@ -62,10 +62,67 @@ ONE_PROCESS = pathlib.Path(__file__).resolve().parent / "one_process"
 # coloured console lines of AutomaticCFG's preset nodes; cv2: KJNodes' mask and image nodes). Stubbed as
 # support.py stubs ComfyUI's own, in both processes, only where the interpreter lacks them; any use raises.
 PACK_STUBS = ("colorama", "cv2")
+# torch before 2.1 has no torch.compiler, which KJNodes uses at import only to decorate
+# (`@torch.compiler.disable()`): given, in both processes and only where torch lacks it, as
+# a decorator that changes nothing, by a sitecustomize in the stubs' folder (which runs the
+# interpreter's own sitecustomize first) once torch is imported.
+SITECUSTOMIZE = '''"""Written by comfyui-check: torch.compiler.disable for a torch before 2.1, as a
+decorator that changes nothing (packs written for a newer torch decorate with it at import)."""
+import importlib.util
+import os
+import sys
+import types
+
+
+def _run_the_interpreters_own():
+    here = os.path.dirname(os.path.abspath(__file__))
+    for folder in sys.path:
+        path = os.path.join(folder or ".", "sitecustomize.py")
+        if os.path.abspath(folder or ".") != here and os.path.isfile(path):
+            with open(path) as source:
+                exec(compile(source.read(), path, "exec"), {"__name__": "sitecustomize", "__file__": path})
+            return
+
+
+def _disable(fn=None, recursive=True):
+    return fn if fn is not None else (lambda function: function)
+
+
+class _AfterTorch:
+    """Adds torch.compiler once torch is imported, where torch has none."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            original = spec.loader.exec_module
+
+            def exec_module(module):
+                original(module)
+                if not hasattr(module, "compiler"):
+                    module.compiler = types.SimpleNamespace(disable=_disable)
+            spec.loader.exec_module = exec_module
+        return spec
+
+
+_run_the_interpreters_own()
+sys.meta_path.insert(0, _AfterTorch())
+'''
 LORA_FILE = "comfyui-check-tiny-lora.pt"
 LORA_SEED = 9
 IPADAPTER_FILE = "comfyui-check-tiny-ipadapter.pt"
 IPADAPTER_SEED = 10
+
+def torch_has_compiler():
+    """Whether the interpreter's torch has torch.compiler (2.1 or later), asked of the
+    interpreter the check runs ComfyUI with, which is this one."""
+    try:
+        import torch
+    except ImportError:
+        return True  # no torch: ComfyUI cannot start, and says so
+    return hasattr(torch, "compiler")
 
 
 def title(pack):
@@ -118,6 +175,9 @@ class RealPackSteps:
                 (stubs / name).mkdir()
                 (stubs / name / "__init__.py").write_text(STUB_BODY.format(name=name))
                 self.stubbed.append(name)
+        if not torch_has_compiler():
+            (stubs / "sitecustomize.py").write_text(SITECUSTOMIZE)
+            self.stubbed.append("torch.compiler")
         entries = []
         for pack in PACKS:
             folder = os.path.join(self.folder, pack.folder)
