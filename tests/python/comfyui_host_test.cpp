@@ -94,7 +94,7 @@ TEST_CASE("every path upstream unloads the host's models by reaches the ledger, 
     }
     CHECK_THAT(log, !Contains("ledger stale"));
     // The patch model came with e's load (upstream adds model_patches_models), and left.
-    CHECK_THAT(log, Contains("steps done; list: t on cpu:0 (1073741824 loaded); host rows in the ledger: 0; "
+    CHECK_THAT(log, Contains("steps done; list: t on cpu (1073741824 loaded); host rows in the ledger: 0; "
                              "device used by the host: 0"));
 }
 

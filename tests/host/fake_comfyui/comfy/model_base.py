@@ -14,13 +14,13 @@ from . import conds, model_sampling
 
 
 class CrossAttention(torch.nn.Module):
-    def __init__(self, dim, context_dim, heads):
+    def __init__(self, dim, context_dim, heads, device=None):
         super().__init__()
         self.heads = heads
-        self.to_q = torch.nn.Linear(dim, dim, bias=False)
-        self.to_k = torch.nn.Linear(context_dim, dim, bias=False)
-        self.to_v = torch.nn.Linear(context_dim, dim, bias=False)
-        self.to_out = torch.nn.Linear(dim, dim)
+        self.to_q = torch.nn.Linear(dim, dim, bias=False, device=device)
+        self.to_k = torch.nn.Linear(context_dim, dim, bias=False, device=device)
+        self.to_v = torch.nn.Linear(context_dim, dim, bias=False, device=device)
+        self.to_out = torch.nn.Linear(dim, dim, device=device)
 
     def attention(self, q, k, v):
         b, n, d = q.shape
@@ -35,12 +35,12 @@ class CrossAttention(torch.nn.Module):
 
 
 class TransformerBlock(torch.nn.Module):
-    def __init__(self, dim, context_dim, heads):
+    def __init__(self, dim, context_dim, heads, device=None):
         super().__init__()
         self.n_heads, self.d_head = heads, dim // heads
-        self.norm2 = torch.nn.LayerNorm(dim)
-        self.attn2 = CrossAttention(dim, context_dim, heads)
-        self.ff = torch.nn.Linear(dim, dim)
+        self.norm2 = torch.nn.LayerNorm(dim, device=device)
+        self.attn2 = CrossAttention(dim, context_dim, heads, device=device)
+        self.ff = torch.nn.Linear(dim, dim, device=device)
 
     def forward(self, x, context, transformer_options):
         patches = transformer_options.get("patches", {})
@@ -75,12 +75,12 @@ class TinyUNet(torch.nn.Module):
     """A diffusion model small enough for the CPU: a projection in, one transformer block at
     ("middle", 0), a projection out; control residuals added after the block."""
 
-    def __init__(self, channels=4, dim=32, context_dim=16, heads=4):
+    def __init__(self, channels=4, dim=32, context_dim=16, heads=4, device=None):
         super().__init__()
-        self.proj_in = torch.nn.Linear(channels, dim)
-        self.time_embed = torch.nn.Linear(1, dim)
-        self.block = TransformerBlock(dim, context_dim, heads)
-        self.proj_out = torch.nn.Linear(dim, channels)
+        self.proj_in = torch.nn.Linear(channels, dim, device=device)
+        self.time_embed = torch.nn.Linear(1, dim, device=device)
+        self.block = TransformerBlock(dim, context_dim, heads, device=device)
+        self.proj_out = torch.nn.Linear(dim, channels, device=device)
 
     def forward(self, x, timesteps, context, control=None, transformer_options={}):
         b, c, h, w = x.shape

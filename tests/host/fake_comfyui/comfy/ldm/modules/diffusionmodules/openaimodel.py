@@ -2,13 +2,12 @@
 class upstream's BaseModel builds its diffusion model from, as upstream builds it:
 UNetModel(**model_config.unet_config, device=..., operations=...). Here it is the small
 model of comfy/model_base.py (TinyUNet); its layers are torch's own, so `operations` is
-taken and not used, and `device` is where its tensors are made."""
+taken and not used, and `device` is where its layers make their tensors (on the meta
+device: shapes, no memory, as upstream's)."""
 
 from comfy.model_base import TinyUNet
 
 
 class UNetModel(TinyUNet):
     def __init__(self, channels=4, dim=32, context_dim=16, heads=4, device=None, operations=None, dtype=None):
-        super().__init__(channels=channels, dim=dim, context_dim=context_dim, heads=heads)
-        if device is not None:
-            self.to(device)
+        super().__init__(channels=channels, dim=dim, context_dim=context_dim, heads=heads, device=device)
