@@ -89,17 +89,24 @@ def _disable(fn=None, recursive=True):
 
 
 class _AfterTorch:
-    """Adds torch.compiler once torch is imported, where torch has none."""
+    """Adds torch.compiler once torch is imported, where torch has none. A query of torch's
+    spec (ComfyUI's cuda_malloc makes one) gets the same wrapped loader; the import itself
+    takes this finder out."""
 
     def find_spec(self, name, path=None, target=None):
-        if name != "torch":
+        if name != "torch" or "torch" in sys.modules:
             return None
         sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
         if spec is not None and spec.loader is not None:
             original = spec.loader.exec_module
 
             def exec_module(module):
+                if self in sys.meta_path:
+                    sys.meta_path.remove(self)
                 original(module)
                 if not hasattr(module, "compiler"):
                     module.compiler = types.SimpleNamespace(disable=_disable)
