@@ -27,10 +27,11 @@ pack imported into this process; and tests/packs/hostile_pack as "hostile" probi
     remote-released the objects each side handed the other are let go once unused
     remote-dead-owner  the pack's MODEL, held by the host when its worker dies, raises one
                     line naming the pack and the object; the pack's next life runs
-    remote-host-restart  the host's MODEL, kept by the pack beyond its node when the host
-                    dies: in the host's next life (this check again) each use of it in the
-                    pack raises one line naming the host's ended life, never reaching the
-                    new life's object of the same id; the MODEL given now works
+    remote-host-restart  the host's MODEL (its replica), kept by the pack beyond its node
+                    when the host dies: in the host's next life (this check again) each use
+                    of it that needs the host (a load, a forward over the host's weights)
+                    raises one line naming the host's ended life, never reaching the new
+                    life's object of the same id; the MODEL given now works
     remote-hostile  every use the hostile pack writes itself of what it was not handed, or
                     may not do, is an error and nothing else
     remote-walk     the hostile pack's walks past what it was handed (hostile_pack/walks.py):
@@ -352,7 +353,7 @@ def check_host_restart():
     (answer,) = node("UseKeptObject").use(model=graph()[0])
     answer = json.loads(answer)
     gone = f"the host's MODEL (ModelPatcher) is gone: the host's life {generation - 1} ended"
-    for outcome, use in zip(answer["kept"], ("clone of", "model_options of", "load_device of")):
+    for outcome, use in zip(answer["kept"], ("weights of", "diffusion_model of")):
         expect(outcome.startswith(f"RemoteError: {use} {gone}") and "\n" not in outcome,
                f"the pack's use of the MODEL the host's life {generation - 1} handed it: {outcome!r}")
     expect(answer["same_id"] and answer["fresh"], f"the MODEL this life handed over ({answer})")

@@ -29,7 +29,7 @@ TEST_CASE("a pack's MODEL the host holds when its worker dies raises one line, a
     CHECK_THAT(log, Contains("(generation 1) killed by SIGKILL"));
 }
 
-TEST_CASE("a pack's proxy of a host object kept across a host restart raises one line, and reaches no object of the new life") {
+TEST_CASE("a pack's replica of a host MODEL kept across a host restart raises one line where it needs the host, and reaches no object of the new life") {
     const auto log = run_checks({"remote-host-restart"}, json::array({python_pack("model", "model_pack")}));
     CHECK_THAT(log, Contains("remote-host-restart: the pack keeps the host's MODEL; this life ends"));
     CHECK_THAT(log, Contains("(generation 1) killed by SIGKILL"));

@@ -453,9 +453,11 @@ class KeepHostObject(Node):
 
 
 class UseKeptObject(Node):
-    """What became of each use of the kept MODEL ("used", or the error's type and message),
-    beside a use of the MODEL given now, and whether the two have the same id in their
-    sessions (a kept proxy resolved by its id alone would be the new MODEL)."""
+    """What became of each use of the kept MODEL that needs its owner ("used", or the error's
+    type and message): its load, and a forward of its diffusion model (a replica's weights
+    are its owner's), beside a use of the MODEL given now, and whether the host's objects the
+    two stand for have the same id in their sessions (one resolved by its id alone would be
+    the new MODEL)."""
     FUNCTION = "use"
     RETURN_TYPES = ("STRING",)
 
@@ -464,17 +466,20 @@ class UseKeptObject(Node):
         return {"required": {"model": ("MODEL",)}}
 
     def use(self, model):
+        import comfy.model_management
         from comfy_supervisor.bridge.remote import link_of
+        from comfy_supervisor.crossing.replica import origin_of
         kept = KEPT[-1]
         outcomes = []
-        for use in (lambda m: m.clone(), lambda m: m.model_options, lambda m: m.load_device):
+        for use in (lambda m: comfy.model_management.load_models_gpu([m]),
+                    lambda m: mirror_forward(m.model.diffusion_model)):
             try:
                 use(kept)
                 outcomes.append("used")
             except Exception as error:  # noqa: BLE001 (what it raised is the answer)
                 outcomes.append(f"{type(error).__name__}: {error}")
         return (json.dumps({"kept": outcomes, "fresh": model.clone() is not None,
-                            "same_id": link_of(kept).id == link_of(model).id}),)
+                            "same_id": link_of(origin_of(kept)).id == link_of(origin_of(model)).id}),)
 
 
 def mirror_forward(unet):

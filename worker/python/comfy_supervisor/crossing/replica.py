@@ -160,7 +160,7 @@ class _Weights:
     def load_at_owner(self, patcher):
         """The owner loads its model with `patcher`'s weight patches applied, through its own
         admission; a copy it made before and no longer theirs it revoked, so it is mapped again."""
-        link_of(self.origin).invoke("load_replica", "model", [patcher.patches])
+        link_of(self.origin).invoke("load_replica", "weights", [patcher.patches])
         self.mirrors.refresh(link_of(self.origin), _DIFFUSION_MODEL)
 
 
