@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 
+from .. import crossing
 from ..bridge.channel import control_socket, receive_control
 from .browser_messages import Limits
 from ..upstream.comfyui_startup import prompt_server
@@ -51,6 +52,7 @@ class Bridges:
         control = control_socket()
         if control is None:
             return None
+        crossing.install()  # what of ComfyUI crosses to a pack, and how: before any pack's session
         bridges = cls(control, memory)
         threading.Thread(target=bridges.take_events, name="bridge control", daemon=True).start()
         bridges.hear_interrupts()

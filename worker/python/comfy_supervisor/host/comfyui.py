@@ -61,7 +61,6 @@ import signal
 import threading
 import time
 
-from .. import crossing
 from .. import participant as sv
 from ..bridge import mirror
 from ..crossing import forwarded, mirror_recipes, replica
@@ -621,7 +620,6 @@ def install():
         return host.execute(original_execute, executor, *args, **kwargs)
 
     execution.PromptExecutor.execute = execute
-    crossing.install()  # what of ComfyUI crosses to a pack, and how: before any pack's session
     _remember_clip_vision_configs()  # the host's, which a pack's worker mirrors
     forwarded.install()  # a pack's MODEL samples in its pack, where its patches live
     host.bridges = Bridges.start(host)
