@@ -20,7 +20,7 @@ its owner and crosses as a proxy, or one line in by_value_classes.CLASSES for on
 crosses as a copy.
 
 Imports the bridge alone. Imported by host and pack_worker: install() runs once per
-process before any session with a peer starts (host.comfyui.install, the pack worker's
+process before any session with a peer starts (the host's Bridges.start, the pack worker's
 start). Docs: docs/PACKS.md, "Remote objects" and "Replicas".
 """
 
