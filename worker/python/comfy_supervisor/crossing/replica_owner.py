@@ -20,7 +20,7 @@ import uuid
 import weakref
 
 from ..bridge import mirror, rules
-from ..bridge.remote import RemoteError, type_path_of
+from ..bridge.remote import RemoteError, refused, type_path_of
 
 _BASE_MODULE = "comfy.model_base."
 _DIFFUSION_MODEL = "diffusion_model"
@@ -91,12 +91,16 @@ def load(patcher, kind, patches, conversation):
     """Loads the host's MODEL `patcher` for the pack's replica, with the pack's weight
     `patches` (upstream's add_patches form) applied to a clone of it."""
     if kind.name != "MODEL":
-        raise RemoteError(f"a {kind.name} has no replica here (a MODEL has)")
+        raise refused(conversation.peer, f"a {kind.name} has no replica here (a MODEL has)")
     mm = sys.modules["comfy.model_management"]
     model = patcher
     if patches:
+        try:
+            checked = _checked(patches, patcher)
+        except RemoteError as error:  # what the pack sent: refused, and said in the host's log with its name
+            raise refused(conversation.peer, str(error)) from None
         model = patcher.clone()
-        for key, entries in _checked(patches, patcher).items():
+        for key, entries in checked.items():
             model.patches[key] = model.patches.get(key, []) + entries
         model.patches_uuid = uuid.uuid4()
     with _held_lock:
