@@ -43,6 +43,8 @@ STEPS = [
     (23, "a pack's post-CFG function evaluates the model again with upstream's calc_cond_batch (PAG and SEG do: "
          "it reads current_patcher), sampled by the host's KSampler in the pack, bit-equal to one process",
      "step_perturbed"),
+    (32, "the host's SamplerCustomAdvanced with upstream's CFGGuider over a MODEL a pack patched, the guider "
+         "sampled in the pack, bit-equal to one process", "step_guider"),
 ]
 NOISE_SEED = 3
 
@@ -281,6 +283,24 @@ class RemoteSteps:
 
     def step_perturbed(self, number, title):
         self.compare_patched(number, title, "PerturbedGuidance", "perturbed", scale=0.5)
+
+    def step_guider(self, number, title):
+        prompt = base()
+        graph = both("PatchModel", model=["tiny", 0], scale=1.05)
+        prompt.update({"patch_iso": graph["iso"], "patch_one": graph["one"],
+                       "rnoise": node("RandomNoise", noise_seed=7),
+                       "select": node("KSamplerSelect", sampler_name="euler"),
+                       "sigmas": node("BasicScheduler", model=["tiny", 0], scheduler="normal", steps=3, denoise=1.0)})
+        for key, model in (("iso", "patch_iso"), ("one", "patch_one"), ("plain", "tiny")):
+            prompt[f"guider_{key}"] = node("CFGGuider", model=[model, 0], positive=["pos", 0], negative=["neg", 0],
+                                           cfg=7.5)
+            prompt[f"sca_{key}"] = node("SamplerCustomAdvanced", noise=["rnoise", 0], guider=[f"guider_{key}", 0],
+                                        sampler=["select", 0], sigmas=["sigmas", 0], latent_image=["latent", 0])
+        prompt.update({"isolated": digest("isolated", latent=("sca_iso", 0)),
+                       "one_process": digest("one process", latent=("sca_one", 0)),
+                       "unpatched": digest("unpatched", latent=("sca_plain", 0))})
+        self.report(number, title, self.compare(number, title, prompt, [("isolated", "one_process")],
+                                                [("isolated", "unpatched")]))
 
     def step_noise(self, number, title):
         # Upstream's RandomNoise makes a Noise_RandomNoise, which crosses into the worker as a remote object: the

@@ -84,6 +84,8 @@ HOST_WRITES = {
         "wrapped: the model a diffusion model's load returns is named after its file",
     ("host/model_names.py", "install", "sd.load_clip"):
         "wrapped: the text encoder a CLIP load returns is named after its files",
+    ("crossing/guided.py", "install", "samplers.CFGGuider.sample"):
+        "wrapped: upstream's guider over a pack's MODEL samples in the pack, one crossing a model evaluation",
     ("host/comfyui.py", "install", "execution.PromptExecutor.execute"):
         "wrapped: a prompt is one busy stretch (upstream has no per-node hook)",
     ("host/comfyui.py", "_Host.load_models_gpu", "self.mm.EXTRA_RESERVED_VRAM"):

@@ -7,9 +7,10 @@ FUNCTIONS are the only functions either side calls for the other.
 
 from ..bridge.remote import link_of
 from .forwarded import FORWARDED
+from .guided import GUIDED_SAMPLE
 
 _LOAD = "comfy.model_management.load_models_gpu"
-FUNCTIONS = frozenset(FORWARDED + (_LOAD, "comfy.model_management.load_model_gpu"))
+FUNCTIONS = frozenset(FORWARDED + (_LOAD, "comfy.model_management.load_model_gpu", GUIDED_SAMPLE))
 
 
 def load_by_owners(models, args, kwargs):

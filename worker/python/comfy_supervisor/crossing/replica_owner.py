@@ -134,7 +134,8 @@ def _checked(patches, patcher):
     checked = {}
     for key, entries in patches.items():
         if key not in weights:
-            raise RemoteError(f"a replica's weight patch of {str(key)[:120]!r}, which the host's MODEL has no weight of")
+            raise RemoteError(f"a replica's weight patch of {str(key)[:120]!r}, which the host's MODEL has no "
+                              "weight of")
         if not isinstance(entries, list) or not all(isinstance(e, (list, tuple)) and len(e) == _PATCH_FIELDS
                                                     for e in entries):
             raise RemoteError(f"a replica's weight patches of {key[:120]} are not upstream's (strength, value, "

@@ -63,7 +63,7 @@ import time
 
 from .. import participant as sv
 from ..bridge import mirror
-from ..crossing import forwarded, mirror_recipes, replica
+from ..crossing import forwarded, guided, mirror_recipes, replica
 from ..crossing.functions import load_by_owners
 from . import model_names
 from .bridges import Bridges
@@ -622,6 +622,7 @@ def install():
     execution.PromptExecutor.execute = execute
     _remember_clip_vision_configs()  # the host's, which a pack's worker mirrors
     forwarded.install()  # a pack's MODEL samples in its pack, where its patches live
+    guided.install()  # and so does upstream's guider over it
     host.bridges = Bridges.start(host)
     log.info("comfy-supervisor: this ComfyUI is the host participant (slot %d, generation %d), supervising %s",
              link.slot, link.generation, host.device)
