@@ -13,7 +13,8 @@ and knows no ComfyUI), which takes them from install().
   BaseModel, built in the worker from a recipe, its diffusion model over the owner's
   weights (a mirror), loaded by the owner;
 - replica_owner: the host's side of it: the recipe, and the loads a replica asks for;
-- forwarded: upstream's sampling functions given the other side's MODEL, run by that side.
+- forwarded: upstream's sampling functions given the other side's MODEL, run by that side;
+- guided: upstream's CFGGuider over a pack's MODEL, rebuilt and sampled in the pack.
 
 Adding a ComfyUI type is one edit here: one Kind in kinds.KINDS for a type that stays with
 its owner and crosses as a proxy, or one line in by_value_classes.CLASSES for one that
