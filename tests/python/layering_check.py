@@ -84,6 +84,14 @@ HOST_WRITES = {
         "wrapped: the model a diffusion model's load returns is named after its file",
     ("host/model_names.py", "install", "sd.load_clip"):
         "wrapped: the text encoder a CLIP load returns is named after its files",
+    ("crossing/forwarded.py", "install", "sample.sample"):
+        "wrapped: given a MODEL of the other side, upstream's sampling runs where that MODEL is",
+    ("crossing/forwarded.py", "install", "sample.sample_custom"):
+        "wrapped: given a MODEL of the other side, upstream's sampling runs where that MODEL is",
+    ("crossing/forwarded.py", "install", "nodes.common_ksampler"):
+        "wrapped: given a MODEL of the other side, upstream's sampling runs where that MODEL is",
+    ("crossing/forwarded.py", "install", "sd.load_lora_for_models"):
+        "wrapped: a LoRA is loaded where the MODEL's and the CLIP's weights are",
     ("crossing/guided.py", "install", "samplers.CFGGuider.sample"):
         "wrapped: upstream's guider over a pack's MODEL samples in the pack, one crossing a model evaluation",
     ("host/comfyui.py", "install", "execution.PromptExecutor.execute"):

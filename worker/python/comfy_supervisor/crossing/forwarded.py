@@ -30,16 +30,28 @@ FORWARDED = ("comfy.sample.sample", "comfy.sample.sample_custom", "nodes.common_
 
 
 def install():
-    """Wraps each of FORWARDED that this process's ComfyUI has."""
-    for name in FORWARDED:
-        module_name, _, attribute = name.rpartition(".")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        original = getattr(module, attribute, None)
-        if callable(original) and not hasattr(original, "__wrapped__"):
-            setattr(module, attribute, _forwarding(name, original))
+    """Wraps each of FORWARDED that this process's ComfyUI has, one written attribute each
+    (the layering check lists every write into ComfyUI of the host's process)."""
+    try:
+        sample = importlib.import_module("comfy.sample")
+        nodes = importlib.import_module("nodes")
+        sd = importlib.import_module("comfy.sd")
+    except ImportError:
+        return  # a process without ComfyUI has nothing to forward
+    # Each only where this process's ComfyUI has it.
+    if hasattr(sample, "sample"):
+        sample.sample = _wrapped("comfy.sample.sample", sample.sample)
+    if hasattr(sample, "sample_custom"):
+        sample.sample_custom = _wrapped("comfy.sample.sample_custom", sample.sample_custom)
+    if hasattr(nodes, "common_ksampler"):
+        nodes.common_ksampler = _wrapped("nodes.common_ksampler", nodes.common_ksampler)
+    if hasattr(sd, "load_lora_for_models"):
+        sd.load_lora_for_models = _wrapped(_LORA, sd.load_lora_for_models)
+
+
+def _wrapped(name, original):
+    """`original` forwarded, once (upstream's own decorators set __wrapped__ too: not that)."""
+    return original if getattr(original, "_comfy_sv_forwarded", False) else _forwarding(name, original)
 
 
 def _forwarding(name, original):
@@ -58,6 +70,7 @@ def _forwarding(name, original):
         if name == _LORA and clip is not None:
             return _lora_split(original, bound, clip.session)
         return original(*args, **kwargs)
+    forwarded._comfy_sv_forwarded = True
     return forwarded
 
 

@@ -27,7 +27,7 @@ def install():
     except ImportError:
         return
     original = getattr(getattr(samplers, "CFGGuider", None), "sample", None)
-    if original is None or getattr(original, "__wrapped__", None) is not None:
+    if original is None or getattr(original, "_comfy_sv_guided", False):
         return  # a ComfyUI without upstream's guider, or wrapped already
 
     def sample(guider, noise, latent_image, sampler, sigmas, denoise_mask=None, callback=None, disable_pbar=False,
@@ -39,7 +39,7 @@ def install():
                                                           noise, latent_image, sampler, sigmas, denoise_mask,
                                                           callback, disable_pbar, seed], {})
 
-    sample.__wrapped__ = original
+    sample._comfy_sv_guided = True
     samplers.CFGGuider.sample = sample
 
 
