@@ -103,13 +103,13 @@ def load(patcher, kind, patches, conversation):
         for key, entries in checked.items():
             model.patches[key] = model.patches.get(key, []) + entries
         model.patches_uuid = uuid.uuid4()
+    mm.load_models_gpu([model])  # `model` is held here meanwhile (upstream's list holds it weakly)
     with _held_lock:
         held = _held.setdefault(conversation, {})
         if model is patcher:
             held.pop(id(patcher), None)
         else:
             held[id(patcher)] = model  # loaded until the pack asks for another, or its session ends
-    mm.load_models_gpu([model])
     diffusion_model = getattr(model.model, "diffusion_model", None)
     for publication in mirror.publications_of(diffusion_model):
         if not publication.current():
