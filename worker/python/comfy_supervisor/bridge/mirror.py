@@ -345,12 +345,7 @@ class Mirrors:
             mirror = self.live.get((link.id, name))
         if mirror is not None and mirror.why() is None:
             return mirror.module
-        description, fd = self._grant(link, name)
-        try:
-            mirror = Mirror(description, fd, f"{link.describe()}'s {name}")
-        finally:
-            if fd is not None:
-                os.close(fd)
+        mirror = self._mirror(link, name)
         with self.lock:
             old, self.live[(link.id, name)] = self.live.get((link.id, name)), mirror
         if old is not None:
@@ -367,13 +362,7 @@ class Mirrors:
         with self.lock:
             found = self.kept.get(key)
         if found is None:
-            description, fd = self._grant(link, name, use)
-            try:
-                mirror = Mirror(description, fd, f"{link.describe()}'s {name}",
-                                renew=lambda: self._grant(link, name, use))
-            finally:
-                if fd is not None:
-                    os.close(fd)
+            mirror = self._mirror(link, name, use, renew=lambda: self._grant(link, name, use))
             with self.lock:
                 found = self.kept.setdefault(key, [mirror, 0])
             if found[0] is not mirror:
@@ -400,6 +389,15 @@ class Mirrors:
         if last:
             found[0].drop("no replica holds it any more")
 
+    def _mirror(self, link, name, use="mirror", renew=None):
+        """A Mirror of `name` of the peer's object `link`, built over the owner's grant."""
+        description, fd = self._grant(link, name, use)
+        try:
+            return Mirror(description, fd, f"{link.describe()}'s {name}", renew=renew)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
     def _grant(self, link, name, use="mirror"):
         """The owner's description of a mirror, and the descriptor that came ahead of it."""
         description = link.invoke(use, name)
@@ -407,13 +405,6 @@ class Mirrors:
         with self.lock:
             fd = self.fds.pop(key, None) if type(key) is int else None
         return description, fd
-
-    def drop(self, link, name, why):
-        """Lets go of the mirror of `name` of the peer's object `link` now, if there is one."""
-        with self.lock:
-            mirror = self.live.pop((link.id, name), None)
-        if mirror is not None:
-            mirror.drop(why)
 
     def drop_all(self, why):
         with self.lock:
