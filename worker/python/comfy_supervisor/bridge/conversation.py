@@ -352,7 +352,7 @@ class Conversation:
 
 # Uses whose answers are the replica's own material, kept as the peer's objects: a recipe's
 # object patches are the host's objects as upstream set them, never replicas.
-_ANSWERS_AS_THEY_ARE = ("replica", "mirror")
+_ANSWERS_AS_THEY_ARE = ("replica", "mirror", "replica_mirror")
 
 
 def error_fields(error, with_traceback=True):

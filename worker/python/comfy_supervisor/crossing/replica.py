@@ -40,9 +40,9 @@ log = logging.getLogger("comfy_supervisor")
 
 # Where the classes a recipe names may come from: upstream's model and model configuration
 # modules, imported by name here, never code the owner sent.
-_BASE_MODULES = ("comfy.model_base",)
-_CONFIG_MODULES = ("comfy.supported_models", "comfy.supported_models_base")
-_DIFFUSION_MODEL = "diffusion_model"
+BASE_MODULES = ("comfy.model_base",)
+CONFIG_MODULES = ("comfy.supported_models", "comfy.supported_models_base")
+DIFFUSION_MODEL = "diffusion_model"
 
 
 def replica_for(proxy):
@@ -79,8 +79,8 @@ def _replicate(proxy):
         raise RemoteError(f"{what}: the host's recipe of its replica is not an object")
     torch = importlib.import_module("torch")
     model_type = getattr(importlib.import_module("comfy.model_base").ModelType, str(recipe.get("model_type")), None)
-    config_class = _upstream_class(recipe.get("config"), _CONFIG_MODULES, what)
-    base_class = _upstream_class(recipe.get("base"), _BASE_MODULES, what)
+    config_class = _upstream_class(recipe.get("config"), CONFIG_MODULES, what)
+    base_class = _upstream_class(recipe.get("base"), BASE_MODULES, what)
     unet_config = recipe.get("unet_config")
     if model_type is None or not isinstance(unet_config, dict):
         raise RemoteError(f"{what}: the host's recipe of its replica is malformed (model_type, unet_config)")
@@ -155,13 +155,13 @@ class _Weights:
 
     def module(self, holder):
         """The host model's diffusion model as upstream built it (replica_owner.mirror_of)."""
-        return self.mirrors.kept_module(link_of(self.origin), _DIFFUSION_MODEL, holder, use="replica_mirror")
+        return self.mirrors.kept_module(link_of(self.origin), DIFFUSION_MODEL, holder, use="replica_mirror")
 
     def load_at_owner(self, patcher):
         """The owner loads its model with `patcher`'s weight patches applied, through its own
         admission; a copy it made before and no longer theirs it revoked, so it is mapped again."""
         link_of(self.origin).invoke("load_replica", "weights", [patcher.patches])
-        self.mirrors.refresh(link_of(self.origin), _DIFFUSION_MODEL)
+        self.mirrors.refresh(link_of(self.origin), DIFFUSION_MODEL)
 
 
 _patcher = []
@@ -202,7 +202,6 @@ def _make_patcher_class(model_patcher):
                 for callback in self.get_all_callbacks(extension.CallbacksMP.ON_LOAD) if extension else ():
                     callback(self, device_to, lowvram_model_memory, force_patch_weights, full_load)
                 self.apply_hooks(self.forced_hooks, force_apply=True)
-
 
     ReplicaPatcher.__module__, ReplicaPatcher.__qualname__ = __name__, "ReplicaPatcher"
     return ReplicaPatcher

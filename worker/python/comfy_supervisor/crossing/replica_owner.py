@@ -21,10 +21,8 @@ import weakref
 
 from ..bridge import mirror, rules
 from ..bridge.remote import RemoteError, refused, type_path_of
+from .replica import BASE_MODULES, CONFIG_MODULES, DIFFUSION_MODEL
 
-_BASE_MODULE = "comfy.model_base."
-_DIFFUSION_MODEL = "diffusion_model"
-_CONFIG_MODULES = ("comfy.supported_models.", "comfy.supported_models_base.")
 # A weight patch as upstream's add_patches stores it: (strength_patch, value, strength_model,
 # offset, function).
 _PATCH_FIELDS = 5
@@ -49,7 +47,7 @@ def recipe(patcher, kind):
     base = type_path_of(model)
     config = getattr(model, "model_config", None)
     config_path = type_path_of(config)
-    if not base.startswith(_BASE_MODULE) or not config_path.startswith(_CONFIG_MODULES):
+    if not _in(base, BASE_MODULES) or not _in(config_path, CONFIG_MODULES):
         raise RemoteError(f"{what} is a {base[:120]} configured by a {config_path[:120]}: a replica is built of "
                           "upstream's comfy.model_base classes configured by comfy.supported_models")
     if getattr(config, "custom_operations", None) is not None:
@@ -67,19 +65,24 @@ def recipe(patcher, kind):
             "object_patches": dict(patcher.object_patches), "hook_mode": patcher.hook_mode}
 
 
+def _in(type_path, modules):
+    """Whether the class `type_path` names is one of `modules`' own, as the pack looks it up."""
+    return type_path.rpartition(".")[0] in modules
+
+
 def mirror_of(patcher, kind, conversation):
     """The mirror of the host MODEL `patcher`'s diffusion model for its replica: as upstream
     built it, the blocks that object patches replaced for now (the patcher's and its
     clones' backup of them: a pack's wrapper a sampling in this process set) in their place."""
     if kind.name != "MODEL":
         raise RemoteError(f"a {kind.name} has no replica here (a MODEL has)")
-    if not type_path_of(patcher.model).startswith(_BASE_MODULE):  # a CLIP's or a CLIP vision's patcher
+    if not _in(type_path_of(patcher.model), BASE_MODULES):  # a CLIP's or a CLIP vision's patcher
         raise RemoteError(f"the host's MODEL ({type(patcher.model).__name__}): a replica is built of upstream's "
                           "comfy.model_base classes")
-    prefix = f"{_DIFFUSION_MODEL}."
+    prefix = f"{DIFFUSION_MODEL}."
     originals = {path[len(prefix):]: original for path, original in dict(patcher.object_patches_backup).items()
                  if isinstance(path, str) and path.startswith(prefix)}
-    return conversation.session.grants.grant(patcher.model, rules.by_name["DIFFUSION_MODEL"], _DIFFUSION_MODEL,
+    return conversation.session.grants.grant(patcher.model, rules.by_name["DIFFUSION_MODEL"], DIFFUSION_MODEL,
                                              originals)
 
 
