@@ -30,6 +30,7 @@ import tempfile
 
 import comfy.model_management as mm
 from comfy_supervisor.crossing import replica_owner
+from mirror_checks import weights
 
 _checks = sys.modules["__main__"]  # bridge_checks: node(), link(), same(), expect(), raises(), host
 KEY = "diffusion_model.proj_in.weight"
@@ -79,10 +80,6 @@ def remote():
 
 def expect(condition, why):
     _checks.expect(condition, why)
-
-
-def weights(module):
-    return {name: tensor.detach().clone() for name, tensor in module.state_dict().items()}
 
 
 def unchanged(before, module):
