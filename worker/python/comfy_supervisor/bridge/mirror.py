@@ -455,6 +455,8 @@ class Mirror:
 
     def fresh(self):
         """A kept mirror its owner revoked is mapped again now, in place."""
+        if self.why() is None:
+            return  # every submodule's forward asks: the usual answer without the lock
         with self.lock:
             if self.why() is None:
                 return
