@@ -29,7 +29,7 @@ import sys
 import tempfile
 
 import comfy.model_management as mm
-from comfy_supervisor.crossing import replica_owner
+from comfy_supervisor.crossing.replicas import owner as replica_owner
 from mirror_checks import weights
 
 _checks = sys.modules["__main__"]  # bridge_checks: node(), link(), same(), expect(), raises(), host
@@ -68,7 +68,7 @@ REFUSALS = {
     "load_replica of a CLIP": "a CLIP has no replica here",
     "load_replica of a VAE": "a VAE has no replica here",
     "load_replica of the model's BaseModel": "a DIFFUSION_MODEL has no replica here",
-    "load_replica of the CLIP's patcher": "which the host's MODEL has no weight of",
+    "load_replica of the CLIP's patcher": "a replica is built of upstream's comfy.model_base classes",
     "load_replica of an id it was never handed": "was handed over here",
     "the use 'closed' of the host's MODEL": "a pack may not",
 }

@@ -191,7 +191,7 @@ class ProbeHostObjects(Node):
     def run(self, model):
         import json
         from comfy_supervisor.bridge.remote import link_of
-        from comfy_supervisor.crossing.replica import origin_of
+        from comfy_supervisor.crossing.replicas import origin_of
         link = link_of(origin_of(model) or model)  # the host's MODEL a replica stands for
         conversation, mine = link.session, link.id
         probes = [

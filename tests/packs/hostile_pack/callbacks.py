@@ -15,7 +15,7 @@ Cancel reaching a callback (tests/python/callback_cancel_test.cpp) and the soak:
 
 import time
 
-from comfy_supervisor.crossing.replica import origin_of
+from comfy_supervisor.crossing.replicas import origin_of
 
 CATEGORY = "comfy-supervisor tests"
 

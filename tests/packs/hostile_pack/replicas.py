@@ -1,5 +1,5 @@
 """The hostile pack's probes of a replica, the host's MODEL as upstream's own objects in this
-worker over the host's weights mapped (docs/SECURITY.md, "Replicas"; crossing/replica.py).
+worker over the host's weights mapped (docs/SECURITY.md, "Replicas"; crossing/replicas).
 The host's checks are tests/host/remote_checks.py's remote-replica-*.
 
 - ProbeReplicaUses writes the replica's uses of the host ("replica", its recipe;
@@ -20,7 +20,7 @@ import json
 
 import torch
 from comfy_supervisor.bridge.remote import link_of
-from comfy_supervisor.crossing.replica import origin_of
+from comfy_supervisor.crossing.replicas import origin_of
 
 CATEGORY = "comfy-supervisor tests"
 KEPT = []  # the replica WriteReplica keeps for UseKeptReplica

@@ -11,7 +11,7 @@ walk(model, hooked, canary, flood) is the whole walk, with no node around it."""
 import json
 
 from comfy_supervisor.bridge.remote import RemoteError, link_of
-from comfy_supervisor.crossing.replica import origin_of
+from comfy_supervisor.crossing.replicas import origin_of
 
 CATEGORY = "comfy-supervisor tests"
 

@@ -468,7 +468,7 @@ class UseKeptObject(Node):
     def use(self, model):
         import comfy.model_management
         from comfy_supervisor.bridge.remote import link_of
-        from comfy_supervisor.crossing.replica import origin_of
+        from comfy_supervisor.crossing.replicas import origin_of
         kept = KEPT[-1]
         outcomes = []
         for use in (lambda m: comfy.model_management.load_models_gpu([m]),

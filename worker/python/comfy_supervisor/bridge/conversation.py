@@ -71,11 +71,12 @@ class Conversation:
                  serving=lambda: None, began=lambda: None, replicas=None, uses=None):
         rules.check_installed()  # without them, ComfyUI's objects would cross as mere handles
         self.session = session
-        # The pack's side: (replica_for, origin_of) of crossing/replica.py. A MODEL of the
-        # peer's arrives as a replica, and a replica as handed over goes back as the peer's own.
+        # The pack's side: (replica_for, origin_of) of crossing/replicas. An object of the
+        # peer's arrives as its replica where its kind has one, and a replica as handed over
+        # goes back as the peer's own.
         self.replicas = replicas
         # The host's side: uses of its objects beyond object_kinds' (a replica's recipe and
-        # loads, crossing/replica_owner.py): use -> fn(object, kind, args, conversation),
+        # loads, crossing/replicas/owner.py): use -> fn(object, kind, args, conversation),
         # and "closed" -> fn(conversation) once the session ended.
         self.uses = dict(uses or {})
         self.peer = peer
@@ -144,15 +145,15 @@ class Conversation:
         return proxy
 
     def arrived(self, value, depth=0):
-        """`value` as this side's code gets it: on the pack's side, each of the peer's MODELs
-        in it (in its lists, tuples and dicts) a replica. Called where a use may be made
-        (a node's inputs, a use's answer, the arguments of the peer's use of ours), never
-        while a message is decoded."""
+        """`value` as this side's code gets it: on the pack's side, each of the peer's objects
+        in it (in its lists, tuples and dicts) its replica, where its kind has one. Called
+        where a use may be made (a node's inputs, a use's answer, the arguments of the
+        peer's use of ours), never while a message is decoded."""
         if self.replicas is None or depth > 4:
             return value
         link = link_of(value)
         if link is not None:
-            return self.replicas[0](value) if link.kind.name == "MODEL" else value
+            return self.replicas[0](value)
         if type(value) is list:
             return [self.arrived(item, depth + 1) for item in value]
         if type(value) is tuple:

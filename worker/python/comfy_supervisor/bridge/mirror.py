@@ -263,10 +263,22 @@ class Grants:
             raise RemoteError(f"{str(name)[:40]} of a {kind.name} is not mirrored; what is: "
                               "comfy_supervisor.crossing.kinds.MIRRORS")
         module = getattr(owner, name)
+        if not isinstance(module, _torch().nn.Module):
+            raise RemoteError(f"{name} of the {kind.name} is not a torch module")
+        return self.grant_module(module, rules.mirror_recipes.recipe_of(owner, kind, name, module), originals)
+
+    def grant_built(self, module):
+        """The description of a mirror of `module` for a reader that built it already with
+        upstream's own code (a replica's, crossing/replicas): its recipe is its class alone,
+        which the reader's module must be of."""
         torch = _torch()
         if not isinstance(module, torch.nn.Module):
-            raise RemoteError(f"{name} of the {kind.name} is not a torch module")
-        recipe = rules.mirror_recipes.recipe_of(owner, kind, name, module)
+            raise RemoteError(f"a {type(module).__name__} is not a torch module, and has no mirror")
+        return self.grant_module(module, {"class": f"{type(module).__module__}.{type(module).__qualname__}",
+                                          "kwargs": {}, "training": bool(module.training), "built": True})
+
+    def grant_module(self, module, recipe, originals=None):
+        """The description of a mirror of `module` built by `recipe`, its descriptor sent ahead."""
         devices = {tensor.device.type for _, _, tensor in _tensors(module, originals)}
         if devices == {"cuda"}:
             # By CUDA IPC, as values go (untested here): the encoder lends each tensor.
@@ -352,9 +364,11 @@ class Mirrors:
             old.drop("it was read again")
         return mirror.module
 
-    def kept_module(self, link, name, holder, use="mirror"):
+    def kept_module(self, link, name, holder, use="mirror", built=None):
         """The mirror of `name` of the peer's object `link`, kept while `holder` (and any other
-        holder of it) lives, not for one node call: a replica's diffusion model. Revoked by
+        holder of it) lives, not for one node call: a replica's module (`built`: the module
+        as this side built it with upstream's code, its tensors set over the owner's; else
+        built here from the owner's recipe). Revoked by
         its owner (an eviction, a reload), it is mapped again in place at its next use, the
         same module objects over the owner's new copy, so that what the pack holds of it (a
         block it wrapped, a patch bound to one) stays good."""
@@ -362,7 +376,7 @@ class Mirrors:
         with self.lock:
             found = self.kept.get(key)
         if found is None:
-            mirror = self._mirror(link, name, use, renew=lambda: self._grant(link, name, use))
+            mirror = self._mirror(link, name, use, renew=lambda: self._grant(link, name, use), built=built)
             with self.lock:
                 found = self.kept.setdefault(key, [mirror, 0])
             if found[0] is not mirror:
@@ -389,11 +403,11 @@ class Mirrors:
         if last:
             found[0].drop("no replica holds it any more")
 
-    def _mirror(self, link, name, use="mirror", renew=None):
+    def _mirror(self, link, name, use="mirror", renew=None, built=None):
         """A Mirror of `name` of the peer's object `link`, built over the owner's grant."""
         description, fd = self._grant(link, name, use)
         try:
-            return Mirror(description, fd, f"{link.describe()}'s {name}", renew=renew)
+            return Mirror(description, fd, f"{link.describe()}'s {name}", renew=renew, built=built)
         finally:
             if fd is not None:
                 os.close(fd)
@@ -426,15 +440,16 @@ class Mirrors:
 class Mirror:
     """One module built here over the owner's weights: mapped (CPU) or by CUDA IPC."""
 
-    def __init__(self, description, fd, what, renew=None):
+    def __init__(self, description, fd, what, renew=None, built=None):
         self.what = what
         self.dropped = None
         self.address = None
         self.renew = renew  # kept: () -> the owner's new (description, descriptor), mapped in place
         # The node's thread and the session's end may both drop it; a use maps it again.
         self.lock = threading.RLock()
-        recipe = _checked_recipe(description.get("recipe") if isinstance(description, dict) else None, what)
-        self.module, self.slots = _build(recipe, self._tensors_of(description, fd), what)
+        recipe = _checked_recipe(description.get("recipe") if isinstance(description, dict) else None, what, built)
+        module = _built_here(recipe, built, what) if built is not None else _build(recipe, what)
+        self.module, self.slots = _over(module, recipe, self._tensors_of(description, fd), what)
         self.maps = 0  # how many times it was mapped again
         self.hooks = [sub.register_forward_pre_hook(self._check) for sub in self.module.modules()]
         self.hooks.append(self.module.register_forward_pre_hook(self._started))
@@ -574,10 +589,11 @@ class Mirror:
                        mmap.MAP_PRIVATE | _MAP_FIXED | _MAP_ANONYMOUS, -1, 0)
 
 
-def _checked_recipe(recipe, what):
+def _checked_recipe(recipe, what, built=None):
     if not (isinstance(recipe, dict) and isinstance(recipe.get("class"), str) and
             isinstance(recipe.get("kwargs"), dict) and type(recipe.get("training")) is bool and
-            rules.mirror_recipes.well_formed(recipe)):
+            recipe.get("built", False) is (built is not None) and
+            rules.mirror_recipes.well_formed({k: v for k, v in recipe.items() if k != "built"})):
         raise RemoteError(f"{what}: a mirror's recipe that is malformed")
     path = recipe["class"]
     if not rules.mirror_recipes.mirrored_class(path):
@@ -614,9 +630,16 @@ def _checked_cuda(entries, what):
     return tensors
 
 
-def _build(recipe, tensors, what):
-    """The module, built by upstream's own class on the meta device, its tensors set over
-    the owner's."""
+def _built_here(recipe, module, what):
+    """`module`, which this side built with upstream's code: of the class its owner's is."""
+    if f"{type(module).__module__}.{type(module).__qualname__}" != recipe["class"]:
+        raise RemoteError(f"{what}: the module built here is a {type(module).__qualname__}, its owner's a "
+                          f"{recipe['class'][:120]} (a ComfyUI of another version in the worker?)")
+    return module
+
+
+def _build(recipe, what):
+    """The module, built by upstream's own class on the meta device."""
     torch = _torch()
     module_name, _, class_name = recipe["class"].rpartition(".")
     import importlib
@@ -637,6 +660,12 @@ def _build(recipe, tensors, what):
     except Exception as error:  # noqa: BLE001 (upstream's class refused the owner's arguments)
         raise RemoteError(f"{what}: {recipe['class'][:120]} cannot be built here from its owner's arguments: "
                           f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None
+    return module
+
+
+def _over(module, recipe, tensors, what):
+    """`module` with its tensors set over the owner's `tensors`, and where each was set."""
+    torch = _torch()
     built, slots = list(_tensors(module)), []
     if sorted(name for name, _, _ in built) != sorted(tensors):
         raise RemoteError(f"{what}: the module built here has other tensors than its owner's (a ComfyUI of another "

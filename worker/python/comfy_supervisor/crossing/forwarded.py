@@ -23,7 +23,7 @@ import importlib
 import inspect
 
 from ..bridge.remote import link_of
-from . import replica
+from . import replicas
 
 _LORA = "comfy.sd.load_lora_for_models"
 FORWARDED = ("comfy.sample.sample", "comfy.sample.sample_custom", "nodes.common_ksampler", _LORA)
@@ -77,7 +77,7 @@ def _forwarding(name, original):
 def _owner(model):
     """The conversation whose peer owns `model`: a proxy of the peer's MODEL, or the replica of
     one as it was handed over (the peer's model itself, which goes back as the peer's)."""
-    origin = replica.origin_of(model)
+    origin = replicas.origin_of(model)
     link = link_of(model if origin is None else origin)
     return link.session if link is not None and link.kind.name == "MODEL" else None
 

@@ -63,7 +63,7 @@ import time
 
 from .. import participant as sv
 from ..bridge import mirror
-from ..crossing import forwarded, guided, mirror_recipes, replica
+from ..crossing import forwarded, guided, mirror_recipes, replicas
 from ..crossing.functions import load_by_owners
 from . import model_names
 from .bridges import Bridges
@@ -565,7 +565,7 @@ def _integrate(mm, link, with_standins):
         # Another process's model (a remote object) is loaded by its owner, as its own load,
         # and so are a replica's weights.
         ours = load_by_owners(models, args, kwargs)
-        replica.load_at_owners(ours)
+        replicas.load_at_owners(ours)
         if len(ours) < len(models) and not ours:
             return None
         return host.load_models_gpu(original_load, ours, *args, **kwargs)

@@ -54,7 +54,7 @@ from ..bridge.channel import SPIN_S
 from ..bridge.conversation import Conversation, use_interrupt_id
 from ..bridge.session import SESSION_OPS, PeerSession
 from ..bridge.values import ValueCrossingError
-from ..crossing import replica_owner
+from ..crossing.replicas import owner as replica_owner
 from ..upstream.comfyui_startup import prompt_server
 from . import pack_routes
 from .browser_messages import BrowserGate

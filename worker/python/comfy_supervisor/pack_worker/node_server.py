@@ -42,7 +42,7 @@ from ..bridge.conversation import Conversation, use_interrupt_id
 from ..bridge.remote import RemoteError
 from ..bridge.session import PeerSession
 from ..bridge.values import ValueCrossingError
-from ..crossing import replica
+from ..crossing import replicas
 from ..upstream import comfyui_startup
 from . import v3_nodes
 
@@ -67,7 +67,7 @@ class HostSession(PeerSession):
         self.remote = Conversation(self, "the host", enforce=False,
                                    may_invoke=lambda: server.current is not None or bool(self.remote.served),
                                    serving=server.memory.serving_peer,
-                                   replicas=(replica.replica_for, replica.origin_of))
+                                   replicas=(replicas.replica_for, replicas.origin_of))
 
     def object_handle(self, value):
         return self.handle_of(value)
