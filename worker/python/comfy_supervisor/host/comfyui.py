@@ -621,6 +621,7 @@ def install():
 
     execution.PromptExecutor.execute = execute
     _remember_clip_vision_configs()  # the host's, which a pack's worker mirrors
+    replicas.install_at_owner()  # what upstream built the host's models from, for their replicas
     forwarded.install()  # a pack's MODEL samples in its pack, where its patches live
     guided.install()  # and so does upstream's guider over it
     host.bridges = Bridges.start(host)

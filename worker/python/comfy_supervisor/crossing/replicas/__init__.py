@@ -36,9 +36,19 @@ from .building import Weights, patcher_class, weights_under
 log = logging.getLogger("comfy_supervisor")
 
 # A kind's name -> its module: WEIGHTS (the attribute of its torch module), recipe(obj),
-# weights_of(obj), mirror_of(obj, grants) and patcher_of(obj) at the owner, and
-# build(proxy, recipe, weights) here. A kind not in it crosses as a proxy.
+# weights_of(obj), mirror_of(obj, grants), patcher_of(obj) and, where it needs one,
+# remember_builds() at the owner, and build(proxy, recipe, weights) here. A kind not in it
+# crosses as a proxy.
 REPLICATED = {"MODEL": model}
+
+
+def install_at_owner():
+    """In a process whose models packs replicate (the host): each kind whose recipe needs
+    what upstream built its objects from, which upstream does not keep, remembers it as
+    they are built (its module's remember_builds)."""
+    for kind in REPLICATED.values():
+        if hasattr(kind, "remember_builds"):
+            kind.remember_builds()
 
 
 def replica_for(proxy):
