@@ -45,6 +45,8 @@ STEPS = [
      "step_perturbed"),
     (32, "the host's SamplerCustomAdvanced with upstream's CFGGuider over a MODEL a pack patched, the guider "
          "sampled in the pack, bit-equal to one process", "step_guider"),
+    (33, "the host's SamplerCustomAdvanced with upstream's DualCFGGuider (nested) over a MODEL a pack patched, "
+         "the guider rebuilt with its state and sampled in the pack, bit-equal to one process", "step_dual_guider"),
 ]
 NOISE_SEED = 3
 
@@ -285,6 +287,18 @@ class RemoteSteps:
         self.compare_patched(number, title, "PerturbedGuidance", "perturbed", scale=0.5)
 
     def step_guider(self, number, title):
+        self.compare_guided(number, title, lambda model: node("CFGGuider", model=model, positive=["pos", 0],
+                                                              negative=["neg", 0], cfg=7.5))
+
+    def step_dual_guider(self, number, title):
+        # Guider_DualCFG keeps cfg1, cfg2 and nested of its own (set_cfg) and a middle conditioning: its state.
+        self.compare_guided(number, title, lambda model: node("DualCFGGuider", model=model, cond1=["pos", 0],
+                                                              cond2=["neg", 0], negative=["neg", 0], cfg_conds=6.0,
+                                                              cfg_cond2_negative=2.5, style="nested"))
+
+    def compare_guided(self, number, title, guider):
+        """The host's SamplerCustomAdvanced with the guider `guider(model)` makes, over a MODEL the test pack
+        patched isolated and in one process, and over the host's own."""
         prompt = base()
         graph = both("PatchModel", model=["tiny", 0], scale=1.05)
         prompt.update({"patch_iso": graph["iso"], "patch_one": graph["one"],
@@ -292,8 +306,7 @@ class RemoteSteps:
                        "select": node("KSamplerSelect", sampler_name="euler"),
                        "sigmas": node("BasicScheduler", model=["tiny", 0], scheduler="normal", steps=3, denoise=1.0)})
         for key, model in (("iso", "patch_iso"), ("one", "patch_one"), ("plain", "tiny")):
-            prompt[f"guider_{key}"] = node("CFGGuider", model=[model, 0], positive=["pos", 0], negative=["neg", 0],
-                                           cfg=7.5)
+            prompt[f"guider_{key}"] = guider([model, 0])
             prompt[f"sca_{key}"] = node("SamplerCustomAdvanced", noise=["rnoise", 0], guider=[f"guider_{key}", 0],
                                         sampler=["select", 0], sigmas=["sigmas", 0], latent_image=["latent", 0])
         prompt.update({"isolated": digest("isolated", latent=("sca_iso", 0)),

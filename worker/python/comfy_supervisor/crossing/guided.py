@@ -1,23 +1,29 @@
-"""ComfyUI's own guider over a pack's MODEL, sampled in the pack (docs/PACKS.md, "Replicas").
+"""ComfyUI's own guiders over a pack's MODEL, sampled in the pack (docs/PACKS.md, "Replicas").
 
-ComfyUI's SamplerCustomAdvanced samples with a GUIDER its CFGGuider or BasicGuider node made
-over a MODEL: upstream's comfy.samplers.CFGGuider (or its Guider_Basic, the same sampling).
-Over a MODEL a pack patched (its clone of a replica), upstream's guider in the host would
-reach into the pack's model at every use, many crossings per model evaluation. So the
-guider's sample() given a pack's MODEL has the pack build the same guider over its own
-model, from the guider's conditioning and cfg, and sample there: the host's sampler
-object (a KSAMPLER, which stays in the host) then calls that guider once per model
-evaluation, and each evaluation runs in the pack with all the model's patches.
+ComfyUI's SamplerCustomAdvanced samples with a GUIDER its guider nodes made over a MODEL:
+upstream's comfy.samplers.CFGGuider or one of upstream's subclasses of it (Guider_Basic,
+Guider_DualCFG, Guider_PerpNeg...). Over a MODEL a pack patched (its clone of a replica),
+upstream's guider in the host would reach into the pack's model at every use, many
+crossings per model evaluation. So the guider's sample() given a pack's MODEL has the pack
+build the same guider over its own model, of the same upstream class with the same state
+(its conditioning and cfg, and what a subclass's set_cfg and set_conds keep), and sample
+there: the host's sampler object (a KSAMPLER, which stays in the host) then calls that
+guider once per model evaluation, and each evaluation runs in the pack with all the
+model's patches.
 
-A guider of another class (DualCFGGuider, a pack's) samples as it is.
+A guider of a pack's own class samples as it is (the MODEL's pack may not have that class).
 """
 
 import importlib
 
-from ..bridge.remote import link_of
+from ..bridge.remote import RemoteError, link_of
 
 GUIDED_SAMPLE = "comfy_supervisor.crossing.guided.guided_sample"
-_GUIDERS = (("comfy.samplers", "CFGGuider"), ("comfy_extras.nodes_custom_sampler", "Guider_Basic"))
+# Where upstream's guiders are defined: the sampler module, and its own nodes' modules
+# (imported by name in the pack, whatever path the host loaded them under).
+_GUIDER_MODULES = ("comfy.samplers", "comfy_extras.nodes_custom_sampler", "comfy_extras.nodes_perpneg")
+# What CFGGuider itself keeps of its model and of one sampling: the pack's guider has its own.
+_NOT_STATE = ("model_patcher", "model_options", "inner_model", "conds", "loaded_models")
 
 
 def install():
@@ -33,29 +39,38 @@ def install():
     def sample(guider, noise, latent_image, sampler, sigmas, denoise_mask=None, callback=None, disable_pbar=False,
                seed=None):
         link = link_of(guider.model_patcher)
-        if link is None or link.kind.name != "MODEL" or not _plain_guider(guider):
+        path = _upstream_guider(guider)
+        if link is None or link.kind.name != "MODEL" or path is None:
             return original(guider, noise, latent_image, sampler, sigmas, denoise_mask, callback, disable_pbar, seed)
-        return link.session.call_function(GUIDED_SAMPLE, [guider.model_patcher, guider.original_conds, guider.cfg,
-                                                          noise, latent_image, sampler, sigmas, denoise_mask,
-                                                          callback, disable_pbar, seed], {})
+        state = {name: value for name, value in vars(guider).items() if name not in _NOT_STATE}
+        return link.session.call_function(GUIDED_SAMPLE, [guider.model_patcher, path, state, noise, latent_image,
+                                                          sampler, sigmas, denoise_mask, callback, disable_pbar,
+                                                          seed], {})
 
     sample._comfy_sv_guided = True
     samplers.CFGGuider.sample = sample
 
 
-def _plain_guider(guider):
-    """Whether `guider` is upstream's CFGGuider or Guider_Basic itself, whose sampling this
-    file rebuilds: never a subclass of another's, which may sample otherwise."""
+def _upstream_guider(guider):
+    """"module.Class" of `guider`'s class where it is upstream's own (CFGGuider or a subclass
+    one of _GUIDER_MODULES defines), which the pack rebuilds; None for a pack's class."""
     cls = type(guider)
-    return any(cls.__module__.endswith(module) and cls.__qualname__ == name for module, name in _GUIDERS)
+    # Upstream loads its own nodes' files under their path ("/.../comfy_extras/nodes_perpneg").
+    loaded_as = cls.__module__.replace("/", ".")
+    module = next((name for name in _GUIDER_MODULES if loaded_as == name or loaded_as.endswith(f".{name}")), None)
+    return f"{module}.{cls.__qualname__}" if module is not None else None
 
 
-def guided_sample(model, conds, cfg, noise, latent_image, sampler, sigmas, denoise_mask=None, callback=None,
+def guided_sample(model, path, state, noise, latent_image, sampler, sigmas, denoise_mask=None, callback=None,
                   disable_pbar=False, seed=None):
-    """In the pack: upstream's CFGGuider over the pack's `model`, with the host guider's
-    conditioning and cfg, sampled here."""
+    """In the pack: the host guider's upstream class over the pack's `model`, with the host
+    guider's state, sampled here."""
     samplers = importlib.import_module("comfy.samplers")
-    guider = samplers.CFGGuider(model)
-    guider.original_conds = dict(conds)
-    guider.set_cfg(cfg)
+    module_name, _, name = str(path).rpartition(".")
+    cls = getattr(importlib.import_module(module_name), name, None) if module_name in _GUIDER_MODULES else None
+    if not (isinstance(cls, type) and issubclass(cls, samplers.CFGGuider)) or not isinstance(state, dict):
+        raise RemoteError(f"a guider of {str(path)[:120]} is not one of upstream's, which this worker rebuilds")
+    guider = cls(model)
+    for attribute, value in state.items():
+        setattr(guider, attribute, value)
     return guider.sample(noise, latent_image, sampler, sigmas, denoise_mask, callback, disable_pbar, seed)
