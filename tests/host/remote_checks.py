@@ -42,7 +42,8 @@ pack imported into this process; and tests/packs/hostile_pack as "hostile" probi
                     written, and the host's objects and classes are unchanged
     remote-replica-*  the hostile pack's probes of its replica of the host's MODEL: its uses
                     of the host written by hand, its weights written, its recipe read
-                    (replica_probe_checks.py)
+                    (replica_probe_checks.py); the host's VAE and CLIP_VISION as replicas
+                    (replica_vae_vision_checks.py)
 """
 
 import gc
@@ -77,9 +78,11 @@ def pack():
     """tests/packs/model_pack imported into this process: the graph in one process."""
     global _pack
     if _pack is None:
-        spec = importlib.util.spec_from_file_location("model_pack_in_host",
-                                                      os.path.join(HERE, "..", "packs", "model_pack", "__init__.py"))
-        _pack = importlib.util.module_from_spec(spec)
+        folder = os.path.join(HERE, "..", "packs", "model_pack")
+        # A package, as upstream loads a custom node: its relative imports find its modules.
+        spec = importlib.util.spec_from_file_location("model_pack_in_host", os.path.join(folder, "__init__.py"),
+                                                      submodule_search_locations=[folder])
+        _pack = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(_pack)
     return _pack
 
@@ -434,3 +437,5 @@ CHECKS = {"remote-patch": check_patch, "remote-options": check_options,
 
 import replica_probe_checks  # noqa: E402 (the hostile pack's probes of its replica: remote-replica-*)
 CHECKS.update(replica_probe_checks.CHECKS)
+import replica_vae_vision_checks  # noqa: E402 (the host's VAE and CLIP_VISION as replicas)
+CHECKS.update(replica_vae_vision_checks.CHECKS)

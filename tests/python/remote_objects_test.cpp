@@ -20,6 +20,10 @@ TEST_CASE("the host's MODEL, CLIP, VAE and CONTROL_NET work in a pack's nodes, a
                json::array({python_pack("model", "model_pack")}));
 }
 
+TEST_CASE("the host's VAE and CLIP_VISION arrive in a pack as upstream's classes over the host's weights mapped, compute bit-equal, count once, and map again after an eviction") {
+    run_checks({"remote-replica-vae", "remote-replica-clip-vision"}, json::array({python_pack("model", "model_pack")}));
+}
+
 TEST_CASE("a refusal that a pack's clean-up code masked is what its node's error says first") {
     run_checks({"remote-masked-refusal"}, json::array({python_pack("model", "model_pack")}));
 }

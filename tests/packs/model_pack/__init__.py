@@ -43,7 +43,8 @@ isolated as in ComfyUI's own process.
 - PatchManyTimes: `count` attention patches of the pack's on a host MODEL's clone, each
   counting its calls, and PatchUses: how many calls they took so far (a model evaluation
   calls each once), for scripts/bench bridge's crossings per evaluation; ReplicaTouch: a
-  host MODEL's replica made ready (built, its diffusion model mapped), for its map time.
+  host MODEL's replica made ready (built, its diffusion model mapped), for its map time;
+- replica_nodes.py: the host's VAE and CLIP_VISION used as upstream's code uses them.
 """
 
 import json
@@ -672,3 +673,6 @@ NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOption
                                                       UseKeptObject, MirrorForward, MirrorClipVision, MirrorTamper,
                                                       MirrorTouch, PatchManyTimes, PatchUses,
                                                       ReplicaTouch)}
+
+from . import replica_nodes  # noqa: E402 (the host's VAE and CLIP_VISION as upstream's code uses them)
+NODE_CLASS_MAPPINGS.update(replica_nodes.NODE_CLASS_MAPPINGS)

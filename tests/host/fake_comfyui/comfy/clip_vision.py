@@ -1,7 +1,8 @@
 """Our model of upstream's comfy/clip_vision.py: clip_preprocess (an IMAGE to the model's
 pixel values, with upstream's signature), ClipVisionModel(json_config), which reads its
 model's configuration from a JSON file, keeps the image size, mean and std of it and builds
-upstream's class of comfy.clip_model with upstream's arguments, and load(), which upstream's
+the class IMAGE_ENCODERS names for its model type with upstream's arguments (as upstream's
+__init__ sets them, a replica sets them without it), and load(), which upstream's
 CLIPVisionLoader calls; its weights are drawn from a seeded generator (there are no
 checkpoints here), the same for the same name in any process."""
 
@@ -26,6 +27,9 @@ def clip_preprocess(image, size=224, mean=(0.48145466, 0.4578275, 0.40821073),
     return (image - mean) / std
 
 
+IMAGE_ENCODERS = {"clip_vision_model": clip_model.CLIPVisionModelProjection}
+
+
 class ClipVisionModel:
     def __init__(self, json_config):
         with open(json_config) as source:
@@ -37,7 +41,8 @@ class ClipVisionModel:
         self.load_device = torch.device("cpu")
         offload_device = torch.device("cpu")
         self.dtype = torch.float32
-        self.model = clip_model.CLIPVisionModelProjection(config, self.dtype, offload_device, None)
+        model_class = IMAGE_ENCODERS.get(config.get("model_type", "clip_vision_model"))
+        self.model = model_class(config, self.dtype, offload_device, None)
         self.model.eval()
         self.patcher = ModelPatcher(self.model, load_device=self.load_device, offload_device=offload_device)
 

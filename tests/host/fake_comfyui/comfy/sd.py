@@ -1,13 +1,14 @@
 """Our model of upstream's comfy/sd.py for small CPU models: CLIP (tokenize to weighted
 tokens, encode_from_tokens, encode_from_tokens_scheduled, clone sharing the text encoder
-with a cloned patcher, add_patches through it) and VAE (encode pixels to latents at an
-eighth of their size, decode back, and the tiled forms). Seeded weights, so that two
-processes build the same models."""
+with a cloned patcher, add_patches through it) and VAE (built as upstream's from a state
+dict, encode pixels to latents at an eighth of their size, decode back, and the tiled
+forms). Seeded weights, so that two processes build the same models."""
 
 import torch
 
 import comfy.model_management
 import comfy.model_patcher
+from comfy.ldm.models.autoencoder import AutoencoderKL
 
 TOKENS = 8        # a tokenized text's length
 VOCABULARY = 256  # a token is a byte of the text
@@ -84,33 +85,47 @@ class CLIP:
         return self.encode_from_tokens(self.tokenize(text))
 
 
-class AutoEncoder(torch.nn.Module):
-    def __init__(self, channels=4):
-        super().__init__()
-        self.encoder = torch.nn.Conv2d(3, channels, kernel_size=8, stride=8)
-        self.decoder = torch.nn.ConvTranspose2d(channels, 3, kernel_size=8, stride=8)
-
-
 class VAE:
+    """As upstream's: its first stage model's shape found from the state dict's keys and
+    shapes (or the config), the weights loaded from it, attributes set as it is built (some
+    of them functions), a patcher over the model on the VAE's device."""
+
     def __init__(self, sd=None, device=None, config=None, dtype=None, metadata=None):
-        torch.manual_seed(2)
-        self.first_stage_model = AutoEncoder()
+        self.memory_used_encode = lambda shape, dtype: 1767 * shape[2] * shape[3] * torch.finfo(dtype).bits // 8
+        self.memory_used_decode = lambda shape, dtype: 2178 * shape[2] * shape[3] * 64 * torch.finfo(dtype).bits // 8
+        self.process_input = lambda image: image * 2.0 - 1.0
+        self.process_output = lambda image: torch.clamp((image + 1.0) / 2.0, min=0.0, max=1.0)
         self.downscale_ratio = 8
         self.upscale_ratio = 8
-        self.latent_channels = 4
         self.output_channels = 3
-        self.patcher = comfy.model_patcher.ModelPatcher(self.first_stage_model, comfy.model_management.GPU,
-                                                        comfy.model_management.CPU)
+        if config is None:
+            self.latent_channels = sd["encoder.weight"].shape[0]
+            self.first_stage_model = AutoencoderKL(embed_dim=self.latent_channels)
+        else:
+            self.first_stage_model = AutoencoderKL(**config["params"])
+            self.latent_channels = self.first_stage_model.encoder.out_channels
+        self.first_stage_model = self.first_stage_model.eval()
+        self.first_stage_model.load_state_dict(sd, strict=False)
+        self.device = comfy.model_management.GPU if device is None else device
+        self.vae_dtype = torch.float32 if dtype is None else dtype
+        self.first_stage_model.to(self.vae_dtype)
+        self.output_device = comfy.model_management.CPU
+        self.patcher = comfy.model_patcher.ModelPatcher(self.first_stage_model, load_device=self.device,
+                                                        offload_device=comfy.model_management.CPU)
 
     def encode(self, pixel_samples):
-        comfy.model_management.load_models_gpu([self.patcher])
+        memory_used = self.memory_used_encode(pixel_samples.movedim(-1, 1).shape, self.vae_dtype)
+        comfy.model_management.load_models_gpu([self.patcher], memory_required=memory_used)
         with torch.no_grad():
-            return self.first_stage_model.encoder(pixel_samples.movedim(-1, 1))
+            pixels = self.process_input(pixel_samples.movedim(-1, 1)).to(self.vae_dtype)
+            return self.first_stage_model.encoder(pixels).to(self.output_device).float()
 
     def decode(self, samples_in, vae_options={}):
-        comfy.model_management.load_models_gpu([self.patcher])
+        memory_used = self.memory_used_decode(samples_in.shape, self.vae_dtype)
+        comfy.model_management.load_models_gpu([self.patcher], memory_required=memory_used)
         with torch.no_grad():
-            return self.first_stage_model.decoder(samples_in).movedim(1, -1).clamp(0.0, 1.0)
+            out = self.first_stage_model.decoder(samples_in.to(self.vae_dtype)).to(self.output_device).float()
+            return self.process_output(out).movedim(1, -1)
 
     def encode_tiled(self, pixel_samples, tile_x=None, tile_y=None, overlap=None, tile_t=None, overlap_t=None):
         return self.encode(pixel_samples)
@@ -125,6 +140,12 @@ class VAE:
         return self.upscale_ratio
 
 
+def seeded_vae_state_dict():
+    """A checkpoint's VAE weights, as our checkpoints have none: drawn from a seed."""
+    torch.manual_seed(2)
+    return AutoencoderKL().state_dict()
+
+
 def load_checkpoint_guess_config(ckpt_path, output_vae=True, output_clip=True, output_clipvision=False,
                                  embedding_directory=None, output_model=True, model_options={}, te_model_options={}):
     """A small model of each kind, whatever the path: (MODEL, CLIP, VAE, CLIP_VISION)."""
@@ -132,4 +153,4 @@ def load_checkpoint_guess_config(ckpt_path, output_vae=True, output_clip=True, o
     torch.manual_seed(0)
     model = comfy.model_base.model_from_config({"channels": 4, "dim": 32, "context_dim": 16, "heads": 4})
     patcher = comfy.model_patcher.ModelPatcher(model, comfy.model_management.GPU, comfy.model_management.CPU)
-    return (patcher, CLIP() if output_clip else None, VAE() if output_vae else None, None)
+    return (patcher, CLIP() if output_clip else None, VAE(sd=seeded_vae_state_dict()) if output_vae else None, None)

@@ -17,8 +17,11 @@ import weakref
 from ..bridge.remote import RemoteError, type_path_of
 
 # Where the class of a mirrored module may come from: ComfyUI's own torch modules (the
-# receiver builds it with upstream's code from plain construction arguments, never code).
-CLASS_MODULES = ("comfy.ldm.", "comfy.clip_model.", "comfy.image_encoders.")
+# receiver builds it with upstream's code from plain construction arguments, never code;
+# or, for a replica, builds it with upstream's constructor of the object that holds it:
+# a VAE's first stage model is one of comfy.ldm's, comfy.taesd's or comfy.pixel_space_convert's).
+CLASS_MODULES = ("comfy.ldm.", "comfy.clip_model.", "comfy.image_encoders.", "comfy.taesd.",
+                 "comfy.pixel_space_convert.")
 
 
 _clip_vision_configs = weakref.WeakKeyDictionary()  # upstream's ClipVisionModel -> its configuration
@@ -37,6 +40,12 @@ def remember_clip_vision_config(clip_vision, json_config):
         _clip_vision_configs[clip_vision] = config
 
 
+def clip_vision_config(clip_vision):
+    """The configuration upstream's ClipVisionModel `clip_vision` was built from, or None
+    (its replica's recipe, crossing/replicas/clip_vision.py)."""
+    return _clip_vision_configs.get(clip_vision)
+
+
 def recipe_of(owner, kind, name, module):
     """How the receiver builds `module` with upstream's own code: its class (one of ComfyUI's
     torch modules) and its construction arguments, as upstream builds it."""
@@ -52,7 +61,7 @@ def recipe_of(owner, kind, name, module):
 def _clip_vision_recipe(owner, kind, name, module, path):
     """As upstream's ClipVisionModel builds its model: model_class(config, dtype, device,
     comfy.ops.manual_cast), from the configuration it was built from."""
-    config = _clip_vision_configs.get(owner)
+    config = clip_vision_config(owner)
     if config is None:
         raise RemoteError(f"{name} of the {kind.name} cannot be mirrored: it was not built by upstream's "
                           "ClipVisionModel from a configuration file in its owner's process")
