@@ -33,7 +33,7 @@ from . import rules
 class Kind:
     """A kind of remote object: its upstream class, and what a pack may do with the host's."""
 
-    def __init__(self, name, module, cls, calls=(), reads=(), writes=(), paths=None):
+    def __init__(self, name, module, cls, calls=(), reads=(), writes=(), paths=None, here=None):
         self.name = name
         self.module = module
         self.cls = cls
@@ -41,6 +41,9 @@ class Kind:
         self.reads = frozenset(reads)
         self.writes = frozenset(writes)
         self.paths = dict(paths or {})  # a listed call -> its AttributePath argument
+        # A listed call a proxy answers on its receiver's side where it can: name ->
+        # fn(proxy, at_owner, *args), at_owner the call made at the owner.
+        self.here = dict(here or {})
 
     def upstream_class(self, importing=False):
         """The class, where its module is imported (`importing`: imported now, for a proxy

@@ -165,8 +165,8 @@ def _getattribute(proxy, name):
     # The torch module itself, over the owner's weights (bridge/mirror.py).
     if name in rules.mirrors.get(link.kind.name, ()):
         return link.session.session.mirrors.get(link, name)
-    if name == "get_model_object" and link.kind.name == "MODEL":
-        return functools.partial(_model_object, proxy, RemoteMethod(link, name, proxy))
+    if name in link.kind.here:
+        return functools.partial(link.kind.here[name], proxy, RemoteMethod(link, name, proxy))
     # A method of the upstream class is called on the owner's side without asking first.
     if isinstance(inspect.getattr_static(type(proxy).__mro__[1], name, None), types.FunctionType):
         return RemoteMethod(link, name, proxy)
@@ -179,16 +179,6 @@ def _getattribute(proxy, name):
     root = written_back.Root(lambda whole: _setattr(proxy, name, whole), f"{name} of {link.describe()}")
     root.value = written_back.wrapped(value, root)
     return root.value
-
-
-def _model_object(proxy, at_owner, name):
-    """A MODEL's get_model_object(name): its diffusion model, or a part of it, as the mirror
-    that `model.model.diffusion_model` gives (upstream's reads the same module where no
-    object patch of that name replaced it); anything else, and a patched name, at the owner."""
-    path = name.split(".") if isinstance(name, str) else ()
-    if not path or path[0] != "diffusion_model" or name in proxy.object_patches:
-        return at_owner(name)
-    return functools.reduce(getattr, path[1:], proxy.model.diffusion_model)
 
 
 class _OwnersDefault:

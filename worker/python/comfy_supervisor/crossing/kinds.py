@@ -9,6 +9,8 @@ refused, in one line, before it runs. The first matching kind wins, so a more sp
 class comes before its base.
 """
 
+import functools
+
 from ..bridge.object_kinds import AttributePath, Kind
 
 # A model's patches, each a way to put a pack's function into the host's sampling.
@@ -24,6 +26,17 @@ _MODEL_PATCH_SETTERS = (
     "set_model_post_input_patch",
 )
 
+
+def _model_object(proxy, at_owner, name):
+    """A MODEL proxy's get_model_object(name): its diffusion model, or a part of it, as the
+    mirror that `model.model.diffusion_model` gives (upstream's reads the same module where
+    no object patch of that name replaced it); anything else, and a patched name, at the owner."""
+    path = name.split(".") if isinstance(name, str) else ()
+    if not path or path[0] != "diffusion_model" or name in proxy.object_patches:
+        return at_owner(name)
+    return functools.reduce(getattr, path[1:], proxy.model.diffusion_model)
+
+
 KINDS = (
     Kind("MODEL", "comfy.model_patcher", "ModelPatcher",
          calls=("clone", "is_clone", "get_model_object", "add_object_patch", "add_patches", "get_key_patches",
@@ -32,7 +45,8 @@ KINDS = (
          reads=("model", "model_options", "load_device", "offload_device", "size", "object_patches", "patches"),
          writes=("model_options",),
          paths={"get_model_object": AttributePath("name", "model"),
-                "add_object_patch": AttributePath("name", "model", patches="object_patches")}),
+                "add_object_patch": AttributePath("name", "model", patches="object_patches")},
+         here={"get_model_object": _model_object}),
     # apply_model: what upstream's sampler hands a model_function_wrapper (a pack's unet wrapper).
     Kind("DIFFUSION_MODEL", "comfy.model_base", "BaseModel",
          calls=("get_dtype", "memory_required", "process_latent_in", "process_latent_out", "extra_conds",
