@@ -5,9 +5,9 @@ remote_checks.py's (tests/python/remote_objects_test.cpp):
     remote-replica-uses    the replica's uses of the host ("replica", "replica_mirror",
                            "load_replica") written by hand: weight patches that are not data
                            (the pack's function, object or torch module in any field), on a
-                           weight the model lacks, malformed, too many; each use on a CLIP, a
-                           VAE, the BaseModel and an id never handed over: each refused in
-                           one line by its guard,
+                           weight the model lacks, malformed, too many; each use on a CLIP,
+                           the BaseModel and an id never handed over, a VAE's load with a
+                           patch of a weight it lacks: each refused in one line by its guard,
                            the host's weights, patches and loaded models unchanged, no clone
                            held for the pack
     remote-replica-writes  the replica's weights written by the pack (in place, .data, the
@@ -20,6 +20,11 @@ remote_checks.py's (tests/python/remote_objects_test.cpp):
                            reading object_patches gives; a MODEL whose object patches hold a
                            callable no pack is handed has its recipe refused in one line, and
                            the callable is never run
+    remote-replica-vae-recipe  what the host's recipe of a VAE's replica hands a pack: plain
+                           values, devices and dtypes only, nothing callable or remote
+    remote-replica-vae-writes  the VAE replica's weights written by the pack (as
+                           remote-replica-writes): its own decode changes, the host's weights
+                           and decode do not
 """
 
 import json
@@ -29,6 +34,7 @@ import sys
 import tempfile
 
 import comfy.model_management as mm
+import torch
 from comfy_supervisor.crossing.replicas import owner as replica_owner
 from mirror_checks import weights
 
@@ -56,20 +62,18 @@ REFUSALS = {
     "patches that are not a dict": "are not a dict of",
     "a dict of more weights than any model has": "are not a dict of at most",
     "replica of a CLIP": "a CLIP has no replica here",
-    "replica of a VAE": "a VAE has no replica here",
     "replica of the model's BaseModel": "a DIFFUSION_MODEL has no replica here",
     "replica of the CLIP's patcher": "a replica is built of upstream's comfy.model_base classes",
     "replica of an id it was never handed": "was handed over here",
     "replica_mirror of a CLIP": "a CLIP has no replica here",
-    "replica_mirror of a VAE": "a VAE has no replica here",
     "replica_mirror of the model's BaseModel": "a DIFFUSION_MODEL has no replica here",
     "replica_mirror of the CLIP's patcher": "a replica is built of upstream's comfy.model_base classes",
     "replica_mirror of an id it was never handed": "was handed over here",
     "load_replica of a CLIP": "a CLIP has no replica here",
-    "load_replica of a VAE": "a VAE has no replica here",
     "load_replica of the model's BaseModel": "a DIFFUSION_MODEL has no replica here",
     "load_replica of the CLIP's patcher": "a replica is built of upstream's comfy.model_base classes",
     "load_replica of an id it was never handed": "was handed over here",
+    "load_replica of a VAE, on a weight it has none of": "which the host's MODEL has no weight of",
     "the use 'closed' of the host's MODEL": "a pack may not",
 }
 
@@ -177,5 +181,29 @@ def check_recipe():
     _checks.say("remote-replica-recipe: " + message)
 
 
+def check_vae_recipe():
+    vae = remote().graph()[2]
+    (answer,) = _checks.node("ReadVaeRecipe", "hostile").run(vae=vae)
+    answer = json.loads(answer)
+    expect(answer["arrived_as"] == "VAE", f"the host's VAE arrived as a {answer['arrived_as']}, not a replica")
+    wrong = [leaf for leaf in answer["leaves"] if leaf[1:] != ["plain", False, None]]
+    expect(answer["leaves"] and not wrong, f"the VAE's recipe hands the pack {wrong[:5]}")
+    _checks.say(f"remote-replica-vae-recipe: {len(answer['leaves'])} leaves, each a plain value")
+
+
+def check_vae_writes():
+    vae = remote().graph()[2]
+    latent = {"samples": torch.randn(1, 4, 4, 4, generator=torch.Generator().manual_seed(12))}
+    before, decoded = weights(vae.first_stage_model), vae.decode(latent["samples"])
+    outcomes, pack_before, pack_after = _checks.node("WriteVaeReplica", "hostile").run(vae=vae, latent=latent)
+    for what, outcome in json.loads(outcomes):
+        expect(outcome == "written", f"the pack's write {what}: {outcome}")
+    expect(_checks.same(pack_before, decoded), "the VAE replica decodes otherwise than the host's VAE")
+    expect(not _checks.same(pack_after, decoded), "the pack's writes changed nothing of its replica")
+    expect(unchanged(before, vae.first_stage_model), "the pack's writes changed the host's VAE weights")
+    expect(_checks.same(vae.decode(latent["samples"]), decoded), "the host decodes otherwise after the pack's writes")
+
+
 CHECKS = {"remote-replica-uses": check_uses, "remote-replica-writes": check_writes,
-          "remote-replica-recipe": check_recipe}
+          "remote-replica-recipe": check_recipe, "remote-replica-vae-recipe": check_vae_recipe,
+          "remote-replica-vae-writes": check_vae_writes}

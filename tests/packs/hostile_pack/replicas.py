@@ -6,13 +6,16 @@ The host's checks are tests/host/remote_checks.py's remote-replica-*.
   "replica_mirror", its diffusion model; "load_replica", a load with weight patches) by
   hand on the call socket, as a hostile pack would: patches that are not data (a
   function, an object, a torch module of the pack's), on a weight the host's model lacks,
-  malformed, a dict of too many weights; and each use on a CLIP, a VAE, the model's
-  BaseModel and an id it was never handed.
+  malformed, a dict of too many weights; and each use on a CLIP, the model's BaseModel
+  and an id it was never handed, and a load of a VAE with a patch of a weight it lacks.
 - WriteReplica writes its replica's weights every way it can reach them (in place,
   through .data, through the mapping's bytes, through state_dict, a parameter replaced),
   and a tensor the host answered; it keeps the replica for UseKeptReplica, which runs it
   again in a later call, after the host evicted the model.
-- ReadRecipe reads what the host's recipe of a replica holds, leaf by leaf."""
+- ReadRecipe reads what the host's recipe of a replica holds, leaf by leaf; ReadVaeRecipe
+  the same of a VAE's replica.
+- WriteVaeReplica writes its VAE replica's weights as WriteReplica writes a MODEL's, and
+  decodes before and after."""
 
 import ctypes
 import enum
@@ -115,11 +118,13 @@ class ProbeReplicaUses:
         base = link_of(base_model)
         clip_patcher = link_of(clip).invoke("get", "patcher")  # a MODEL over no BaseModel; held, as above
         for do in ("replica", "replica_mirror", "load_replica"):
-            for what, target in (("a CLIP", link_of(clip)), ("a VAE", link_of(vae)),
+            for what, target in (("a CLIP", link_of(clip)),
                                  ("the model's BaseModel", base), ("the CLIP's patcher", link_of(clip_patcher))):
                 answers.append([f"{do} of {what}", *_ask(target, do, [patch()] if do == "load_replica" else [])])
             answers.append([f"{do} of an id it was never handed",
                             *_ask(host, do, [], target=host.id + 1000)])
+        answers.append(["load_replica of a VAE, on a weight it has none of",
+                        *_ask(link_of(origin_of(vae) or vae), "load_replica", [patch()])])
         answers.append(["the use 'closed' of the host's MODEL", *_ask(host, "closed", [])])
         return (json.dumps(answers),)
 
@@ -228,4 +233,62 @@ class ReadRecipe:
                             "withheld_arrived_as": "replica" if origin_of(withheld) is not None else "proxy"}),)
 
 
-NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (ProbeReplicaUses, WriteReplica, UseKeptReplica, ReadRecipe)}
+class ReadVaeRecipe:
+    """The host's recipe of `vae`'s replica, leaf by leaf."""
+    CATEGORY = CATEGORY
+    FUNCTION = "run"
+    RETURN_TYPES = ("STRING",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"vae": ("VAE",)}}
+
+    def run(self, vae):
+        recipe = link_of(origin_of(vae)).invoke("replica", "first_stage_model")
+        return (json.dumps({"leaves": _leaves(recipe, "recipe", []), "arrived_as": type(vae).__qualname__}),)
+
+
+def _vae_mapping_write(module):
+    weight = next(module.parameters())
+    ctypes.memset(weight.data_ptr(), 0x40, weight.numel() * weight.element_size())
+
+
+class WriteVaeReplica:
+    """Writes the VAE replica's weights every way this worker reaches them (in place, through
+    .data, through the mapping's bytes, through state_dict, a parameter replaced). Returns
+    [what, outcome] per write, and the decoded `latent` before and after them."""
+    CATEGORY = CATEGORY
+    FUNCTION = "run"
+    RETURN_TYPES = ("STRING", "IMAGE", "IMAGE")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"vae": ("VAE",), "latent": ("LATENT",)}}
+
+    def run(self, vae, latent):
+        module = vae.first_stage_model
+        before = vae.decode(latent["samples"])
+        parameters = dict(module.named_parameters())
+        last = list(parameters)[-1]
+        owner, _, leaf = last.rpartition(".")
+        writes = [
+            ("in place", lambda: next(iter(parameters.values())).mul_(2.0)),
+            ("through .data", lambda: parameters[last].data.add_(1.0)),
+            ("through the mapping's bytes", lambda: _vae_mapping_write(module)),
+            ("through state_dict", lambda: module.state_dict()[last].fill_(3.0)),
+            ("a parameter replaced", lambda: setattr(module.get_submodule(owner), leaf,
+                                                     torch.nn.Parameter(torch.zeros_like(parameters[last])))),
+        ]
+        outcomes = []
+        for what, write in writes:
+            try:
+                with torch.no_grad():
+                    write()
+                outcomes.append([what, "written"])
+            except Exception as error:  # noqa: BLE001 (a write refused is an answer the host checks)
+                outcomes.append([what, f"{type(error).__name__}: {error}"[:300]])
+        return (json.dumps(outcomes), before, vae.decode(latent["samples"]))
+
+
+NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (ProbeReplicaUses, WriteReplica, UseKeptReplica, ReadRecipe,
+                                                      ReadVaeRecipe, WriteVaeReplica)}
