@@ -43,7 +43,8 @@ pack imported into this process; and tests/packs/hostile_pack as "hostile" probi
     remote-replica-*  the hostile pack's probes of its replica of the host's MODEL: its uses
                     of the host written by hand, its weights written, its recipe read
                     (replica_probe_checks.py); the host's VAE and CLIP_VISION as replicas
-                    (replica_vae_vision_checks.py)
+                    (replica_vae_vision_checks.py); the host's CLIP as a replica
+                    (replica_clip_checks.py)
 """
 
 import gc
@@ -304,14 +305,15 @@ def check_forwarded():
 def check_masked_refusal():
     """A refusal that the pack's clean-up code masked (its finally raised in its turn) is what
     the node's error says first, with the masking error after it."""
-    clip = graph()[1]
+    nodes.init_extra_nodes()
+    (noise,) = nodes.NODE_CLASS_MAPPINGS["RandomNoise"]().get_noise(11)  # a proxy in the pack, not a replica
     try:
-        node("MaskedRefusal").run(clip=clip)
+        node("MaskedRefusal").run(noise=noise)
         raised = None
     except Exception as error:  # noqa: BLE001 (whatever the node raised is what is checked)
         raised = error
     text = str(raised).splitlines()[0] if raised is not None else ""
-    expect(text.startswith("RemoteError: a pack may not read load_device of the host's CLIP") and
+    expect(text.startswith("RemoteError: a pack may not read load_device of the host's RANDOM_NOISE") and
            "then, in the clean-up: UnboundLocalError" in text,
            f"the node's error says {type(raised).__name__}: {text!r}, not the refusal first")
     _checks.say(f"remote-masked-refusal: {text[:160]}")
@@ -439,3 +441,5 @@ import replica_probe_checks  # noqa: E402 (the hostile pack's probes of its repl
 CHECKS.update(replica_probe_checks.CHECKS)
 import replica_vae_vision_checks  # noqa: E402 (the host's VAE and CLIP_VISION as replicas)
 CHECKS.update(replica_vae_vision_checks.CHECKS)
+import replica_clip_checks  # noqa: E402 (the host's CLIP as a replica)
+CHECKS.update(replica_clip_checks.CHECKS)

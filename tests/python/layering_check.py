@@ -80,6 +80,8 @@ HOST_WRITES = {
         "wrapped: a CLIP vision model remembers the configuration it was built from, its mirror's recipe",
     ("crossing/replicas/vae.py", "remember_builds", "upstream_sd.VAE.__init__"):
         "wrapped: a VAE remembers the shapes, config and metadata it was built from, its replica's recipe",
+    ("crossing/replicas/clip.py", "remember_builds", "upstream_sd.CLIP.__init__"):
+        "wrapped: a CLIP's text encoder and tokenizer remember what they were built from, its replica's recipe",
     ("host/model_names.py", "install", "sd.load_checkpoint_guess_config"):
         "wrapped: the models a checkpoint's load returns are named after its file (0.3.64 keeps no file on them)",
     ("host/model_names.py", "install", "sd.load_diffusion_model"):

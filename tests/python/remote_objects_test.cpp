@@ -24,6 +24,10 @@ TEST_CASE("the host's VAE and CLIP_VISION arrive in a pack as upstream's classes
     run_checks({"remote-replica-vae", "remote-replica-clip-vision"}, json::array({python_pack("model", "model_pack")}));
 }
 
+TEST_CASE("the host's CLIP arrives in a pack as upstream's CLIP over the host's weights mapped, encodes bit-equal with the pack's weight patches too, counts once, and maps again after an eviction") {
+    run_checks({"remote-replica-clip"}, json::array({python_pack("model", "model_pack")}));
+}
+
 TEST_CASE("a refusal that a pack's clean-up code masked is what its node's error says first") {
     run_checks({"remote-masked-refusal"}, json::array({python_pack("model", "model_pack")}));
 }

@@ -27,7 +27,7 @@ isolated as in ComfyUI's own process.
   pack, as ComfyUI_Noise's Unsampler does (its CFGGuider reads hook_mode);
 - PerturbedGuidance: a post-CFG function that evaluates the model again with upstream's
   calc_cond_batch, as PAG and SEG do (it reads current_patcher);
-- MaskedRefusal: a refused read of the host's CLIP inside a try whose finally then fails on
+- MaskedRefusal: a refused read of the host's NOISE inside a try whose finally then fails on
   what the read never set, as upstream's CFGGuider.sample did;
 - PatchAttention: only the attention patch, and EmptyFunction: a function of the pack's that
   does nothing, for scripts/bench bridge (the cost of a callback and of a call);
@@ -45,6 +45,7 @@ isolated as in ComfyUI's own process.
   calls each once), for scripts/bench bridge's crossings per evaluation; ReplicaTouch: a
   host MODEL's replica made ready (built, its diffusion model mapped), for its map time;
 - replica_nodes.py: the host's VAE and CLIP_VISION used as upstream's code uses them.
+- clip_nodes.py: the host's CLIP used as upstream's code uses it.
 """
 
 import json
@@ -391,7 +392,7 @@ class PerturbedGuidance(Node):
 
 
 class MaskedRefusal(Node):
-    """Reads what a pack may not read of the host's CLIP inside a try whose finally then fails
+    """Reads what a pack may not read of the host's NOISE inside a try whose finally then fails
     in its turn, as upstream's CFGGuider.sample did over a refused read of the host MODEL's
     hook_mode (UnboundLocalError: 'orig_hook_mode')."""
     FUNCTION = "run"
@@ -399,14 +400,14 @@ class MaskedRefusal(Node):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"clip": ("CLIP",)}}
+        return {"required": {"noise": ("NOISE",)}}
 
-    def run(self, clip):
+    def run(self, noise):
         try:
-            device = clip.load_device
+            device = noise.load_device
             return (0,)
         finally:
-            clip.layer_idx = device  # noqa: F821 (unbound when the read above raised, as upstream's)
+            noise.seed = device  # noqa: F821 (unbound when the read above raised, as upstream's)
 
 
 def nothing():
@@ -676,3 +677,5 @@ NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOption
 
 from . import replica_nodes  # noqa: E402 (the host's VAE and CLIP_VISION as upstream's code uses them)
 NODE_CLASS_MAPPINGS.update(replica_nodes.NODE_CLASS_MAPPINGS)
+from . import clip_nodes  # noqa: E402 (the host's CLIP as upstream's code uses it)
+NODE_CLASS_MAPPINGS.update(clip_nodes.NODE_CLASS_MAPPINGS)

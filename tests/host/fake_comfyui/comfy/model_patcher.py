@@ -55,6 +55,7 @@ class ModelPatcher(comfy.model_management.ModelPatcher):
                            weight_inplace_update=self.weight_inplace_update)
         n.patches = {k: v[:] for k, v in self.patches.items()}
         n.patches_uuid = self.patches_uuid
+        n.backup = self.backup  # as upstream's: the clones patch one model's weights in turn
         n.object_patches = self.object_patches.copy()
         n.model_options = copy.deepcopy(self.model_options)
         n.parent = self
@@ -163,20 +164,41 @@ class ModelPatcher(comfy.model_management.ModelPatcher):
 
     def load(self, device_to=None, lowvram_model_memory=0, force_patch_weights=False, full_load=False):
         """The weight patches added to the model's weights (as upstream's "diff" patches,
-        strength-scaled), undone by unpatch_model."""
+        strength-scaled), undone by unpatch_model; as upstream's, the weights keep a clone's
+        patches until another clone with other patches loads (model_management's load,
+        through partially_load, as upstream's)."""
+        if getattr(self.model, "current_weight_patches_uuid", None) == self.patches_uuid:
+            return  # these patches are on the weights already
+        self._restore_weights()
         weights = self.model_state_dict()
         for key, patch_list in self.patches.items():
             weight = weights[key]
             self.backup.setdefault(key, weight.clone())
             for strength_patch, value, strength_model, _, _ in patch_list:
+                if isinstance(value, tuple) and value[0] == "diff":  # upstream's form of a diff patch
+                    value = value[1][0]
                 weight.mul_(strength_model).add_(value * strength_patch)
+        self.model.current_weight_patches_uuid = self.patches_uuid
+
+    def partially_load(self, device, extra_memory, force_patch_weights=False):
+        self.load(device, force_patch_weights=force_patch_weights)
+        return super().partially_load(device, extra_memory, force_patch_weights=force_patch_weights)
+
+    def detach(self, unpatch_all=True):
+        super().detach(unpatch_all)
+        if unpatch_all:
+            self._restore_weights()
+
+    def _restore_weights(self):
+        weights = self.model_state_dict()
+        for key, saved in self.backup.items():
+            weights[key].copy_(saved)
+        self.backup.clear()
+        self.model.current_weight_patches_uuid = None
 
     def unpatch_model(self, device_to=None, unpatch_weights=True):
         if unpatch_weights:
-            weights = self.model_state_dict()
-            for key, saved in self.backup.items():
-                weights[key].copy_(saved)
-            self.backup.clear()
+            self._restore_weights()
         for name, saved in self.object_patches_backup.items():
             comfy.utils.set_attr(self.model, name, saved)
         self.object_patches_backup.clear()

@@ -1,41 +1,42 @@
-"""Our model of upstream's comfy/sd.py for small CPU models: CLIP (tokenize to weighted
-tokens, encode_from_tokens, encode_from_tokens_scheduled, clone sharing the text encoder
-with a cloned patcher, add_patches through it) and VAE (built as upstream's from a state
-dict, encode pixels to latents at an eighth of their size, decode back, and the tiled
-forms). Seeded weights, so that two processes build the same models."""
+"""Our model of upstream's comfy/sd.py for small CPU models: CLIP (upstream's shape: built
+from a ClipTarget of comfy/sd1_clip.py's classes; tokenize to weighted tokens,
+encode_from_tokens once its weights are loaded with their patches,
+encode_from_tokens_scheduled, clone sharing the text encoder and tokenizer with a cloned
+patcher, add_patches through it) and VAE (built as upstream's from a state dict, encode
+pixels to latents at an eighth of their size, decode back, and the tiled forms). Seeded
+weights, so that two processes build the same models."""
 
 import torch
 
+import comfy.hooks
 import comfy.model_management
 import comfy.model_patcher
 from comfy.ldm.models.autoencoder import AutoencoderKL
-
-TOKENS = 8        # a tokenized text's length
-VOCABULARY = 256  # a token is a byte of the text
-
-
-class TextEncoder(torch.nn.Module):
-    def __init__(self, context_dim=16):
-        super().__init__()
-        self.embedding = torch.nn.Embedding(VOCABULARY, context_dim)
-        self.proj = torch.nn.Linear(context_dim, context_dim)
-
-    def encode_token_weights(self, token_weight_pairs):
-        pairs = token_weight_pairs["l"][0]
-        tokens = torch.tensor([[token for token, _ in pairs]])
-        weights = torch.tensor([[weight for _, weight in pairs]], dtype=torch.float32).unsqueeze(-1)
-        cond = self.proj(self.embedding(tokens)) * weights
-        return cond, cond.mean(dim=1)
-
+import comfy.sd1_clip
+import comfy.supported_models_base
 
 class CLIP:
-    def __init__(self, target=None, no_init=False):
+    """As upstream's: built from a ClipTarget, its text encoder the target's clip class built
+    with the target's params, dtype, device and model_options, its tokenizer the target's
+    tokenizer class built with (embedding_directory, tokenizer_data); a MinVram hook mode,
+    and is_clip."""
+
+    def __init__(self, target=None, embedding_directory=None, no_init=False, tokenizer_data={}, parameters=0,
+                 model_options={}):
         if no_init:
             return
-        torch.manual_seed(1)
-        self.cond_stage_model = TextEncoder()
-        self.patcher = comfy.model_patcher.ModelPatcher(self.cond_stage_model, comfy.model_management.GPU,
-                                                        comfy.model_management.CPU)
+        params = target.params.copy()
+        load_device = model_options.get("load_device", comfy.model_management.GPU)
+        offload_device = model_options.get("offload_device", comfy.model_management.CPU)
+        params["dtype"] = model_options.get("dtype", torch.float32)
+        params["device"] = model_options.get("initial_device", offload_device)
+        params["model_options"] = model_options
+        self.cond_stage_model = target.clip(**params)
+        self.tokenizer = target.tokenizer(embedding_directory=embedding_directory, tokenizer_data=tokenizer_data)
+        self.patcher = comfy.model_patcher.ModelPatcher(self.cond_stage_model, load_device, offload_device)
+        self.patcher.hook_mode = comfy.hooks.EnumHookMode.MinVram
+        self.patcher.is_clip = True
+        self.apply_hooks_to_conds = None
         self.layer_idx = None
         self.use_clip_schedule = False
         self.tokenizer_options = {}
@@ -44,34 +45,43 @@ class CLIP:
         n = CLIP(no_init=True)
         n.patcher = self.patcher.clone()
         n.cond_stage_model = self.cond_stage_model
+        n.tokenizer = self.tokenizer
         n.layer_idx = self.layer_idx
         n.tokenizer_options = self.tokenizer_options.copy()
         n.use_clip_schedule = self.use_clip_schedule
+        n.apply_hooks_to_conds = self.apply_hooks_to_conds
         return n
 
     def add_patches(self, patches, strength_patch=1.0, strength_model=1.0):
         return self.patcher.add_patches(patches, strength_patch, strength_model)
 
+    def set_tokenizer_option(self, option_name, value):
+        self.tokenizer_options[option_name] = value
+
     def clip_layer(self, layer_idx):
         self.layer_idx = layer_idx
 
     def tokenize(self, text, return_word_ids=False, **kwargs):
-        data = list(text.encode("utf-8")[:TOKENS]) + [0] * max(0, TOKENS - len(text.encode("utf-8")))
-        return {"l": [[(token, 1.0) for token in data]]}
+        return self.tokenizer.tokenize_with_weights(text, return_word_ids, **kwargs)
+
+    def add_hooks_to_dict(self, pooled_dict):
+        if self.apply_hooks_to_conds:
+            pooled_dict["hooks"] = self.apply_hooks_to_conds
+        return pooled_dict
 
     def load_model(self):
         comfy.model_management.load_models_gpu([self.patcher])
         return self.patcher
 
     def encode_from_tokens(self, tokens, return_pooled=False, return_dict=False):
-        self.load_model()
-        model = self.patcher.patch_model()
-        try:
-            cond, pooled = model.encode_token_weights(tokens)
-        finally:
-            self.patcher.unpatch_model()
+        self.cond_stage_model.reset_clip_options()
+        if self.layer_idx is not None:
+            self.cond_stage_model.set_clip_options({"layer": self.layer_idx})
+        self.load_model()  # the weights with their patches, as upstream's load puts them
+        with torch.no_grad():
+            cond, pooled = self.cond_stage_model.encode_token_weights(tokens)
         if return_dict:
-            return {"cond": cond, "pooled_output": pooled}
+            return self.add_hooks_to_dict({"cond": cond, "pooled_output": pooled})
         if return_pooled:
             return cond, pooled
         return cond
@@ -83,6 +93,9 @@ class CLIP:
 
     def encode(self, text):
         return self.encode_from_tokens(self.tokenize(text))
+
+    def get_key_patches(self):
+        return self.patcher.get_key_patches()
 
 
 class VAE:
@@ -153,4 +166,14 @@ def load_checkpoint_guess_config(ckpt_path, output_vae=True, output_clip=True, o
     torch.manual_seed(0)
     model = comfy.model_base.model_from_config({"channels": 4, "dim": 32, "context_dim": 16, "heads": 4})
     patcher = comfy.model_patcher.ModelPatcher(model, comfy.model_management.GPU, comfy.model_management.CPU)
-    return (patcher, CLIP() if output_clip else None, VAE(sd=seeded_vae_state_dict()) if output_vae else None, None)
+    return (patcher, _clip(embedding_directory, te_model_options) if output_clip else None,
+            VAE(sd=seeded_vae_state_dict()) if output_vae else None, None)
+
+
+def _clip(embedding_directory, model_options):
+    """The checkpoint's CLIP, as upstream's loader builds it from the model's ClipTarget."""
+    target = comfy.supported_models_base.ClipTarget(comfy.sd1_clip.SD1Tokenizer, comfy.sd1_clip.SD1ClipModel)
+    target.params["width"] = 16
+    torch.manual_seed(1)
+    return CLIP(target, embedding_directory=embedding_directory, tokenizer_data={"clip_l_max_length": 8},
+                model_options=model_options)

@@ -22,6 +22,10 @@ from ..bridge.remote import RemoteError, type_path_of
 # a VAE's first stage model is one of comfy.ldm's, comfy.taesd's or comfy.pixel_space_convert's).
 CLASS_MODULES = ("comfy.ldm.", "comfy.clip_model.", "comfy.image_encoders.", "comfy.taesd.",
                  "comfy.pixel_space_convert.")
+# A CLIP's text encoder (crossing/replicas/clip.py), mirrored only into a replica whose reader
+# built it itself with upstream's code: its recipe names no arguments, for upstream's text
+# encoders open the configuration file an argument names.
+BUILT_ONLY_MODULES = ("comfy.sd1_clip.", "comfy.sdxl_clip.", "comfy.text_encoders.")
 
 
 _clip_vision_configs = weakref.WeakKeyDictionary()  # upstream's ClipVisionModel -> its configuration
@@ -93,13 +97,15 @@ def _diffusion_model_recipe(owner, kind, name, module, path):
 
 def mirrored_class(path):
     """Whether `path` ("module.Class") names a class a mirror may be built of."""
-    return path.startswith(CLASS_MODULES)
+    return path.startswith(CLASS_MODULES + BUILT_ONLY_MODULES)
 
 
 def well_formed(recipe):
     """Whether the recipe's fields beyond its class, arguments and training are upstream's:
     its fixed choice of operations, or what upstream picks them from."""
     import torch
+    if str(recipe.get("class")).startswith(BUILT_ONLY_MODULES) and recipe.get("kwargs"):
+        return False
     return (recipe.get("operations") in (None, "manual_cast") and
             type(recipe.get("fp8_optimizations", False)) is bool and
             all(recipe.get(k) is None or isinstance(recipe.get(k), torch.dtype)

@@ -30,7 +30,7 @@ import threading
 import weakref
 
 from ...bridge.remote import RemoteError, link_of
-from . import clip_vision, model, vae
+from . import clip, clip_vision, model, vae
 from .building import Weights, patcher_class, weights_under
 
 log = logging.getLogger("comfy_supervisor")
@@ -39,7 +39,7 @@ log = logging.getLogger("comfy_supervisor")
 # weights_of(obj), mirror_of(obj, grants), patcher_of(obj) and, where it needs one,
 # remember_builds() at the owner, and build(proxy, recipe, weights) here. A kind not in it
 # crosses as a proxy.
-REPLICATED = {"MODEL": model, "VAE": vae, "CLIP_VISION": clip_vision}
+REPLICATED = {"MODEL": model, "CLIP": clip, "VAE": vae, "CLIP_VISION": clip_vision}
 
 
 def install_at_owner():
