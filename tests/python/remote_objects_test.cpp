@@ -20,8 +20,9 @@ TEST_CASE("the host's MODEL, CLIP, VAE and CONTROL_NET work in a pack's nodes, a
                json::array({python_pack("model", "model_pack")}));
 }
 
-TEST_CASE("the host's VAE and CLIP_VISION arrive in a pack as upstream's classes over the host's weights mapped, compute bit-equal, count once, and map again after an eviction") {
-    run_checks({"remote-replica-vae", "remote-replica-clip-vision"}, json::array({python_pack("model", "model_pack")}));
+TEST_CASE("the host's VAE and CLIP_VISION arrive in a pack as upstream's classes over the host's weights mapped, compute bit-equal, count once, map again after an eviction, and are let go once unused") {
+    run_checks({"remote-replica-vae", "remote-replica-clip-vision", "remote-released"},
+               json::array({python_pack("model", "model_pack")}));
 }
 
 TEST_CASE("the host's CLIP arrives in a pack as upstream's CLIP over the host's weights mapped, encodes bit-equal with the pack's weight patches too, counts once, and maps again after an eviction") {

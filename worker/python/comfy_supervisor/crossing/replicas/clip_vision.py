@@ -12,11 +12,12 @@ device, comfy.ops.manual_cast)) from the configuration the host remembered as it
 """
 
 import importlib
+import weakref
 
 from ...bridge.mirror import _on_meta
 from ...bridge.remote import RemoteError, type_path_of
 from .. import mirror_recipes
-from .building import dtype_or_none, patcher_class, upstream_class
+from .building import dtype_or_none, patcher_class, upstream_class, weights_under
 
 CLIP_VISION_MODULES = ("comfy.clip_vision",)
 MODEL = WEIGHTS = "model"
@@ -92,5 +93,8 @@ def build(proxy, recipe, weights):
                           ) from None
     replica.model = weights.module(replica, built=model.eval())
     weights.under(replica.model)
+    # The module lives on in a cycle with its mirror's hooks until the collector runs; the
+    # host's object it loads through (held by its Weights) is let go of with the replica.
+    weakref.finalize(replica, weights_under.pop, replica.model, None)
     replica.patcher = patcher_class()(replica.model, recipe.get("load_device"), recipe.get("offload_device"), 0)
     return replica

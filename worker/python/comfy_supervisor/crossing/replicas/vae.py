@@ -17,7 +17,7 @@ import weakref
 
 from ...bridge.mirror import _on_meta
 from ...bridge.remote import RemoteError, type_path_of
-from .building import dtype_or_none, patcher_class, upstream_class
+from .building import dtype_or_none, patcher_class, upstream_class, weights_under
 
 VAE_MODULES = ("comfy.sd",)
 FIRST_STAGE_MODEL = WEIGHTS = "first_stage_model"
@@ -137,6 +137,9 @@ def build(proxy, recipe, weights):
         raise RemoteError(f"{what}: upstream's VAE here found no VAE in its owner's state dict's shapes")
     vae.first_stage_model = weights.module(vae, built=vae.first_stage_model)
     weights.under(vae.first_stage_model)
+    # The module lives on in a cycle with its mirror's hooks until the collector runs; the
+    # host's object it loads through (held by its Weights) is let go of with the replica.
+    weakref.finalize(vae, weights_under.pop, vae.first_stage_model, None)
     vae.patcher = patcher_class()(vae.first_stage_model, recipe.get("load_device"), recipe.get("offload_device"), 0)
     return vae
 
