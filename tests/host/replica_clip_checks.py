@@ -7,7 +7,10 @@ remote_checks.py's (tests/python/remote_objects_test.cpp):
                            encode bit-equal to one process; a clone of it with a weight patch
                            of the pack's and clip_layer encodes bit-equal to the same in one
                            process (the host loads its weights with the patch), and the
-                           host's own encode after that is as before; its patcher's size 0
+                           host's own encode after that is as before; a LoRA the pack loads
+                           on it with upstream's load_lora_for_models (adapter objects, not
+                           data) is loaded on the host's CLIP and encodes bit-equal to one
+                           process; its patcher's size 0
                            there, the ledger holding the CLIP once, the host's; given back,
                            it is the host's own CLIP; kept by the pack past the host's
                            eviction (which revokes the host's copy for it), its next encode
@@ -57,6 +60,11 @@ def check_clip():
     expect(not remote().same_values(patched, conditioning), "the pack's weight patch changed nothing")
     expect(remote().same_values(nodes.CLIPTextEncode().encode(clip, TEXT)[0], host_before),
            "the host's own encode differs after the pack's patched encode")
+
+    (lora,) = remote().node("ClipLora").run(clip=clip, text=TEXT, key=KEY)
+    expect(remote().same_values(lora, remote().pack().clip_nodes.ClipLora().run(clip, TEXT, KEY)[0]),
+           "the conditioning of the host's CLIP with the pack's LoRA differs from one process")
+    expect(not remote().same_values(lora, conditioning), "the pack's LoRA changed nothing")
 
     remote().node("HostClip").run(clip=clip, text=TEXT, keep=True)
     copy = only_copy(clip.cond_stage_model)

@@ -14,6 +14,7 @@ import comfy.model_patcher
 from comfy.ldm.models.autoencoder import AutoencoderKL
 import comfy.sd1_clip
 import comfy.supported_models_base
+import comfy.weight_adapter
 
 class CLIP:
     """As upstream's: built from a ClipTarget, its text encoder the target's clip class built
@@ -96,6 +97,20 @@ class CLIP:
 
     def get_key_patches(self):
         return self.patcher.get_key_patches()
+
+
+def load_lora_for_models(model, clip, lora, strength_model, strength_clip):
+    """As upstream's: each weight of `lora` ({weight's key: its diff}, our model of a LoRA's
+    file) an adapter object, added as a patch to a clone of the MODEL and of the CLIP."""
+    loaded = {key: comfy.weight_adapter.LoRAAdapter({key}, (diff,)) for key, diff in lora.items()}
+    new_model = new_clip = None
+    if model is not None:
+        new_model = model.clone()
+        new_model.add_patches(loaded, strength_model)
+    if clip is not None:
+        new_clip = clip.clone()
+        new_clip.add_patches(loaded, strength_clip)
+    return new_model, new_clip
 
 
 class VAE:

@@ -9,7 +9,9 @@
 - in a pack's worker, given the host's MODEL as it was handed over (its replica, or a
   proxy where it is not replicated), the host samples with it, its own model; and
   comfy.sd.load_lora_for_models patches the MODEL and CLIP where their weights are (a
-  replica the pack patched in the pack, the host's CLIP in the host).
+  replica the pack patched in the pack, the host's CLIP, a proxy or its replica as handed
+  over, in the host: upstream's LoRA patches are adapter objects, not data, which a
+  replica's load refuses).
 Given a MODEL of its own process, each is upstream's own, run here. Only the MODEL
 argument decides (and the CLIP, for a LoRA): the other arguments (a callback, a
 conditioning's control net) stay what they are wherever the function runs.
@@ -66,20 +68,21 @@ def _forwarding(name, original):
         owner = _owner(bound.get("model"))
         if owner is not None:
             return owner.call_function(name, args, kwargs)
-        clip = link_of(bound.get("clip"))
-        if name == _LORA and clip is not None:
-            return _lora_split(original, bound, clip.session)
+        clip_owner = _owner(bound.get("clip"), "CLIP")
+        if name == _LORA and clip_owner is not None:
+            return _lora_split(original, bound, clip_owner)
         return original(*args, **kwargs)
     forwarded._comfy_sv_forwarded = True
     return forwarded
 
 
-def _owner(model):
-    """The conversation whose peer owns `model`: a proxy of the peer's MODEL, or the replica of
-    one as it was handed over (the peer's model itself, which goes back as the peer's)."""
+def _owner(model, kind="MODEL"):
+    """The conversation whose peer owns `model` (a MODEL, or a CLIP): a proxy of the peer's,
+    or the replica of one as it was handed over (the peer's own, which goes back as the
+    peer's). A clone of a replica is this process's: its patches are here."""
     origin = replicas.origin_of(model)
     link = link_of(model if origin is None else origin)
-    return link.session if link is not None and link.kind.name == "MODEL" else None
+    return link.session if link is not None and link.kind.name == kind else None
 
 
 def _lora_split(original, bound, clip_owner):
