@@ -26,7 +26,7 @@ import weakref
 
 from ...bridge.mirror import _on_meta
 from ...bridge.remote import RemoteError
-from .building import patcher_class, upstream_class
+from .building import patcher_class, upstream_class, weights_under
 
 # Where the text encoder and tokenizer classes a recipe names may come from: upstream's own
 # modules, imported by name here, never code the owner sent.
@@ -225,6 +225,9 @@ def build(proxy, recipe, weights):
     # text encoder itself, so a clone the pack keeps keeps the weights mapped.
     replica.cond_stage_model = weights.module(tokenizer, built=encoder)
     weights.under(replica.cond_stage_model)
+    # The module lives on in a cycle with its mirror's hooks until the collector runs; the
+    # host's object it loads through (held by its Weights) is let go of with the tokenizer.
+    weakref.finalize(tokenizer, weights_under.pop, replica.cond_stage_model, None)
     replica.tokenizer = tokenizer
     importlib.import_module("comfy.model_patcher")
     patcher = patcher_class()(replica.cond_stage_model, recipe.get("load_device"), recipe.get("offload_device"), 0,
