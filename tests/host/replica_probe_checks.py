@@ -5,9 +5,11 @@ remote_checks.py's (tests/python/remote_objects_test.cpp):
     remote-replica-uses    the replica's uses of the host ("replica", "replica_mirror",
                            "load_replica") written by hand: weight patches that are not data
                            (the pack's function, object or torch module in any field), on a
-                           weight the model lacks, malformed, too many; each use on a CLIP,
-                           the BaseModel and an id never handed over, a VAE's load with a
-                           patch of a weight it lacks: each refused in one line by its guard,
+                           weight the model lacks, malformed, too many; each use on the
+                           BaseModel, the CLIP's patcher and an id never handed over, a VAE's
+                           and a CLIP's load with a patch of a weight it lacks, a CLIP's load
+                           with patches that are not data: each refused in one line by its
+                           guard,
                            the host's weights, patches and loaded models unchanged, no clone
                            held for the pack
     remote-replica-writes  the replica's weights written by the pack (in place, .data, the
@@ -25,6 +27,9 @@ remote_checks.py's (tests/python/remote_objects_test.cpp):
     remote-replica-vae-writes  the VAE replica's weights written by the pack (as
                            remote-replica-writes): its own decode changes, the host's weights
                            and decode do not
+    remote-replica-clip-recipe, remote-replica-clip-writes  the same of a CLIP's replica: its
+                           recipe plain values only; its text encoder's weights written by the
+                           pack change its own encode, not the host's weights or encode
 """
 
 import json
@@ -61,19 +66,20 @@ REFUSALS = {
     "entries that are not a list": "are not upstream's (strength, value",
     "patches that are not a dict": "are not a dict of",
     "a dict of more weights than any model has": "are not a dict of at most",
-    "replica of a CLIP": "a CLIP has no replica here",
     "replica of the model's BaseModel": "a DIFFUSION_MODEL has no replica here",
     "replica of the CLIP's patcher": "a replica is built of upstream's comfy.model_base classes",
     "replica of an id it was never handed": "was handed over here",
-    "replica_mirror of a CLIP": "a CLIP has no replica here",
     "replica_mirror of the model's BaseModel": "a DIFFUSION_MODEL has no replica here",
     "replica_mirror of the CLIP's patcher": "a replica is built of upstream's comfy.model_base classes",
     "replica_mirror of an id it was never handed": "was handed over here",
-    "load_replica of a CLIP": "a CLIP has no replica here",
     "load_replica of the model's BaseModel": "a DIFFUSION_MODEL has no replica here",
     "load_replica of the CLIP's patcher": "a replica is built of upstream's comfy.model_base classes",
     "load_replica of an id it was never handed": "was handed over here",
     "load_replica of a VAE, on a weight it has none of": "which the host's MODEL has no weight of",
+    "a function of the pack's as a CLIP patch's function": "not tensors and numbers",
+    "an object of the pack's as a CLIP patch's value": "not tensors and numbers",
+    "a torch module of the pack's as a CLIP patch's value": "not tensors and numbers",
+    "load_replica of a CLIP, on a weight it has none of": "which the host's MODEL has no weight of",
     "the use 'closed' of the host's MODEL": "a pack may not",
 }
 
@@ -204,6 +210,30 @@ def check_vae_writes():
     expect(_checks.same(vae.decode(latent["samples"]), decoded), "the host decodes otherwise after the pack's writes")
 
 
+def check_clip_recipe():
+    clip = remote().graph()[1]
+    (answer,) = _checks.node("ReadClipRecipe", "hostile").run(clip=clip)
+    answer = json.loads(answer)
+    expect(answer["arrived_as"] == "CLIP", f"the host's CLIP arrived as a {answer['arrived_as']}, not a replica")
+    wrong = [leaf for leaf in answer["leaves"] if leaf[1:] != ["plain", False, None]]
+    expect(answer["leaves"] and not wrong, f"the CLIP's recipe hands the pack {wrong[:5]}")
+    _checks.say(f"remote-replica-clip-recipe: {len(answer['leaves'])} leaves, each a plain value")
+
+
+def check_clip_writes():
+    clip = remote().graph()[1]
+    before, encoded = weights(clip.cond_stage_model), clip.encode_from_tokens(clip.tokenize("a red fox"))
+    outcomes, pack_before, pack_after = _checks.node("WriteClipReplica", "hostile").run(clip=clip, text="a red fox")
+    for what, outcome in json.loads(outcomes):
+        expect(outcome == "written", f"the pack's write {what}: {outcome}")
+    expect(_checks.same(pack_before["samples"], encoded), "the CLIP replica encodes otherwise than the host's CLIP")
+    expect(not _checks.same(pack_after["samples"], encoded), "the pack's writes changed nothing of its replica")
+    expect(unchanged(before, clip.cond_stage_model), "the pack's writes changed the host's CLIP weights")
+    expect(_checks.same(clip.encode_from_tokens(clip.tokenize("a red fox")), encoded),
+           "the host encodes otherwise after the pack's writes")
+
+
 CHECKS = {"remote-replica-uses": check_uses, "remote-replica-writes": check_writes,
           "remote-replica-recipe": check_recipe, "remote-replica-vae-recipe": check_vae_recipe,
-          "remote-replica-vae-writes": check_vae_writes}
+          "remote-replica-vae-writes": check_vae_writes, "remote-replica-clip-recipe": check_clip_recipe,
+          "remote-replica-clip-writes": check_clip_writes}

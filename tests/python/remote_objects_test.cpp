@@ -57,6 +57,11 @@ TEST_CASE("a hostile pack's VAE replica holds plain values from the host, and it
     run_checks({"remote-replica-vae-recipe", "remote-replica-vae-writes"}, json::array({python_pack("hostile", "hostile_pack")}));
 }
 
+TEST_CASE("a hostile pack's CLIP replica holds plain values from the host, and its writes to the replica's weights leave the host's CLIP as it was") {
+    run_checks({"remote-replica-clip-recipe", "remote-replica-clip-writes"},
+               json::array({python_pack("hostile", "hostile_pack")}));
+}
+
 // The host's log says each walk once with the pack's name, and a loop of 200 more refusals
 // is a line or so more (one a 10 s), not 200. The first line is the first refusal: the
 // walk's, or the MODEL with a host callable in its model_options refused to its replica as

@@ -6,16 +6,17 @@ The host's checks are tests/host/remote_checks.py's remote-replica-*.
   "replica_mirror", its diffusion model; "load_replica", a load with weight patches) by
   hand on the call socket, as a hostile pack would: patches that are not data (a
   function, an object, a torch module of the pack's), on a weight the host's model lacks,
-  malformed, a dict of too many weights; and each use on a CLIP, the model's BaseModel
-  and an id it was never handed, and a load of a VAE with a patch of a weight it lacks.
+  malformed, a dict of too many weights; each use on the model's BaseModel, the CLIP's
+  patcher and an id it was never handed; a load of a VAE with a patch of a weight it
+  lacks; and a CLIP's loads with patches that are not data, or of a weight it lacks.
 - WriteReplica writes its replica's weights every way it can reach them (in place,
   through .data, through the mapping's bytes, through state_dict, a parameter replaced),
   and a tensor the host answered; it keeps the replica for UseKeptReplica, which runs it
   again in a later call, after the host evicted the model.
 - ReadRecipe reads what the host's recipe of a replica holds, leaf by leaf; ReadVaeRecipe
-  the same of a VAE's replica.
-- WriteVaeReplica writes its VAE replica's weights as WriteReplica writes a MODEL's, and
-  decodes before and after."""
+  and ReadClipRecipe the same of a VAE's and a CLIP's replica.
+- WriteVaeReplica and WriteClipReplica write their replica's weights as WriteReplica writes
+  a MODEL's, and decode or encode before and after."""
 
 import ctypes
 import enum
@@ -116,17 +117,32 @@ class ProbeReplicaUses:
         answers = [[what, *_ask(host, "load_replica", [patches])] for what, patches in loads]
         base_model = host.invoke("get", "model")  # held: the host lets go of what no proxy holds
         base = link_of(base_model)
-        clip_patcher = link_of(clip).invoke("get", "patcher")  # a MODEL over no BaseModel; held, as above
+        clip_host = link_of(origin_of(clip) or clip)
+        clip_patcher = clip_host.invoke("get", "patcher")  # a MODEL over no BaseModel; held, as above
         for do in ("replica", "replica_mirror", "load_replica"):
-            for what, target in (("a CLIP", link_of(clip)),
-                                 ("the model's BaseModel", base), ("the CLIP's patcher", link_of(clip_patcher))):
+            for what, target in (("the model's BaseModel", base), ("the CLIP's patcher", link_of(clip_patcher))):
                 answers.append([f"{do} of {what}", *_ask(target, do, [patch()] if do == "load_replica" else [])])
             answers.append([f"{do} of an id it was never handed",
                             *_ask(host, do, [], target=host.id + 1000)])
         answers.append(["load_replica of a VAE, on a weight it has none of",
                         *_ask(link_of(origin_of(vae) or vae), "load_replica", [patch()])])
+        answers += [[what, *_ask(clip_host, "load_replica", [patches])] for what, patches in _clip_loads(clip, patch)]
         answers.append(["the use 'closed' of the host's MODEL", *_ask(host, "closed", [])])
         return (json.dumps(answers),)
+
+
+def _clip_loads(clip, model_patch):
+    """A CLIP replica's loads with weight patches that are not data, and one of a MODEL's
+    weight (`model_patch`), which the CLIP has none of."""
+    key, weight = next(iter(clip.cond_stage_model.state_dict().items()))
+
+    def patch(value=(torch.ones(weight.shape),), function=None):
+        return {key: [[1.0, value, 1.0, None, function]]}
+
+    return [("a function of the pack's as a CLIP patch's function", patch(function=_pack_function)),
+            ("an object of the pack's as a CLIP patch's value", patch(value=(_PackAdapter(),))),
+            ("a torch module of the pack's as a CLIP patch's value", patch(value=torch.nn.Linear(1, 1))),
+            ("load_replica of a CLIP, on a weight it has none of", model_patch())]
 
 
 def _state_dict_write(model):
@@ -248,7 +264,7 @@ class ReadVaeRecipe:
         return (json.dumps({"leaves": _leaves(recipe, "recipe", []), "arrived_as": type(vae).__qualname__}),)
 
 
-def _vae_mapping_write(module):
+def _module_mapping_write(module):
     weight = next(module.parameters())
     ctypes.memset(weight.data_ptr(), 0x40, weight.numel() * weight.element_size())
 
@@ -266,29 +282,69 @@ class WriteVaeReplica:
         return {"required": {"vae": ("VAE",), "latent": ("LATENT",)}}
 
     def run(self, vae, latent):
-        module = vae.first_stage_model
         before = vae.decode(latent["samples"])
-        parameters = dict(module.named_parameters())
-        last = list(parameters)[-1]
-        owner, _, leaf = last.rpartition(".")
-        writes = [
-            ("in place", lambda: next(iter(parameters.values())).mul_(2.0)),
-            ("through .data", lambda: parameters[last].data.add_(1.0)),
-            ("through the mapping's bytes", lambda: _vae_mapping_write(module)),
-            ("through state_dict", lambda: module.state_dict()[last].fill_(3.0)),
-            ("a parameter replaced", lambda: setattr(module.get_submodule(owner), leaf,
-                                                     torch.nn.Parameter(torch.zeros_like(parameters[last])))),
-        ]
-        outcomes = []
-        for what, write in writes:
-            try:
-                with torch.no_grad():
-                    write()
-                outcomes.append([what, "written"])
-            except Exception as error:  # noqa: BLE001 (a write refused is an answer the host checks)
-                outcomes.append([what, f"{type(error).__name__}: {error}"[:300]])
+        outcomes = _module_writes(vae.first_stage_model)
         return (json.dumps(outcomes), before, vae.decode(latent["samples"]))
 
 
+def _module_writes(module):
+    """Writes a replica's `module` every way this worker reaches its weights (in place, through
+    .data, through the mapping's bytes, through state_dict, a parameter replaced): [what,
+    outcome] per write."""
+    parameters = dict(module.named_parameters())
+    last = list(parameters)[-1]
+    owner, _, leaf = last.rpartition(".")
+    writes = [
+        ("in place", lambda: next(iter(parameters.values())).mul_(2.0)),
+        ("through .data", lambda: parameters[last].data.add_(1.0)),
+        ("through the mapping's bytes", lambda: _module_mapping_write(module)),
+        ("through state_dict", lambda: module.state_dict()[last].fill_(3.0)),
+        ("a parameter replaced", lambda: setattr(module.get_submodule(owner), leaf,
+                                                 torch.nn.Parameter(torch.zeros_like(parameters[last])))),
+    ]
+    outcomes = []
+    for what, write in writes:
+        try:
+            with torch.no_grad():
+                write()
+            outcomes.append([what, "written"])
+        except Exception as error:  # noqa: BLE001 (a write refused is an answer the host checks)
+            outcomes.append([what, f"{type(error).__name__}: {error}"[:300]])
+    return outcomes
+
+
+class ReadClipRecipe:
+    """The host's recipe of `clip`'s replica, leaf by leaf."""
+    CATEGORY = CATEGORY
+    FUNCTION = "run"
+    RETURN_TYPES = ("STRING",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"clip": ("CLIP",)}}
+
+    def run(self, clip):
+        recipe = link_of(origin_of(clip) or clip).invoke("replica", "cond_stage_model")
+        return (json.dumps({"leaves": _leaves(recipe, "recipe", []), "arrived_as": type(clip).__qualname__}),)
+
+
+class WriteClipReplica:
+    """Writes the CLIP replica's text encoder's weights as WriteVaeReplica writes a VAE's.
+    Returns [what, outcome] per write, and `text` encoded before and after them."""
+    CATEGORY = CATEGORY
+    FUNCTION = "run"
+    RETURN_TYPES = ("STRING", "LATENT", "LATENT")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"clip": ("CLIP",), "text": ("STRING", {"default": ""})}}
+
+    def run(self, clip, text):
+        before = clip.encode_from_tokens(clip.tokenize(text))
+        outcomes = _module_writes(clip.cond_stage_model)
+        return (json.dumps(outcomes), {"samples": before}, {"samples": clip.encode_from_tokens(clip.tokenize(text))})
+
+
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (ProbeReplicaUses, WriteReplica, UseKeptReplica, ReadRecipe,
-                                                      ReadVaeRecipe, WriteVaeReplica)}
+                                                      ReadVaeRecipe, WriteVaeReplica, ReadClipRecipe,
+                                                      WriteClipReplica)}
