@@ -749,12 +749,12 @@ def main():
         classes[pack] = {}
     for name, cls in mapping.items():
         classes.setdefault(cls.PACK, {})[name] = cls
-    if "other" in host.bridges.links and host.bridges.links["other"].interfaces:
-        # Both packs have the same node names: ComfyUI would keep one; the checks keep both.
-        classes["other"] = {name: node_interfaces.proxy_class(link("other"), name, interface)
-                            for name, interface in link("other").interfaces.items()}
-        classes["bridge"] = {name: node_interfaces.proxy_class(link("bridge"), name, interface)
-                             for name, interface in link("bridge").interfaces.items()}
+    # Packs of the same folder have the same node names: ComfyUI would keep one; the checks
+    # keep each pack's.
+    for pack, pack_link in host.bridges.links.items():
+        if pack_link.interfaces:
+            classes[pack] = {name: node_interfaces.proxy_class(pack_link, name, interface)
+                             for name, interface in pack_link.interfaces.items()}
     for check in sys.argv[1:]:
         name, _, argument = check.partition(":")
         try:

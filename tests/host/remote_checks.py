@@ -443,3 +443,5 @@ import replica_vae_vision_checks  # noqa: E402 (the host's VAE and CLIP_VISION a
 CHECKS.update(replica_vae_vision_checks.CHECKS)
 import replica_clip_checks  # noqa: E402 (the host's CLIP as a replica)
 CHECKS.update(replica_clip_checks.CHECKS)
+import relay_checks  # noqa: E402 (one pack's MODEL patched again by another)
+CHECKS.update(relay_checks.CHECKS)

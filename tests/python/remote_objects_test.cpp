@@ -29,6 +29,11 @@ TEST_CASE("the host's CLIP arrives in a pack as upstream's CLIP over the host's 
     run_checks({"remote-replica-clip"}, json::array({python_pack("model", "model_pack")}));
 }
 
+TEST_CASE("a MODEL one pack patched is patched again by another pack's node, and the host's KSampler samples it as one process") {
+    run_checks({"remote-two-packs"},
+               json::array({python_pack("model", "model_pack"), python_pack("second", "model_pack")}));
+}
+
 TEST_CASE("a refusal that a pack's clean-up code masked is what its node's error says first") {
     run_checks({"remote-masked-refusal"}, json::array({python_pack("model", "model_pack")}));
 }

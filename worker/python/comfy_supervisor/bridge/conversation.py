@@ -65,10 +65,12 @@ class Conversation:
     now; `accepts()`: whether the peer may use ours now; `serving()`: called before each
     use of ours is served (the worker: busy to the memory integration, as during a node);
     `began()`: called once each use of ours is sent, before its answer is awaited (the
-    host: a Cancel that came before it reaches it too)."""
+    host: a Cancel that came before it reaches it too); `relays`: another peer's remote
+    object crosses to this one as ours, its uses served by asking its owner (the host,
+    between packs)."""
 
     def __init__(self, session, peer, enforce, may_invoke=lambda: True, accepts=lambda: True,
-                 serving=lambda: None, began=lambda: None, replicas=None, uses=None):
+                 serving=lambda: None, began=lambda: None, replicas=None, uses=None, relays=False):
         rules.check_installed()  # without them, ComfyUI's objects would cross as mere handles
         self.session = session
         # The pack's side: (replica_for, origin_of) of crossing/replicas. An object of the
@@ -79,6 +81,7 @@ class Conversation:
         # loads, crossing/replicas/owner.py): use -> fn(object, kind, args, conversation),
         # and "closed" -> fn(conversation) once the session ended.
         self.uses = dict(uses or {})
+        self.relays = relays
         self.peer = peer
         self.enforce = enforce
         self.may_invoke = may_invoke
@@ -103,13 +106,16 @@ class Conversation:
         """The wire tag of a remote object, or None for a value that is not one."""
         origin = self.replicas[1](value) if self.replicas is not None else None
         link = link_of(value if origin is None else origin)
+        if link is not None and link.session is self:
+            return {"$": "own", "id": link.id}
         if link is not None:
-            if link.session is not self:
-                if link.session.session.closed.is_set():
-                    raise ValueCrossingError(link.session.gone(link.describe()))
+            if link.session.session.closed.is_set():
+                raise ValueCrossingError(link.session.gone(link.describe()))
+            if not self.relays:
                 raise ValueCrossingError(f"{link.describe()} cannot go to {self.session.name.rsplit(' ', 1)[0]}: "
                                          f"connect it only to nodes of {link.owner}")
-            return {"$": "own", "id": link.id}
+            # Another pack's MODEL (or function...) into this pack: the proxy is ours to lend,
+            # as any object of its kind, and each use of it is its owner's, asked by us.
         kind = export_kind(value, self.enforce and self.peer)  # to a pack: only what it may have
         if kind is None:
             return None

@@ -312,6 +312,20 @@ def kind_named(name):
     return kind
 
 
+_ABSENT = object()
+
+
+def _absent(obj, name):
+    """Whether `obj` has no attribute `name`, found without running any of its code: neither
+    in its class nor in its own dict, nor among a torch module's parameters, buffers and
+    submodules."""
+    if inspect.getattr_static(obj, name, _ABSENT) is not _ABSENT:
+        return False
+    own = inspect.getattr_static(obj, "__dict__", {})
+    return not any(isinstance(own.get(books), dict) and name in own[books]
+                   for books in ("_parameters", "_buffers", "_modules"))
+
+
 def serve(obj, kind, do, name, args, kwargs, value, enforce):
     """Runs one use of our object `obj` the peer asked for. With `enforce`, the pack's name
     ("pack impact": the host serving a pack), only what `kind` lists, each path argument
@@ -322,6 +336,10 @@ def serve(obj, kind, do, name, args, kwargs, value, enforce):
         raise _refusal(enforce, f"no use of {str(name)[:40]!r} on an object of another process")
     # Reading a method it may call hands over the bound method, as a remote callable.
     if enforce and not (kind.allows(do, name) or (do == "get" and kind.allows("call", name))):
+        if do == "get" and _absent(obj, name):
+            # hasattr's question, which upstream asks of every patch function (its "models"),
+            # answered as in one process; looked up without running any code of the object's.
+            raise AttributeError(f"{type(obj).__name__} has no attribute {name!r}")
         verb = {"get": "read", "set": "set", "call": "call"}.get(do, str(do)[:20])
         raise refused(enforce, f"a pack may not {verb} {name} of the host's {kind.name}; "
                                f"what it may use is listed in comfy_supervisor.crossing.kinds")

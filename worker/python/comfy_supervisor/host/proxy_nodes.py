@@ -113,10 +113,11 @@ class PackSession(PeerSession):
         self.routes = None  # pack_routes.RouteClient, once the life gave a socket for its HTTP routes
         # The host serves a pack only what object_kinds lists, and only while it waits on
         # that pack (a node call, or its own use of the pack's objects): never on a thread
-        # of its own between calls.
+        # of its own between calls. Another pack's ComfyUI objects (a MODEL it patched) go
+        # to this pack as the host's, each use relayed to their owner.
         self.remote = Conversation(self, f"pack {link.name}", enforce=True,
                                    accepts=lambda: link.waits_on(self), began=link.use_began,
-                                   uses=replica_owner.uses())
+                                   uses=replica_owner.uses(), relays=True)
 
     def object_handle(self, value):
         return self.link.handle_ref(value, self)

@@ -23,7 +23,7 @@ import uuid
 import weakref
 
 from ...bridge import mirror
-from ...bridge.remote import RemoteError, refused
+from ...bridge.remote import RemoteError, link_of, refused
 from . import REPLICATED
 
 # A weight patch as upstream's add_patches stores it: (strength_patch, value, strength_model,
@@ -49,7 +49,16 @@ def _of(kind, conversation, name):
     module = REPLICATED.get(kind.name)
     if module is None:
         raise refused(conversation.peer, f"a {kind.name} has no replica here (a {', '.join(REPLICATED)} has)")
-    return getattr(module, name)
+    function = getattr(module, name)
+
+    def of_ours(target, *args):
+        relayed = link_of(target)
+        if relayed is not None:  # another pack's, lent on (bridge/conversation.py's relays)
+            raise RemoteError(f"{relayed.describe()} is another pack's: it has no replica, and each use of it is "
+                              "asked of its owner")
+        return function(target, *args)
+
+    return of_ours
 
 
 _held = weakref.WeakKeyDictionary()  # a pack's conversation -> {id of the host's MODEL: the clone loaded for it}
