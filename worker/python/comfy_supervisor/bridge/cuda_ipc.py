@@ -99,6 +99,7 @@ class CudaExchange:
         self.lent = {}                  # lend id -> our tensor the peer holds
         self.lend_ids = itertools.count(1)
         self.mapped = {}                # the peer's lend id -> (address, bytes) of its tensor we hold
+        self.unmapped = []              # [lends still mapped, callback]: when_unmapped's
 
     # ---- the handshake ----
 
@@ -185,6 +186,14 @@ class CudaExchange:
                 if type(lend) is int:
                     self.lent.pop(lend, None)
 
+    def take_back(self, tensors):
+        """The peer let go of these tensors of ours by other means than a release (a
+        mirror's watch closed, cuda_mirror.py): every lend of one of them is ours again."""
+        ids = {id(tensor) for tensor in tensors}
+        with self.lock:
+            for lend in [lend for lend, tensor in self.lent.items() if id(tensor) in ids]:
+                del self.lent[lend]
+
     # ---- receiving ----
 
     @staticmethod
@@ -213,6 +222,7 @@ class CudaExchange:
             with self.lock:
                 self.mapped.pop(lend, None)
             self.release(lend)
+            self._closed(lend)
 
         if spec["at"] + nbytes > size:
             let_go()
@@ -231,6 +241,35 @@ class CudaExchange:
             self.mapped[lend] = (address, nbytes)
         weakref.finalize(mapped, let_go)
         return tensor
+
+    def lends_at(self, pointers):
+        """The lends we mapped at these device addresses (a tensor received whole starts
+        where its mapping does)."""
+        with self.lock:
+            return {lend for lend, (address, _) in self.mapped.items() if address in pointers}
+
+    def when_unmapped(self, lends, callback):
+        """Calls `callback()` once none of `lends` is mapped here any more: at once, or as
+        the last of them is closed."""
+        with self.lock:
+            left = {lend for lend in lends if lend in self.mapped}
+            if left:
+                self.unmapped.append([left, callback])
+                return
+        callback()
+
+    def _closed(self, lend):
+        """`lend`'s mapping is closed: the callbacks that waited for it alone."""
+        with self.lock:
+            due = []
+            for waiting in list(self.unmapped):  # a finalizer meanwhile may add one
+                waiting[0].discard(lend)
+                if not waiting[0]:
+                    due.append(waiting)
+            for waiting in due:
+                self.unmapped.remove(waiting)
+        for _, callback in due:
+            callback()
 
     def own(self, lend, at, nbytes):
         """Bytes of our tensor `lend`, which the peer sent back."""

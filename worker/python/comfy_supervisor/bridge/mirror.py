@@ -28,12 +28,11 @@ or unloads the model, when the module's tensors change, when the module is colle
 when the session ends: it punches the memfd out, so a reader that kept a descriptor or a
 mapping of it reads zeros, and the pages are free whatever the reader does.
 
-CUDA: a module on a CUDA device is described by its tensors themselves, which the
-session's encoder sends by CUDA IPC where both sides can (bridge/cuda_ipc.py): the
-receiver's tensors lie over the owner's device memory, and it lets go of them when the
-mirror is dropped. Untested here (no GPU on the machine this was written on).
+CUDA: a module on a CUDA device is described by its tensors themselves, lent by CUDA IPC
+where both sides can; its revocation waits for the reader to let go (bridge/cuda_mirror.py).
 """
 
+import contextlib
 import ctypes
 import fcntl
 import itertools
@@ -43,7 +42,7 @@ import sys
 import threading
 import weakref
 
-from . import rules
+from . import cuda_mirror, mirror_build, rules
 from .remote import RemoteError
 from .values import DTYPES
 
@@ -63,6 +62,7 @@ _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
 _libc.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
 _libc.memcmp.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
 _MAP_FAILED = ctypes.c_void_p(-1).value
+_on_meta = mirror_build.on_meta  # crossing/replicas build on the meta device with it
 _MAP_FIXED, _MAP_ANONYMOUS = 0x10, 0x20
 
 
@@ -227,34 +227,52 @@ def publications_of(module):
         return [publication for publication in _publications if publication.module() is module]
 
 
-def revoke(model):
-    """An eviction of `model` (a ModelPatcher, or what it patches) reaches its mirrors first:
-    every copy granted of a module under it is revoked and punched out before its owner
-    unloads it."""
+def _under(model):
+    """The ids of the torch modules under `model` (a ModelPatcher, or what it patches)."""
     torch = sys.modules.get("torch")
     try:  # never a remote object's attribute (a stand-in's model is the peer's)
         inner = vars(model).get("model", model)
     except TypeError:
         inner = model
     if torch is None or not isinstance(inner, torch.nn.Module):
+        return set()
+    return {id(sub) for sub in inner.modules()}
+
+
+def revoke(model, under=None):
+    """An eviction of `model` reaches its mirrors first: every copy granted of a module under
+    it is revoked and punched out, and every CUDA grant of one revoked, its readers waited
+    for (cuda_mirror.revoke), before its owner unloads it."""
+    under = _under(model) if under is None else under
+    if not under:
         return 0
-    under = {id(sub) for sub in inner.modules()}
     with _publications_lock:
         revoked = [publication for publication in _publications if id(publication.module()) in under]
     for publication in revoked:
         publication.revoke()
-    return len(revoked)
+    return len(revoked) + cuda_mirror.revoke(under)
+
+
+@contextlib.contextmanager
+def unloading(model):
+    """The owner's unload of `model` (host/comfyui.py wraps upstream's with it): its mirrors
+    are revoked first, and no CUDA grant of it is made until the unload returned."""
+    under = _under(model)
+    with cuda_mirror.unloading(under):
+        revoke(model, under)
+        yield
 
 
 class Grants:
     """What the owner granted a session: the descriptors go ahead of their answers, over the
     session's own copy of each module (Publication), punched out when the session ends."""
 
-    def __init__(self, channel):
+    def __init__(self, channel, cuda=None, session=None):
         self.channel = channel
         self.keys = itertools.count(1)
         self.published = weakref.WeakKeyDictionary()  # module -> this session's copy of it
         self.lock = threading.Lock()
+        self.cuda = cuda_mirror.CudaGrants(channel, cuda, session)
 
     def grant(self, owner, kind, name, originals=None):
         """The description of a mirror of `name` of `owner`, its descriptor sent ahead;
@@ -280,10 +298,8 @@ class Grants:
     def grant_module(self, module, recipe, originals=None):
         """The description of a mirror of `module` built by `recipe`, its descriptor sent ahead."""
         devices = {tensor.device.type for _, _, tensor in _tensors(module, originals)}
-        if devices == {"cuda"}:
-            # By CUDA IPC, as values go (untested here): the encoder lends each tensor.
-            return {"key": None, "recipe": recipe,
-                    "cuda": [[n, k, t.detach()] for n, k, t in _tensors(module, originals)]}
+        if devices == {"cuda"}:  # by CUDA IPC, as values go: the encoder lends each tensor
+            return self.cuda.grant(module, list(_tensors(module, originals)), recipe, next(self.keys))
         with self.lock:
             publication = self.published.get(module)
             if publication is None or publication.originals != dict(originals or {}) or not publication.current():
@@ -305,6 +321,7 @@ class Grants:
             published, self.published = list(self.published.values()), weakref.WeakKeyDictionary()
         for publication in published:
             publication.revoke()
+        self.cuda.close()
 
 
 # ---- the receiver's side ----
@@ -334,8 +351,10 @@ def mapped_bytes():
 class Mirrors:
     """A session's mirrors of the peer's modules, and the descriptors that came for them."""
 
-    def __init__(self, channel):
+    def __init__(self, channel, cuda=None, name="the peer"):
         self.channel = channel
+        self.cuda = cuda    # the session's CudaExchange, and the watches of its CUDA mirrors
+        self.watches = cuda_mirror.Watches(name)
         self.fds = {}       # key -> descriptor, until its answer claims it
         self.live = {}      # (peer id, name) -> Mirror, for the node call that read it
         self.kept = {}      # (peer id, name) -> [Mirror, how many holders]: kept while they live
@@ -407,7 +426,8 @@ class Mirrors:
         """A Mirror of `name` of the peer's object `link`, built over the owner's grant."""
         description, fd = self._grant(link, name, use)
         try:
-            return Mirror(description, fd, f"{link.describe()}'s {name}", renew=renew, built=built)
+            return Mirror(description, fd, f"{link.describe()}'s {name}", renew=renew, built=built,
+                          watches=(self.watches, self.cuda))
         finally:
             if fd is not None:
                 os.close(fd)
@@ -435,22 +455,33 @@ class Mirrors:
             mirror.drop(why)
         for fd in fds:
             os.close(fd)
+        self.watches.close()
 
 
 class Mirror:
     """One module built here over the owner's weights: mapped (CPU) or by CUDA IPC."""
 
-    def __init__(self, description, fd, what, renew=None, built=None):
+    def __init__(self, description, fd, what, renew=None, built=None, watches=None):
         self.what = what
         self.dropped = None
         self.address = None
         self.renew = renew  # kept: () -> the owner's new (description, descriptor), mapped in place
-        # The node's thread and the session's end may both drop it; a use maps it again.
+        # The node's thread, the session's end and a CUDA grant's watch may each drop it; a
+        # use maps it again.
         self.lock = threading.RLock()
-        recipe = _checked_recipe(description.get("recipe") if isinstance(description, dict) else None, what, built)
-        module = _built_here(recipe, built, what) if built is not None else _build(recipe, what)
-        self.module, self.slots = _over(module, recipe, self._tensors_of(description, fd), what)
-        self.maps = 0  # how many times it was mapped again
+        self.watches, self.watch, self.forwards, self.slots, self.maps = watches, None, 0, [], 0
+        found = description.get("recipe") if isinstance(description, dict) else None
+        recipe = mirror_build.checked_recipe(found, what, built)
+        module = mirror_build.built_here(recipe, built, what) if built is not None else mirror_build.build(recipe, what)
+        try:
+            self.module, self.slots = _over(module, recipe, self._tensors_of(description, fd), what)
+        except BaseException:
+            if self.watch is not None:
+                self.watch.release()
+            raise
+        if watches is not None:
+            cuda_mirror.count_forwards(self)
+        self.on_revoked()  # a grant revoked before it was built here lets go at once
         self.hooks = [sub.register_forward_pre_hook(self._check) for sub in self.module.modules()]
         self.hooks.append(self.module.register_forward_pre_hook(self._started))
         # A revocation during a forward punched weights out from under it: its output is
@@ -461,9 +492,14 @@ class Mirror:
         """name -> (kind, tensor over the owner's memory) of the owner's description."""
         if not isinstance(description, dict):
             raise RemoteError(f"{self.what}: the owner's description of the mirror is not an object")
-        if description.get("key") is None:
+        if "cuda" in description:
             self.generation = None
-            return _checked_cuda(description.get("cuda"), self.what)
+            tensors = cuda_mirror.checked(description.get("cuda"), self.what)
+            if description.get("key") is not None and fd is None:
+                raise RemoteError(f"{self.what}: the CUDA mirror came without its watch's descriptor")
+            if fd is not None and self.watches is not None:
+                self.watch = cuda_mirror.Watch(*self.watches, fd, tensors, self.on_revoked)
+            return tensors
         if fd is None:
             raise RemoteError(f"{self.what}: the mirror came without its memory's descriptor")
         return self._map(description, fd)
@@ -544,7 +580,17 @@ class Mirror:
             magic, generation = self.header
             if magic != _MAGIC or generation != self.generation:
                 self.drop("its owner evicted that model (or let it go)")
+        elif self.dropped is None and self.watch is not None and self.watch.revoked:
+            self.drop("its owner evicted that model (or let it go)")
         return self.dropped
+
+    def on_revoked(self):
+        """A CUDA grant's watch fired (cuda_mirror.Watches' thread): dropped now, unless a
+        forward runs over it, whose next submodule drops it and raises (its weights are never
+        taken from under a block that computes), or whose end drops it."""
+        with self.lock:
+            if not self.forwards and self.dropped is None and self.watch is not None and self.watch.revoked:
+                self.drop("its owner evicted that model (or let it go)")
 
     def _started(self, module, args):
         self.started = self.maps
@@ -576,91 +622,25 @@ class Mirror:
         torch = _torch()
         # The tensors it set, by their places: a pack's module put into it since (an object
         # patch that wraps a block) keeps its own.
-        for sub, leaf, kind, _ in self.slots:
-            books = sub._parameters if kind == "parameter" else sub._buffers
+        places = [(sub._parameters if kind == "parameter" else sub._buffers, leaf, kind)
+                  for sub, leaf, kind, _ in self.slots]
+        # The work queued on the owner's device memory is done before its mappings close.
+        for device in {books[leaf].device for books, leaf, _ in places if books.get(leaf) is not None
+                       and books[leaf].is_cuda}:
+            torch.cuda.synchronize(device)
+        for books, leaf, kind in places:
             tensor = books.get(leaf)
             if tensor is not None:
                 meta = torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
                 books[leaf] = torch.nn.Parameter(meta, False) if kind == "parameter" else meta
+        if self.watch is not None:  # the owner hears once the mappings under them closed
+            watch, self.watch = self.watch, None
+            watch.release()
         if self.address is not None:
             _mapped.discard(self)
             address, self.address = self.address, None
             _libc.mmap(address, self.size, mmap.PROT_READ | mmap.PROT_WRITE,
                        mmap.MAP_PRIVATE | _MAP_FIXED | _MAP_ANONYMOUS, -1, 0)
-
-
-def _checked_recipe(recipe, what, built=None):
-    if not (isinstance(recipe, dict) and isinstance(recipe.get("class"), str) and
-            isinstance(recipe.get("kwargs"), dict) and type(recipe.get("training")) is bool and
-            recipe.get("built", False) is (built is not None) and
-            rules.mirror_recipes.well_formed({k: v for k, v in recipe.items() if k != "built"})):
-        raise RemoteError(f"{what}: a mirror's recipe that is malformed")
-    path = recipe["class"]
-    if not rules.mirror_recipes.mirrored_class(path):
-        raise RemoteError(f"{what}: a mirror of a {path[:120]}, which is not a class mirrored here")
-    _plain(recipe["kwargs"], what, 0)
-    return recipe
-
-
-def _plain(value, what, depth):
-    """Construction arguments are data: plain values, dtypes and devices, never objects."""
-    torch = _torch()
-    if depth > 16:
-        raise RemoteError(f"{what}: a mirror's recipe nested too deep")
-    if isinstance(value, dict):
-        for item in value.values():
-            _plain(item, what, depth + 1)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            _plain(item, what, depth + 1)
-    elif not (value is None or isinstance(value, (bool, int, float, str, torch.dtype, torch.device))):
-        raise RemoteError(f"{what}: a mirror's recipe holds a {type(value).__name__}, not data")
-
-
-def _checked_cuda(entries, what):
-    torch = _torch()
-    if not isinstance(entries, list) or len(entries) > _MAX_TENSORS:
-        raise RemoteError(f"{what}: a mirror's description that is malformed")
-    tensors = {}
-    for entry in entries:
-        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str) and
-                entry[1] in ("parameter", "buffer") and isinstance(entry[2], torch.Tensor)):
-            raise RemoteError(f"{what}: a mirror's tensor that is malformed")
-        tensors[entry[0]] = (entry[1], entry[2])
-    return tensors
-
-
-def _built_here(recipe, module, what):
-    """`module`, which this side built with upstream's code: of the class its owner's is."""
-    if f"{type(module).__module__}.{type(module).__qualname__}" != recipe["class"]:
-        raise RemoteError(f"{what}: the module built here is a {type(module).__qualname__}, its owner's a "
-                          f"{recipe['class'][:120]} (a ComfyUI of another version in the worker?)")
-    return module
-
-
-def _build(recipe, what):
-    """The module, built by upstream's own class on the meta device."""
-    torch = _torch()
-    module_name, _, class_name = recipe["class"].rpartition(".")
-    import importlib
-    try:
-        cls = getattr(importlib.import_module(module_name), class_name, None)
-    except ImportError as error:
-        raise RemoteError(f"{what}: {recipe['class'][:120]} cannot be imported here: {error}") from None
-    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
-        raise RemoteError(f"{what}: {recipe['class'][:120]} is not a torch module here")
-    kwargs = dict(recipe["kwargs"])
-    kwargs.pop("device", None)
-    operations = rules.mirror_recipes.operations(recipe, kwargs.get("dtype"))
-    if operations is not None:
-        kwargs["operations"] = operations
-    try:
-        with _on_meta(torch):
-            module = cls(**kwargs, device=None)
-    except Exception as error:  # noqa: BLE001 (upstream's class refused the owner's arguments)
-        raise RemoteError(f"{what}: {recipe['class'][:120]} cannot be built here from its owner's arguments: "
-                          f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None
-    return module
 
 
 def _over(module, recipe, tensors, what):
@@ -683,22 +663,3 @@ def _over(module, recipe, tensors, what):
         else:
             sub._buffers[leaf] = theirs
     return module.train(recipe["training"]), slots
-
-
-def _on_meta(torch):
-    """Tensors made meanwhile without a device are made on the meta device: no memory, no
-    initialisation (torch's own device context where it has one, since torch 2.0)."""
-    if hasattr(torch.device("meta"), "__enter__"):
-        return torch.device("meta")
-    from torch.overrides import TorchFunctionMode
-
-    factories = {torch.empty, torch.zeros, torch.ones, torch.full, torch.rand, torch.randn, torch.arange, torch.eye}
-
-    class OnMeta(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = dict(kwargs or {})
-            if func in factories and kwargs.get("device") is None:
-                kwargs["device"] = "meta"
-            return func(*args, **kwargs)
-
-    return OnMeta()

@@ -71,8 +71,8 @@ class PeerSession:
         self.remote = None            # this side's Conversation, set by the side's session
         self.cuda = CudaExchange(self.channel.send, lambda lend: self.releases.push("cuda", lend),
                                  self.await_cuda_answer, copy_received)
-        self.grants = Grants(self.channel)    # the mirrors of ours the peer was granted
-        self.mirrors = Mirrors(self.channel)  # our mirrors of the peer's modules
+        self.grants = Grants(self.channel, self.cuda, self)           # the mirrors of ours the peer was granted
+        self.mirrors = Mirrors(self.channel, self.cuda, self.name)  # our mirrors of the peer's modules
         self.cuda.hello()
 
     # ---- values ----
@@ -289,6 +289,13 @@ class PeerSession:
         self.releases.close()
         self.channel.close()
         self.on_close()
+
+    def broke(self, why):
+        """The peer broke the session's rules outside a frame (it kept a revoked CUDA mirror's
+        memory, bridge/cuda_mirror.py): the session ends as at a protocol error, which the
+        host answers by asking the supervisor to end that worker's life."""
+        self.protocol_error = why
+        self.close()
 
     # ---- for the two sides ----
 

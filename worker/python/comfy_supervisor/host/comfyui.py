@@ -576,8 +576,10 @@ def _integrate(mm, link, with_standins):
     original_unload = mm.LoadedModel.model_unload
 
     def model_unload(loaded, *args, **kwargs):
-        mirror.revoke(loaded.model)  # its mirrors in other processes go first (bridge/mirror.py)
-        return original_unload(loaded, *args, **kwargs)
+        # Its mirrors in other processes go first, and none is granted until it is unloaded
+        # (bridge/mirror.py: a CUDA one's reader lets go before upstream frees the memory).
+        with mirror.unloading(loaded.model):
+            return original_unload(loaded, *args, **kwargs)
 
     mm.load_models_gpu = load_models_gpu
     mm.free_memory = free_memory
