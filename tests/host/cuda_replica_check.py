@@ -21,7 +21,8 @@ said in one WARN line and left to scripts/gpu-check.
     cut           a revocation while a forward runs over the mirror: the forward raises one
                   line, and the owner's wait ends
     kept          a reader that keeps its watch open past a revocation: the owner's wait ends
-                  at its bound, one log line names the session, and the session is ended
+                  at its bound, one log line names the session, and the session is ended;
+                  what was lent for it is held until the reader's process is gone
 
 Prints one line per check and "cuda-replica: N passed, M failed"; exit status 1 on any failure."""
 
@@ -245,6 +246,12 @@ def owner(results):
                       f"kept: the session of a reader that kept its watch was ended ({session.protocol_error})")
         results.check(len(lines) == 1 and "pack reader 1" in lines[0],
                       f"kept: one log line names it: {lines}")
+        held = [grant.held for grant in cuda_mirror._quarantined]
+        results.check(len(held) == 1 and held[0], "kept: what was lent for it stays the host's while the reader's "
+                                                  "process lives (it may still map it)")
+        reader.wait(REPLY_WAIT_S)
+        mirror.revoke(base)
+        results.check(not cuda_mirror._quarantined, "kept: and the host lets go of it once that process is gone")
     finally:
         session.close()
         reader.wait(REPLY_WAIT_S)

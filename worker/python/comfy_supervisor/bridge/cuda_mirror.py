@@ -19,7 +19,9 @@ or upstream's unload frees nothing while the ledger says it did.
 - The unload waits for that at most REVOKE_WAIT_S. A reader that has not let go by then
   broke the session's rules: its session ends (PeerSession.broke: the host asks the
   supervisor to end that pack's life, as for a broken protocol) with one line naming it,
-  and the unload goes on: never a hang.
+  and the unload goes on: never a hang. What was lent for the grant stays ours until the
+  reader's process is gone (its end of the watch closes then): freed under its mapping, it
+  would be the allocator's to hand out again while the reader can still read and write it.
 - While a module's unload runs (mirror.unloading), a CUDA grant of it is refused in one
   line: its memory is the unload's to free, and a grant would lend it again.
 
@@ -55,6 +57,7 @@ _MAX_TENSORS = 1 << 16
 
 _grants = weakref.WeakSet()     # every Grant not revoked yet, of every session
 _unloading = {}                 # id of a module whose unload runs -> how many unloads of it
+_quarantined = set()            # Grants whose reader kept them: held until its process is gone
 _lock = threading.Lock()
 
 
@@ -70,6 +73,7 @@ class Grant:
         self.end = end
         self.session = session  # the Grants (CudaGrants) of the session it went to
         self.revoked = False
+        self.held = None        # what was lent for it, while a reader that kept it may map it
 
     def revoke(self):
         """The reader is told: end of file on its end."""
@@ -85,9 +89,20 @@ class Grant:
         self.session.take_back([view() for view in self.views])
         self.close()
 
+    def quarantine(self):
+        """The reader kept the grant past its revocation, and its session ends: what was lent
+        for it stays ours until the reader's process is gone (its end of the watch closes
+        then), and is not freed under its mapping for the allocator to hand out again."""
+        self.held = [view() for view in self.views]
+        with _lock:
+            _grants.discard(self)
+            _quarantined.add(self)
+
     def close(self):
         with _lock:
             _grants.discard(self)
+            if self.held is not None:
+                return  # quarantined: _release_quarantined closes it
         self.session.forget(self)
         self.end.close()
 
@@ -115,6 +130,7 @@ class CudaGrants:
             if id(module) in _unloading:
                 raise RemoteError(f"the owner is unloading its {type(module).__name__} (an eviction): load the model "
                                   "again, or run the node again")
+        _release_quarantined()
         self._prune()
         # The lent tensor is the one we hold weakly: contiguous already (a copy otherwise,
         # which cuda_ipc.share would make and hold in its place).
@@ -169,11 +185,23 @@ def _reader_closed(end):
         return True
 
 
+def _release_quarantined():
+    """Lets go of what readers that were ended kept, once their processes are gone."""
+    with _lock:
+        gone = [grant for grant in _quarantined if _reader_closed(grant.end)]
+        _quarantined.difference_update(gone)
+    for grant in gone:
+        grant.held = None
+        grant.session.forget(grant)
+        grant.end.close()
+
+
 def revoke(under, wait_s=None):
     """Revokes every CUDA grant of a module whose id is in `under`, and waits, at most
     `wait_s` (REVOKE_WAIT_S), until each reader let go of it; a session whose reader did not
     is ended. Returns how many grants were revoked."""
     wait_s = REVOKE_WAIT_S if wait_s is None else wait_s
+    _release_quarantined()
     with _lock:
         hit = [grant for grant in _grants if not grant.revoked and id(grant.module()) in under]
     for grant in hit:
@@ -195,11 +223,12 @@ def revoke(under, wait_s=None):
                 grant.let_go()
     kept = {}
     for grant in pending.values():
+        grant.quarantine()
         kept.setdefault(id(grant.session), (grant.session, []))[1].append(grant)
     for session, grants in kept.values():
         what = type(grants[0].module()).__name__
         log.error("comfy-supervisor: %s kept the mappings of a CUDA %s past its revocation for %.0f s; its session is "
-                  "ended so that the unload frees the memory", session.name, what, wait_s)
+                  "ended, and that memory is freed once its process is gone", session.name, what, wait_s)
         session.broke(f"it kept a revoked CUDA mirror of a {what} for {wait_s:.0f} s")
     return len(hit)
 
