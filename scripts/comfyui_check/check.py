@@ -116,6 +116,12 @@ one PASS or FAIL line with what was seen:
    isolated in a worker of its own and imported into ComfyUI's process, their outputs over
    the tiny models bit-equal, and changed by the pack's nodes.
 
+34. HostClip encodes with the host's CLIP (remote_steps.py), which the pack gets as its
+   replica: upstream's SD1 CLIP built in the worker over the host's text encoder mapped;
+   and on a clone with a weight patch of the pack's: each bit-equal to one process, the
+   patch changing the conditioning, and no line of the worker saying the CLIP crossed as a
+   proxy.
+
 Then one line `comfyui-check: N passed, M failed`; the exit status is 1 on any failure.
 Every process and the segment are cleaned up on exit, Ctrl-C and SIGTERM included.
 """

@@ -47,7 +47,11 @@ STEPS = [
          "sampled in the pack, bit-equal to one process", "step_guider"),
     (33, "the host's SamplerCustomAdvanced with upstream's DualCFGGuider (nested) over a MODEL a pack patched, "
          "the guider rebuilt with its state and sampled in the pack, bit-equal to one process", "step_dual_guider"),
+    (34, "a pack encodes with the host's CLIP as its replica (upstream's SD1 CLIP over the host's text encoder "
+         "mapped), and with a weight patch of its own on a clone, bit-equal to one process", "step_clip_replica"),
 ]
+# A weight of the tiny CLIP's text encoder that its last layer's output goes through.
+CLIP_KEY = "clip_l.transformer.text_model.final_layer_norm.weight"
 NOISE_SEED = 3
 
 
@@ -295,6 +299,23 @@ class RemoteSteps:
         self.compare_guided(number, title, lambda model: node("DualCFGGuider", model=model, cond1=["pos", 0],
                                                               cond2=["neg", 0], negative=["neg", 0], cfg_conds=6.0,
                                                               cfg_cond2_negative=2.5, style="nested"))
+
+    def step_clip_replica(self, number, title):
+        prompt = base()
+        for key, patch in (("plain", 0.0), ("patched", 0.05)):
+            graph = both("HostClip", clip=["tiny", 1], text="a grey wolf", key=CLIP_KEY, patch=patch)
+            prompt.update({f"{key}_iso": graph["iso"], f"{key}_one": graph["one"],
+                           f"{key}_isolated": digest("isolated", conditioning=(f"{key}_iso", 0)),
+                           f"{key}_one_process": digest("one process", conditioning=(f"{key}_one", 0))})
+
+        def replicated(found):
+            # The worker says once when a host object of a replicated kind crosses as a proxy.
+            proxied = self.check.log_lines("the host's CLIP (CLIP) is used as a proxy")
+            return not proxied, (proxied[0][-240:] if proxied else "the host's CLIP arrived as a replica")
+
+        self.report(number, title, self.compare(number, title, prompt, [("plain_isolated", "plain_one_process"),
+                                                                        ("patched_isolated", "patched_one_process")],
+                                                [("patched_isolated", "plain_isolated")], also=replicated))
 
     def compare_guided(self, number, title, guider):
         """The host's SamplerCustomAdvanced with the guider `guider(model)` makes, over a MODEL the test pack

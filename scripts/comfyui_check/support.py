@@ -4,6 +4,8 @@ modules the interpreter lacks, and small helpers for processes, ports and files.
 import importlib.util
 import json
 import os
+import pathlib
+import shutil
 import socket
 import subprocess
 
@@ -38,6 +40,12 @@ def __getattr__(attr):
 '''
 
 
+# What a stand-in gives beside raising: transformers' CLIPTokenizer, which upstream's SD1
+# tokenizer builds itself over (clip_tokenizer.py), so that the tiny models' CLIP is upstream's
+# own SD1 CLIP.
+WORKING = {"transformers": "clip_tokenizer"}
+
+
 def write_stubs(folder):
     """A stand-in package in `folder` for each of STUBS the interpreter lacks; their names."""
     stubbed = []
@@ -49,6 +57,10 @@ def write_stubs(folder):
             package = folder.joinpath(*name.split("."))
             package.mkdir(parents=True, exist_ok=True)
             (package / "__init__.py").write_text(STUB_BODY.format(name=name))
+        if top in WORKING:
+            shutil.copy(pathlib.Path(__file__).with_name(f"{WORKING[top]}.py"), folder / top / f"{WORKING[top]}.py")
+            with open(folder / top / "__init__.py", "a") as stub:
+                stub.write(f"\n\nfrom .{WORKING[top]} import *  # noqa: E402,F401,F403 (what works of it)\n")
     return stubbed
 
 

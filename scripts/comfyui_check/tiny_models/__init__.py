@@ -9,8 +9,10 @@ in any process) and handed to upstream's own loading code:
   comfy.sd.load_diffusion_model_state_dict; the same weights are also written as a
   checkpoint, whose path is the node's STRING output, for a pack's own loader
   (comfy.sd.load_checkpoint_guess_config) to load in its worker;
-- CLIP: comfy.sd.CLIP over upstream's SD1ClipModel and SDTokenizer, with a one-layer text
-  model and a word tokenizer of this file (transformers' tokenizer is not installed);
+- CLIP: comfy.sd.CLIP over upstream's SD1ClipModel and SD1Tokenizer, as upstream's loader
+  builds an SD1 checkpoint's, with a one-layer text model (its configuration as the text
+  encoder's model options) and, where transformers is not installed, a word tokenizer
+  (clip_tokenizer.py) as its CLIPTokenizer;
 - VAE: comfy.sd.VAE with a small AutoencoderKL configuration;
 - CONTROL_NET: comfy.controlnet.load_controlnet_state_dict over an SD1-shaped ControlNet
   of the UNet's shape;
@@ -24,11 +26,9 @@ CONDITIONING, so that the check compares two graphs' outputs bit for bit. GET
 /comfyui_check/tiny_models says what the loader built (the UNet's size, for the ledger).
 """
 
-import functools
 import hashlib
 import json
 import os
-import zlib
 
 import comfy.cldm.cldm
 import comfy.clip_vision
@@ -72,32 +72,12 @@ def seeded(module, generator, scale=0.05):
     return out
 
 
-class WordTokenizer:
-    """A stand-in for transformers' CLIPTokenizer as upstream's SDTokenizer calls it: each
-    word a fixed id from its CRC-32, between CLIP's start (49406) and end (49407) tokens."""
-
-    START, END = 49406, 49407
-
-    @classmethod
-    def from_pretrained(cls, path, **_):
-        return cls()
-
-    def __call__(self, text):
-        return {"input_ids": [self.START] + [1 + zlib.crc32(word.encode()) % 49000 for word in text.split()]
-                + [self.END]}
-
-    def get_vocab(self):
-        return {"<|startoftext|>": self.START, "<|endoftext|>": self.END}
-
-
 def build_clip(generator):
-    text_model = functools.partial(comfy.sd1_clip.SDClipModel, textmodel_json_config=dict(TEXT),
-                                   return_projected_pooled=False)
-    target = comfy.supported_models_base.ClipTarget(
-        functools.partial(comfy.sd1_clip.SD1Tokenizer,
-                          tokenizer=functools.partial(comfy.sd1_clip.SDTokenizer, tokenizer_class=WordTokenizer)),
-        functools.partial(comfy.sd1_clip.SD1ClipModel, clip_model=text_model))
-    clip = comfy.sd.CLIP(target, model_options={"dtype": torch.float32})
+    """As upstream's checkpoint loader builds an SD1 checkpoint's CLIP: its ClipTarget of
+    upstream's SD1Tokenizer and SD1ClipModel, the text model's configuration given as the
+    text encoder's model options (clip_l_model_config)."""
+    target = comfy.supported_models_base.ClipTarget(comfy.sd1_clip.SD1Tokenizer, comfy.sd1_clip.SD1ClipModel)
+    clip = comfy.sd.CLIP(target, model_options={"dtype": torch.float32, "clip_l_model_config": dict(TEXT)})
     clip.load_sd(seeded(clip.cond_stage_model, generator), full_model=True)
     return clip
 
