@@ -224,6 +224,7 @@ def check_values():
         torch.randint(-2**31, 2**31 - 1, (3,), dtype=torch.int32), torch.randn(4, dtype=torch.complex64),
         0, -7, 2**70, 0.1, -0.0, float("inf"), float("nan"), 1e-310, "", "ünïcödé\n\"quoted\"", True, False, None,
         [1, [2, [3]]], (1, (2.5, "x")), {"a": 1, "$": 2, 3: "int key", (1, 2): "tuple key"}, {},
+        {"loaded", "keys", 3},                                # a LoRA adapter's loaded keys
     ]
     for value in values:
         (back,) = node("Echo").run(value=value)

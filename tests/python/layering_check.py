@@ -189,7 +189,8 @@ def check_files(package, report):
         report.check("import" in doc.lower(), f"{room}/__init__.py's docstring says what lives there and who "
                                               "imports it")
     listed = package.pyproject_packages(os.path.join(ROOT, "worker", "python", "pyproject.toml"))
-    on_disk = {"comfy_supervisor"} | {f"comfy_supervisor.{room}" for room in package.rooms()}
+    on_disk = {"comfy_supervisor"} | {f"comfy_supervisor.{path.removesuffix('/__init__.py').replace('/', '.')}"
+                                      for path in package.sources if path.endswith("/__init__.py")}
     report.check(listed == on_disk, "pyproject.toml lists every package of the tree, so pip installs them: "
                                     f"missing {sorted(on_disk - listed)}, extra {sorted(listed - on_disk)}")
     with open(os.path.join(ROOT, "docs", "ARCHITECTURE.md"), encoding="utf-8") as text:

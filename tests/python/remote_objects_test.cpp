@@ -34,6 +34,10 @@ TEST_CASE("a MODEL one pack patched is patched again by another pack's node, and
                json::array({python_pack("model", "model_pack"), python_pack("second", "model_pack")}));
 }
 
+TEST_CASE("a LoRA a pack loads over a MODEL it patched is applied by the host's load, and the host's KSampler samples it as one process") {
+    run_checks({"remote-lora-over-patched"}, json::array({python_pack("model", "model_pack")}));
+}
+
 TEST_CASE("a refusal that a pack's clean-up code masked is what its node's error says first") {
     run_checks({"remote-masked-refusal"}, json::array({python_pack("model", "model_pack")}));
 }

@@ -46,6 +46,7 @@ isolated as in ComfyUI's own process.
   host MODEL's replica made ready (built, its diffusion model mapped), for its map time;
 - replica_nodes.py: the host's VAE and CLIP_VISION used as upstream's code uses them.
 - clip_nodes.py: the host's CLIP used as upstream's code uses it.
+- lora_nodes.py: a LoRA of the pack's loaded over a MODEL it patched.
 """
 
 import json
@@ -679,3 +680,5 @@ from . import replica_nodes  # noqa: E402 (the host's VAE and CLIP_VISION as ups
 NODE_CLASS_MAPPINGS.update(replica_nodes.NODE_CLASS_MAPPINGS)
 from . import clip_nodes  # noqa: E402 (the host's CLIP as upstream's code uses it)
 NODE_CLASS_MAPPINGS.update(clip_nodes.NODE_CLASS_MAPPINGS)
+from . import lora_nodes  # noqa: E402 (a LoRA of the pack's over a MODEL it patched)
+NODE_CLASS_MAPPINGS.update(lora_nodes.NODE_CLASS_MAPPINGS)

@@ -177,7 +177,7 @@ class ModelPatcher(comfy.model_management.ModelPatcher):
             for strength_patch, value, strength_model, _, _ in patch_list:
                 if isinstance(value, tuple) and value[0] == "diff":  # upstream's form of a diff patch
                     value = value[1][0]
-                elif hasattr(value, "weights"):  # an adapter (comfy/weight_adapter.py)
+                elif hasattr(value, "weights"):  # an adapter (comfy/weight_adapter/)
                     value = value.weights[0]
                 weight.mul_(strength_model).add_(value * strength_patch)
         self.model.current_weight_patches_uuid = self.patches_uuid

@@ -5,6 +5,8 @@ A value crosses as JSON, never pickled and never evaluated:
 - plain values (None, bools, ints, floats, strings, lists, and dicts of these with string
   keys) as JSON itself; floats round-trip bit-exact (repr), NaN and infinities included;
 - tuples, and dicts with other keys or a "$" key, as tagged objects {"$": "tuple", ...};
+  sets of plain values (and frozensets, which arrive as sets) as {"$": "set", "items"} (a
+  LoRA adapter's loaded keys);
 - a torch tensor of any dtype in DTYPES, any shape, contiguous or not, as
   {"$": "tensor", "dtype", "shape", "offset", "nbytes"}: its bytes written once into the
   arena the sender writes for the receiver (arena.py). A worker's tensor is built over
@@ -116,6 +118,8 @@ class Encoder:
             return [item if type(item) in _PLAIN else self.encode(item) for item in value]
         if isinstance(value, tuple):
             return {"$": "tuple", "items": [item if type(item) in _PLAIN else self.encode(item) for item in value]}
+        if isinstance(value, (set, frozenset)) and all(type(item) in _PLAIN for item in value):
+            return {"$": "set", "items": list(value)}
         if isinstance(value, dict):
             if all(is_plain_key(key) for key in value):
                 return {key: self.encode(item) for key, item in value.items()}
@@ -249,6 +253,9 @@ class Decoder:
                     blocks[("block", value["offset"])] = None
                     if value["nbytes"]:
                         extents.append((value["offset"], value["nbytes"]))
+            elif tag == "set":
+                if not (isinstance(value.get("items"), list) and all(type(item) in _PLAIN for item in value["items"])):
+                    raise ValueCrossingError("a set whose items are not plain values")
             elif tag in ("tuple", "dict"):
                 if not isinstance(value.get("items"), list):
                     raise ValueCrossingError(f"a {tag} without its items")
@@ -326,6 +333,8 @@ class Decoder:
             return tuple(item if type(item) in _PLAIN else self.build(item) for item in value["items"])
         if tag == "dict":
             return {_hashable(self.build(key)): self.build(item) for key, item in value["items"]}
+        if tag == "set":
+            return set(value["items"])
         if tag in OBJECT_TAGS:
             return self.resolve(value)
         if tag == "device":

@@ -24,6 +24,7 @@ import weakref
 
 from ...bridge import mirror
 from ...bridge.remote import RemoteError, link_of, refused
+from ..by_value_classes import ADAPTERS
 from . import REPLICATED
 
 # A weight patch as upstream's add_patches stores it: (strength_patch, value, strength_model,
@@ -102,7 +103,9 @@ def forget(conversation):
 def _checked(patches, patcher):
     """The pack's weight patches, each on a weight of the model, as upstream stores them; one
     line for anything else. A patch's value is data (tensors, numbers, names, tuples of
-    them): an adapter object of the pack's crosses as a handle and is refused here."""
+    them), or one of upstream's weight adapters over such data (a LoRA's, as upstream's
+    load_lora makes it: it crosses by value, crossing/by_value_classes.py); any other
+    object of the pack's crosses as a handle and is refused here."""
     torch = sys.modules["torch"]
     if not isinstance(patches, dict) or len(patches) > _MAX_PATCH_KEYS:
         raise RemoteError(f"a replica's weight patches are not a dict of at most {_MAX_PATCH_KEYS} weights to their "
@@ -120,17 +123,27 @@ def _checked(patches, patcher):
         for entry in entries:
             # A value is a tuple of data or a tensor (a list is upstream's form whose head holds
             # a function: get_key_patches').
-            if entry[4] is not None or not isinstance(entry[1], (tuple, torch.Tensor)) or \
-                    not _data(entry[1], torch, 0):
+            if entry[4] is not None or not (_adapter(entry[1], torch) or (
+                    isinstance(entry[1], (tuple, torch.Tensor)) and _data(entry[1], torch, 0))):
                 raise RemoteError(f"a replica's weight patch of {key[:120]} holds a {type(entry[1]).__name__}, not "
-                                  "tensors and numbers: load the LoRA with the host's MODEL (comfy.sd's "
-                                  "load_lora_for_models) instead")
+                                  "tensors and numbers or one of upstream's weight adapters over them: load the LoRA "
+                                  "with the host's MODEL (comfy.sd's load_lora_for_models) instead")
             # Upstream multiplies by the strengths and narrows the weight by the offset.
             if not (_number(entry[0]) and _number(entry[2]) and _offset(entry[3])):
                 raise RemoteError(f"a replica's weight patch of {key[:120]} has strengths or offset that are not "
                                   "numbers (two numbers, and None or three integers)")
         checked[key] = [tuple(entry) for entry in entries]
     return checked
+
+
+def _adapter(value, torch):
+    """Whether `value` is one of upstream's weight adapters, as it crosses by value: of
+    exactly one of the classes that do, its loaded keys names, its weights data."""
+    cls = type(value)
+    module, _ = ADAPTERS.get(cls.__qualname__, (None, None))
+    return (cls.__module__ == module and isinstance(value.loaded_keys, set) and
+            all(isinstance(name, str) for name in value.loaded_keys) and
+            isinstance(value.weights, (tuple, list)) and _data(value.weights, torch, 0))
 
 
 def _number(value):
