@@ -40,8 +40,13 @@ def facts(value, module_name):
 
 
 def vae_outputs(vae, image):
+    import torch
     latent = vae.encode(image)
-    tiled = vae.encode_tiled(image)
+    # ComfyUI's executor runs every node in inference mode, and upstream's tiled encode needs
+    # it (it adds in place into what its inference-mode tiling made); a pack's worker does
+    # not run its nodes so yet, so this node asks for it as ComfyUI gives it.
+    with torch.inference_mode():
+        tiled = vae.encode_tiled(image)
     return latent, vae.decode(latent), tiled, vae.decode_tiled(tiled)
 
 

@@ -11,6 +11,7 @@ import torch
 import comfy.hooks
 import comfy.model_management
 import comfy.model_patcher
+import comfy.utils
 from comfy.ldm.models.autoencoder import AutoencoderKL
 import comfy.sd1_clip
 import comfy.supported_models_base
@@ -156,7 +157,17 @@ class VAE:
             return self.process_output(out).movedim(1, -1)
 
     def encode_tiled(self, pixel_samples, tile_x=None, tile_y=None, overlap=None, tile_t=None, overlap_t=None):
-        return self.encode(pixel_samples)
+        """As upstream's: tiles in two layouts (one tile each here), added in place into
+        what the first made, which is an inference tensor."""
+        comfy.model_management.load_models_gpu([self.patcher])
+        pixels = pixel_samples.movedim(-1, 1)
+        encode_fn = lambda a: self.first_stage_model.encoder(self.process_input(a).to(self.vae_dtype)).float()
+        samples = comfy.utils.tiled_scale(pixels, encode_fn, upscale_amount=1 / self.downscale_ratio,
+                                          out_channels=self.latent_channels, output_device=self.output_device)
+        samples += comfy.utils.tiled_scale(pixels, encode_fn, upscale_amount=1 / self.downscale_ratio,
+                                           out_channels=self.latent_channels, output_device=self.output_device)
+        samples /= 2.0
+        return samples
 
     def decode_tiled(self, samples, tile_x=None, tile_y=None, overlap=None, tile_t=None, overlap_t=None):
         return self.decode(samples)

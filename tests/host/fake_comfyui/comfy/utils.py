@@ -1,7 +1,8 @@
 """Our model of upstream's comfy/utils.py progress reporting: one global hook, which
-main.py sets to send the UI each update, and the ProgressBar nodes drive it with; and its
+main.py sets to send the UI each update, and the ProgressBar nodes drive it with; its
 get_attr and set_attr, which walk a dotted name with getattr as upstream's do (a
-ModelPatcher's get_model_object and object patches)."""
+ModelPatcher's get_model_object and object patches); and tiled_scale (one tile here), in
+inference mode as upstream's, which a VAE's tiled forms call."""
 
 PROGRESS_BAR_HOOK = None
 
@@ -44,3 +45,10 @@ class ProgressBar:
 
     def update(self, value):
         self.update_absolute(self.current + value)
+
+
+def tiled_scale(samples, function, tile_x=64, tile_y=64, overlap=8, upscale_amount=4, out_channels=3,
+                output_device="cpu", pbar=None):
+    import torch  # only where a VAE is: `utils` is this module to whatever imports it first
+    with torch.inference_mode():  # upstream's is decorated with it
+        return function(samples).to(output_device)
