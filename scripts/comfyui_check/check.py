@@ -122,6 +122,13 @@ one PASS or FAIL line with what was seen:
    patch changing the conditioning, and no line of the worker saying the CLIP crossed as a
    proxy.
 
+35. HostVae and HostClipVision (remote_steps.py) encode and decode with the host's SD1 VAE
+   (tiny_models/sd_vae.py: upstream's VAE given a checkpoint's VAE weights), plain and
+   tiled, and encode an image with the host's CLIP_VISION, which the pack gets as replicas
+   (upstream's VAE and ClipVisionModel built in the worker over the host's weights mapped):
+   each bit-equal to one process, and no line of the worker saying either crossed as a
+   proxy.
+
 Then one line `comfyui-check: N passed, M failed`; the exit status is 1 on any failure.
 Every process and the segment are cleaned up on exit, Ctrl-C and SIGTERM included.
 """

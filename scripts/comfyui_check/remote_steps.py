@@ -49,6 +49,9 @@ STEPS = [
          "the guider rebuilt with its state and sampled in the pack, bit-equal to one process", "step_dual_guider"),
     (34, "a pack encodes with the host's CLIP as its replica (upstream's SD1 CLIP over the host's text encoder "
          "mapped), and with a weight patch of its own on a clone, bit-equal to one process", "step_clip_replica"),
+    (35, "a pack encodes and decodes with the host's SD1 VAE (a checkpoint's, as upstream's loaders make it), "
+         "plain and tiled, and encodes an image with the host's CLIP_VISION, each as its replica over the host's "
+         "weights mapped, bit-equal to one process", "step_vae_vision_replicas"),
 ]
 # A weight of the tiny CLIP's text encoder that its last layer's output goes through.
 CLIP_KEY = "clip_l.transformer.text_model.final_layer_norm.weight"
@@ -316,6 +319,28 @@ class RemoteSteps:
         self.report(number, title, self.compare(number, title, prompt, [("plain_isolated", "plain_one_process"),
                                                                         ("patched_isolated", "patched_one_process")],
                                                 [("patched_isolated", "plain_isolated")], also=replicated))
+
+    def step_vae_vision_replicas(self, number, title):
+        prompt = {"vae": node("ComfySupervisorCheckSdVae", seed=SEED),
+                  "vision": node("ComfySupervisorCheckTinyClipVision", seed=SEED),
+                  "noise": node("ComfySupervisorCheckNoise", seed=5, width=64, height=64)}
+        vae = both("HostVae", vae=["vae", 0], image=["noise", 0])
+        vision = both("HostClipVision", clip_vision=["vision", 0], image=["noise", 0])
+        for side, name in (("iso", "isolated"), ("one", "one process")):
+            prompt.update({f"vae_{side}": vae[side], f"vision_{side}": vision[side],
+                           f"vae_{side}_plain": digest(name, latent=(f"vae_{side}", 0), image=(f"vae_{side}", 1)),
+                           f"vae_{side}_tiled": digest(name, latent=(f"vae_{side}", 2), image=(f"vae_{side}", 3)),
+                           f"vision_{side}_out": digest(name, latent=(f"vision_{side}", 0))})
+
+        def replicated(found):
+            # The worker says once when a host object of a replicated kind crosses as a proxy.
+            proxied = [line for kind in ("VAE (VAE)", "CLIP_VISION (ClipVisionModel)")
+                       for line in self.check.log_lines(f"the host's {kind} is used as a proxy")]
+            return not proxied, (proxied[0][-240:] if proxied else "the host's VAE and CLIP_VISION arrived as replicas")
+
+        self.report(number, title, self.compare(number, title, prompt,
+                                                [("vae_iso_plain", "vae_one_plain"), ("vae_iso_tiled", "vae_one_tiled"),
+                                                 ("vision_iso_out", "vision_one_out")], also=replicated))
 
     def compare_guided(self, number, title, guider):
         """The host's SamplerCustomAdvanced with the guider `guider(model)` makes, over a MODEL the test pack

@@ -20,6 +20,7 @@ in any process) and handed to upstream's own loading code:
   comfy.clip_vision.ClipVisionModel over a small CLIP vision configuration (two layers,
   64 wide, 224-pixel images in 32-pixel patches), with its load_sd.
 
+ComfySupervisorCheckSdVae (sd_vae.py) makes SD1's VAE as a checkpoint's loaders do.
 ComfySupervisorCheckNoise makes a seeded IMAGE; ComfySupervisorCheckDigest (an output node)
 shows the SHA-256 of each tensor's bytes, with its dtype and shape, of a LATENT, IMAGE or
 CONDITIONING, so that the check compares two graphs' outputs bit for bit. GET
@@ -197,3 +198,6 @@ async def tiny_models(request):
 
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (ComfySupervisorCheckTinyModels, ComfySupervisorCheckTinyClipVision,
                                                       ComfySupervisorCheckNoise, ComfySupervisorCheckDigest)}
+
+from .sd_vae import NODE_CLASS_MAPPINGS as _SD_VAE  # noqa: E402 (SD1's VAE as a checkpoint's loaders make it)
+NODE_CLASS_MAPPINGS.update(_SD_VAE)
