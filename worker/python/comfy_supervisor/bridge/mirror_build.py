@@ -21,6 +21,12 @@ def checked_recipe(recipe, what, built=None):
             rules.mirror_recipes.well_formed({k: v for k, v in recipe.items() if k != "built"})):
         raise RemoteError(f"{what}: a mirror's recipe that is malformed")
     path = recipe["class"]
+    if built is not None:
+        # This side built the module with upstream's code, and it must be of that class
+        # (built_here): the owner names no class to build and no argument to build it with.
+        if recipe["kwargs"]:
+            raise RemoteError(f"{what}: a mirror of a module built here that names arguments to build it with")
+        return recipe
     if not rules.mirror_recipes.mirrored_class(path):
         raise RemoteError(f"{what}: a mirror of a {path[:120]}, which is not a class mirrored here")
     plain(recipe["kwargs"], what, 0)

@@ -9,9 +9,9 @@
 - in a pack's worker, given the host's MODEL as it was handed over (its replica, or a
   proxy where it is not replicated), the host samples with it, its own model; and
   comfy.sd.load_lora_for_models patches the MODEL and CLIP where their weights are (a
-  replica the pack patched in the pack, the host's CLIP, a proxy or its replica as handed
-  over, in the host: upstream's LoRA patches are adapter objects, not data, which a
-  replica's load refuses).
+  replica the pack patched in the pack, whose load carries the LoRA's adapters to the
+  host by value; the host's CLIP, a proxy or its replica as handed over, in the host, so
+  that the patched CLIP is the host's, as it would be in one process).
 Given a MODEL of its own process, each is upstream's own, run here. Only the MODEL
 argument decides (and the CLIP, for a LoRA): the other arguments (a callback, a
 conditioning's control net) stay what they are wherever the function runs.
