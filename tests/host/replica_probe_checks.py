@@ -75,11 +75,11 @@ REFUSALS = {
     "load_replica of the model's BaseModel": "a DIFFUSION_MODEL has no replica here",
     "load_replica of the CLIP's patcher": "a replica is built of upstream's comfy.model_base classes",
     "load_replica of an id it was never handed": "was handed over here",
-    "load_replica of a VAE, on a weight it has none of": "which the host's MODEL has no weight of",
+    "load_replica of a VAE, on a weight it has none of": "which the host's VAE has no weight of",
     "a function of the pack's as a CLIP patch's function": "not tensors and numbers",
     "an object of the pack's as a CLIP patch's value": "not tensors and numbers",
     "a torch module of the pack's as a CLIP patch's value": "not tensors and numbers",
-    "load_replica of a CLIP, on a weight it has none of": "which the host's MODEL has no weight of",
+    "load_replica of a CLIP, on a weight it has none of": "which the host's CLIP has no weight of",
     "the use 'closed' of the host's MODEL": "a pack may not",
 }
 

@@ -17,15 +17,10 @@ import weakref
 from ..bridge.remote import RemoteError, type_path_of
 
 # Where the class of a mirrored module may come from: ComfyUI's own torch modules (the
-# receiver builds it with upstream's code from plain construction arguments, never code;
-# or, for a replica, builds it with upstream's constructor of the object that holds it:
-# a VAE's first stage model is one of comfy.ldm's, comfy.taesd's or comfy.pixel_space_convert's).
-CLASS_MODULES = ("comfy.ldm.", "comfy.clip_model.", "comfy.image_encoders.", "comfy.taesd.",
-                 "comfy.pixel_space_convert.")
-# A CLIP's text encoder (crossing/replicas/clip.py), mirrored only into a replica whose reader
-# built it itself with upstream's code: its recipe names no arguments, for upstream's text
-# encoders open the configuration file an argument names.
-BUILT_ONLY_MODULES = ("comfy.sd1_clip.", "comfy.sdxl_clip.", "comfy.text_encoders.")
+# receiver builds it with upstream's code from plain construction arguments, never code).
+# A replica's module (a VAE's first stage model, a CLIP's text encoder) is built by its
+# reader with upstream's constructor of the object that holds it, from no recipe of ours.
+CLASS_MODULES = ("comfy.ldm.", "comfy.clip_model.", "comfy.image_encoders.")
 
 
 _clip_vision_configs = weakref.WeakKeyDictionary()  # upstream's ClipVisionModel -> its configuration
@@ -97,15 +92,13 @@ def _diffusion_model_recipe(owner, kind, name, module, path):
 
 def mirrored_class(path):
     """Whether `path` ("module.Class") names a class a mirror may be built of."""
-    return path.startswith(CLASS_MODULES + BUILT_ONLY_MODULES)
+    return path.startswith(CLASS_MODULES)
 
 
 def well_formed(recipe):
     """Whether the recipe's fields beyond its class, arguments and training are upstream's:
     its fixed choice of operations, or what upstream picks them from."""
     import torch
-    if str(recipe.get("class")).startswith(BUILT_ONLY_MODULES) and recipe.get("kwargs"):
-        return False
     return (recipe.get("operations") in (None, "manual_cast") and
             type(recipe.get("fp8_optimizations", False)) is bool and
             all(recipe.get(k) is None or isinstance(recipe.get(k), torch.dtype)

@@ -75,7 +75,7 @@ def load(target, kind, patches, conversation):
     model = patcher
     if patches:
         try:
-            checked = _checked(patches, patcher)
+            checked = _checked(patches, patcher, kind.name)
         except RemoteError as error:  # what the pack sent: refused, and said in the host's log with its name
             raise refused(conversation.peer, str(error)) from None
         model = patcher.clone()
@@ -100,12 +100,12 @@ def forget(conversation):
         _held.pop(conversation, None)
 
 
-def _checked(patches, patcher):
-    """The pack's weight patches, each on a weight of the model, as upstream stores them; one
-    line for anything else. A patch's value is data (tensors, numbers, names, tuples of
-    them), or one of upstream's weight adapters over such data (a LoRA's, as upstream's
-    load_lora makes it: it crosses by value, crossing/by_value_classes.py); any other
-    object of the pack's crosses as a handle and is refused here."""
+def _checked(patches, patcher, kind):
+    """The pack's weight patches, each on a weight of the model (of `kind`), as upstream
+    stores them; one line for anything else. A patch's value is data (tensors, numbers,
+    names, tuples of them), or one of upstream's weight adapters over such data (a LoRA's,
+    as upstream's load_lora makes it: it crosses by value, crossing/by_value_classes.py);
+    any other object of the pack's crosses as a handle and is refused here."""
     torch = sys.modules["torch"]
     if not isinstance(patches, dict) or len(patches) > _MAX_PATCH_KEYS:
         raise RemoteError(f"a replica's weight patches are not a dict of at most {_MAX_PATCH_KEYS} weights to their "
@@ -114,7 +114,7 @@ def _checked(patches, patcher):
     checked = {}
     for key, entries in patches.items():
         if key not in weights:
-            raise RemoteError(f"a replica's weight patch of {str(key)[:120]!r}, which the host's MODEL has no "
+            raise RemoteError(f"a replica's weight patch of {str(key)[:120]!r}, which the host's {kind} has no "
                               "weight of")
         if not isinstance(entries, list) or not all(isinstance(e, (list, tuple)) and len(e) == _PATCH_FIELDS
                                                     for e in entries):
@@ -127,7 +127,7 @@ def _checked(patches, patcher):
                     isinstance(entry[1], (tuple, torch.Tensor)) and _data(entry[1], torch, 0))):
                 raise RemoteError(f"a replica's weight patch of {key[:120]} holds a {type(entry[1]).__name__}, not "
                                   "tensors and numbers or one of upstream's weight adapters over them: load the LoRA "
-                                  "with the host's MODEL (comfy.sd's load_lora_for_models) instead")
+                                  f"with the host's {kind} (comfy.sd's load_lora_for_models) instead")
             # Upstream multiplies by the strengths and narrows the weight by the offset.
             if not (_number(entry[0]) and _number(entry[2]) and _offset(entry[3])):
                 raise RemoteError(f"a replica's weight patch of {key[:120]} has strengths or offset that are not "
