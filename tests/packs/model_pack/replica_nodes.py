@@ -40,13 +40,11 @@ def facts(value, module_name):
 
 
 def vae_outputs(vae, image):
-    import torch
     latent = vae.encode(image)
-    # ComfyUI's executor runs every node in inference mode, and upstream's tiled encode needs
-    # it (it adds in place into what its inference-mode tiling made); a pack's worker does
-    # not run its nodes so yet, so this node asks for it as ComfyUI gives it.
-    with torch.inference_mode():
-        tiled = vae.encode_tiled(image)
+    # Upstream's tiled encode adds in place into what its inference-mode tiling made: it
+    # needs the inference mode ComfyUI's executor runs every node in, and so does a pack's
+    # worker.
+    tiled = vae.encode_tiled(image)
     return latent, vae.decode(latent), tiled, vae.decode_tiled(tiled)
 
 

@@ -26,6 +26,7 @@ the releases the host sends meanwhile wait in the socket for the node's end. A c
   from the supervisor when the host's prompt changes.
 """
 
+import contextlib
 import itertools
 import os
 import queue
@@ -191,6 +192,13 @@ class NodeServer:
 
     def serve_forever(self):
         threading.Thread(target=self.take_host_lives, name="bridge control", daemon=True).start()
+        # Every node call and every use of the pack's objects the host makes is dispatched
+        # by this thread: in inference mode, as ComfyUI's executor runs every node (upstream's
+        # code relies on it: a tiled VAE encode adds in place into an inference tensor).
+        with _as_comfyui_runs_nodes():
+            self._serve_lives()
+
+    def _serve_lives(self):
         while True:
             session = self.session = self.sessions.get()
             while True:  # one host life, until it ends
@@ -324,3 +332,9 @@ class NodeServer:
         if torch is not None and hasattr(torch.cuda, "OutOfMemoryError"):
             types.append(torch.cuda.OutOfMemoryError)
         return tuple(types)
+
+
+def _as_comfyui_runs_nodes():
+    """torch's inference mode, where this worker's ComfyUI imported torch."""
+    torch = sys.modules.get("torch")
+    return torch.inference_mode() if torch is not None else contextlib.nullcontext()
