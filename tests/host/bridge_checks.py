@@ -750,12 +750,15 @@ def main():
         classes[pack] = {}
     for name, cls in mapping.items():
         classes.setdefault(cls.PACK, {})[name] = cls
-    # Packs of the same folder have the same node names: ComfyUI would keep one; the checks
-    # keep each pack's.
+    # Packs of the same folder have the same node names: ComfyUI keeps one; the checks keep
+    # each pack's (but an interface the host left out, as it did).
     for pack, pack_link in host.bridges.links.items():
-        if pack_link.interfaces:
-            classes[pack] = {name: node_interfaces.proxy_class(pack_link, name, interface)
-                             for name, interface in pack_link.interfaces.items()}
+        for name, interface in (pack_link.interfaces or {}).items():
+            if name not in classes.setdefault(pack, {}):
+                try:
+                    classes[pack][name] = node_interfaces.proxy_class(pack_link, name, interface)
+                except node_interfaces.InterfaceError:
+                    pass
     for check in sys.argv[1:]:
         name, _, argument = check.partition(":")
         try:

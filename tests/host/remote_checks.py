@@ -313,7 +313,7 @@ def check_masked_refusal():
     except Exception as error:  # noqa: BLE001 (whatever the node raised is what is checked)
         raised = error
     text = str(raised).splitlines()[0] if raised is not None else ""
-    expect(text.startswith("RemoteError: a pack may not read load_device of the host's RANDOM_NOISE") and
+    expect(text.startswith("RemoteError: a pack may not set seed of the host's RANDOM_NOISE") and
            "then, in the clean-up: UnboundLocalError" in text,
            f"the node's error says {type(raised).__name__}: {text!r}, not the refusal first")
     _checks.say(f"remote-masked-refusal: {text[:160]}")

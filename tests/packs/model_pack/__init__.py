@@ -393,7 +393,7 @@ class PerturbedGuidance(Node):
 
 
 class MaskedRefusal(Node):
-    """Reads what a pack may not read of the host's NOISE inside a try whose finally then fails
+    """Sets what a pack may not set of the host's NOISE inside a try whose finally then fails
     in its turn, as upstream's CFGGuider.sample did over a refused read of the host MODEL's
     hook_mode (UnboundLocalError: 'orig_hook_mode')."""
     FUNCTION = "run"
@@ -405,10 +405,11 @@ class MaskedRefusal(Node):
 
     def run(self, noise):
         try:
-            device = noise.load_device
+            noise.seed = 1
+            seed = 1
             return (0,)
         finally:
-            noise.seed = device  # noqa: F821 (unbound when the read above raised, as upstream's)
+            noise.seed = seed  # noqa: F821 (unbound when the write above raised, as upstream's)
 
 
 def nothing():
