@@ -62,7 +62,6 @@ _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
 _libc.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
 _libc.memcmp.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
 _MAP_FAILED = ctypes.c_void_p(-1).value
-_on_meta = mirror_build.on_meta  # crossing/replicas build on the meta device with it
 _MAP_FIXED, _MAP_ANONYMOUS = 0x10, 0x20
 
 

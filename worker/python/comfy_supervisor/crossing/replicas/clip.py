@@ -24,7 +24,7 @@ import importlib
 import sys
 import weakref
 
-from ...bridge.mirror import _on_meta
+from ...bridge.mirror_build import on_meta
 from ...bridge.remote import RemoteError
 from .building import patcher_class, upstream_class, weights_under
 
@@ -213,7 +213,7 @@ def build(proxy, recipe, weights):
         raise RemoteError(f"{what}: the host's recipe of its replica is malformed (params, tokenizer_data)")
     try:
         # On the meta device: the layers upstream builds are shapes only, never memory.
-        with _on_meta(torch):
+        with on_meta(torch):
             encoder = clip_class(**params, device=torch.device("meta"))
         tokenizer = tokenizer_class(embedding_directory=recipe.get("embedding_directory"),
                                     tokenizer_data=dict(tokenizer_data))

@@ -14,7 +14,7 @@ device, comfy.ops.manual_cast)) from the configuration the host remembered as it
 import importlib
 import weakref
 
-from ...bridge.mirror import _on_meta
+from ...bridge.mirror_build import on_meta
 from ...bridge.remote import RemoteError, type_path_of
 from .. import mirror_recipes
 from .building import dtype_or_none, patcher_class, upstream_class, weights_under
@@ -85,7 +85,7 @@ def build(proxy, recipe, weights):
     replica.load_device, replica.dtype = recipe.get("load_device"), dtype
     operations = mirror_recipes.operations({"operations": "manual_cast"}, dtype)
     try:
-        with _on_meta(torch):  # the layers are shapes, never memory
+        with on_meta(torch):  # the layers are shapes, never memory
             model = model_class(config, dtype, None, operations)
     except Exception as error:  # noqa: BLE001 (upstream's class refused the owner's configuration)
         raise RemoteError(f"{what}: {model_class.__module__}.{model_class.__qualname__} cannot be built here from its owner's "

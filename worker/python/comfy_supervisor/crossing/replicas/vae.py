@@ -15,7 +15,7 @@ import importlib
 import sys
 import weakref
 
-from ...bridge.mirror import _on_meta
+from ...bridge.mirror_build import on_meta
 from ...bridge.remote import RemoteError, type_path_of
 from .building import dtype_or_none, patcher_class, upstream_class, weights_under
 
@@ -124,7 +124,7 @@ def build(proxy, recipe, weights):
     if not (isinstance(shapes, list) and len(shapes) <= _MAX_KEYS and all(_entry(entry, torch) for entry in shapes)):
         raise RemoteError(f"{what}: the host's recipe of its replica has a malformed state dict")
     try:
-        with _on_meta(torch):
+        with on_meta(torch):
             sd = {key: torch.empty(shape, dtype=dtype, device="meta") for key, shape, dtype in shapes}
             vae = vae_class(sd=sd, device=recipe.get("device"), config=recipe.get("config"),
                             dtype=dtype_or_none(recipe.get("dtype"), what), metadata=recipe.get("metadata"))
