@@ -183,14 +183,7 @@ class WriteReplica:
                                                      torch.nn.Parameter(torch.zeros_like(unet.block.attn2.to_v.weight)))),
             ("a tensor the host answered, in place", lambda: _host_tensor_write(model)),
         ]
-        outcomes = []
-        for what, write in writes:
-            try:
-                with torch.no_grad():
-                    write()
-                outcomes.append([what, "written"])
-            except Exception as error:  # noqa: BLE001 (a write refused is an answer the host checks)
-                outcomes.append([what, f"{type(error).__name__}: {error}"[:300]])
+        outcomes = _tried(writes)
         KEPT.append(model)
         return (json.dumps(outcomes), {"samples": before}, {"samples": _forward(unet)})
 
@@ -302,6 +295,11 @@ def _module_writes(module):
         ("a parameter replaced", lambda: setattr(module.get_submodule(owner), leaf,
                                                  torch.nn.Parameter(torch.zeros_like(parameters[last])))),
     ]
+    return _tried(writes)
+
+
+def _tried(writes):
+    """[what, "written" or the error it raised] of each (what, write) in `writes`."""
     outcomes = []
     for what, write in writes:
         try:
