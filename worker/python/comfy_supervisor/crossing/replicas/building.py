@@ -34,6 +34,14 @@ class Weights:
         self.mirrors.refresh(link_of(self.origin), self.name)
 
 
+def whole(model, what):
+    """Refuses, in one line, a model upstream loaded in part (lowvram): a replica maps a
+    whole model, on one device."""
+    if getattr(model, "model_lowvram", False):
+        raise RemoteError(f"{what} is loaded in part (lowvram): a replica maps a whole model; give ComfyUI more "
+                          "memory or run the pack's node in ComfyUI's process")
+
+
 def upstream_class(path, modules, what):
     """The class `path` ("module.Class") names, looked up only in upstream's `modules`."""
     module_name, _, name = str(path or "").rpartition(".")

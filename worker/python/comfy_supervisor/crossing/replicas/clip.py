@@ -26,7 +26,7 @@ import weakref
 
 from ...bridge.mirror_build import on_meta
 from ...bridge.remote import RemoteError
-from .building import patcher_class, upstream_class, weights_under
+from .building import patcher_class, upstream_class, weights_under, whole
 
 # Where the text encoder and tokenizer classes a recipe names may come from: upstream's own
 # modules, imported by name here, never code the owner sent.
@@ -145,6 +145,7 @@ def recipe(clip):
             raise RemoteError(f"{what}: its {part} is {instead}; a replica is built of upstream's module-level "
                               f"classes of {_MODULES_SAID}")
     patcher = patcher_of(clip)
+    whole(patcher.model, what)
     carried = [name for name in ("object_patches", "hook_patches", "wrappers", "callbacks", "additional_models",
                                  "injections") if getattr(patcher, name, None)]
     if getattr(patcher, "forced_hooks", None) is not None:

@@ -17,7 +17,7 @@ import weakref
 from ...bridge.mirror_build import on_meta
 from ...bridge.remote import RemoteError, type_path_of
 from .. import mirror_recipes
-from .building import dtype_or_none, patcher_class, upstream_class, weights_under
+from .building import dtype_or_none, patcher_class, upstream_class, weights_under, whole
 
 CLIP_VISION_MODULES = ("comfy.clip_vision",)
 MODEL = WEIGHTS = "model"
@@ -38,9 +38,7 @@ def recipe(clip_vision):
                           "configuration file in the host's process")
     patcher = clip_vision.patcher
     weights_of(clip_vision)
-    if getattr(patcher.model, "model_lowvram", False):
-        raise RemoteError(f"{what} is loaded in part (lowvram): a replica maps a whole model; give ComfyUI more "
-                          "memory or run the pack's node in ComfyUI's process")
+    whole(patcher.model, what)
     return {"class": path, "config": config, "image_size": clip_vision.image_size,
             "image_mean": list(clip_vision.image_mean), "image_std": list(clip_vision.image_std),
             "return_all_hidden_states": bool(clip_vision.return_all_hidden_states),

@@ -14,7 +14,7 @@ import importlib
 
 from ...bridge import rules
 from ...bridge.remote import RemoteError, type_path_of
-from .building import dtype_or_none, patcher_class, upstream_class
+from .building import dtype_or_none, patcher_class, upstream_class, whole
 
 # Where the classes a recipe names may come from: upstream's model and model configuration
 # modules, imported by name here, never code the owner sent.
@@ -37,9 +37,7 @@ def recipe(patcher):
                           "upstream's comfy.model_base classes configured by comfy.supported_models")
     if getattr(config, "custom_operations", None) is not None:
         raise RemoteError(f"{what}: its layers are custom operations, not upstream's choice, and are not replicated")
-    if getattr(model, "model_lowvram", False):
-        raise RemoteError(f"{what} is loaded in part (lowvram): a replica maps a whole model; give ComfyUI more "
-                          "memory or run the pack's node in ComfyUI's process")
+    whole(model, what)
     optimizations = getattr(config, "optimizations", None)
     return {"base": base, "config": config_path, "unet_config": dict(config.unet_config),
             "model_type": getattr(model.model_type, "name", None), "manual_cast_dtype": model.manual_cast_dtype,

@@ -17,7 +17,7 @@ import weakref
 
 from ...bridge.mirror_build import on_meta
 from ...bridge.remote import RemoteError, type_path_of
-from .building import dtype_or_none, patcher_class, upstream_class, weights_under
+from .building import dtype_or_none, patcher_class, upstream_class, weights_under, whole
 
 VAE_MODULES = ("comfy.sd",)
 FIRST_STAGE_MODEL = WEIGHTS = "first_stage_model"
@@ -88,9 +88,7 @@ def recipe(vae):
                           (built or "not built by upstream's VAE in the host's process"))
     weights_of(vae)
     patcher = vae.patcher
-    if getattr(patcher.model, "model_lowvram", False):
-        raise RemoteError(f"{what} is loaded in part (lowvram): a replica maps a whole model; give ComfyUI more "
-                          "memory or run the pack's node in ComfyUI's process")
+    whole(patcher.model, what)
     return {"class": path, **built, "device": vae.device, "dtype": vae.vae_dtype,
             "load_device": patcher.load_device, "offload_device": patcher.offload_device}
 
