@@ -13,6 +13,7 @@ And what replica_bench.py measures a pack's patched MODEL with: sample() and ste
 import importlib.util
 import os
 import statistics
+import sys
 import time
 
 import torch
@@ -42,10 +43,15 @@ def remote_call_rtt_us(classes):
 
 
 def pack_in_host():
-    spec = importlib.util.spec_from_file_location("model_pack_in_host", PACK)
-    pack = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(pack)
-    return pack
+    """tests/packs/model_pack imported into this process, once, as a package (as upstream
+    loads a custom node): its relative imports find its modules."""
+    found = sys.modules.get("model_pack_in_host")
+    if found is None:
+        spec = importlib.util.spec_from_file_location("model_pack_in_host", PACK,
+                                                      submodule_search_locations=[os.path.dirname(PACK)])
+        found = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(found)
+    return found
 
 
 def pack_model_step_overhead_us(classes):
