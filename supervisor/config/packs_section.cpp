@@ -61,7 +61,9 @@ PackConfig read_pack(const ConfigReader& reader, const Node& node, const std::st
 std::vector<PackConfig> read_packs(const ConfigReader& reader, const Node& node, std::uint32_t participants,
                                    bool with_host, const std::string& checkout) {
     if (!node.value.is_array()) reader.fail(node.at, "a list of packs", describe_json_value(node.value));
-    if (node.value.empty()) reader.fail(node.at, "at least one pack", "[]");
+    // With a ComfyUI host, none: ComfyUI runs supervised, its memory arbitrated, before any
+    // pack is isolated. Without one, a supervisor of nothing is a mistake.
+    if (node.value.empty() && !with_host) reader.fail(node.at, "at least one pack, or a comfyui section", "[]");
     const std::size_t most = participants - 1;  // one participant slot is the ComfyUI host's
     if (node.value.size() > most) {
         reader.fail(node.at,

@@ -78,6 +78,13 @@ TEST_CASE("the ComfyUI integration is admitted, reported and evicted through ups
     CHECK_THAT(supervisor.output(), Contains("prompts run        1 of 1 (0 failed)"));
 }
 
+TEST_CASE("ComfyUI runs supervised before any pack is isolated: with no pack, its loads are admitted and in the ledger") {
+    SupervisorProcess supervisor(config_with(fake_comfyui({"load:a:2GiB", "unload-all"}), json::array()));
+    const auto log = run_to_end(supervisor);
+    CHECK_THAT(log, Contains("fake_comfyui: ledger true after load:a:2GiB in "));
+    CHECK_THAT(log, Contains("fake_comfyui: ledger true after unload-all in "));
+}
+
 TEST_CASE("every path upstream unloads the host's models by reaches the ledger, and a CPU model never enters it") {
     TempFolder packs("comfyui");
     // a is partially unloaded by a node's own call, b by unload_model_and_clones, c by its

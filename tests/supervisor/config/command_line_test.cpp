@@ -91,7 +91,7 @@ TEST_CASE("every program reads an option's value after an equals sign as well as
     const auto check = run(supervisor_binary(), "check --config=" + config.string(), folder);
     CHECK(check.status == 2);
     CHECK(check.err == run(supervisor_binary(), "check " + config.string(), folder).err);
-    CHECK_THAT(check.err, Contains(config.string() + ": at /packs: expected at least one pack"));
+    CHECK_THAT(check.err, Contains(config.string() + ": at /packs: expected at least one pack, or a comfyui section"));
     const auto worker = run(worker_binary(), "--pack=/nonexistent/pack.json", folder);
     CHECK(worker.status == 2);
     CHECK_THAT(worker.err, Contains("/nonexistent/pack.json"));

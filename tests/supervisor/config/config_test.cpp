@@ -722,7 +722,7 @@ std::vector<BadConfig> bad_configs() {
          "at /packs/0/restart/window_ms: expected a whole number of milliseconds from 1 to 86400000, found 0"},
         {"no packs key", R"({"limits": {}})", "at /packs: expected a list of packs (required), found nothing"},
         {"packs not a list", R"({"packs": {"name": "a"}})", "at /packs: expected a list of packs, found {\"name\":\"a\"}"},
-        {"empty packs", R"({"packs": []})", "at /packs: expected at least one pack, found []"},
+        {"empty packs", R"({"packs": []})", "at /packs: expected at least one pack, or a comfyui section, found []"},
         {"pack not an object", R"({"packs": ["a"]})", "at /packs/0: expected an object, found \"a\""},
         {"missing name", R"({"packs": [{"command": "worker.sh"}]})",
          "at /packs/0/name: expected a pack name of 1 to 31 characters from [A-Za-z0-9_-] (required), found nothing"},
