@@ -17,6 +17,7 @@ int main(int argc, char* argv[]) {
     // Orphaned descendants (a killed supervisor's workers) become our children, so the
     // leak check below sees them too.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    comfy::test::remove_stale_segments();
     comfy::test::start_sanitizer_reports();
     const int failed = Catch::Session().run(argc, argv);
     const auto leaks = comfy::test::collect_and_clean_leaks();

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace comfy::test {
@@ -56,6 +57,14 @@ std::vector<std::string> segment_files() {
 }
 
 }  // namespace
+
+void remove_stale_segments() {
+    for (const auto& file : segment_files()) {
+        std::fprintf(stderr, "leak check: /dev/shm/%s was left by an earlier process with this pid; removed\n",
+                     file.c_str());
+        ::shm_unlink(("/" + file).c_str());
+    }
+}
 
 std::vector<std::string> collect_and_clean_leaks() {
     std::vector<std::string> leaks;
