@@ -6,7 +6,7 @@ with upstream's code (a replica's)."""
 import importlib
 
 from . import rules
-from .remote import RemoteError
+from .remote import RemoteError, one_line
 
 
 def _torch():
@@ -76,7 +76,7 @@ def build(recipe, what):
             module = cls(**kwargs, device=None)
     except Exception as error:  # noqa: BLE001 (upstream's class refused the owner's arguments)
         raise RemoteError(f"{what}: {recipe['class'][:120]} cannot be built here from its owner's arguments: "
-                          f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None
+                          f"{one_line(error)}") from None
     return module
 
 

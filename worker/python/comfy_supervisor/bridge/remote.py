@@ -48,6 +48,11 @@ class RemoteError(RuntimeError):
     """A remote object cannot be used, or a peer asked for one it cannot have; one line."""
 
 
+def one_line(error):
+    """`error`'s type and the first line of its message."""
+    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+
+
 # Attributes a proxy answers itself: its own link, and what Python asks of any object.
 _LOCAL = frozenset(("_remote", "__class__", "__dict__", "__deepcopy__", "__copy__", "__reduce__",
                     "__reduce_ex__", "__repr__", "__getattribute__", "__setattr__", "__init_subclass__"))

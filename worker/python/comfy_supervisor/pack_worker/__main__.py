@@ -46,6 +46,7 @@ from .. import crossing
 from ..bridge import cuda_ipc
 from ..bridge.arena import OwnArena
 from ..bridge.channel import control_socket
+from ..bridge.remote import one_line
 from ..upstream import comfyui_startup
 from ..crossing import forwarded
 from . import environment, v3_nodes
@@ -160,11 +161,6 @@ def describe_class(cls, v3, display_name, python_module):
         spec = inspect.getfullargspec(validate)
         interface["VALIDATE_INPUTS"] = {"args": spec.args, "varkw": spec.varkw is not None}
     return interface
-
-
-def one_line(error):
-    """`error`'s type and the first line of its message."""
-    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
 
 
 def where_raised(error, pack, frames=2):

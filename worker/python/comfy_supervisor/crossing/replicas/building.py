@@ -23,6 +23,17 @@ class Weights:
         on the meta device) with its tensors set over the owner's."""
         return self.mirrors.kept_module(link_of(self.origin), self.name, holder, use="replica_mirror", built=built)
 
+    def built_module(self, holder, built):
+        """`built` (upstream's module built here on the meta device) over the owner's
+        tensors, kept while `holder` lives, and loaded through this owner when a replica's
+        patcher over it loads. The module lives on in a cycle with its mirror's hooks until
+        the collector runs, so the owner's object this loads through (held here) is let go
+        of with `holder`, not with the module."""
+        module = self.module(holder, built=built)
+        self.under(module)
+        weakref.finalize(holder, weights_under.pop, module, None)
+        return module
+
     def under(self, patched):
         """`patched` (what a replica's ModelPatcher patches) loads through this owner."""
         weights_under[patched] = self

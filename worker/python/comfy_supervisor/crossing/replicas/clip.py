@@ -25,8 +25,8 @@ import sys
 import weakref
 
 from ...bridge.mirror_build import on_meta
-from ...bridge.remote import RemoteError
-from .building import patcher_class, upstream_class, weights_under, whole
+from ...bridge.remote import RemoteError, one_line
+from .building import patcher_class, upstream_class, whole
 
 # Where the text encoder and tokenizer classes a recipe names may come from: upstream's own
 # modules, imported by name here, never code the owner sent.
@@ -220,15 +220,11 @@ def build(proxy, recipe, weights):
                                     tokenizer_data=dict(tokenizer_data))
     except Exception as error:  # noqa: BLE001 (upstream's class refused the owner's arguments)
         raise RemoteError(f"{what}: {recipe.get('clip')} cannot be built here from its owner's arguments: "
-                          f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None
+                          f"{one_line(error)}") from None
     replica = upstream_class("comfy.sd.CLIP", CLIP_MODULES, what)(no_init=True)
     # Kept while the tokenizer lives: upstream's clone() shares it, and the mirror holds the
     # text encoder itself, so a clone the pack keeps keeps the weights mapped.
-    replica.cond_stage_model = weights.module(tokenizer, built=encoder)
-    weights.under(replica.cond_stage_model)
-    # The module lives on in a cycle with its mirror's hooks until the collector runs; the
-    # host's object it loads through (held by its Weights) is let go of with the tokenizer.
-    weakref.finalize(tokenizer, weights_under.pop, replica.cond_stage_model, None)
+    replica.cond_stage_model = weights.built_module(tokenizer, encoder)
     replica.tokenizer = tokenizer
     importlib.import_module("comfy.model_patcher")
     patcher = patcher_class()(replica.cond_stage_model, recipe.get("load_device"), recipe.get("offload_device"), 0,

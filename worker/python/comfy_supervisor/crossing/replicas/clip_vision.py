@@ -12,12 +12,11 @@ device, comfy.ops.manual_cast)) from the configuration the host remembered as it
 """
 
 import importlib
-import weakref
 
 from ...bridge.mirror_build import on_meta
-from ...bridge.remote import RemoteError, type_path_of
+from ...bridge.remote import RemoteError, one_line, type_path_of
 from .. import mirror_recipes
-from .building import dtype_or_none, patcher_class, upstream_class, weights_under, whole
+from .building import dtype_or_none, patcher_class, upstream_class, whole
 
 CLIP_VISION_MODULES = ("comfy.clip_vision",)
 MODEL = WEIGHTS = "model"
@@ -87,12 +86,8 @@ def build(proxy, recipe, weights):
             model = model_class(config, dtype, None, operations)
     except Exception as error:  # noqa: BLE001 (upstream's class refused the owner's configuration)
         raise RemoteError(f"{what}: {model_class.__module__}.{model_class.__qualname__} cannot be built here from its owner's "
-                          f"configuration: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+                          f"configuration: {one_line(error)}"
                           ) from None
-    replica.model = weights.module(replica, built=model.eval())
-    weights.under(replica.model)
-    # The module lives on in a cycle with its mirror's hooks until the collector runs; the
-    # host's object it loads through (held by its Weights) is let go of with the replica.
-    weakref.finalize(replica, weights_under.pop, replica.model, None)
+    replica.model = weights.built_module(replica, model.eval())
     replica.patcher = patcher_class()(replica.model, recipe.get("load_device"), recipe.get("offload_device"), 0)
     return replica

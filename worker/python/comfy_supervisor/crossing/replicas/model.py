@@ -13,7 +13,7 @@ the host's MODEL, as in one process; the host's functions in them are callbacks.
 import importlib
 
 from ...bridge import rules
-from ...bridge.remote import RemoteError, type_path_of
+from ...bridge.remote import RemoteError, one_line, type_path_of
 from .building import dtype_or_none, patcher_class, upstream_class, whole
 
 # Where the classes a recipe names may come from: upstream's model and model configuration
@@ -99,7 +99,7 @@ def build(proxy, recipe, weights):
         base = base_class(config, model_type=model_type, device=torch.device("meta"))
     except Exception as error:  # noqa: BLE001 (upstream's class refused the owner's configuration)
         raise RemoteError(f"{what}: {recipe.get('base')} cannot be built here from its owner's configuration: "
-                          f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None
+                          f"{one_line(error)}") from None
     base.device = recipe.get("offload_device")
     base.diffusion_model = weights.module(base)
     weights.under(base)

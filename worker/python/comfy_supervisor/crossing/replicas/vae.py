@@ -16,8 +16,8 @@ import sys
 import weakref
 
 from ...bridge.mirror_build import on_meta
-from ...bridge.remote import RemoteError, type_path_of
-from .building import dtype_or_none, patcher_class, upstream_class, weights_under, whole
+from ...bridge.remote import RemoteError, one_line, type_path_of
+from .building import dtype_or_none, patcher_class, upstream_class, whole
 
 VAE_MODULES = ("comfy.sd",)
 FIRST_STAGE_MODEL = WEIGHTS = "first_stage_model"
@@ -130,14 +130,10 @@ def build(proxy, recipe, weights):
         raise
     except Exception as error:  # noqa: BLE001 (upstream's VAE refused the owner's state dict's shapes)
         raise RemoteError(f"{what}: upstream's VAE cannot be built here from its owner's state dict's shapes: "
-                          f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None
+                          f"{one_line(error)}") from None
     if getattr(vae, FIRST_STAGE_MODEL, None) is None:
         raise RemoteError(f"{what}: upstream's VAE here found no VAE in its owner's state dict's shapes")
-    vae.first_stage_model = weights.module(vae, built=vae.first_stage_model)
-    weights.under(vae.first_stage_model)
-    # The module lives on in a cycle with its mirror's hooks until the collector runs; the
-    # host's object it loads through (held by its Weights) is let go of with the replica.
-    weakref.finalize(vae, weights_under.pop, vae.first_stage_model, None)
+    vae.first_stage_model = weights.built_module(vae, vae.first_stage_model)
     vae.patcher = patcher_class()(vae.first_stage_model, recipe.get("load_device"), recipe.get("offload_device"), 0)
     return vae
 
