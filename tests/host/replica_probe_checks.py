@@ -188,13 +188,18 @@ def check_recipe():
 
 
 def check_vae_recipe():
-    vae = remote().graph()[2]
-    (answer,) = _checks.node("ReadVaeRecipe", "hostile").run(vae=vae)
+    expect_plain_recipe("VAE", "ReadVaeRecipe", vae=remote().graph()[2])
+
+
+def expect_plain_recipe(kind, node, **inputs):
+    """The hostile pack's `node` read its replica's recipe of the host's `kind`: every leaf a
+    plain value."""
+    (answer,) = _checks.node(node, "hostile").run(**inputs)
     answer = json.loads(answer)
-    expect(answer["arrived_as"] == "VAE", f"the host's VAE arrived as a {answer['arrived_as']}, not a replica")
+    expect(answer["arrived_as"] == kind, f"the host's {kind} arrived as a {answer['arrived_as']}, not a replica")
     wrong = [leaf for leaf in answer["leaves"] if leaf[1:] != ["plain", False, None]]
-    expect(answer["leaves"] and not wrong, f"the VAE's recipe hands the pack {wrong[:5]}")
-    _checks.say(f"remote-replica-vae-recipe: {len(answer['leaves'])} leaves, each a plain value")
+    expect(answer["leaves"] and not wrong, f"the {kind}'s recipe hands the pack {wrong[:5]}")
+    _checks.say(f"remote-replica-{kind.lower()}-recipe: {len(answer['leaves'])} leaves, each a plain value")
 
 
 def check_vae_writes():
@@ -211,13 +216,7 @@ def check_vae_writes():
 
 
 def check_clip_recipe():
-    clip = remote().graph()[1]
-    (answer,) = _checks.node("ReadClipRecipe", "hostile").run(clip=clip)
-    answer = json.loads(answer)
-    expect(answer["arrived_as"] == "CLIP", f"the host's CLIP arrived as a {answer['arrived_as']}, not a replica")
-    wrong = [leaf for leaf in answer["leaves"] if leaf[1:] != ["plain", False, None]]
-    expect(answer["leaves"] and not wrong, f"the CLIP's recipe hands the pack {wrong[:5]}")
-    _checks.say(f"remote-replica-clip-recipe: {len(answer['leaves'])} leaves, each a plain value")
+    expect_plain_recipe("CLIP", "ReadClipRecipe", clip=remote().graph()[1])
 
 
 def check_clip_writes():
