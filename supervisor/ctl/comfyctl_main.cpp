@@ -1,12 +1,12 @@
 // comfyctl: prints a supervisor's participants, census or ledger from its segment (a table
 // or JSON), shows them live (top), asks the supervisor for actions and its events over
-// its control socket, and runs the pack environment tool (pack_tool.hpp). Exit statuses:
+// its control socket, and runs the Python tool for pack, env and adopt (python_tool.hpp). Exit statuses:
 // ctl_options.cpp's help. Every failure is one line on stderr.
 #include "supervisor/ctl/control_client.hpp"
 #include "supervisor/ctl/ctl_options.hpp"
 #include "supervisor/ctl/events_text.hpp"
 #include "supervisor/ctl/instance_owner.hpp"
-#include "supervisor/ctl/pack_tool.hpp"
+#include "supervisor/ctl/python_tool.hpp"
 #include "supervisor/ctl/report_format.hpp"
 #include "supervisor/ctl/report_json.hpp"
 #include "supervisor/ctl/report_text.hpp"
@@ -123,9 +123,9 @@ int run(const std::vector<std::string>& args) {
     }
     if (options.help) return print(ctl::help_text(options)) ? 0 : 1;
     if (options.version) return print(cli::version_line("comfyctl") + "\n") ? 0 : 1;
-    if (options.command == ctl::Command::pack) {
+    if (ctl::runs_python_tool(options.command)) {
         std::string problem;
-        ctl::exec_pack_tool(options.tool_args, problem);  // returns only when the tool could not start
+        ctl::exec_python_tool(ctl::command_name(options.command), options.tool_args, problem);  // returns only when the tool could not start
         complain(problem);
         return 1;
     }

@@ -24,7 +24,7 @@ enum Takes : unsigned {
     kName = 8,
     kOptionalName = 16,
     kFailures = 32,
-    kToolArgs = 64,  // pack: the words are the environment tool's, read by the tool
+    kToolArgs = 64,  // pack, env, adopt: the words are the Python tool's, read by the tool
 };
 
 struct CommandSpec {
@@ -35,7 +35,7 @@ struct CommandSpec {
     const char* about;    // the command's own help
 };
 
-constexpr std::array<CommandSpec, 12> kCommands{{
+constexpr std::array<CommandSpec, 14> kCommands{{
     {Command::workers, "workers", kJson, "one row per participant: state, pid, restarts, last exit",
      "One row per participant: slot, name, kind, pid, generation, state, restarts, last\n"
      "exit, age. Read from the segment; works while the supervisor is stopped (SIGSTOP).\n"},
@@ -85,9 +85,22 @@ constexpr std::array<CommandSpec, 12> kCommands{{
      "Builds a Python pack's own environment from what the pack declares (requirements.txt,\n"
      "pyproject.toml, comfy-env.toml, pyisolate.yaml) with ComfyUI's torch kept, checks that\n"
      "the pack imports there, and adds the pack to the config (add); takes it out again\n"
-     "(remove). Runs python3 -m comfy_supervisor.environments with these words (python3 from\n"
+     "(remove). Runs python3 -m comfy_supervisor.tools pack with these words (python3 from\n"
      "PATH, or $COMFY_SV_TOOL_PYTHON); its options and exit statuses: comfyctl pack --help.\n"
-     "It needs no running supervisor and takes no --instance (docs/ENVIRONMENTS.md).\n"},
+     "It needs no running supervisor and takes no --instance (docs/ENVIRONMENTS.md).\n"
+     "pack check DIR estimates, from the pack's source alone, which node classes can run\n"
+     "isolated (docs/PACKS.md).\n"},
+    {Command::env, "env", kToolArgs, "the pack environments: which config uses each, remove unused ones",
+     "Lists the environments comfyctl pack add and adopt built, with the configs and packs\n"
+     "that name each (list), and removes those no config on the machine names (gc,\n"
+     "--dry-run to see what would go). Runs python3 -m comfy_supervisor.tools env with these\n"
+     "words; its options: comfyctl env --help (docs/ENVIRONMENTS.md).\n"},
+    {Command::adopt, "adopt", kToolArgs, "isolate an installed ComfyUI's custom nodes in one command",
+     "Reads each folder of COMFYUI_DIR/custom_nodes, decides for each pack to isolate it,\n"
+     "group it with the packs it shares types with, or keep it in ComfyUI's process (saying\n"
+     "why), builds the environments, writes the config and checks it. --dry-run prints the\n"
+     "plan and writes nothing. Runs python3 -m comfy_supervisor.tools adopt with these words;\n"
+     "its options: comfyctl adopt --help (docs/ADOPTING.md).\n"},
 }};
 
 const CommandSpec* spec_named(const std::string& word) {
@@ -204,13 +217,15 @@ const char* usage_line() noexcept { return "usage: comfyctl [--instance NAME] CO
 
 const char* command_name(Command command) noexcept { return spec_of(command).name; }
 
+bool runs_python_tool(Command command) noexcept { return (spec_of(command).takes & kToolArgs) != 0; }
+
 std::string help_text(const Options& options) {
     std::ostringstream out;
     if (options.command_given) {
         const auto& spec = spec_of(options.command);
         // Reached by `comfyctl --help pack` alone: `comfyctl pack --help` is the tool's.
         if (spec.takes & kToolArgs) {
-            return "usage: comfyctl " + std::string(spec.name) + " {add,remove} ...\n\n" + spec.about;
+            return "usage: comfyctl " + std::string(spec.name) + " ...\n\n" + spec.about;
         }
         out << "usage: comfyctl [--instance NAME] " << spec.name << ((spec.takes & kName) ? " NAME" : "")
             << ((spec.takes & kOptionalName) ? " [NAME]" : "")
@@ -238,9 +253,10 @@ std::string help_text(const Options& options) {
 }
 
 Options parse_options(const std::vector<std::string>& args) {
-    if (!args.empty() && args.front() == spec_of(Command::pack).name) {
+    if (const CommandSpec* tool = args.empty() ? nullptr : spec_named(args.front());
+        tool != nullptr && (tool->takes & kToolArgs)) {
         Options options;
-        options.command = Command::pack;
+        options.command = tool->command;
         options.command_given = true;
         options.tool_args.assign(args.begin() + 1, args.end());
         return options;

@@ -24,7 +24,9 @@ enum class Command {
     stop,     // stop one pack and keep it stopped
     start,    // start a stopped or failed pack
     release,  // a full release (or, with --pins, a pin release) to one pack
-    pack,     // a pack's environment: comfy_supervisor.environments run with the words that follow
+    pack,     // a pack's environment and estimate: the Python tool run with the words that follow
+    env,      // the environments on this machine: list them, remove the unused ones (the Python tool)
+    adopt,    // an installed ComfyUI's custom nodes isolated (the Python tool)
 };
 
 struct Options {
@@ -38,7 +40,7 @@ struct Options {
     bool help = false;                  // print help_text(*this) and stop; nothing else was checked
     bool version = false;               // print the version and stop
     bool command_given = false;         // for help: the command's own help, or the program's
-    std::vector<std::string> tool_args; // pack: every word after it, for the environment tool
+    std::vector<std::string> tool_args; // pack, env, adopt: every word after it, for the Python tool
 };
 
 using UsageError = cli::UsageError;
@@ -52,10 +54,14 @@ std::string help_text(const Options& options = {});
 // The command's name as typed: "workers", "release", ...
 const char* command_name(Command command) noexcept;
 
+// Whether the command is the Python tool's (pack, env, adopt): its words are the tool's.
+bool runs_python_tool(Command command) noexcept;
+
 // Parses the arguments after the program name. Throws UsageError (one line, ending in
 // which --help to read) for an unknown command or option, an option the command does not
-// take, a missing or extra NAME, a bad --pins or instance name. `pack` as the first word
-// takes every word after it as they are (the tool reads them, its --help included).
+// take, a missing or extra NAME, a bad --pins or instance name. `pack`, `env` or
+// `adopt` as the first word takes every word after it as they are (the Python tool reads
+// them, its --help included).
 Options parse_options(const std::vector<std::string>& args);
 
 }  // namespace comfy::ctl

@@ -1,4 +1,4 @@
-#include "supervisor/ctl/pack_tool.hpp"
+#include "supervisor/ctl/python_tool.hpp"
 
 #include "supervisor/config/install_layout.hpp"
 
@@ -15,7 +15,7 @@ namespace comfy::ctl {
 namespace {
 
 constexpr const char* kToolPythonVariable = "COMFY_SV_TOOL_PYTHON";
-constexpr const char* kToolModule = "comfy_supervisor.environments";
+constexpr const char* kToolModule = "comfy_supervisor.tools";
 // The supervisor the tool's import check runs (`comfy-supervisor check`, which starts the
 // pack's worker as a real start would): the one beside this comfyctl, as they are built and
 // installed together (environments/import_check.py).
@@ -32,7 +32,7 @@ std::string supervisor_beside_us() {
 
 }  // namespace
 
-void exec_pack_tool(const std::vector<std::string>& args, std::string& problem) {
+void exec_python_tool(const std::string& command, const std::vector<std::string>& args, std::string& problem) {
     const char* chosen = std::getenv(kToolPythonVariable);
     const bool from_variable = chosen != nullptr && *chosen != '\0';
     const std::string python = from_variable ? chosen : "python3";
@@ -42,15 +42,16 @@ void exec_pack_tool(const std::vector<std::string>& args, std::string& problem) 
         path += ":" + std::string(theirs);
     }
     if (::setenv("PYTHONPATH", path.c_str(), 1) != 0) {
-        problem = std::string("cannot set PYTHONPATH for the pack tool: ") + std::strerror(errno);
+        problem = "cannot set PYTHONPATH for comfyctl " + command + ": " + std::strerror(errno);
         return;
     }
     if (const std::string supervisor = supervisor_beside_us();
         !supervisor.empty() && ::setenv(kSupervisorVariable, supervisor.c_str(), 1) != 0) {
-        problem = std::string("cannot set ") + kSupervisorVariable + " for the pack tool: " + std::strerror(errno);
+        problem = std::string("cannot set ") + kSupervisorVariable + " for comfyctl " + command + ": " +
+                  std::strerror(errno);
         return;
     }
-    std::vector<std::string> words{python, "-m", kToolModule};
+    std::vector<std::string> words{python, "-m", kToolModule, command};
     words.insert(words.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& word : words) argv.push_back(word.data());
@@ -61,10 +62,10 @@ void exec_pack_tool(const std::vector<std::string>& args, std::string& problem) 
         problem = std::string("cannot run ") + kToolPythonVariable + "=" + python + " (" + std::strerror(error) +
                   "); name a Python 3.11 or newer there, or unset it to use python3 from PATH";
     } else if (error == ENOENT) {
-        problem = "comfyctl pack needs python3 (3.11 or newer) on PATH and there is none; install it (Debian: "
+        problem = "comfyctl " + command + " needs python3 (3.11 or newer) on PATH and there is none; install it (Debian: "
                   "apt install python3 python3-yaml) or name one in " + std::string(kToolPythonVariable);
     } else {
-        problem = "cannot run python3 for the pack tool: " + std::string(std::strerror(error)) +
+        problem = "cannot run python3 for comfyctl " + command + ": " + std::string(std::strerror(error)) +
                   "; name another interpreter in " + kToolPythonVariable;
     }
 }
