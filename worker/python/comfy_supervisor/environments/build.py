@@ -71,9 +71,9 @@ def _refuse_protected_after_script(after, pack):
 class Job:
     """What one build needs: the key and its inputs, the host, the pack and where to install from."""
 
-    def __init__(self, envs, key, inputs, host, declarations, pack, pack_dir, index, run_install_py):
+    def __init__(self, envs, key, inputs, host, declarations, pack, pack_dirs, index, run_install_py):
         self.envs, self.key, self.inputs, self.host = envs, key, inputs, host
-        self.declarations, self.pack, self.pack_dir = declarations, pack, pack_dir
+        self.declarations, self.pack, self.pack_dirs = declarations, pack, pack_dirs
         self.index, self.run_install_py = index, run_install_py
 
 
@@ -91,10 +91,15 @@ def _build(job, folder, final, host_python):
                   f"{max(met, 0)} requirement(s) met by ComfyUI's environment")
     installer.install(items, env_python, job.index)
     packages = [item.locked() for item in items]
-    if job.run_install_py:
-        changed, after = install_script.run(job.pack_dir, folder, env_python, site_dir)
+    after = None
+    # A group's scripts in its packs' order, as ComfyUI-Manager would have run them.
+    for pack_dir in job.pack_dirs if job.run_install_py else []:
+        if not os.path.isfile(os.path.join(pack_dir, "install.py")):
+            continue
+        changed, after = install_script.run(pack_dir, folder, env_python, site_dir)
         _refuse_protected_after_script(after, job.pack)
         processes.say(f"install.py changed: {'; '.join(changed) if changed else 'nothing in the environment'}")
+    if after is not None:
         locked = {package["name"] for package in packages}
         packages += [{"name": name, "version": version, "sha256": None, "source": "install.py"}
                      for name, version in sorted(after.items()) if name not in locked]

@@ -37,6 +37,18 @@ def _pack_dir(value):
     return pack_dir
 
 
+def _pack_dirs(values):
+    """One folder, or a group's in order: ComfyUI imports each as the module of its folder's
+    name, so two of one name cannot share a worker."""
+    pack_dirs = [_pack_dir(value) for value in values]
+    names = [os.path.basename(folder) for folder in pack_dirs]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice:
+        raise Refused(f"two of the folders given are named {twice}, and one worker imports a pack as the module of "
+                      "its folder's name; name each pack once, or add them as separate packs")
+    return pack_dirs
+
+
 def _name(options, pack_dir):
     name = options.name or default_name(pack_dir)
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,31}", name) or name == "host":
@@ -79,24 +91,27 @@ def _confinable(name, declarations, entry, options, run_install_py):
 
 def add(options):
     config = Config(options.config) if options.config else None
-    pack_dir = _pack_dir(options.pack_dir)
-    name = _name(options, pack_dir)
+    pack_dirs = _pack_dirs(options.pack_dir)
+    name = _name(options, pack_dirs[0])
     comfyui, host_python, envs, index = _settings(options, config)
     host = baseline.probe(host_python)
-    declarations = manifests.read_pack(pack_dir, ".".join(host["version"].split(".")[:2]))
+    declarations = manifests.read_packs(pack_dirs, ".".join(host["version"].split(".")[:2]))
     processes.say(f"pack \"{name}\": {len(declarations.normalized())} requirement(s) from "
                   f"{', '.join(os.path.basename(file) for file in declarations.files) or 'no manifest'}")
     for note in declarations.notes:
         processes.say(f"  note: {note}")
-    has_script = os.path.isfile(os.path.join(pack_dir, "install.py"))
-    if has_script and not options.run_install_py:
-        processes.say(f"  note: {os.path.join(pack_dir, 'install.py')} was not run; to run it in the pack's "
-                      "environment, add the pack again with --run-install-py")
-    install_py = key.install_py_hashes([pack_dir]) if options.run_install_py and has_script else None
+    scripts = [os.path.join(folder, "install.py") for folder in pack_dirs
+               if os.path.isfile(os.path.join(folder, "install.py"))]
+    has_script = bool(scripts)
+    for script in scripts if not options.run_install_py else []:
+        processes.say(f"  note: {script} was not run; to run it in the pack's environment, add the pack again with "
+                      "--run-install-py")
+    install_py = key.install_py_hashes(pack_dirs) if options.run_install_py and has_script else None
     inputs = key.inputs(declarations, install_py, host, baseline.of_host(host["site_dirs"], comfyui))
     env_key = key.key_of(inputs)
     env_dir = build.env_dir_of(envs, env_key)
-    entry = config_entry.entry(name, pack_dir, env_dir, options.comfyui_arg, options.sandbox)
+    entry = config_entry.entry(name, pack_dirs[0] if len(pack_dirs) == 1 else pack_dirs, env_dir,
+                               options.comfyui_arg, options.sandbox)
     was_built = build.complete(env_dir, env_key)
     changed = config.put(entry) if config else True
     written = config.entry(name) if config else entry
@@ -106,7 +121,7 @@ def add(options):
         processes.say(f"pack \"{name}\": nothing changed (environment {env_dir} is up to date, the config "
                       "names it); nothing written")
         return 0
-    job = build.Job(envs, env_key, inputs, host, declarations, name, pack_dir, index, run_install_py)
+    job = build.Job(envs, env_key, inputs, host, declarations, name, pack_dirs, index, run_install_py)
     env_dir, built = build.ensure(job, host_python)
     if not built:
         processes.say(f"environment {env_dir} already built for these inputs: reused")
@@ -147,7 +162,8 @@ def parser():
     top = argparse.ArgumentParser(prog="comfyctl pack", description=__doc__.split("\n\n")[0])
     commands = top.add_subparsers(dest="command", required=True)
     adding = commands.add_parser("add", help="build a pack's environment and add the pack to the config")
-    adding.add_argument("pack_dir", metavar="PACK_DIR")
+    adding.add_argument("pack_dir", metavar="PACK_DIR", nargs="+",
+                        help="the pack's folder; several make a pack group, imported in order into one worker")
     adding.add_argument("--name", help="the pack's name in the config (default: its folder's, lower-cased)")
     adding.add_argument("--config", help="the supervisor's config: read for defaults, and the pack written to it")
     adding.add_argument("--comfyui", help="the ComfyUI checkout (default: the config's comfyui.checkout)")
