@@ -6,8 +6,9 @@ graph of the bridge's tests uses, with upstream's names, inputs and outputs:
 CheckpointLoaderSimple (small seeded models), CLIPTextEncode, KSampler (through
 common_ksampler, which packs call too), VAEEncode, VAEDecode, ControlNetLoader and
 ControlNetApplyAdvanced, and CLIPVisionLoader (a small seeded
-CLIP vision model, comfy/clip_vision.py); and init_extra_nodes, which loads comfy_extras'
-node files as upstream does (RandomNoise, DisableNoise)."""
+CLIP vision model, comfy/clip_vision.py); init_extra_nodes, which loads comfy_extras'
+node files as upstream does (RandomNoise, DisableNoise); and init_external_custom_nodes,
+which imports a custom_nodes folder by upstream's rules."""
 
 import os
 import sys
@@ -139,3 +140,45 @@ def init_extra_nodes():
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (CheckpointLoaderSimple, CLIPTextEncode, KSampler, VAEEncode,
                                                       VAEDecode, ControlNetLoader, ControlNetApplyAdvanced,
                                                       CLIPVisionLoader)}
+
+
+def load_custom_node(module_path, base_node_names=frozenset()):
+    """As upstream's: the folder (or .py file) imported as the module of its name, its
+    NODE_CLASS_MAPPINGS added but for the names of ComfyUI's own nodes, its front end noted;
+    an import that fails is logged and leaves nothing. Whether it loaded."""
+    import importlib.util
+    import logging
+    name = os.path.splitext(os.path.basename(module_path))[0]
+    init = os.path.join(module_path, "__init__.py") if os.path.isdir(module_path) else module_path
+    try:
+        spec = importlib.util.spec_from_file_location(name, init)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    except Exception as error:  # noqa: BLE001 (upstream's own: any pack's failure is logged)
+        logging.warning(f"Cannot import {module_path} module for custom nodes: {error}")
+        return False
+    web = getattr(module, "WEB_DIRECTORY", None)
+    if isinstance(web, str):
+        EXTENSION_WEB_DIRS[name] = os.path.abspath(os.path.join(module_path, web))
+    for node, cls in getattr(module, "NODE_CLASS_MAPPINGS", {}).items():
+        if node not in base_node_names:
+            NODE_CLASS_MAPPINGS[node] = cls
+    NODE_DISPLAY_NAME_MAPPINGS.update(getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", {}))
+    return True
+
+
+def init_external_custom_nodes(custom_nodes):
+    """Every entry of the folder `custom_nodes` loaded as upstream's loader walks it: files
+    other than .py, __pycache__ and what ends in .disabled passed over, and with
+    --disable-all-custom-nodes only the whitelisted ones; in name order, where upstream takes
+    the folder's own."""
+    from comfy.cli_args import args
+    base_node_names = set(NODE_CLASS_MAPPINGS)
+    for name in sorted(os.listdir(custom_nodes)):
+        path = os.path.join(custom_nodes, name)
+        if name == "__pycache__" or (os.path.isfile(path) and not name.endswith(".py")) or name.endswith(".disabled"):
+            continue
+        if args.disable_all_custom_nodes and name not in args.whitelist_custom_nodes:
+            continue
+        load_custom_node(path, base_node_names)
