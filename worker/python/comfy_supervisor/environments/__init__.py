@@ -13,6 +13,10 @@ kept: `python -m comfy_supervisor.environments add PACK_DIR` (what `comfyctl pac
 - import_check: the pack's worker started as the supervisor starts it, by
   `comfy-supervisor check` (its environment, its sandbox);
 - config_entry: the supervisor's config read and the pack's entry written; cli;
+- access: an environment readable by every user, and why one cannot be used (missing,
+  unreadable, unfinished); owners: which configs use an environments folder (recorded,
+  the unit's, given) and the lock that keeps a remove or gc from an add's environment;
+  inventory: what a folder holds, for env_cli (`comfyctl env list` and `gc`);
 - files: a file's sha256, a JSON file replaced whole, an flock.
 
 Imports nothing else of comfy_supervisor, and of what is not the standard library only

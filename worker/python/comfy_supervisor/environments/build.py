@@ -2,8 +2,9 @@
 in a folder beside the others, that reads the host's site dirs after its own (so ComfyUI's
 torch is the pack's, and the pack's pins shadow the host's), resolved, installed, locked
 last and renamed into place. A crash leaves only a `.building-*` folder, removed by the
-next build of that key; a lock file per key makes concurrent builds of one key wait for
-the first, which the others then reuse."""
+next build of that key (or by `comfyctl env gc`); a lock file per key makes concurrent
+builds of one key wait for the first, which the others then reuse. Made readable by every
+user before the rename (access.py says why), so a root's build serves the service user."""
 
 import glob
 import os
@@ -11,7 +12,7 @@ import shutil
 import subprocess
 import tempfile
 
-from . import install_script, installer, lock, processes, resolve
+from . import access, install_script, installer, lock, processes, resolve
 from .errors import InstallFailed, Refused
 from .files import held
 
@@ -105,11 +106,13 @@ def _build(job, folder, final, host_python):
                      for name, version in sorted(after.items()) if name not in locked]
     _relocate(folder, final)
     lock.write(folder, job.key, job.inputs, packages)
+    # mkdtemp made the folder 0700 and the lock's mkstemp 0600: readable by its builder alone.
+    access.open_to_all(folder)
 
 
 def ensure(job, host_python):
     """The environment of job.key, built unless a finished one is there: (its folder, built?)."""
-    os.makedirs(job.envs, exist_ok=True)
+    access.make_root(job.envs)
     final = env_dir_of(job.envs, job.key)
     short = job.key[:16]
     with held(os.path.join(job.envs, f".{short}.lock")):

@@ -2,7 +2,8 @@
 
 `add` builds the pack's environment from what it declares (or finds it built), checks that
 the pack imports there, and adds the pack to the config (or prints the entry to add).
-`remove` takes the pack out of the config, and its environment when no other pack uses it.
+`remove` takes the pack out of the config, and its environment when no config on the
+machine names it (owners.py).
 Exit status: 0 done, 2 refused (bad input, a pack that would replace torch, one that does
 not import), 1 an installer failed. Progress on stdout; a refusal or failure is one line on
 stderr. docs/ENVIRONMENTS.md says more."""
@@ -13,7 +14,8 @@ import os
 import re
 import shutil
 
-from . import baseline, build, config_entry, import_check, installer, key, lock, manifests, processes
+from . import (access, baseline, build, config_entry, import_check, installer, inventory, key, manifests, owners,
+               processes)
 from .config_entry import Config
 from .errors import InstallFailed, Refused
 from .requirement import ManifestError
@@ -112,20 +114,57 @@ def add(options):
     env_dir = build.env_dir_of(envs, env_key)
     entry = config_entry.entry(name, pack_dirs[0] if len(pack_dirs) == 1 else pack_dirs, env_dir,
                                options.comfyui_arg, options.sandbox)
-    was_built = build.complete(env_dir, env_key)
+    run_install_py = options.run_install_py and has_script
+    job = build.Job(envs, env_key, inputs, host, declarations, name, pack_dirs, index, run_install_py)
+    # Shared with other adds until the config names the environment: a remove or a gc
+    # deciding meanwhile would find it named by no config, and take it.
+    with owners.adding(envs, config.path if config else None):
+        return _put(options, config, entry, job, comfyui, host_python, has_script)
+
+
+def _usable(env_dir, was_built):
+    """Refused when this user cannot read the environment; a finished one that is its
+    builder's alone (built before environments were made readable by every user) opened.
+    Whether it was opened."""
+    found = access.problem(env_dir)
+    if found is not None and found.kind == "denied":
+        raise Refused(f"the environment {env_dir} {found.words}; run this add as {found.owner or 'its owner'}, which "
+                      "makes it readable to every user")
+    if not was_built:
+        return False
+    try:
+        return access.open_to_all(env_dir) > 0
+    except PermissionError as error:
+        raise Refused(f"the environment {env_dir} is not readable by every user ({error.filename}), and only its "
+                      f"owner can change that; run this add as {access.user_name(os.stat(env_dir).st_uid)}") from None
+
+
+def _put(options, config, entry, job, comfyui, host_python, has_script):
+    """The environment found or built, the pack's import checked in it, the config written."""
+    name, env_dir = entry["name"], entry["python"]["environment"]
+    was_built = build.complete(env_dir, job.key)
+    opened = _usable(env_dir, was_built)
     changed = config.put(entry) if config else True
     written = config.entry(name) if config else entry
-    run_install_py = options.run_install_py and has_script
-    _confinable(name, declarations, written, options, run_install_py)
+    _confinable(name, job.declarations, written, options, job.run_install_py)
+    if opened:
+        processes.say(f"environment {env_dir} made readable to every user (it was its builder's alone), so the "
+                      "user a config runs as can use it")
     if was_built and not changed:
-        processes.say(f"pack \"{name}\": nothing changed (environment {env_dir} is up to date, the config "
-                      "names it); nothing written")
+        if not opened:
+            processes.say(f"pack \"{name}\": nothing changed (environment {env_dir} is up to date, the config "
+                          "names it); nothing written")
         return 0
-    job = build.Job(envs, env_key, inputs, host, declarations, name, pack_dirs, index, run_install_py)
     env_dir, built = build.ensure(job, host_python)
     if not built:
         processes.say(f"environment {env_dir} already built for these inputs: reused")
-    nodes = import_check.run(name, written, comfyui, config, env_dir, envs)
+    try:
+        nodes = import_check.run(name, written, comfyui, config, env_dir, job.envs)
+    except Refused as error:
+        if has_script and not job.run_install_py and "sandbox" not in written:
+            raise Refused(f"{error}; its install.py was not run, and may install what the pack needs: add the pack "
+                          "again with --run-install-py") from None
+        raise
     processes.say(f"pack \"{name}\" imports in its environment{' (in its sandbox)' if 'sandbox' in written else ''}: "
                   f"{nodes} node classes")
     if config:
@@ -147,14 +186,26 @@ def remove(options):
     if not isinstance(env_dir, str):
         return 0
     env_dir = os.path.realpath(config.path_of(env_dir))
-    users = config.environments_named()
-    if env_dir in users:
-        processes.say(f"environment {env_dir} kept: another pack of the config uses it")
-    elif os.path.isfile(os.path.join(env_dir, lock.NAME)) or os.path.isfile(os.path.join(env_dir, "pyvenv.cfg")):
-        shutil.rmtree(env_dir)
-        processes.say(f"environment {env_dir} deleted: no other pack of the config used it")
-    else:
+    if not inventory.built_by_tool(env_dir):
         processes.say(f"environment {env_dir} left alone: it is not an environment this command built")
+        return 0
+    envs = os.path.dirname(env_dir)
+    # Exclusive: no add under the folder is between building an environment and naming it.
+    with owners.deciding(envs):
+        users = owners.users(envs, [config.path])
+        keepers = owners.keepers(env_dir, users)
+        doubts = owners.doubts(users)
+        if keepers:
+            kept_by, packs = keepers[0]
+            whose = "this config" if kept_by == os.path.realpath(config.path) else f"the config {kept_by}"
+            processes.say(f"environment {env_dir} kept: {whose} uses it (pack{'s' if len(packs) > 1 else ''} "
+                          f"{', '.join(packs)})")
+        elif doubts:
+            processes.say(f"environment {env_dir} kept: {doubts[0].doubt}, and that config may name it; comfyctl env "
+                          "gc removes it once the config can be read and none names it")
+        else:
+            shutil.rmtree(env_dir)
+            processes.say(f"environment {env_dir} deleted: no config names it")
     return 0
 
 

@@ -6,7 +6,7 @@ import os
 import platform
 import sys
 
-from . import baseline, key, lock, manifests
+from . import access, baseline, key, lock, manifests
 from .requirement import ManifestError
 
 
@@ -57,13 +57,19 @@ def _difference(recorded, today, declarations):
 
 def stale_reason(env_dir, pack_dirs, comfyui_dir):
     """None when the environment at `env_dir` was built from today's inputs for the packs at
-    `pack_dirs` over the checkout `comfyui_dir`; else why not, in a few words."""
+    `pack_dirs` over the checkout `comfyui_dir`; else why not, in a few words: the real
+    cause when it cannot be used at all (missing, unreadable by this user, unfinished)."""
+    found = access.problem(env_dir)
+    if found is not None:
+        repair = f"; an add run again as {found.owner} makes it readable to every user" \
+            if found.kind == "denied" and found.owner else ""
+        return f"it {found.words}{repair}"
     try:
         recorded = lock.read(env_dir)
     except lock.LockError as error:
         return str(error)
     if recorded is None:
-        return f"no {lock.NAME}: it was never finished"
+        return f"it is unfinished (no {lock.NAME})"  # taken away since problem() looked
     try:
         today, declarations = _today(recorded["inputs"], pack_dirs, comfyui_dir)
     except ManifestError as error:
