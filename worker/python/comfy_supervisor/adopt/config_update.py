@@ -99,6 +99,8 @@ def adopted(data, custom_nodes):
     """{tuple of pack folders: entry name} of the entries whose packs all lie in custom_nodes:
     adopt's own, from an earlier run (or `comfyctl pack add` over the same folders)."""
     home = os.path.realpath(custom_nodes)
+    # A pack linked into custom_nodes (a checkout of its own) is there under its real path.
+    linked = {os.path.realpath(os.path.join(home, name)) for name in os.listdir(home)}
     found = {}
     for entry in data.get("packs", []):
         python = entry.get("python") if isinstance(entry, dict) else None
@@ -106,7 +108,7 @@ def adopted(data, custom_nodes):
         folders = [folders] if isinstance(folders, str) else folders
         if isinstance(folders, list) and folders and all(isinstance(folder, str) for folder in folders):
             real = tuple(os.path.realpath(folder) for folder in folders)
-            if all(os.path.dirname(folder) == home for folder in real):
+            if all(folder in linked or os.path.dirname(folder) == home for folder in real):
                 found[real] = entry.get("name")
     return found
 

@@ -26,6 +26,7 @@ SUPERVISOR_VARIABLE = "COMFY_SV_SUPERVISOR"
 _PREFIX = "comfy-supervisor: "
 _NODES = re.compile(r"\((\d+) node class(?:es)?\)")
 _NOT_IMPORTED = "does not import in its worker: "
+_WORKER_ADVICE = "; fix the pack or its venv"
 
 
 def supervisor_program():
@@ -86,8 +87,10 @@ def run(name, entry, comfyui, config, env_dir, envs):
                   pack.get("name") == name), 0) if config else 0
     said = _problem(lines[0], path, real, index) if lines else f"{program} check ended with status {done.returncode}"
     if _NOT_IMPORTED in said:
+        # The worker's own advice (fix the pack or its venv) gives way to the tool's.
+        cause = said.split(_NOT_IMPORTED, 1)[1].split(_WORKER_ADVICE, 1)[0]
         raise Refused(f"pack \"{name}\" does not import in its environment {env_dir}: "
-                      f"{said.split(_NOT_IMPORTED, 1)[1]}; fix the pack or its declarations, then run this again "
+                      f"{cause}; fix the pack or its declarations, then run this again "
                       "(the environment is kept)")
     raise Refused(f"pack \"{name}\" cannot be started as its worker would be: {said} (the environment {env_dir} is "
                   "kept)")
