@@ -143,6 +143,13 @@ def check_permissions(report, world, pack, gpu1, env):
                  f"an add over it opens it, and does not say nothing changed: {done.stdout[-300:]!r}")
     status, said = supervisor_check(world, gpu1, as_nobody=True)
     report.check(status == 0, f"then nobody runs it: {said[-300:]}")
+    # A folder opened by hand, its lock still root's alone: the worker starts, and says why
+    # it cannot check its environment, not that it is stale.
+    os.chmod(os.path.join(env, "comfy-env.lock.json"), 0o600)
+    status, said = supervisor_check(world, gpu1, as_nobody=True)
+    report.check(status != 0 and "cannot be read by user nobody" in said and "stale" not in said and
+                 "unfinished" not in said, f"a lock nobody cannot read is said so at the worker's start: {said[-400:]}")
+    os.chmod(os.path.join(env, "comfy-env.lock.json"), 0o644)
 
 
 def check_diagnosis(report, world, pack):

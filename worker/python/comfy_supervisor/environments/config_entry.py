@@ -87,11 +87,6 @@ class Config:
         self.packs().remove(entry)
         return entry
 
-    def environments_named(self):
-        return {os.path.realpath(self.path_of(pack["python"]["environment"])) for pack in self.packs()
-                if isinstance(pack, dict) and isinstance(pack.get("python"), dict) and
-                isinstance(pack["python"].get("environment"), str)}
-
     def write(self):
         """This command's changes made to the file as it is now, under the folder's lock, and
         written beside and renamed over, so the supervisor never reads half a file."""
