@@ -23,7 +23,7 @@ from pathlib import Path
 import doc_blocks
 import doc_sandbox
 
-PAGES = ("README.md", "docs/INSTALL.md", "docs/OPERATIONS.md", "docs/PACKS.md")
+PAGES = ("README.md", "docs/INSTALL.md", "docs/OPERATIONS.md", "docs/PACKS.md", "docs/ADOPTING.md")
 SKIPPED = 77  # CTest's SKIP_RETURN_CODE for this test
 # The supervisor a `with-supervisor` block talks to: the installed demo's config with the
 # HTTP port the pages name.

@@ -1,6 +1,6 @@
 """A machine as the docs assume it, made with bubblewrap, for running a page's commands as
-written: /srv/ComfyUI, /srv/comfy-supervisor, /etc/comfy-supervisor and /usr/local are
-there and writable, and nothing written to them, or to the checkout, reaches the real machine.
+written: /srv/ComfyUI, /srv/comfy-supervisor, /etc/comfy-supervisor, /var/lib/comfy-supervisor
+(where root's adopt keeps environments) and /usr/local are there and writable, and nothing written to them, or to the checkout, reaches the real machine.
 
 Inside, the test is the sandbox's root, so `sudo` runs its command as it is (a real sudo
 cannot raise a user namespace's root). The network is the sandbox's own loopback, so a page's
@@ -47,6 +47,7 @@ def _shadow(folder: str, writable: tuple[str, ...]) -> list[str]:
 GIVEN_BY_OTHER_PAGES = {
     "docs/OPERATIONS.md": "python3 -m venv --system-site-packages --without-pip /srv/venvs/impact\n",
     "docs/PACKS.md": "cmake --install build --prefix /usr/local >/dev/null  # INSTALL.md\n",
+    "docs/ADOPTING.md": "cmake --install build --prefix /usr/local >/dev/null  # INSTALL.md\n",
 }
 
 
@@ -107,6 +108,7 @@ def bwrap_command(source: Path, checkout: Path, build: Path, scratch: Path, scri
     command = ["bwrap", "--dev-bind", "/", "/", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
     command += _shadow("/usr/local", INSTALLED_FOLDERS)
     command += _shadow("/etc", ("comfy-supervisor",))
+    command += _shadow("/var/lib", ("comfy-supervisor",))
     command += _shadow("/opt", ())
     command += ["--bind", str(scratch), "/srv", "--bind", str(checkout), str(source),
                 "--bind", str(checkout), "/srv/comfy-supervisor"]
