@@ -10,7 +10,8 @@ targets' dependencies say it for the C++ side:
   its line in docs/ARCHITECTURE.md;
 - at module level the package imports the standard library only; upstream ComfyUI and
   its dependencies (torch, numpy, aiohttp) inside functions, where they run; a room that
-  runs as a tool (TOOLS: environments) only what TOOLS lists for it (yaml), and never those;
+  runs as a tool (TOOLS: environments, adopt, tools) only what TOOLS lists for it (yaml),
+  and never those;
 - the bridge names no module of ComfyUI (NAMES_NO_UPSTREAM): no import of one, and no
   string that is a dotted module path under one of ComfyUI's top-level modules
   ("comfy.model_management", "comfy.ldm."); what of ComfyUI crosses, and how, is the
@@ -51,6 +52,8 @@ ROOMS = {
     "host": {"participant", "bridge", "upstream", "crossing"},
     "pack_worker": {"participant", "bridge", "upstream", "host", "environments", "crossing"},
     "environments": set(),
+    "adopt": {"environments", "pack_check"},
+    "tools": {"environments", "adopt"},
 }
 
 # Rooms that name no module of ComfyUI, in an import or in a string: the bridge knows no
@@ -61,7 +64,7 @@ _MODULE_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\.?")
 
 # Rooms that run as a tool beside ComfyUI, never in its process, and what each may import
 # inside functions besides the standard library: nothing of ComfyUI, torch or numpy.
-TOOLS = {"environments": {"yaml"}}
+TOOLS = {"environments": {"yaml"}, "adopt": {"yaml"}, "tools": set()}
 
 # Every write into upstream ComfyUI by code that runs in ComfyUI's process:
 # (file in the package, function, what is written) -> why. The host wraps upstream's

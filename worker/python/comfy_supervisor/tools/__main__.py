@@ -1,4 +1,5 @@
-"""python3 -m comfy_supervisor.tools COMMAND ARGS...: what comfyctl's pack, env and adopt run.
+"""python3 -m comfy_supervisor.tools COMMAND ARGS...: what comfyctl's pack, env and adopt run
+(supervisor/ctl/python_tool.hpp).
 
     pack   add, remove and check one pack (environments/cli.py)
     env    list the environments and remove those no config names (environments/env_cli.py)
