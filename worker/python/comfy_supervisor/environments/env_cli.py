@@ -91,10 +91,13 @@ def gc_command(options):
                 say(f"{'would remove' if options.dry_run else 'removed'} {entry.path} ({shown_size(entry.bytes)}, "
                     f"{_why(entry)})")
                 removed, freed = removed + 1, freed + entry.bytes
+    # The configs it went by: one that no record names (made before records were kept) is not among them.
+    looked = f"configs looked at: {', '.join(user.path for user in users) or 'none'}"
     if options.dry_run:
-        say(f"gc --dry-run of {envs}: {removed} would be removed, {shown_size(freed)}; {kept} kept; nothing removed")
+        say(f"gc --dry-run of {envs}: {removed} would be removed, {shown_size(freed)}; {kept} kept; {looked}; "
+            "nothing removed")
     else:
-        say(f"gc of {envs}: {removed} removed, {shown_size(freed)} freed; {kept} kept")
+        say(f"gc of {envs}: {removed} removed, {shown_size(freed)} freed; {kept} kept; {looked}")
     return 0
 
 
