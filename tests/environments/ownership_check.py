@@ -143,6 +143,12 @@ def check_permissions(report, world, pack, gpu1, env):
                  f"an add over it opens it, and does not say nothing changed: {done.stdout[-300:]!r}")
     status, said = supervisor_check(world, gpu1, as_nobody=True)
     report.check(status == 0, f"then nobody runs it: {said[-300:]}")
+    done = subprocess.run(AS_NOBODY + [sys.executable, "-m", "comfy_supervisor.environments", "add", pack, "--config",
+                                       gpu1], capture_output=True, text=True, env=world.environ(), cwd="/",
+                          stdin=subprocess.DEVNULL)
+    report.check(done.returncode == 0 and "nothing changed" in done.stdout,
+                 f"nobody's add over root's environments folder finds nothing to change: {done.stdout!r} "
+                 f"{done.stderr!r}")
     # A folder opened by hand, its lock still root's alone: the worker starts, and says why
     # it cannot check its environment, not that it is stale.
     os.chmod(os.path.join(env, "comfy-env.lock.json"), 0o600)

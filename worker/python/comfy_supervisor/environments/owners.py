@@ -126,7 +126,13 @@ def doubts(users_):
 @contextlib.contextmanager
 def _locked(envs, operation, waiting):
     access.make_root(envs)
-    descriptor = os.open(os.path.join(envs, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    path = os.path.join(envs, LOCK)
+    try:
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except PermissionError:
+        # A folder another user owns (root's, read by the service user): its lock is
+        # readable, and an flock needs no more.
+        descriptor = os.open(path, os.O_RDONLY)
     try:
         try:
             fcntl.flock(descriptor, operation | fcntl.LOCK_NB)
@@ -144,7 +150,12 @@ def adding(envs, config_path=None):
     config recorded as a user of `envs`, and no remove or gc deciding meanwhile."""
     with _locked(envs, fcntl.LOCK_SH, f"waiting for a remove or gc under {envs} to finish"):
         if config_path:
-            register(envs, config_path)
+            try:
+                register(envs, config_path)
+            except PermissionError:
+                say(f"  note: {config_path} is not recorded as a user of {envs}, which is another user's; an add "
+                    f"run as {access.user_name(os.stat(envs).st_uid)} records it (until then a gc may take what it "
+                    "names, unless it is in /etc/comfy-supervisor)")
         yield
 
 
