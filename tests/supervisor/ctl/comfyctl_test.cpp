@@ -60,6 +60,7 @@ ParticipantRecord participant(const char* name, std::int32_t pid, std::uint32_t 
     r.kind = static_cast<std::uint8_t>(kind);
     r.last_exit_status = -1;
     r.last_exit_signal = 0;
+    r.node_classes = kNodeClassesUncounted;
     return r;
 }
 
@@ -380,6 +381,36 @@ TEST_CASE("a participant the arbiter passes over is shown deaf, and flag bits it
     report.workers.push_back(row);
     CHECK_THAT(ctl::workers_text(report, ctl::wall_clock_ms()), Contains("ready (deaf)"));
     CHECK(ctl::workers_json(report)["workers"][0]["deaf"] == true);
+}
+
+TEST_CASE("a participant's note (why it failed, a warning while it runs) is marked in its row, whole under the "
+          "table, and in --json with its node classes") {
+    const std::string warning = "warning: pack empty registered no node classes, so ComfyUI has none of its nodes";
+    auto record = participant("empty", 300, 2, ParticipantState::ready);
+    record.node_classes = 0;
+    std::strncpy(record.note, warning.c_str(), kParticipantNoteBytes - 1);
+    auto failed = participant("gone", 0, 1, ParticipantState::failed);
+    const std::string why = "failed: it cannot start: pack gone's environment /e is missing: run comfyctl pack add "
+                            "/p --name gone --config /c.json to build it; then comfyctl retry gone";
+    std::strncpy(failed.note, why.c_str(), kParticipantNoteBytes - 1);
+    failed.note[3] = '\x07';  // shown as '?', never sent to a terminal
+    const auto plain = participant("example", 301, 1, ParticipantState::ready);
+    ctl::SegmentReport report;
+    report.instance = "here";
+    std::uint32_t slot = 1;
+    for (const auto& r : {record, failed, plain}) report.workers.push_back(ctl::worker_row(slot++, r));
+
+    const auto text = ctl::workers_text(report, ctl::wall_clock_ms());
+    CHECK_THAT(text, Contains("ready (!)"));
+    CHECK_THAT(text, Contains("failed (!)"));
+    CHECK_THAT(text, Contains("\n(!) empty: " + warning + "\n"));
+    CHECK_THAT(text, Contains("\n(!) gone: fai?ed: it cannot start:"));
+    CHECK_THAT(text, !Contains("(!) example"));  // nothing to say of the plain pack
+    const auto json = ctl::workers_json(report)["workers"];
+    CHECK(json[0]["note"] == warning);
+    CHECK(json[0]["node_classes"] == 0);
+    CHECK(json[1]["node_classes"].is_null());
+    CHECK(json[2]["note"].is_null());
 }
 
 TEST_CASE("a pack busy in a callback shows so in workers and top, with how long, and no other state says callback") {
@@ -905,6 +936,20 @@ TEST_CASE("comfyctl pack runs the pack tool with this build's package: its outpu
     CHECK(late.status == 2);
     CHECK(line_count(late.err) == 1);
     CHECK_THAT(late.err, Contains("pack comes first and takes no --instance: comfyctl pack ARGS..."));
+}
+
+TEST_CASE("comfyctl env and adopt run the Python tool too: their own help, and a refusal in one line, status 2") {
+    for (const std::string command : {"env", "adopt"}) {
+        const auto help = run_comfyctl({command, "--help"}, std::chrono::seconds(60));
+        CHECK(help.status == 0);
+        CHECK_THAT(help.out, Contains("usage: comfyctl " + command));
+        CHECK_THAT(run_comfyctl({"--help"}).out, Contains("  " + command + " ..."));
+    }
+    const auto refused = run_comfyctl({"adopt", "/nonexistent/ComfyUI", "--config", "/nonexistent/sv.json"},
+                                      std::chrono::seconds(60));
+    CHECK(refused.status == 2);
+    CHECK(line_count(refused.err) == 1);
+    CHECK_THAT(refused.err, Contains("comfyctl adopt: /nonexistent/ComfyUI is not a ComfyUI checkout"));
 }
 
 TEST_CASE("comfyctl pack without a Python to run the tool says what to install, in one line and status 1") {
