@@ -129,6 +129,12 @@ one PASS or FAIL line with what was seen:
    each bit-equal to one process, and no line of the worker saying either crossed as a
    proxy.
 
+36. With --real-packs DIR (adopt_steps.py): `comfyctl adopt`, offline, over a ComfyUI made in
+   the temporary folder whose custom_nodes holds the real packs: a line per pack of what it
+   decided and why, comfy-supervisor check OK, and ComfyUI under the supervisor with the
+   adopted config registering the node classes ComfyUI alone registers with every pack, but
+   those the report names.
+
 Then one line `comfyui-check: N passed, M failed`; the exit status is 1 on any failure.
 Every process and the segment are cleaned up on exit, Ctrl-C and SIGTERM included.
 """
@@ -146,6 +152,7 @@ import time
 import urllib.error
 import urllib.request
 
+import adopt_steps
 import bridge_steps
 import environment_steps
 import group_steps
@@ -289,15 +296,18 @@ class Check:
 
     # ---- the processes ----
 
-    def start(self):
+    def start(self, workload=True):
+        """comfy-supervisor run over the folder's config.json, with its workload.json unless
+        `workload` is False (it then runs until stopped)."""
         self.log = self.tmp / "supervisor.log"
         self.out = self.tmp / "supervisor.out"
         with open(self.log, "wb") as err, open(self.out, "wb") as out:
             # A session of its own: Ctrl-C reaches the check only, which stops the supervisor
             # with SIGTERM, its clean shutdown.
+            workload_args = ["--workload", str(self.tmp / "workload.json")] if workload else []
             self.supervisor = subprocess.Popen(
                 [str(self.build / "bin" / "comfy-supervisor"), "run", "--config", str(self.tmp / "config.json"),
-                 "--workload", str(self.tmp / "workload.json"), "--instance", self.instance],
+                 *workload_args, "--instance", self.instance],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
 
     def ctl(self, what):
@@ -395,15 +405,16 @@ class Check:
 
     # ---- waiting for ComfyUI ----
 
-    def host_up(self):
-        """True once ComfyUI serves; "failed" once the supervisor gave up on it; else None."""
+    def host_up(self, node="ComfySupervisorCheckModel"):
+        """True once ComfyUI serves (`node`'s info); "failed" once the supervisor gave up on it;
+        else None."""
         states = [w.get("state") for w in self.workers() if w.get("slot") == 0]
         if "failed" in states:
             return "failed"
         if not any(state in ("ready", "busy") for state in states):
             return None
         try:
-            status, _ = self.http("GET", "/object_info/ComfySupervisorCheckModel", timeout=5)
+            status, _ = self.http("GET", f"/object_info/{node}", timeout=5)
         except OSError:
             return None
         return status == 200
@@ -610,6 +621,7 @@ class Check:
                 self.step(number, title, False, f"not run: {why}")
             self.shutdown()
             self.standin_equivalence()  # needs no supervisor
+            adopt_steps.step(self)  # nor this one's
             return
         host = [w for w in self.workers() if w.get("slot") == 0][0]
         self.say(f"ComfyUI is the host participant (pid {host['pid']}, generation {host['generation']}), "
@@ -629,6 +641,7 @@ class Check:
         self.real_packs.run()
         self.shutdown()
         self.standin_equivalence()
+        adopt_steps.step(self)
 
     def standin_equivalence(self):
         run = subprocess.run([self.python, str(REPO / "tests" / "host" / "standin_equivalence.py"),
