@@ -1,9 +1,11 @@
-"""python3 -m comfy_supervisor.environments add PACK_DIR [options] | remove NAME --config FILE
+"""python3 -m comfy_supervisor.environments add PACK_DIR [options] | remove NAME --config FILE | check DIR [--json]
 
 `add` builds the pack's environment from what it declares (or finds it built), checks that
 the pack imports there, and adds the pack to the config (or prints the entry to add).
 `remove` takes the pack out of the config, and its environment when no config on the
 machine names it (owners.py).
+`check` estimates, from reading the pack's source, which of its node classes can run isolated
+(pack_check/); it exits 0 whenever it could read the pack, whatever the verdicts.
 Exit status: 0 done, 2 refused (bad input, a pack that would replace torch, one that does
 not import), 1 an installer failed. Progress on stdout; a refusal or failure is one line on
 stderr. docs/ENVIRONMENTS.md says more."""
@@ -14,6 +16,8 @@ import os
 import re
 import shutil
 
+from .. import pack_check
+from ..pack_check import report
 from . import (access, baseline, build, config_entry, import_check, installer, inventory, key, manifests, owners,
                processes)
 from .config_entry import Config
@@ -209,6 +213,16 @@ def remove(options):
     return 0
 
 
+def check(options):
+    """The estimate of which of the pack's node classes can run isolated, as text or JSON."""
+    try:
+        found = pack_check.estimate(options.pack_dir)
+    except pack_check.NotAPack as error:
+        raise Refused(str(error)) from None
+    print(report.as_json(found) if options.json else report.text(found), flush=True)
+    return 0
+
+
 def parser():
     top = argparse.ArgumentParser(prog="comfyctl pack", description=__doc__.split("\n\n")[0])
     commands = top.add_subparsers(dest="command", required=True)
@@ -234,13 +248,18 @@ def parser():
     removing = commands.add_parser("remove", help="take a pack out of the config, and its environment if unused")
     removing.add_argument("name", metavar="NAME")
     removing.add_argument("--config", required=True)
+    checking = commands.add_parser("check", help="estimate, from the pack's source, which of its node classes can run "
+                                                 "isolated")
+    checking.add_argument("pack_dir", metavar="DIR", help="the pack's folder (read, never imported)")
+    checking.add_argument("--json", action="store_true", help="the estimate as JSON (with a version field)")
     return top
 
 
 def main(argv=None):
     options = parser().parse_args(argv)
     try:
-        return add(options) if options.command == "add" else remove(options)
+        commands = {"add": add, "remove": remove, "check": check}
+        return commands[options.command](options)
     except (Refused, ManifestError, baseline.HostError) as error:
         processes.refuse_line(str(error))
         return 2
