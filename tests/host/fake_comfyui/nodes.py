@@ -143,17 +143,21 @@ NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (CheckpointLoaderSimple, CLI
 
 
 def load_custom_node(module_path, base_node_names=frozenset()):
-    """As upstream's: the folder (or .py file) imported as the module of its name, its
-    NODE_CLASS_MAPPINGS added but for the names of ComfyUI's own nodes, its front end noted;
-    an import that fails is logged and leaves nothing. Whether it loaded."""
+    """As upstream's: the folder (or .py file) imported under its path as the module's name
+    (a folder's with each "." made "_x_", a file's without ".py"), so no pack's module takes a
+    name an import would find; its NODE_CLASS_MAPPINGS added but for the names of ComfyUI's
+    own nodes, its front end noted under its folder's name; an import that fails is logged
+    and leaves nothing. Whether it loaded."""
     import importlib.util
     import logging
     name = os.path.splitext(os.path.basename(module_path))[0]
-    init = os.path.join(module_path, "__init__.py") if os.path.isdir(module_path) else module_path
+    is_folder = os.path.isdir(module_path)
+    module_name = module_path.replace(".", "_x_") if is_folder else os.path.splitext(module_path)[0]
+    init = os.path.join(module_path, "__init__.py") if is_folder else module_path
     try:
-        spec = importlib.util.spec_from_file_location(name, init)
+        spec = importlib.util.spec_from_file_location(module_name, init)
         module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
+        sys.modules[module_name] = module
         spec.loader.exec_module(module)
     except Exception as error:  # noqa: BLE001 (upstream's own: any pack's failure is logged)
         logging.warning(f"Cannot import {module_path} module for custom nodes: {error}")
