@@ -4,6 +4,7 @@ labelled as one), then what the builds gave."""
 from . import plan as planning
 
 _VERBS = {planning.ISOLATE: "isolate", planning.KEEP: "keep", planning.SKIP: "skip"}
+_NOTE_WIDTH = 160  # a note's characters shown in the plan; pack check prints it whole
 
 
 def _unit_of(pack, units):
@@ -25,8 +26,12 @@ def plan(custom_nodes, packs, units):
         verb = "group" if unit and len(unit.packs) > 1 else _VERBS[pack.action]
         print(f"  {verb:<8} {pack.folder:<{width}}  {_nodes(pack) if pack.action != planning.SKIP else '':<20} "
               f"{'; '.join(pack.reasons)}{where}".rstrip(), flush=True)
-        for note in (pack.estimate.notes if pack.estimate else [])[:3]:
-            print(f"  {'':<8} {'':<{width}}  note: {note}", flush=True)
+        notes = pack.estimate.notes if pack.estimate and pack.action != planning.SKIP else []
+        for note in notes:
+            shown = note if len(note) <= _NOTE_WIDTH else note[:_NOTE_WIDTH - 1] + "…"
+            print(f"  {'':<8} {'':<{width}}  note: {shown}", flush=True)
+        if any(len(note) > _NOTE_WIDTH for note in notes):
+            print(f"  {'':<8} {'':<{width}}  (comfyctl pack check {pack.candidate.path} says all of it)", flush=True)
 
 
 def dry_run(config_path, units, gone):
