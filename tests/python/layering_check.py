@@ -10,7 +10,7 @@ targets' dependencies say it for the C++ side:
   its line in docs/ARCHITECTURE.md;
 - at module level the package imports the standard library only; upstream ComfyUI and
   its dependencies (torch, numpy, aiohttp) inside functions, where they run; a room that
-  runs as a tool (TOOLS: environments, adopt, tools) only what TOOLS lists for it (yaml),
+  runs as a tool (TOOLS: environments, pack_check, adopt, tools) only what TOOLS lists for it (yaml),
   and never those;
 - the bridge names no module of ComfyUI (NAMES_NO_UPSTREAM): no import of one, and no
   string that is a dotted module path under one of ComfyUI's top-level modules
@@ -51,7 +51,8 @@ ROOMS = {
     "crossing": {"bridge"},
     "host": {"participant", "bridge", "upstream", "crossing"},
     "pack_worker": {"participant", "bridge", "upstream", "host", "environments", "crossing"},
-    "environments": set(),
+    "environments": {"pack_check"},
+    "pack_check": {"crossing"},
     "adopt": {"environments", "pack_check"},
     "tools": {"environments", "adopt"},
 }
@@ -64,7 +65,7 @@ _MODULE_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\.?")
 
 # Rooms that run as a tool beside ComfyUI, never in its process, and what each may import
 # inside functions besides the standard library: nothing of ComfyUI, torch or numpy.
-TOOLS = {"environments": {"yaml"}, "adopt": {"yaml"}, "tools": set()}
+TOOLS = {"environments": {"yaml"}, "adopt": {"yaml"}, "tools": set(), "pack_check": set()}
 
 # Every write into upstream ComfyUI by code that runs in ComfyUI's process:
 # (file in the package, function, what is written) -> why. The host wraps upstream's

@@ -19,8 +19,9 @@ kept: `python -m comfy_supervisor.environments add PACK_DIR` (what `comfyctl pac
   inventory: what a folder holds, for env_cli (`comfyctl env list` and `gc`);
 - files: a file's sha256, a JSON file replaced whole, an flock.
 
-Imports nothing else of comfy_supervisor, and of what is not the standard library only
-yaml (for pyisolate.yaml), inside the function that reads one. Imported by no other room:
+Imports of comfy_supervisor pack_check alone (cli's `check`: the estimate of which node
+classes of a pack can run isolated), and of what is not the standard library only yaml
+(for pyisolate.yaml), inside the function that reads one. Imported by no other room:
 it runs as a tool, and the pack worker runs stamp from its own command line.
 docs/ENVIRONMENTS.md says what it does and why.
 """

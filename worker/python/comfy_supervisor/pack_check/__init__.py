@@ -15,6 +15,10 @@ crosses follows the bridge's own tables (crossing_types.py).
 - crossing_types: how a type crosses; uses: what a node does with ComfyUI's remote objects;
 - findings: what keeps the pack in ComfyUI's process, and notes;
 - estimate: the verdicts, PackEstimate and NodeEstimate; report: the text and JSON output.
+
+Imports of comfy_supervisor crossing alone (its tables: kinds.KINDS, replicas.REPLICATED),
+and nothing outside the standard library: it runs as a tool. Imported by environments (cli's
+`check`) and adopt.
 """
 
 from .estimate import CROSSES, DOES_NOT_CROSS, UNKNOWN, NodeEstimate, PackEstimate, estimate
