@@ -259,7 +259,7 @@ class Report:
             words = line.split()
             if len(words) >= 2 and words[0] in VERBS and line.startswith("  ") and \
                     any(words[1] == pack.folder for pack in PACKS):
-                self.decided[words[1]] = (words[0], line.split(words[1], 1)[1].strip())
+                self.decided[words[1]] = (words[0], " ".join(line.split(words[1], 1)[1].split()))
         self.isolated = self.listed(lines, ISOLATED)
         self.kept = self.listed(lines, KEPT)
         built = [BUILT.match(line) for line in lines]
