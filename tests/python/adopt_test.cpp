@@ -183,3 +183,42 @@ TEST_CASE("comfyctl adopt isolates a ComfyUI's custom_nodes in one command: ever
     CHECK(now["group_maker-group_taker"] == entries["group_maker-group_taker"]);
     CHECK_FALSE(fs::exists(gone_env));
 }
+
+TEST_CASE("comfyctl adopt --from adopts only what a ComfyUI-Manager snapshot or a comfy-cli lock lists, disabled "
+          "ones left as they are") {
+    const TempFolder folder("adopt-from");
+    const auto checkout = make_checkout(folder.path());
+    const auto config_file = folder.write("sv.json", memory_config_of(json::array()).dump(2));
+    // Manager's snapshot: a git pack by its repository's name, a registry pack by its
+    // pyproject name (host_only's is "host-only"), a disabled one.
+    const auto snapshot = folder.write(
+        "snapshot.json",
+        R"({"comfyui": "4b2ef9a1", "pips": {},
+            "git_custom_nodes": {"https://github.com/someone/clash_one.git": {"hash": "1", "disabled": false},
+                                 "https://github.com/someone/clash_two": {"hash": "2", "disabled": true}},
+            "cnr_custom_nodes": {"host-only": "1.0.0"},
+            "file_custom_nodes": [{"filename": "gone.py", "disabled": false}]})");
+    // comfy-cli's lock: the same lists under custom_nodes.
+    const auto lock = folder.write("comfy-lock.yaml",
+                                   "basic: {}\ncustom_nodes:\n  git_custom_nodes:\n"
+                                   "    https://github.com/someone/group_maker: {hash: '3', disabled: false}\n"
+                                   "  cnr_custom_nodes: {}\n  file_custom_nodes: []\n");
+    const auto wheels = folder.path() / "wheels";  // not read: a dry run builds nothing
+    const auto from_snapshot = adopt(checkout, config_file, wheels, "--dry-run --from " + quoted(snapshot));
+    INFO(from_snapshot.output);
+    CHECK(from_snapshot.status == 0);
+    CHECK_THAT(from_snapshot.output, Contains("isolate  clash_one"));
+    CHECK_THAT(from_snapshot.output, Contains("can_isolate = false"));  // host_only: listed, kept by its author
+    CHECK_THAT(from_snapshot.output, Contains("keep     clash_two"));
+    // clash_two (disabled there), group_maker, group_taker, broken_pack, routes_pack
+    CHECK(count_of(from_snapshot.output, "not in the pack list given (--from)") == 5);
+    const auto from_lock = adopt(checkout, config_file, wheels, "--dry-run --from " + quoted(lock));
+    INFO(from_lock.output);
+    CHECK(from_lock.status == 0);
+    // group_maker is listed; group_taker, which shares its type, is not: both stay.
+    CHECK_THAT(from_lock.output, Contains("shares SHARED_THING with group_taker"));
+    const auto bad = adopt(checkout, config_file, wheels, "--dry-run --from " + quoted(config_file));
+    CHECK(bad.status == 2);
+    CHECK_THAT(bad.output, Contains("comfyctl adopt: " + config_file.string() + " lists no packs"));
+    CHECK(read_file(config_file) == memory_config_of(json::array()).dump(2));
+}
