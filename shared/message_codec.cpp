@@ -169,6 +169,7 @@ Check check(const DeviceAllocation& m) {
     return nullptr;
 }
 Check check(const DeviceRelease& m) { return is_bytes(m.bytes) ? nullptr : "device_release.bytes"; }
+// Any count is one a pack can have; what it means for a pack is the supervisor's to judge.
 Check check(const Ready& m) { return m.reserved != 0 ? "ready.reserved" : nullptr; }
 
 // The variant's alternatives must follow MessageType order, one per type, so that

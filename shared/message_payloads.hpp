@@ -326,10 +326,12 @@ struct DeviceRelease {
 };
 
 // Sent once, by a participant whose Hello declared kCapReadyLater, when its start-up
-// succeeded (a pack's worker: the pack imported and its nodes described).
+// succeeded (a pack's worker: the pack imported and its nodes described), with how many
+// node classes it registered (kNodeClassesUncounted from one with no nodes of its own).
 struct Ready {
     static constexpr MessageType kType = MessageType::ready;
-    std::uint64_t reserved;  // zero
+    std::uint32_t node_classes;
+    std::uint32_t reserved;  // zero
 };
 
 }  // namespace comfy

@@ -12,6 +12,10 @@ namespace comfy {
 
 inline constexpr std::size_t kPackNameBytes = 32;
 inline constexpr std::size_t kNodeNameBytes = 64;
+inline constexpr std::size_t kParticipantNoteBytes = 512;
+// A participant's node classes when it has not counted them: not ready yet, or one with no
+// nodes of its own (the host, a command pack). Any other value is a pack worker's count.
+inline constexpr std::uint32_t kNodeClassesUncounted = 0xffffffff;
 
 // stopped: by an operator (comfyctl stop), until one starts it again; added last, so the
 // numbers of the others, and the layout, are unchanged.
@@ -46,6 +50,14 @@ struct ParticipantRecord {
     // When its busy stretch (a node, or a callback) began, wall clock (ms since the Unix
     // epoch), for display only; 0 while it is not busy.
     std::uint64_t busy_since_ms;
+    // How many node classes this life registered, as its `ready` said; kNodeClassesUncounted
+    // otherwise.
+    std::uint32_t node_classes;
+    std::uint32_t reserved;  // zero
+    // Why it failed, with what to do (state failed); or, while it runs, what an operator
+    // should look at (a pack that registered no node class). NUL-terminated printable
+    // ASCII, cut to fit; empty when there is nothing to say.
+    char note[kParticipantNoteBytes];
 };
 
 // Supervisor-written: one stand-in entry per model held on a device (the machine-wide

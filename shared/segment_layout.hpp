@@ -25,8 +25,9 @@ namespace comfy {
 // Bump on any change to the bytes of the segment or of a message. 4: the ledger's
 // generation (LedgerGeneration). 5: a participant's last node by name (ParticipantRecord).
 // 6: a model's name in model_registered and the ledger. 7: since when a participant is
-// busy, and whether in a callback (ParticipantRecord; node_started's activity).
-inline constexpr std::uint32_t kLayoutVersion = 7;
+// busy, and whether in a callback (ParticipantRecord; node_started's activity). 8: a
+// participant's node classes (ready's count) and its note (ParticipantRecord).
+inline constexpr std::uint32_t kLayoutVersion = 8;
 
 struct Capacities {
     std::uint32_t participants = 64;

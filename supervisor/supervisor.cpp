@@ -7,6 +7,7 @@
 #include "supervisor/lifecycle/liveness.hpp"
 #include "supervisor/lifecycle/message_pump.hpp"
 #include "supervisor/lifecycle/sandbox.hpp"
+#include "supervisor/lifecycle/start_failures.hpp"
 #include "supervisor/memory/segment_upkeep.hpp"
 #include "supervisor/ops/log/log.hpp"
 
@@ -116,6 +117,16 @@ int Supervisor::run() {
 // ---- spawning, death and restart ----
 
 void Supervisor::start_worker(WorkerProcess& worker) {
+    worker.note.clear();
+    worker.node_classes = kNodeClassesUncounted;
+    worker.cannot_start.clear();
+    // Asked at each start, not once at load: one pack's environment deleted or unreadable
+    // fails that pack alone, and once rebuilt it starts at its retry.
+    if (auto problem = start_problem(worker.pack)) {
+        worker.cannot_start = std::move(*problem);
+        give_up(worker);
+        return;
+    }
     ++worker.generation;
     worker.token = new_token();
     worker.kill_reason.clear();
@@ -246,20 +257,14 @@ bool Supervisor::restarts_after_exit(const WorkerProcess& worker, Clock::time_po
         case OperatorIntent::cancelled: return true;
         case OperatorIntent::none: break;
     }
-    return worker.last_exit_status != kExitCannotRun && !worker.restarts.gives_up_at(now);
+    return !worker.cannot_run() && !worker.restarts.gives_up_at(now);
 }
 
 void Supervisor::schedule_restart(WorkerProcess& worker, Clock::time_point now) {
     // No restart is counted for a pack that cannot run: none is made.
-    const bool cannot_run = worker.last_exit_status == kExitCannotRun;
-    const auto decision = cannot_run ? RestartTracker::Decision{true, {}} : worker.restarts.on_death(now);
+    const auto decision = worker.cannot_run() ? RestartTracker::Decision{true, {}} : worker.restarts.on_death(now);
     if (decision.give_up) {
-        set_state(worker, ParticipantState::failed);
-        const std::string why = worker.why_given_up();
-        happened(LogLevel::error, worker, "failed", "failed: " + why, {{"reason", why}});
-        bridge_.failed(worker, why);
-        worker.fail_requests(FailureReason::worker_failed, true);
-        check_all_started();
+        give_up(worker);
         return;
     }
     set_state(worker, ParticipantState::dead);
@@ -271,6 +276,19 @@ void Supervisor::schedule_restart(WorkerProcess& worker, Clock::time_point now) 
     worker.restart_timer.async_wait([this, &worker](const boost::system::error_code& ec) {
         if (!ec && !shutting_down_) start_worker(worker);
     });
+}
+
+void Supervisor::give_up(WorkerProcess& worker) {
+    const std::string why = worker.why_given_up();
+    worker.note = "failed: " + why;
+    // Published even when it was failed already (a retry that found the same problem): the
+    // note is this try's.
+    worker.state = ParticipantState::failed;
+    publish(worker);
+    happened(LogLevel::error, worker, "failed", "failed: " + why, {{"reason", why}});
+    bridge_.failed(worker, why);
+    worker.fail_requests(FailureReason::worker_failed, true);
+    check_all_started();
 }
 
 void Supervisor::terminate(WorkerProcess& worker, const std::string& reason) {
@@ -336,6 +354,7 @@ void Supervisor::handle_message(WorkerProcess& worker, const MessageSlot& slot) 
                 terminate(worker, *problem);
             } else if (!shutting_down_) {  // being ended by SIGTERM: never shown ready now
                 worker.handshake_timer.cancel();
+                worker.node_classes = std::get<Ready>(message.payload).node_classes;
                 become_ready(worker);
             }
             break;
@@ -429,11 +448,15 @@ void Supervisor::accept_hello(WorkerProcess& worker, const Message& message) {
 }
 
 void Supervisor::become_ready(WorkerProcess& worker) {
+    const auto warning = ready_warning(worker);
+    if (warning) worker.note = "warning: " + *warning;
     set_state(worker, ParticipantState::ready);
     happened(LogLevel::info, worker, "ready",
              "ready (pid " + std::to_string(worker.process.pid) + ", generation " + std::to_string(worker.generation) +
                  ")",
              {{"pid", worker.process.pid}, {"generation", worker.generation}});
+    // Once a life, kept with the failures: ready, yet nothing of it can be used.
+    if (warning) happened(LogLevel::warning, worker, "no_nodes", *warning, {{"node_classes", worker.node_classes}});
     notify(WorkerEvent::ready, worker);
     dispatch_queued(worker);
     check_all_started();
@@ -644,6 +667,7 @@ void Supervisor::start_control() {
 
 void Supervisor::keep_stopped(WorkerProcess& worker) {
     const std::string why = "stopped by an operator (comfyctl start " + worker.pack.name + " starts it again)";
+    worker.note.clear();  // a failure's is no longer why it is not running
     set_state(worker, ParticipantState::stopped);
     happened(LogLevel::info, worker, "stopped", why);
     bridge_.failed(worker, why);

@@ -96,6 +96,9 @@ private:
     bool restarts_after_exit(const WorkerProcess& worker, std::chrono::steady_clock::time_point now) const;
     void schedule_restart(WorkerProcess& worker,
                           std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+    // Marks it failed until an operator asks again, saying why (WorkerProcess::why_given_up)
+    // in its record, the journal and the host's answer to whoever waits on it.
+    void give_up(WorkerProcess& worker);
 
     void handle_message(WorkerProcess& worker, const MessageSlot& slot);
     // The simulated device's allocations and releases, which the supervisor decides.

@@ -42,6 +42,7 @@ static_assert(COMFY_COMMAND_FULL_RELEASE == static_cast<int>(MessageType::full_r
 static_assert(COMFY_COMMAND_PARTIAL_RELEASE == static_cast<int>(MessageType::partial_release));
 static_assert(COMFY_COMMAND_RELEASE_PINS == static_cast<int>(MessageType::release_pins));
 static_assert(COMFY_CAP_READY_LATER == kCapReadyLater);
+static_assert(COMFY_NODE_CLASSES_UNCOUNTED == kNodeClassesUncounted);
 static_assert(COMFY_MODEL_NAME_BYTES == kModelNameBytes);
 static_assert(COMFY_PACK_NAME_BYTES == kPackNameBytes);
 
@@ -158,8 +159,8 @@ uint32_t comfy_participant_generation(const comfy_participant* participant) {
     return participant == nullptr ? 0 : participant->runtime.generation();
 }
 
-int comfy_participant_ready(comfy_participant* participant) {
-    return guarded(participant, [](comfy_participant& p) { return send_checked(p, Ready{0}); });
+int comfy_participant_ready(comfy_participant* participant, uint32_t node_classes) {
+    return guarded(participant, [&](comfy_participant& p) { return send_checked(p, Ready{node_classes, 0}); });
 }
 
 int comfy_participant_register_model(comfy_participant* participant, uint64_t model_id, uint64_t weights_id,

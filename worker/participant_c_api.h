@@ -80,9 +80,13 @@ COMFY_PARTICIPANT_API comfy_participant* comfy_participant_open(uint64_t capabil
  * (comfy_participant_ready): the supervisor shows it spawning, and sends it no work,
  * until then. Without it a participant is ready once its Hello is answered. */
 #define COMFY_CAP_READY_LATER ((uint64_t)1 << 3)
-/* Its start-up is done (a pack imported): ready from now on. Once, and only after opening
- * with COMFY_CAP_READY_LATER; otherwise the supervisor stops the process. */
-COMFY_PARTICIPANT_API int comfy_participant_ready(comfy_participant* participant);
+/* A participant with no node classes of its own, in comfy_participant_ready. */
+#define COMFY_NODE_CLASSES_UNCOUNTED ((uint32_t)0xffffffff)
+/* Its start-up is done (a pack imported): ready from now on, with how many node classes it
+ * registered (the supervisor warns of a pack with none), or COMFY_NODE_CLASSES_UNCOUNTED.
+ * Once, and only after opening with COMFY_CAP_READY_LATER; otherwise the supervisor stops
+ * the process. */
+COMFY_PARTICIPANT_API int comfy_participant_ready(comfy_participant* participant, uint32_t node_classes);
 /* Stops the heartbeat and detaches; the handle is gone. NULL is ignored. */
 COMFY_PARTICIPANT_API void comfy_participant_close(comfy_participant* participant);
 /* The last failure on this thread, one line; "" when none. */

@@ -2,6 +2,7 @@
 
 #include "shared/json_errors.hpp"
 #include "supervisor/check/python_probes.hpp"
+#include "supervisor/config/environment_problem.hpp"
 #include "supervisor/lifecycle/sandbox_check.hpp"
 
 #include <cstdio>
@@ -98,6 +99,14 @@ private:
         const PythonPack& python = *pack.python;
         const auto checkout = checkout_problem(python.comfyui, at + "/python/comfyui");
         if (python.comfyui != config_.comfyui_checkout) add(checkout);  // the host's is told once, with the host
+        // `run` starts without it and fails this pack alone; here it stops the check.
+        if (!python.environment.empty()) {
+            const auto environment = environment_state(pack);
+            if (environment.fault != EnvironmentFault::none) {
+                add("at " + at + "/python/environment: " + environment.line);
+                return;
+            }
+        }
         const std::string interpreter_at = at + (python.environment.empty() ? "/python/interpreter" : "/python/environment");
         const auto interpreter =
             interpreter_problem(prober_, pack, python.interpreter, interpreter_at, config_.limits.handshake_timeout);

@@ -76,8 +76,8 @@ ProbeResult Prober::run(SpawnRequest request, Milliseconds limit) {
     while (::waitpid(process.pid, &status, 0) < 0 && errno == EINTR) {
     }
     ::close(process.pidfd);
-    if (const int exec_error = take_exec_error(process); exec_error != 0 && result.failure.empty()) {
-        result.failure = "cannot be started: " + system_message(exec_error);
+    if (const auto start = take_start_failure(process); start.error != 0 && result.failure.empty()) {
+        result.failure = "cannot be started: " + system_message(start.error);
     }
     if (WIFEXITED(status)) result.status = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);

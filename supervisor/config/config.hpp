@@ -132,8 +132,13 @@ struct PythonPack {
     std::vector<std::string> folders;
     std::string interpreter;  // absolute; default: the first python3 on the supervisor's PATH at load time
     // The pack's environment, as `comfyctl pack add` built it (absolute; its bin/python is the
-    // interpreter), or empty when the config names an interpreter instead.
+    // interpreter), or empty when the config names an interpreter instead. Not looked at when
+    // the config is read: before each start (environment_problem.hpp), so that one missing
+    // environment fails its pack alone.
     std::string environment;
+    // What builds that environment for this pack as the config names it, for the lines
+    // about it: "comfyctl pack add DIR --name NAME --config FILE".
+    std::string build_command;
     std::string comfyui;      // the ComfyUI checkout whose comfy package it imports, absolute
     std::vector<std::string> comfyui_args;  // ComfyUI's own flags for that comfy package (--cpu, ...)
     // CUDA tensors to and from the host by CUDA IPC, where both sides can. Unset: yes,

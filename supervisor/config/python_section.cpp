@@ -19,8 +19,6 @@ constexpr const char* kPackFoldersRule =
     "a custom node pack's folder (a directory with __init__.py), or a list of them (a group, run in one worker)";
 // 0: a node that is still running at Cancel is ended at once; at most an hour.
 constexpr Range kCancelGraceMs{0, 3'600'000};
-// What `comfyctl pack add` writes last into an environment it built: the mark that it is whole.
-constexpr const char* kEnvironmentLock = "comfy-env.lock.json";
 
 // Empty when `folder` is what ComfyUI imports as a custom node pack; otherwise why not.
 std::string pack_folder_problem(const fs::path& folder) {
@@ -82,30 +80,6 @@ std::vector<std::string> read_pack_folders(const ConfigReader& reader, const Nod
     return folders;
 }
 
-// A pack's environment as `comfyctl pack add` built it: its folder, with the lock the tool
-// writes last, and the interpreter inside. One that is missing or unfinished is told with the
-// command that builds it, for the pack as the config names it.
-std::string read_environment(const ConfigReader& reader, const Node& node, const std::string& name,
-                             const std::string& pack) {
-    const fs::path folder = reader.read_path(node, "the folder of a pack's environment (comfyctl pack add builds one)");
-    std::error_code error;
-    std::string missing;
-    if (!directory_problem(folder).empty()) {
-        missing = "is missing";
-    } else if (!fs::is_regular_file(folder / kEnvironmentLock, error)) {
-        missing = "is unfinished (no " + std::string(kEnvironmentLock) + ")";
-    } else if (const auto problem = executable_problem(folder / "bin" / "python"); !problem.empty()) {
-        missing = "has no interpreter (bin/python: " + problem + ")";
-    }
-    if (!missing.empty()) {
-        reader.fail(node.at,
-                    "a pack environment that comfyctl pack add built: run comfyctl pack add " + pack + " --name " +
-                        name + " --config " + reader.file() + " to build it",
-                    describe_json_value(node.value) + " (" + folder.string() + ", which " + missing + ")");
-    }
-    return folder.string();
-}
-
 }  // namespace
 
 void read_python(const ConfigReader& reader, const Node& node, PackConfig& pack, const std::string& checkout) {
@@ -121,7 +95,13 @@ void read_python(const ConfigReader& reader, const Node& node, PackConfig& pack,
         }
         python.interpreter = reader.read_command(*interpreter);
     } else if (environment) {
-        python.environment = read_environment(reader, *environment, pack.name, python.folders.front());
+        // Whether it is there and whole is asked before each start of the pack
+        // (environment_problem.hpp), never here: one that is missing or unreadable fails its
+        // pack alone, and the instance comes up without it.
+        python.environment =
+            reader.read_path(*environment, "the folder of a pack's environment (comfyctl pack add builds one)").string();
+        python.build_command =
+            "comfyctl pack add " + python.folders.front() + " --name " + pack.name + " --config " + reader.file();
         python.interpreter = (fs::path(python.environment) / "bin" / "python").string();
     } else {
         python.interpreter = find_in_path("python3").string();

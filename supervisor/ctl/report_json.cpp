@@ -27,6 +27,9 @@ nlohmann::ordered_json worker_json(const WorkerRow& row) {
     put("in_callback", row.in_callback);
     entry["last_node_name"] = known && !row.last_node.empty() ? nlohmann::ordered_json(row.last_node)
                                                               : nlohmann::ordered_json();
+    entry["node_classes"] = known && row.node_classes ? nlohmann::ordered_json(*row.node_classes)
+                                                      : nlohmann::ordered_json();
+    entry["note"] = known && !row.note.empty() ? nlohmann::ordered_json(row.note) : nlohmann::ordered_json();
     return entry;
 }
 

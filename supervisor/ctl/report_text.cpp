@@ -78,19 +78,25 @@ std::string workers_text(const SegmentReport& report, std::uint64_t now_ms) {
     if (report.workers.empty()) return out + "no participants\n";
     Table table({"SLOT", "NAME", "KIND", "PID", "GEN", "STATE", "RESTARTS", "LAST EXIT", "STARTED"},
                 {true, false, false, true, true, false, true, false, true});
+    // Each participant's note (why it failed, or a warning) under the table: the one cell
+    // of any length, whole.
+    std::string notes;
     for (const auto& row : report.workers) {
         if (row.busy) {
             table.add({slot_text(row.slot), "busy: the record was being written on every try; run again"});
             continue;
         }
-        // A callback that lasts (a pack's function that does not return) says so, and how long.
+        // A callback that lasts (a pack's function that does not return) says so, and how long;
+        // a note says there is more under the table.
         const std::string state = row.state + (row.deaf ? " (deaf)" : "") +
-                                  (row.in_callback ? " (callback, " + age_text(row.busy_since_ms, now_ms) + ")" : "");
+                                  (row.in_callback ? " (callback, " + age_text(row.busy_since_ms, now_ms) + ")" : "") +
+                                  (row.note.empty() ? "" : " (!)");
         table.add({slot_text(row.slot), name_text(row.name), row.kind, std::to_string(row.pid), std::to_string(row.generation),
                    state, std::to_string(row.restarts), exit_text(row.last_exit_status, row.last_exit_signal),
                    age_text(row.started_at_ms, now_ms)});
+        if (!row.note.empty()) notes += "(!) " + name_text(row.name) + ": " + row.note + "\n";
     }
-    return out + table.render();
+    return out + table.render() + notes;
 }
 
 std::string census_text(const SegmentReport& report) {

@@ -116,6 +116,9 @@ WorkerRow worker_row(std::uint32_t slot, const ParticipantRecord& record) {
     const bool busy = record.state == static_cast<std::uint8_t>(ParticipantState::busy);
     row.in_callback = busy && (record.flags & kParticipantInCallback) != 0;
     row.busy_since_ms = busy ? record.busy_since_ms : 0;
+    if (record.node_classes != kNodeClassesUncounted) row.node_classes = record.node_classes;
+    bool note_valid = true;  // the supervisor writes it printable; a byte that is not is shown as '?'
+    row.note = display_name(record.note, note_valid);
     return row;
 }
 

@@ -49,6 +49,12 @@ struct WorkerRow {
     // its objects (a pack's function that ComfyUI calls back) rather than a node of its own.
     std::uint64_t busy_since_ms = 0;
     bool in_callback = false;
+    // The node classes its life registered (a pack's worker, once ready); absent when it has
+    // not counted them (starting, the host, a command pack).
+    std::optional<std::uint32_t> node_classes;
+    // Why it failed, or a warning while it runs ("warning: ..."); printable as `name`, empty
+    // when there is nothing to say.
+    std::string note;
 };
 
 struct CensusRow {

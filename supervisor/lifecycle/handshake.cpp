@@ -53,4 +53,14 @@ std::optional<std::string> ready_problem(const WorkerProcess& worker) {
     return std::nullopt;
 }
 
+std::optional<std::string> ready_warning(const WorkerProcess& worker) {
+    if (!worker.pack.python || worker.node_classes != 0) return std::nullopt;
+    const PythonPack& python = *worker.pack.python;
+    const std::string add = python.build_command.empty() ? "comfyctl pack add " + python.folders.front()
+                                                         : python.build_command;
+    return "pack " + worker.pack.name + " registered no node classes, so ComfyUI has none of its nodes: check that " +
+           "its __init__.py sets NODE_CLASS_MAPPINGS, what its import printed in this log, and whether it needs its " +
+           "install.py run (" + add + " --run-install-py)";
+}
+
 }  // namespace comfy::supervisor

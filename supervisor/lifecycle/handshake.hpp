@@ -26,4 +26,9 @@ std::optional<std::string> hello_problem(const WorkerProcess& worker, const Mess
 // start-up its Hello announced.
 std::optional<std::string> ready_problem(const WorkerProcess& worker);
 
+// What an operator should look at in `worker`, ready now: a Python pack whose worker
+// registered no node class (nothing of it reaches ComfyUI, yet it imported without an
+// error); nothing otherwise.
+std::optional<std::string> ready_warning(const WorkerProcess& worker);
+
 }  // namespace comfy::supervisor

@@ -16,10 +16,10 @@ namespace comfy::supervisor {
 namespace {
 
 // In the child between clone and exec only async-signal-safe calls are allowed, and it
-// shares the supervisor's memory: report errno through the pipe and leave.
-[[noreturn]] void child_fail(int report_fd) {
-    const int err = errno;
-    [[maybe_unused]] const auto n = ::write(report_fd, &err, sizeof err);
+// shares the supervisor's memory: report the step and errno through the pipe and leave.
+[[noreturn]] void child_fail(int report_fd, StartFailure::Step step = StartFailure::Step::setup) {
+    const StartFailure failure{step, errno};
+    [[maybe_unused]] const auto n = ::write(report_fd, &failure, sizeof failure);
     ::_exit(127);
 }
 
@@ -92,9 +92,11 @@ int child_main(void* plan_pointer) {
     for (const int fd : request.inherited_fds) {
         if (::fcntl(fd, F_SETFD, 0) != 0) child_fail(plan.report_fd);
     }
-    if (::chdir(request.working_directory.c_str()) != 0) child_fail(plan.report_fd);
+    if (::chdir(request.working_directory.c_str()) != 0) {
+        child_fail(plan.report_fd, StartFailure::Step::working_directory);
+    }
     ::execve(plan.argv[0], plan.argv, plan.envp);
-    child_fail(plan.report_fd);
+    child_fail(plan.report_fd, StartFailure::Step::exec);
 }
 
 // The child's stack while it runs in the supervisor's memory; it needs little (no
@@ -156,13 +158,13 @@ SpawnedProcess spawn_process(const SpawnRequest& request) {
     return SpawnedProcess{pid, pidfd, report[0]};
 }
 
-int take_exec_error(SpawnedProcess& process) {
-    int err = 0;
-    if (process.exec_error_fd < 0) return 0;
-    if (::read(process.exec_error_fd, &err, sizeof err) != static_cast<ssize_t>(sizeof err)) err = 0;
+StartFailure take_start_failure(SpawnedProcess& process) {
+    StartFailure failure;
+    if (process.exec_error_fd < 0) return failure;
+    if (::read(process.exec_error_fd, &failure, sizeof failure) != static_cast<ssize_t>(sizeof failure)) failure = {};
     ::close(process.exec_error_fd);
     process.exec_error_fd = -1;
-    return err;
+    return failure;
 }
 
 }  // namespace comfy::supervisor

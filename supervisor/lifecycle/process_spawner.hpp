@@ -32,15 +32,23 @@ struct SpawnRequest {
 struct SpawnedProcess {
     pid_t pid = -1;
     int pidfd = -1;            // readable when the process exits
-    int exec_error_fd = -1;    // holds the exec errno if exec failed; EOF otherwise
+    int exec_error_fd = -1;    // holds a StartFailure if the child failed before its command ran; EOF otherwise
+};
+
+// Where a child failed between the clone and its command, and the errno: its set-up (its
+// process group, descriptors, signals), its working directory, or the exec of the command.
+struct StartFailure {
+    enum class Step : int { none = 0, setup, working_directory, exec };
+    Step step = Step::none;
+    int error = 0;
 };
 
 // Clones (sharing memory until exec, as vfork) and execs. Throws std::system_error when
 // the clone or pidfd_open fails.
 SpawnedProcess spawn_process(const SpawnRequest& request);
 
-// After the process exited: the errno of a failed exec, or 0 when exec succeeded.
-// Closes exec_error_fd.
-int take_exec_error(SpawnedProcess& process);
+// After the process exited: where and why it failed before its command ran, or Step::none
+// when the command ran. Closes exec_error_fd.
+StartFailure take_start_failure(SpawnedProcess& process);
 
 }  // namespace comfy::supervisor

@@ -1,6 +1,7 @@
 #include "supervisor/lifecycle/worker_process.hpp"
 
 #include "supervisor/config/install_layout.hpp"
+#include "supervisor/lifecycle/start_failures.hpp"
 
 #include <poll.h>
 #include <signal.h>
@@ -46,7 +47,7 @@ std::string WorkerProcess::reap() {
     if (output) output->catch_up();
     // Whatever the worker left in its group goes with it.
     ::killpg(pid, SIGKILL);
-    const int exec_error = take_exec_error(process);
+    const StartFailure start = take_start_failure(process);
     pidfd.close();  // closes the pidfd
     process = SpawnedProcess{};
     handshake_timer.cancel();
@@ -56,7 +57,11 @@ std::string WorkerProcess::reap() {
     last_exit_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 
     std::string how = describe_exit(last_exit_status, last_exit_signal);
-    if (exec_error != 0) how += ": cannot execute " + pack.command + ": " + std::strerror(exec_error);
+    if (start.step != StartFailure::Step::none) {
+        const std::string what = start_failure_text(pack, start);
+        how += ": " + what;
+        if (start_failure_lasts(start)) cannot_start = what;
+    }
     if (!kill_reason.empty()) how += " (" + kill_reason + ")";
     return how;
 }
@@ -64,6 +69,9 @@ std::string WorkerProcess::reap() {
 std::string WorkerProcess::why_given_up() const {
     // Its own last line says why, where the operator reads this one: comfyctl events, the
     // dashboard, the host's node error, long after the log's line above has scrolled away.
+    if (!cannot_start.empty()) {
+        return "it cannot start: " + cannot_start + "; then comfyctl retry " + pack.name;
+    }
     const std::string said = output ? output->last_line() : std::string();
     if (last_exit_status == kExitCannotRun) {
         return "it exited with status " + std::to_string(kExitCannotRun) + " (it cannot run as configured: " +
@@ -75,6 +83,23 @@ std::string WorkerProcess::why_given_up() const {
            (said.empty() ? std::string() : " (its last line: \"" + said + "\")") +
            "; not restarting until an operator asks";
 }
+
+namespace {
+
+// `text` as the record's note holds it: printable ASCII (a child's own line may be
+// anything), cut to fit with "..." at its end.
+void copy_note(const std::string& text, char (&note)[kParticipantNoteBytes]) {
+    constexpr std::size_t room = kParticipantNoteBytes - 1;
+    std::size_t length = 0;
+    for (; length < text.size() && length < room; ++length) {
+        const auto byte = static_cast<unsigned char>(text[length]);
+        note[length] = byte >= 0x20 && byte <= 0x7e ? static_cast<char>(byte) : '?';
+    }
+    if (text.size() > room) std::memcpy(note + room - 3, "...", 3);
+    note[length] = '\0';
+}
+
+}  // namespace
 
 LogFields WorkerProcess::log_fields(std::string event) const {
     LogFields fields;
@@ -101,6 +126,8 @@ ParticipantRecord WorkerProcess::record() const {
     record.started_at_ms = started_at_ms;
     std::strncpy(record.last_node, last_node.c_str(), sizeof record.last_node - 1);
     record.busy_since_ms = busy ? busy_since_ms : 0;
+    record.node_classes = node_classes;
+    copy_note(note, record.note);
     return record;
 }
 

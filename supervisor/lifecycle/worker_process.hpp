@@ -88,6 +88,12 @@ struct WorkerProcess {
     OperatorIntent operator_intent = OperatorIntent::none;  // for when this life has exited
     std::int32_t last_exit_status = -1;
     std::int32_t last_exit_signal = 0;
+    // Why this pack cannot start, found before its spawn or in its exec (start_failures.hpp):
+    // a failure no restart cures, so it is failed at once. Empty when its command ran.
+    std::string cannot_start;
+    // In its record (ParticipantRecord::note): why it failed, or a warning while it runs.
+    std::string note;
+    std::uint32_t node_classes = kNodeClassesUncounted;  // as this life's `ready` said
     std::uint64_t started_at_ms = 0;
     std::uint32_t starts = 0;
     std::uint64_t capabilities = 0;  // from its Hello
@@ -131,8 +137,11 @@ struct WorkerProcess {
     // Reaps this life's exited process, kills what it left in its group, and records how it
     // ended; returns that in words ("killed by SIGKILL (hung: ...)").
     std::string reap();
-    // Why it is not restarted again: it cannot run as configured (it exited with
-    // kExitCannotRun), or it restarted too often; with the last line its life wrote.
+    // Its last life cannot be followed by another that fares better: it could not start
+    // (cannot_start), or it exited with kExitCannotRun.
+    bool cannot_run() const noexcept { return !cannot_start.empty() || last_exit_status == kExitCannotRun; }
+    // Why it is not restarted again: it cannot start, or cannot run as configured (it exited
+    // with kExitCannotRun), or it restarted too often; with the last line its life wrote.
     std::string why_given_up() const;
     // Its row of the participant table, as comfyctl and the host read it.
     ParticipantRecord record() const;

@@ -88,7 +88,7 @@ TEST_CASE("every message type survives a round trip") {
         DeviceAllocate{1 << 30},
         DeviceAllocation{1, {}},
         DeviceRelease{1 << 30},
-        Ready{0},
+        Ready{0, 0},
     };
     for (const auto& sample : samples) {
         std::visit(
@@ -199,7 +199,7 @@ TEST_CASE("out-of-range fields are rejected with the field named") {
     CHECK(rejected_field(DeviceAllocation{2, {}}) == "device_allocation.granted");
     CHECK(rejected_field(DeviceAllocation{1, {1}}) == "device_allocation.reserved");
     CHECK(rejected_field(DeviceRelease{kMaxBytes + 1}) == "device_release.bytes");
-    CHECK(rejected_field(Ready{1}) == "ready.reserved");
+    CHECK(rejected_field(Ready{0, 1}) == "ready.reserved");
     CHECK(rejected_field(FullRelease{kFullReleaseReasonCount, 0}) == "full_release.reason");
     CHECK(rejected_field(ReleaseReceipt{static_cast<std::uint16_t>(MessageType::detach), 0, {}, 1, 1}) ==
           "release_receipt.release_type");

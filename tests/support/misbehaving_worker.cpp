@@ -291,13 +291,13 @@ int main(int argc, char* argv[]) {
         out.try_push(encode(unload, env.generation, 7));
     } else if (mode == "ready-unasked") {
         out.try_push(encode(hello, env.generation));
-        out.try_push(encode(Ready{0}, env.generation));
+        out.try_push(encode(Ready{kNodeClassesUncounted, 0}, env.generation));
     } else if (mode == "ready-twice" || mode == "early-node" || mode == "never-ready") {
         hello.capabilities = kCapReadyLater;
         out.try_push(encode(hello, env.generation));
         if (mode == "ready-twice") {
-            out.try_push(encode(Ready{0}, env.generation));
-            out.try_push(encode(Ready{0}, env.generation));
+            out.try_push(encode(Ready{kNodeClassesUncounted, 0}, env.generation));
+            out.try_push(encode(Ready{kNodeClassesUncounted, 0}, env.generation));
         } else if (mode == "early-node") {
             out.try_push(encode(NodeStarted{1, 0, 0}, env.generation));
         } else {

@@ -89,7 +89,9 @@ std::vector<Participant> SupervisorProcess::participants() const {
         const auto view = view_of(segment);
         for (std::uint32_t slot = 0; slot < view.capacities().participants; ++slot) {
             ParticipantRecord record{};
-            if (view.participant(slot).record.read(record) != ipc::SeqlockRead::ok || record.generation == 0) continue;
+            if (view.participant(slot).record.read(record) != ipc::SeqlockRead::ok) continue;
+            // A pack failed before its first life (its environment missing) has a state, no generation.
+            if (record.generation == 0 && record.state == static_cast<std::uint8_t>(ParticipantState::empty)) continue;
             table.push_back({slot, std::string(record.name, strnlen(record.name, sizeof record.name)), record.pid,
                              record.generation, static_cast<ParticipantState>(record.state), record.restarts,
                              record.last_exit_status, record.last_exit_signal, (record.flags & kParticipantDeaf) != 0});

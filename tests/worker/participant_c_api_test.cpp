@@ -34,7 +34,7 @@ TEST_CASE("every call on a missing handle fails with one line, and close and the
     CHECK(comfy_participant_next_command(none, 0, &command) == -1);
     comfy_admission_answer answer{};
     CHECK(comfy_participant_request_admission(none, 0, 1024, 0, 1, 0, nullptr, 0, 0, &answer) == -1);
-    CHECK(comfy_participant_ready(none) == -1);
+    CHECK(comfy_participant_ready(none, 0) == -1);
     CHECK(comfy_participant_slot(none) == 0);
     CHECK(comfy_participant_generation(none) == 0);
     comfy_participant_close(none);

@@ -5,11 +5,15 @@
 #include <catch2/catch.hpp>
 
 #include "supervisor/config/config.hpp"
+#include "supervisor/config/environment_problem.hpp"
 #include "supervisor/config/install_layout.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include <grp.h>
+#include <pwd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -68,6 +72,39 @@ public:
 private:
     fs::path path_;
 };
+
+// environment_state(pack) as a user who cannot read what this one cannot: nobody (uid and
+// gid 65534) in a child when the test runs as root, who reads everything; this process
+// otherwise.
+EnvironmentState state_as_unprivileged(const PackConfig& pack) {
+    if (::geteuid() != 0) return environment_state(pack);
+    int pipe_fds[2];
+    REQUIRE(::pipe(pipe_fds) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        ::close(pipe_fds[0]);
+        if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+            ::setresuid(65534, 65534, 65534) != 0) {
+            ::_exit(2);
+        }
+        const auto state = environment_state(pack);
+        const std::string text = std::to_string(static_cast<int>(state.fault)) + " " + state.line;
+        const bool written = ::write(pipe_fds[1], text.data(), text.size()) == static_cast<ssize_t>(text.size());
+        ::_exit(written ? 0 : 1);
+    }
+    ::close(pipe_fds[1]);
+    std::string text;
+    char buffer[512];
+    for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<std::size_t>(n));
+    ::close(pipe_fds[0]);
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 0);
+    const auto space = text.find(' ');
+    return {static_cast<EnvironmentFault>(std::stoi(text.substr(0, space))), text.substr(space + 1)};
+}
 
 // A config with one pack, `pack_fields` added to the pack and `top_fields` to the top.
 std::string one_pack(const std::string& pack_fields = "", const std::string& top_fields = "") {
@@ -489,27 +526,72 @@ TEST_CASE("a Python pack's interpreter is by default the first python3 on the su
     }
 }
 
-TEST_CASE("a Python pack's environment that comfyctl pack add built gives its interpreter and a missing one names "
-          "the command that builds it") {
+TEST_CASE("a Python pack's environment is not looked at when the config is read: its interpreter and the command "
+          "that builds it are") {
     const ConfigFolder folder;
     const auto at = [&](const char* name) { return (folder.path() / name).lexically_normal().string(); };
     const std::string file =
         folder.config(python_pack(R"("pack": "pack", "environment": "envs/e1")", "", kHostWithCheckout));
-    const std::string refusal = "at /packs/0/python/environment: expected a pack environment that comfyctl pack add "
-                                "built: run comfyctl pack add " + at("pack") + " --name a --config " + file + " to build it, "
-                                "found \"envs/e1\" (" + at("envs/e1") + ", which ";
-    CHECK_THAT(load_error(file), Contains(refusal + "is missing)"));
-    fs::create_directories(folder.path() / "envs/e1/bin");
-    CHECK_THAT(load_error(file), Contains(refusal + "is unfinished (no comfy-env.lock.json))"));
-    folder.write("envs/e1/comfy-env.lock.json", "{}");
-    CHECK_THAT(load_error(file), Contains(refusal + "has no interpreter (bin/python: No such file or directory))"));
-    fs::create_symlink(folder.path() / "worker.sh", folder.path() / "envs/e1/bin/python");
 
-    const PackConfig pack = load_config(file).packs.at(0);
+    const PackConfig pack = load_config(file).packs.at(0);  // missing: its start says so, not the load
     REQUIRE(pack.python);
     CHECK(pack.python->environment == at("envs/e1"));
     CHECK(pack.python->interpreter == at("envs/e1/bin/python"));  // the venv's link kept
     CHECK(pack.command == at("envs/e1/bin/python"));
+    CHECK(pack.python->build_command == "comfyctl pack add " + at("pack") + " --name a --config " + file);
+}
+
+TEST_CASE("an environment's diagnosis names the real cause: missing, unreadable by the user (the folder or the lock), "
+          "unfinished, or without its interpreter, each with what to do") {
+    const ConfigFolder folder;
+    const auto at = [&](const char* name) { return (folder.path() / name).lexically_normal().string(); };
+    const std::string file =
+        folder.config(python_pack(R"("pack": "pack", "environment": "envs/e1")", "", kHostWithCheckout));
+    const PackConfig pack = load_config(file).packs.at(0);
+    const std::string env = at("envs/e1");
+    const std::string build = "comfyctl pack add " + at("pack") + " --name a --config " + file;
+    const std::string what = "pack a's environment " + env;
+
+    auto state = environment_state(pack);
+    CHECK(state.fault == EnvironmentFault::missing);
+    CHECK(state.line == what + " is missing: run " + build + " to build it");
+
+    fs::create_directories(folder.path() / "envs/e1/bin");
+    state = environment_state(pack);
+    CHECK(state.fault == EnvironmentFault::unfinished);
+    CHECK(state.line == what + " is unfinished (no comfy-env.lock.json: comfyctl pack add did not end): run " + build +
+                            " to rebuild it");
+
+    const std::string lock = folder.write("envs/e1/comfy-env.lock.json", "{}");
+    fs::create_symlink("/nonexistent/python3.11", folder.path() / "envs/e1/bin/python");
+    state = environment_state(pack);
+    CHECK(state.fault == EnvironmentFault::no_interpreter);
+    CHECK(state.line == what + " has no interpreter (bin/python: No such file or directory, a link to "
+                               "/nonexistent/python3.11): run " + build + " to rebuild it");
+    fs::remove(folder.path() / "envs/e1/bin/python");
+    fs::create_symlink(folder.path() / "worker.sh", folder.path() / "envs/e1/bin/python");
+    CHECK(environment_state(pack).fault == EnvironmentFault::none);
+    CHECK(environment_state(pack).line.empty());
+
+    // Unreadable: as root, who reads everything, asked as nobody; as another user, as itself.
+    const std::string user = ::geteuid() == 0 ? "nobody (uid 65534)" : this_user();
+    const std::string owner = ::getpwuid(::geteuid())->pw_name;  // who made the folders
+    const auto unreadable = [&](const std::string& path, const char* mode) {
+        return what + " cannot be read by user " + user + ", as whom the supervisor runs (" + path + ", " + owner +
+               "'s, mode " + mode + ": Permission denied): run " + build + " again as " + owner +
+               ", which makes it readable to every user, or chmod -R a+rX " + env;
+    };
+    fs::permissions(lock, fs::perms::none);
+    const auto [lock_fault, lock_line] = state_as_unprivileged(pack);
+    CHECK(lock_fault == EnvironmentFault::unreadable);
+    CHECK(lock_line == unreadable(lock, "0000"));
+    // The folder of a root build (0700, root's); for a user's own folder, one it took its rights from.
+    const bool root = ::geteuid() == 0;
+    fs::permissions(env, root ? fs::perms::owner_all : fs::perms::none);
+    const auto [folder_fault, folder_line] = state_as_unprivileged(pack);
+    fs::permissions(env, fs::perms::owner_all);  // for the folder's removal
+    CHECK(folder_fault == EnvironmentFault::unreadable);
+    CHECK(folder_line == unreadable(env, root ? "0700" : "0000"));
 }
 
 TEST_CASE("the environments section lands as written, its paths from the config's folder") {

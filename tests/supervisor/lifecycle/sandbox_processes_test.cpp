@@ -99,7 +99,7 @@ TEST_CASE("a descriptor inherited by a sandboxed process is open inside at the s
     ::close(pipe_fds[0]);
     int status = 0;
     REQUIRE(::waitpid(process.pid, &status, 0) == process.pid);
-    CHECK(supervisor::take_exec_error(process) == 0);
+    CHECK(supervisor::take_start_failure(process).step == supervisor::StartFailure::Step::none);
     ::close(process.pidfd);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);

@@ -284,7 +284,7 @@ def main():
         print(json.dumps(nodes, indent=2, sort_keys=True))
         return
     name = " + ".join(member[0] for member in members)
-    link.ready()  # imported and described: shown ready only now, never before a failed import
+    link.ready(len(nodes))  # imported and described: shown ready only now, never before a failed import
     say(f"{name}: {len(nodes)} node classes: {', '.join(sorted(nodes))}")
     routes = RouteServer.of_worker()
     if routes is not None:

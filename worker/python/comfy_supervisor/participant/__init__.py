@@ -41,6 +41,8 @@ CAP_PARTIAL_UNLOAD = 1 << 2
 # Joins before its start-up is done (a pack's import) and says ready() once it is: until
 # then the supervisor shows it spawning and sends it no work.
 CAP_READY_LATER = 1 << 3
+# ready()'s count from a participant with no node classes of its own (COMFY_NODE_CLASSES_UNCOUNTED).
+NODE_CLASSES_UNCOUNTED = 2**32 - 1
 
 # Model kinds of the ledger.
 KIND_UNKNOWN, KIND_DIFFUSION, KIND_TEXT_ENCODER, KIND_VAE, KIND_CLIP_VISION, KIND_CONTROLNET, KIND_OTHER = range(7)
@@ -182,7 +184,7 @@ _SIGNATURES = {
     "comfy_participant_open": (_p, [_u64]),
     "comfy_participant_close": (None, [_p]),
     "comfy_participant_last_error": (ctypes.c_char_p, []),
-    "comfy_participant_ready": (_int, [_p]),
+    "comfy_participant_ready": (_int, [_p, _u32]),
     "comfy_participant_slot": (_u32, [_p]),
     "comfy_participant_generation": (_u32, [_p]),
     "comfy_participant_register_model": (_int, [_p, _u64, _u64, _u64, _u64, _u32, ctypes.c_uint16, _int,
@@ -283,9 +285,10 @@ class Participant:
     def __exit__(self, *exc):
         self.close()
 
-    def ready(self):
-        """Its start-up is done: ready from now on. Once, and only with CAP_READY_LATER."""
-        self._check(self._lib.comfy_participant_ready(self._handle))
+    def ready(self, node_classes=NODE_CLASSES_UNCOUNTED):
+        """Its start-up is done: ready from now on, with how many node classes it registered
+        (the supervisor warns of a pack with none). Once, and only with CAP_READY_LATER."""
+        self._check(self._lib.comfy_participant_ready(self._handle, node_classes))
 
     @property
     def slot(self):
