@@ -78,16 +78,16 @@ def classify(type_value):
     if type_value in BY_VALUE:
         return Crossing(type_value, "value", "by value")
     if type_value in REPLICATED:
-        return Crossing(type_value, "replica", "ComfyUI's arrives as a replica (upstream's own object over the "
+        return Crossing(type_value, "replica", "ComfyUI's arrive as replicas (upstream's own objects over the "
                                                "host's weights)")
     if type_value in NO_KIND:
         return Crossing(type_value, "no kind", f"ComfyUI's {NO_KIND[type_value]}, which no kind of "
                                                "crossing/kinds.py lists")
     kind = kind_of(type_value)
     if kind is not None or type_value in KIND_OF_TYPE:
-        return Crossing(type_value, "remote", "a remote object, ComfyUI's limited to what crossing/kinds.py "
-                                              "lists for it")
+        return Crossing(type_value, "remote", "remote objects, ComfyUI's limited to what crossing/kinds.py "
+                                              "lists for their kind")
     if type_value in _KIND_NAMES:
-        return Crossing(type_value, "remote", "a remote object")
-    return Crossing(type_value, "handle", "the pack's own type: a handle, which only nodes of this pack (or its "
-                                          "group) can take")
+        return Crossing(type_value, "remote", "remote objects")
+    return Crossing(type_value, "handle", "the pack's own: handles, which only nodes of this pack (or its group) "
+                                          "can take")

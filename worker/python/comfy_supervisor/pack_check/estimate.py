@@ -49,9 +49,9 @@ class PackEstimate:
 
 
 # How what a pack's node makes reaches ComfyUI, where that differs from how ComfyUI's arrives.
-_OUTPUT_WORDS = {"replica": "ComfyUI's nodes get it as a remote object (the host's own again where it is the one "
-                            "the host handed over)",
-                 "remote": "ComfyUI's nodes get it as a remote object, used as in one process"}
+_OUTPUT_WORDS = {"replica": "ComfyUI's nodes get them as remote objects (the host's own again where the host "
+                            "handed them over)",
+                 "remote": "ComfyUI's nodes get them as remote objects, used as in one process"}
 
 
 def _node(entry, made, taken):
@@ -113,6 +113,9 @@ def estimate(pack_dir):
         errors.append(f"{error}: the pack is too large to read whole, and what was not read is left out")
     except RecursionError:
         errors.append("the pack's source nests deeper than the reading follows: what was not read is left out")
+    for foreign in sorted(taken - made):
+        notes.append(f"takes {foreign}, which none of its nodes makes: another pack's own type, which reaches these "
+                     "nodes only with that pack in one group (comfyctl pack add with both folders)")
     for where in interpreter.raised:
         notes.append(f"{where}: its import raises here, whatever the reading assumed: the pack may not import")
     return PackEstimate(os.path.basename(source.folder), nodes, sorted(made), sorted(taken), keep, notes,
