@@ -29,7 +29,9 @@ NO_KIND = {"CLIP_VISION_OUTPUT": "comfy.clip_vision.Output", "HOOK_KEYFRAMES": "
 # Upstream's names whose values are lists of choices (a combo's), as packs write them.
 _COMBO_SOURCES = ("folder_paths.get_filename_list", "comfy.samplers.KSampler.SAMPLERS",
                   "comfy.samplers.KSampler.SCHEDULERS", "comfy.samplers.SAMPLER_NAMES",
-                  "comfy.samplers.SCHEDULER_NAMES")
+                  "comfy.samplers.SCHEDULER_NAMES", "nodes.ImageScale.upscale_methods", "nodes.ImageScale.crop_methods",
+                  "nodes.ImageScaleBy.upscale_methods", "nodes.LatentUpscale.upscale_methods",
+                  "nodes.LatentUpscale.crop_methods", "nodes.LatentUpscaleBy.upscale_methods")
 
 # comfy.comfy_types' IO members whose value is not their name.
 _IO_VALUES = {"NUMBER": "FLOAT,INT", "PRIMITIVE": "STRING,FLOAT,INT,BOOLEAN"}
