@@ -147,6 +147,7 @@ TEST_CASE("comfyctl adopt isolates a ComfyUI's custom_nodes in one command: ever
     CHECK(entries.count("clash_two") == 1);
     CHECK(entries.count("group_maker-group_taker") == 1);
     CHECK(entries["clash_one"]["python"]["environment"] != entries["clash_two"]["python"]["environment"]);
+    CHECK(entries["clash_one"]["env"] == config["comfyui"]["env"]);  // ComfyUI's variables, for its packs too
     const auto args = config["comfyui"]["args"];
     CHECK(args[args.size() - 6] == "--disable-all-custom-nodes");
     CHECK(args[args.size() - 5] == "--whitelist-custom-nodes");

@@ -18,9 +18,10 @@ class Outcome:
     said: str  # its last line: the nodes it registered, or why it failed
 
 
-def _add_command(unit, config_path, options):
+def _add_command(unit, config_path, options, host_env):
     command = [sys.executable, "-m", "comfy_supervisor.environments", "add", *unit.folders, "--name", unit.name,
                "--config", config_path]
+    command += [f"--env={name}={value}" for name, value in host_env.items()]
     command += [f"--comfyui-arg={arg}" for arg in options.comfyui_arg]
     command += [f"--find-links={folder}" for folder in options.find_links]
     command += (["--no-index"] if options.no_index else []) + \
@@ -29,8 +30,8 @@ def _add_command(unit, config_path, options):
     return command
 
 
-def _build(unit, config_path, options):
-    done = subprocess.run(_add_command(unit, config_path, options), capture_output=True, text=True,
+def _build(unit, config_path, options, host_env):
+    done = subprocess.run(_add_command(unit, config_path, options, host_env), capture_output=True, text=True,
                           errors="replace", stdin=subprocess.DEVNULL)
     if done.returncode == 0:
         lines = [line for line in done.stdout.splitlines() if "imports in its environment" in line]
@@ -67,15 +68,17 @@ class _Display:
                 print(self._status(), end="", flush=True)
 
 
-def build_all(units, config_path, options, jobs):
-    """The outcome of each unit, in the units' order."""
+def build_all(units, config_path, options, jobs, host_env):
+    """The outcome of each unit, in the units' order. Each pack's worker gets ComfyUI's own
+    variables (`host_env`, the config's comfyui.env): what ComfyUI's imports needed there
+    (a PYTHONPATH, HF_HOME, CUDA_VISIBLE_DEVICES) the same packs need in their workers."""
     if not units:
         return []
     display = _Display(len(units))
 
     def one(unit):
         display.started(unit)
-        outcome = _build(unit, config_path, options)
+        outcome = _build(unit, config_path, options, host_env)
         display.finished_one(outcome)
         return outcome
 

@@ -137,7 +137,7 @@ def adopt(options):
     failed_removals = _take_out(gone, config_path)
     jobs = options.jobs or os.cpu_count() or 1
     print(f"building {len(units)} environment(s), {min(jobs, max(len(units), 1))} at a time", flush=True)
-    outcomes = builds.build_all(units, config_path, options, jobs)
+    outcomes = builds.build_all(units, config_path, options, jobs, config_update.host_env(config_path))
     failed = [outcome for outcome in outcomes if not outcome.ok]
     # A unit that could not be isolated runs where it ran before: nothing is lost.
     for outcome in failed:

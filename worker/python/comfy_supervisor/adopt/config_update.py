@@ -57,8 +57,12 @@ def _update(path, change):
 
 def ensure_base(path, comfyui_dir, host_python, envs, comfyui_args):
     """The ComfyUI section and the environments' root, where the config has none; a config
-    that has them keeps its own. Whether the file changed."""
+    that has them keeps its own. Whether the ComfyUI section was written."""
+    written = []
+
     def change(data):
+        if "comfyui" not in data:
+            written.append(True)
         data.setdefault("comfyui", {
             "command": host_python,
             "args": [os.path.join(comfyui_dir, "main.py"), *comfyui_args],
@@ -70,7 +74,15 @@ def ensure_base(path, comfyui_dir, host_python, envs, comfyui_args):
         data.setdefault("environments", {}).setdefault("root", envs)
         data.setdefault("packs", [])
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    return _update(path, change)
+    _update(path, change)
+    return bool(written)
+
+
+def host_env(path):
+    """The config's comfyui.env, as it is now."""
+    section = read(path).get("comfyui")
+    env = section.get("env") if isinstance(section, dict) else None
+    return {name: value for name, value in env.items() if isinstance(value, str)} if isinstance(env, dict) else {}
 
 
 def _without_whitelist(args):

@@ -80,6 +80,17 @@ def _settings(options, config):
     return os.path.realpath(comfyui), host_python, envs, index
 
 
+def _variables(words):
+    """--env NAME=VALUE words as the entry's env."""
+    variables = {}
+    for word in words:
+        name, equals, value = word.partition("=")
+        if not equals or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise Refused(f"--env {word} is not NAME=VALUE with a variable's name; write it as --env HF_HOME=/srv/hf")
+        variables[name] = value
+    return variables
+
+
 def _confinable(name, declarations, entry, options, run_install_py):
     """Refused before anything runs when the add would run the pack's code where its worker
     would not: a build from source without --allow-sdist, or, for a sandboxed pack, a build
@@ -117,7 +128,7 @@ def add(options):
     env_key = key.key_of(inputs)
     env_dir = build.env_dir_of(envs, env_key)
     entry = config_entry.entry(name, pack_dirs[0] if len(pack_dirs) == 1 else pack_dirs, env_dir,
-                               options.comfyui_arg, options.sandbox)
+                               options.comfyui_arg, options.sandbox, _variables(options.env))
     run_install_py = options.run_install_py and has_script
     job = build.Job(envs, env_key, inputs, host, declarations, name, pack_dirs, index, run_install_py)
     # Shared with other adds until the config names the environment: a remove or a gc
@@ -243,6 +254,9 @@ def parser():
                         help="build what has no wheel (an sdist, a folder, a VCS URL), running its build code")
     adding.add_argument("--sandbox", action="store_true",
                         help="a new entry runs in the sandbox (\"sandbox\": {}), the import check too")
+    adding.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a variable of the pack's worker, written into its entry's env (again for more); the "
+                             "import check runs with it")
     adding.add_argument("--comfyui-arg", action="append", default=[], metavar="ARG",
                         help="one of ComfyUI's flags for the pack's worker, as --comfyui-arg=--cpu")
     removing = commands.add_parser("remove", help="take a pack out of the config, and its environment if unused")

@@ -76,6 +76,8 @@ class Config:
         python.update(entry["python"])
         if "sandbox" in entry:
             current.setdefault("sandbox", entry["sandbox"])  # a sandbox of the user's own stays as it is
+        if "env" in entry:
+            current.setdefault("env", {}).update(entry["env"])  # the user's other variables stay
         return json.dumps(current, sort_keys=True) != before
 
     def take(self, name):
@@ -101,8 +103,8 @@ class Config:
             replace_with_json(self.path, self.data)
 
 
-def entry(name, pack_dir, env_dir, comfyui_args, sandbox=False):
+def entry(name, pack_dir, env_dir, comfyui_args, sandbox=False, env=None):
     python = {"pack": pack_dir, "environment": env_dir}
     if comfyui_args:
         python["comfyui_args"] = list(comfyui_args)
-    return {"name": name, "python": python, **({"sandbox": {}} if sandbox else {})}
+    return {"name": name, "python": python, **({"sandbox": {}} if sandbox else {}), **({"env": env} if env else {})}
