@@ -86,22 +86,12 @@ std::set<std::string> registered(const std::string& log) {
     return {names.begin(), names.end()};
 }
 
-json read_json(const fs::path& file) {
-    std::ifstream text(file);
-    return json::parse(text);
-}
-
 }  // namespace
 
 TEST_CASE("comfyctl adopt isolates a ComfyUI's custom_nodes in one command: every node of one process registers, "
           "and a re-run changes only what changed") {
     const TempFolder folder("adopt");
-    const auto wheels = folder.path() / "wheels";
-    const auto made = run_and_capture(std::string(PYTHON3_PATH) + " -c 'import sys; sys.path.insert(0, sys.argv[1]); "
-                                      "import wheelhouse; wheelhouse.make(sys.argv[2])' '" + WHEELHOUSE_DIR + "' " +
-                                      quoted(wheels) + " 2>&1");
-    INFO(made.output);
-    REQUIRE(made.status == 0);
+    const auto wheels = make_wheelhouse(folder.path() / "wheels");
     const auto checkout = make_checkout(folder.path());
 
     // One process: every pack imported by ComfyUI itself (clashlib 1.0 installed for it).

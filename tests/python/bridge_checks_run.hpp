@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,22 @@ inline nlohmann::json config_checking(const std::vector<std::string>& checks, co
                          {"env", {{"PYTHONPATH", PARTICIPANT_PYTHONPATH}, {"PYTHONDONTWRITEBYTECODE", "1"}}}};
     config["comfyui"].update(host);
     return config;
+}
+
+// The hand-made wheels of tests/environments/wheelhouse.py (clashlib 1.0 and 2.0, numpy...)
+// written into `folder`, as no package index is reachable; the folder.
+inline std::filesystem::path make_wheelhouse(const std::filesystem::path& folder) {
+    const auto made = run_and_capture(std::string(PYTHON3_PATH) + " -c 'import sys; sys.path.insert(0, sys.argv[1]); "
+                                      "import wheelhouse; wheelhouse.make(sys.argv[2])' '" + WHEELHOUSE_DIR + "' '" +
+                                      folder.string() + "' 2>&1");
+    INFO(made.output);
+    REQUIRE(made.status == 0);
+    return folder;
+}
+
+inline nlohmann::json read_json(const std::filesystem::path& file) {
+    std::ifstream text(file);
+    return nlohmann::json::parse(text);
 }
 
 // Waits for the checks `supervisor` runs to end, stops it, and returns its log.

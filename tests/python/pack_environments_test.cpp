@@ -46,22 +46,12 @@ CommandRun pack_add(const std::string& pack, const std::filesystem::path& config
                            "' --no-index --find-links '" + wheels.string() + "' --envs '" + envs.string() + "' 2>&1");
 }
 
-json read_json(const std::filesystem::path& file) {
-    std::ifstream text(file);
-    return json::parse(text);
-}
-
 }  // namespace
 
 TEST_CASE("two packs isolated by comfyctl pack add run side by side with their own clashlib, and a changed "
           "requirement is refused at start as stale") {
     const TempFolder folder("pack-envs");
-    const auto wheels = folder.path() / "wheels";
-    const auto made = run_and_capture(std::string(PYTHON3_PATH) + " -c 'import sys; sys.path.insert(0, sys.argv[1]); "
-                                      "import wheelhouse; wheelhouse.make(sys.argv[2])' '" + WHEELHOUSE_DIR + "' '" +
-                                      wheels.string() + "' 2>&1");
-    INFO(made.output);
-    REQUIRE(made.status == 0);
+    const auto wheels = make_wheelhouse(folder.path() / "wheels");
     const std::string one = clash_pack(folder, "clash_one", "clashlib==1.0");
     const std::string two = clash_pack(folder, "clash_two", "clashlib==2.0");
 
