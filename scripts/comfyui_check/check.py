@@ -135,6 +135,10 @@ one PASS or FAIL line with what was seen:
    adopted config registering the node classes ComfyUI alone registers with every pack, but
    those the report names.
 
+37. With --real-packs DIR (pack_check_steps.py): `comfyctl pack check`'s estimate of each real
+   pack (and of tests/packs/v3_pack) finds the classes ComfyUI registers when it imports the
+   pack, and estimates every class steps 24-31 ran isolated bit-equal as crossing.
+
 Then one line `comfyui-check: N passed, M failed`; the exit status is 1 on any failure.
 Every process and the segment are cleaned up on exit, Ctrl-C and SIGTERM included.
 """
@@ -156,6 +160,7 @@ import adopt_steps
 import bridge_steps
 import environment_steps
 import group_steps
+import pack_check_steps
 import real_pack_steps
 import remote_steps
 import route_steps
@@ -617,7 +622,7 @@ class Check:
                                   (WILDCARD_STEP, "wildcard sockets"), (ROUTES_STEP, route_steps.TITLE),
                                   (V3_STEP, v3_steps.TITLE), (GROUP_STEP, "a pack group"),
                                   (environment_steps.ENVIRONMENT_STEP, environment_steps.TITLE),
-                                  *self.real_packs.steps()):
+                                  *self.real_packs.steps(), *pack_check_steps.steps(self)):
                 self.step(number, title, False, f"not run: {why}")
             self.shutdown()
             self.standin_equivalence()  # needs no supervisor
@@ -639,6 +644,7 @@ class Check:
         v3_steps.step_v3(self)
         group_steps.GroupSteps(self).run()
         self.real_packs.run()
+        pack_check_steps.step(self)
         self.shutdown()
         self.standin_equivalence()
         adopt_steps.step(self)

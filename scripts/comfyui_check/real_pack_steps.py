@@ -168,6 +168,7 @@ class RealPackSteps:
         self.folder = os.path.abspath(folder) if folder else None
         self.ready = {}     # key: the pack's folder, for the packs at their commit
         self.problems = {}  # key: why the step does not run
+        self.ran = {}       # key: (the class types of its prompts, whether its step passed), for step 37
         self.stubbed = []
 
     # ---- before the supervisor starts ----
@@ -236,7 +237,10 @@ class RealPackSteps:
             if why:
                 self.check.step(pack.number, title(pack), False, why)
                 continue
-            outcomes = [self.part(pack, part) for part in pack.graphs(pack.prefix, context)]
+            parts = pack.graphs(pack.prefix, context)
+            outcomes = [self.part(pack, part) for part in parts]
+            self.ran[pack.key] = ({node["class_type"] for part in parts for node in part.prompt.values()},
+                                  all(ok for ok, _ in outcomes))
             self.check.step(pack.number, title(pack), all(ok for ok, _ in outcomes),
                             f"{'; '.join(seen for _, seen in outcomes)} ({RemoteSteps(self.check).worker(pack.key)})")
 
