@@ -9,6 +9,7 @@ Each command's module is imported only when it runs, so that one's missing depen
 (tomllib, PyYAML) never stops another. The exit status is the command's."""
 
 import importlib
+import signal
 import sys
 
 _COMMANDS = {
@@ -28,4 +29,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    # Output piped into `head` that stops reading ends the tool quietly, as any command-line program.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.exit(main(sys.argv[1:]))
