@@ -79,9 +79,13 @@ def _decide_alone(pack, asked_to_keep, asked_to_isolate, listed):
             return
         crossing = sum(1 for node in pack.estimate.nodes if node.verdict == "crosses")
         unknown = len(pack.estimate.nodes) - crossing - len(failing)
-        pack.reasons = [f"{crossing} node class(es) estimated to cross" +
-                        (f", {unknown} unknown until imported" if unknown else "") +
-                        (f", {len(failing)} forced with --isolate" if failing else "")]
+        if not pack.estimate.nodes:
+            pack.reasons = ["no node class found in its source; the import check decides"]
+        elif crossing == len(pack.estimate.nodes):
+            pack.reasons = ["every node class estimated to cross"]
+        else:
+            pack.reasons = [f"{crossing} estimated to cross" + (f", {unknown} unknown until imported" if unknown else "")
+                            + (f", {len(failing)} that do not, isolated as you asked" if failing else "")]
 
 
 def _shared(one, other):

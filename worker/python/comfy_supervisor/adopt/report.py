@@ -23,6 +23,8 @@ def plan(custom_nodes, packs, units):
     for pack in packs:
         unit = _unit_of(pack, units)
         where = f" as \"{unit.name}\"" if unit else ""
+        if pack.says and pack.says.display_name:
+            where += f" ({pack.says.display_name}, as its pyproject.toml names it)"
         verb = "group" if unit and len(unit.packs) > 1 else _VERBS[pack.action]
         print(f"  {verb:<8} {pack.folder:<{width}}  {_nodes(pack) if pack.action != planning.SKIP else '':<20} "
               f"{'; '.join(pack.reasons)}{where}".rstrip(), flush=True)
