@@ -131,9 +131,8 @@ one PASS or FAIL line with what was seen:
 
 36. With --real-packs DIR (adopt_steps.py): `comfyctl adopt`, offline, over a ComfyUI made in
    the temporary folder whose custom_nodes holds the real packs: a line per pack of what it
-   decided and why, comfy-supervisor check OK, and ComfyUI under the supervisor with the
-   adopted config registering the node classes ComfyUI alone registers with every pack, but
-   those the report names.
+   decided and why, check OK, and ComfyUI under the adopted config registering the node
+   classes ComfyUI alone registers with every pack, but those the report names.
 
 37. With --real-packs DIR (pack_check_steps.py): `comfyctl pack check`'s estimate of each real
    pack (and of tests/packs/v3_pack) finds the classes ComfyUI registers when it imports the
