@@ -6,14 +6,15 @@
 // and the worker would die at every start (No module named 'comfy_supervisor'). So each one
 // that lies there joins the sandbox's readable list, both by the path the worker is given
 // and where its links lead; one that is, or holds, a folder the sandbox makes its own cannot
-// be shown without undoing the sandbox, and is refused at load.
+// be shown without undoing the sandbox, and is refused at load. An environment that
+// `comfyctl pack add` builds is the exception: what it runs from is shown as it is at each
+// start (lifecycle/sandbox.cpp), since it may be missing at load.
 
 #include "supervisor/config/install_layout.hpp"
+#include "supervisor/config/sandbox_sight.hpp"
 #include "supervisor/config/sections.hpp"
 
 #include <algorithm>
-#include <array>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -22,9 +23,6 @@
 namespace comfy::supervisor::config_loader {
 
 namespace {
-
-// The folders the sandbox mounts afresh, each hiding the host's.
-constexpr std::array<std::string_view, 4> kSandboxOwn = {"/tmp", "/run", "/dev", "/proc"};
 
 // A path the worker needs, with the config's key it comes from (for a refusal's one line)
 // and what it is, in words.
@@ -40,60 +38,37 @@ public:
 
     // `needed` as the worker is given it and, where links lead elsewhere, as they resolve.
     void add(const Needed& needed) {
-        add_one(needed, needed.path);
-        std::error_code error;
-        const fs::path real = fs::canonical(needed.path, error);
-        if (!error && real != needed.path) add_one(needed, real);
+        for (const auto& path : given_and_real(needed.path)) add_one(needed, path);
+    }
+
+    // Refused when no sandbox can show it; not added, as it is worked out at each start.
+    void refuse_unshowable(const Needed& needed) const {
+        if (sandbox_sight(needed.path) == SandboxSight::unshowable) refuse(needed, needed.path);
     }
 
 private:
     void add_one(const Needed& needed, const fs::path& path) {
-        for (const std::string_view own : kSandboxOwn) {
-            const bool holds = is_within(fs::path(own), path);
-            if (!holds && !(own == "/proc" && is_within(path, fs::path(own)))) continue;
-            reader_.fail(needed.at,
-                         "a folder a sandbox can show by itself: not /tmp, /run, /dev, /proc or a folder holding "
-                         "one, nor one inside /proc",
-                         describe_json_value(path.string()) + " (" + needed.what +
-                             ", which a sandboxed Python pack needs shown: move it into a folder of its own, or "
-                             "remove the pack's \"sandbox\")");
-        }
-        const bool hidden = std::any_of(kSandboxOwn.begin(), kSandboxOwn.end(),
-                                        [&](std::string_view own) { return is_within(path, fs::path(own)); });
+        const auto sight = sandbox_sight(path);
+        if (sight == SandboxSight::unshowable) refuse(needed, path);
         auto& readable = sandbox_.readable;
-        if (hidden && std::find(readable.begin(), readable.end(), path.string()) == readable.end()) {
+        if (sight == SandboxSight::hidden &&
+            std::find(readable.begin(), readable.end(), path.string()) == readable.end()) {
             readable.push_back(path.string());
         }
+    }
+
+    void refuse(const Needed& needed, const fs::path& path) const {
+        reader_.fail(needed.at,
+                     "a folder a sandbox can show by itself: not /tmp, /run, /dev, /proc or a folder holding "
+                     "one, nor one inside /proc",
+                     describe_json_value(path.string()) + " (" + needed.what +
+                         ", which a sandboxed Python pack needs shown: move it into a folder of its own, or "
+                         "remove the pack's \"sandbox\")");
     }
 
     const ConfigReader& reader_;
     SandboxConfig& sandbox_;
 };
-
-// The venv an interpreter runs in: the folder of pyvenv.cfg, which Python looks for beside
-// the program it was started as (links kept) and one folder up.
-std::optional<fs::path> venv_of(const fs::path& interpreter) {
-    for (const fs::path& folder : {interpreter.parent_path(), interpreter.parent_path().parent_path()}) {
-        std::error_code error;
-        if (fs::is_regular_file(folder / "pyvenv.cfg", error)) return folder;
-    }
-    return std::nullopt;
-}
-
-// The interpreter's program with links resolved (a venv's python is a link to its base's),
-// and the standard library beside it: PREFIX/lib and PREFIX/lib64 of PREFIX/bin/python.
-std::vector<fs::path> installation_of(const fs::path& interpreter) {
-    std::error_code error;
-    const fs::path real = fs::canonical(interpreter, error);
-    if (error) return {};
-    std::vector<fs::path> parts{real};
-    if (real.parent_path().filename() != "bin") return parts;
-    for (const char* lib : {"lib", "lib64"}) {
-        const fs::path folder = real.parent_path().parent_path() / lib;
-        if (fs::is_directory(folder, error)) parts.push_back(folder);
-    }
-    return parts;
-}
 
 }  // namespace
 
@@ -109,8 +84,15 @@ void add_python_sandbox_paths(const ConfigReader& reader, const Node& node, Pack
     shown.add({python.comfyui, comfyui ? comfyui->at : Pointer("/comfyui/checkout"), "the ComfyUI checkout"});
     const auto given = member(section, "interpreter") ? member(section, "interpreter") : member(section, "environment");
     const Pointer interpreter_at = given ? given->at : section.at;
-    if (const auto venv = venv_of(python.interpreter)) shown.add({*venv, interpreter_at, "the interpreter's venv"});
-    for (const auto& part : installation_of(python.interpreter)) shown.add({part, interpreter_at, "the interpreter"});
+    if (!python.environment.empty()) {
+        // What it runs from is shown as it is at each start (lifecycle/sandbox.cpp): it may be
+        // missing now, and rebuilt from another Python later.
+        shown.refuse_unshowable({python.environment, interpreter_at, "the pack's environment"});
+    } else {
+        for (const auto& part : interpreter_needs(python.interpreter)) {
+            shown.add({part, interpreter_at, "the interpreter, its venv or its standard library"});
+        }
+    }
     const Pointer sandbox_at = node.at / "sandbox";
     shown.add({python_package_dir(), sandbox_at, "the folder of the supervisor's Python package"});
     if (const std::string library = participant_library(); !library.empty()) {

@@ -1,5 +1,7 @@
 #include "supervisor/lifecycle/sandbox.hpp"
 
+#include "supervisor/config/sandbox_sight.hpp"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -71,7 +73,19 @@ SpawnRequest sandboxed_request(const SpawnRequest& request, const SandboxConfig&
 
 SpawnRequest with_sandbox(const PackConfig& pack, SpawnRequest request) {
     if (!pack.sandbox) return request;
-    return sandboxed_request(request, *pack.sandbox, gpu_device_nodes());
+    if (!pack.python || pack.python->environment.empty()) {
+        return sandboxed_request(request, *pack.sandbox, gpu_device_nodes());
+    }
+    // An environment's venv and the Python it was made from, as they are now: at load it may
+    // have been missing, or since rebuilt from another Python (the load refused an
+    // environment no sandbox can show).
+    SandboxConfig sandbox = *pack.sandbox;
+    for (const auto& path : hidden_interpreter_paths(pack.python->interpreter)) {
+        if (std::find(sandbox.readable.begin(), sandbox.readable.end(), path.string()) == sandbox.readable.end()) {
+            sandbox.readable.push_back(path.string());
+        }
+    }
+    return sandboxed_request(request, sandbox, gpu_device_nodes());
 }
 
 namespace {

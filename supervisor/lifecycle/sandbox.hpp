@@ -33,7 +33,8 @@ SpawnRequest sandboxed_request(const SpawnRequest& request, const SandboxConfig&
 bool is_inner_pid_of(pid_t outer, pid_t claimed);
 
 // What the supervisor spawns for `pack`: `request` itself, or, when the pack asks for the
-// sandbox, `request` inside it with the GPU device nodes present now.
+// sandbox, `request` inside it with the GPU device nodes present now and, for a pack's
+// environment, the parts of it the sandbox hides as they are now (config/sandbox_sight.hpp).
 SpawnRequest with_sandbox(const PackConfig& pack, SpawnRequest request);
 
 }  // namespace comfy::supervisor

@@ -982,6 +982,11 @@ std::vector<BadConfig> bad_configs() {
          "at /packs/0/python/comfyui: expected a folder a sandbox can show by itself: not /tmp, /run, /dev, /proc or "
          "a folder holding one, nor one inside /proc, found \"/tmp\" (the ComfyUI checkout, which a sandboxed Python "
          "pack needs shown: move it into a folder of its own, or remove the pack's \"sandbox\")"},
+        {"a sandboxed Python pack's environment is /tmp",
+         python_pack(R"("pack": "pack", "environment": "/tmp")", R"("sandbox": {})", kHostWithCheckout),
+         "at /packs/0/python/environment: expected a folder a sandbox can show by itself: not /tmp, /run, /dev, "
+         "/proc or a folder holding one, nor one inside /proc, found \"/tmp\" (the pack's environment, which a "
+         "sandboxed Python pack needs shown: move it into a folder of its own, or remove the pack's \"sandbox\")"},
         {"a sandboxed Python pack's checkout holds /run",
          python_pack(R"("pack": "pack", "interpreter": "worker.sh")", R"("sandbox": {})",
                      R"("comfyui": {"command": "worker.sh", "checkout": "/"})"),

@@ -4,10 +4,12 @@
 // comfyctl workers, its events and the census the dashboard reads, and starts at its retry
 // once the environment is there again; a pack whose command cannot be executed is failed
 // at its first try, never restarted; a Python pack that registers no node class is ready
-// with a warning, said once in the log.
+// with a warning, said once in the log. A sandboxed pack's environment, which the sandbox
+// hides when it lies under /tmp, is shown as it is at each start, not as it was at load.
 #include <catch2/catch.hpp>
 
 #include "tests/support/http_client.hpp"
+#include "tests/support/sandbox_skip.hpp"
 #include "tests/support/supervisor_process.hpp"
 
 #include <signal.h>
@@ -109,6 +111,75 @@ TEST_CASE("a pack whose environment was deleted fails alone at its start, check 
     CHECK(ready["note"].is_null());
     CHECK(ready["node_classes"] == 2);
     CHECK(supervisor.stop() == 0);
+}
+
+TEST_CASE("a sandboxed pack whose environment under /tmp was missing at load starts in that environment at its "
+          "retry once it is built") {
+    SKIP_WITHOUT_BWRAP();
+    const TempFolder folder("sandboxed-env-gone", "/tmp");  // what the sandbox hides, whatever $TMPDIR says
+    const fs::path env = folder.path() / "envs" / "needs_env", work = folder.path() / "work";
+    fs::create_directories(folder.path() / "needs_env");
+    fs::create_directories(work);
+    // A pack whose nodes only its environment has: run outside it, its import fails.
+    folder.write("needs_env/__init__.py", "from env_only import NODE_CLASS_MAPPINGS  # noqa: F401\n");
+    json pack = python_pack("needs_env", (folder.path() / "needs_env").string(), {{"environment", env.string()}});
+    pack["working_directory"] = work.string();
+    pack["sandbox"] = json::object();
+    SupervisorProcess supervisor(memory_config_of(json::array({reference_pack(folder, "ref", idle_pack()), pack})));
+    REQUIRE(supervisor.wait_for_state("needs_env", ParticipantState::failed, std::chrono::seconds(30)));
+    REQUIRE(supervisor.wait_for_state("ref", ParticipantState::ready, std::chrono::seconds(30)));
+    CHECK(supervisor.participant("needs_env")->generation == 0);  // never spawned
+    CHECK_THAT(worker_entry(supervisor.instance(), "needs_env")["note"].get<std::string>(),
+               Contains("pack needs_env's environment " + env.string() + " is missing"));
+
+    // Built as comfyctl pack add builds one: a venv (its python a link to the test's, outside
+    // /tmp), the pack's requirement in its site-packages, and the lock written last.
+    const auto made =
+        run_and_capture(std::string(PYTHON3_PATH) + " -m venv --without-pip '" + env.string() + "' 2>&1");
+    INFO(made.output);
+    REQUIRE(made.status == 0);
+    fs::path site_packages;
+    for (const auto& entry : fs::directory_iterator(env / "lib")) site_packages = entry.path() / "site-packages";
+    REQUIRE(fs::is_directory(site_packages));
+    folder.write(fs::relative(site_packages / "env_only.py", folder.path()).string(),
+                 "class Twice:\n"
+                 "    CATEGORY = 'comfy-supervisor tests'\n"
+                 "    RETURN_TYPES = ('INT',)\n"
+                 "    FUNCTION = 'twice'\n"
+                 "\n"
+                 "    @classmethod\n"
+                 "    def INPUT_TYPES(cls):\n"
+                 "        return {'required': {'a': ('INT', {'default': 1})}}\n"
+                 "\n"
+                 "    def twice(self, a):\n"
+                 "        return (2 * a,)\n"
+                 "\n"
+                 "\n"
+                 "NODE_CLASS_MAPPINGS = {'Twice': Twice}\n");
+    // The lock of today's inputs, as the tool computes them inside the environment.
+    const auto locked = run_and_capture(
+        "PYTHONPATH=" + std::string(COMFY_SV_PYTHON_DIR) + " '" + (env / "bin" / "python").string() +
+        "' -c 'import sys; from comfy_supervisor.environments import key, lock, stamp; "
+        "today = stamp._today({}, [sys.argv[2]], sys.argv[3])[0]; "
+        "lock.write(sys.argv[1], key.key_of(today), today, {})' '" +
+        env.string() + "' '" + (folder.path() / "needs_env").string() + "' '" + FAKE_COMFYUI + "' 2>&1");
+    INFO(locked.output);
+    REQUIRE(locked.status == 0);
+
+    CHECK(comfyctl_output(supervisor.instance(), "retry needs_env") == "starting needs_env\n");
+    REQUIRE(supervisor.wait_for([](const std::vector<Participant>& table) {
+        for (const auto& p : table) {
+            if (p.name == "needs_env") return p.state == ParticipantState::ready || p.state == ParticipantState::failed;
+        }
+        return false;
+    }, std::chrono::seconds(60)));
+    INFO(supervisor.log());
+    REQUIRE(supervisor.participant("needs_env")->state == ParticipantState::ready);
+    const json ready = worker_entry(supervisor.instance(), "needs_env");
+    CHECK(ready["note"].is_null());
+    CHECK(ready["node_classes"] == 1);  // described itself, its node from the environment
+    CHECK(supervisor.stop() == 0);
+    reap_orphans();
 }
 
 TEST_CASE("a pack whose command cannot be executed is failed at its first try with the path and the fix, and a "
