@@ -85,15 +85,18 @@ def python_socket_rtt_us():
 
 
 def against_pickle5(echo):
-    """tensor_rtt_ms_SIZE (a float32 tensor of SIZE into Echo and back, as it came) and
+    """tensor_rtt_ms_SIZE (a float32 tensor of SIZE into Echo and back, as it came),
     shm_pickle5_rtt_ms_SIZE (the same to the careful Python transport's echo and back,
-    pickle5_peer.py), the median of each; the two are measured in turn, ROUND round trips
-    at a time, so that both meet the same machine."""
+    pickle5_peer.py: two copies a round trip) and shm_pickle5_byref_rtt_ms_SIZE (its echo
+    sending back where the tensor lies: one copy, as the bridge's echo), the median of each;
+    the three are measured in turn, ROUND round trips at a time, so that all meet the same
+    machine."""
     import pickle5_peer
     figures = {}
     for name, (nbytes, runs) in SIZES.items():
         tensor = torch.rand(nbytes // 4)
         peer, finish = pickle5_peer.echo_peer(nbytes)
+        by_reference, finish_by_reference = pickle5_peer.echo_peer(nbytes, by_reference=True)
 
         def bridge():
             (back,) = echo.run(value=tensor)
@@ -103,15 +106,25 @@ def against_pickle5(echo):
             peer.send(tensor)
             back = peer.receive()
             del back
-        for call in (bridge, careful):
+
+        def copy_matched():
+            by_reference.send(tensor)
+            back = by_reference.receive(in_own=True)
+            del back
+        calls = (bridge, careful, copy_matched)
+        for call in calls:
             timed(call, min(ROUND, runs))  # warm: pages faulted in, blocks reused
-        samples = {bridge: [], careful: []}
+        samples = {call: [] for call in calls}
         for _ in range(max(1, runs // ROUND)):
-            for call in (bridge, careful):
+            for call in calls:
                 samples[call] += timed(call, min(ROUND, runs))
+        # The later echo's process holds a copy of the earlier one's socket (a fork copies
+        # every descriptor): it ends first, or the earlier echo would never hear its end.
+        finish_by_reference()
         finish()
         figures[f"tensor_rtt_ms_{name}"] = statistics.median(samples[bridge]) * 1e3
         figures[f"shm_pickle5_rtt_ms_{name}"] = statistics.median(samples[careful]) * 1e3
+        figures[f"shm_pickle5_byref_rtt_ms_{name}"] = statistics.median(samples[copy_matched]) * 1e3
     return figures
 
 

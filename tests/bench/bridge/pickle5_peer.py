@@ -13,7 +13,12 @@ Python transport").
 So a round trip of an echo makes two copies: the sender's into its segment, and the echo's
 of what it received into its own. Each side's tensors are over segments the other writes
 again at the next message; a real transport would need to copy or to lend, which this one,
-the fastest a careful peer can be, leaves out."""
+the fastest a careful peer can be, leaves out.
+
+The copy-matched echo (`echo_peer(..., by_reference=True)`) sends back the description of
+what it received instead (the pickle and where its buffers lie, in the sender's own
+segment), as the bridge's echo returns a tensor it was lent: one copy per round trip, the
+sender's."""
 
 import os
 import pickle
@@ -45,17 +50,34 @@ class Pickle5Peer:
         message = pickle.dumps((data, layout), protocol=5)
         self.sock.sendall(_LENGTH.pack(len(message)) + message)
 
-    def receive(self):
+    def receive_message(self):
+        """The next message as it came, or None once the other side closed."""
         header = self.sock.recv(_LENGTH.size, socket.MSG_WAITALL)
         if len(header) < _LENGTH.size:
             return None
-        data, layout = pickle.loads(self.sock.recv(_LENGTH.unpack(header)[0], socket.MSG_WAITALL))
-        return torch.from_numpy(pickle.loads(data, buffers=[self.theirs.buf[o:o + n] for o, n in layout]))
+        return self.sock.recv(_LENGTH.unpack(header)[0], socket.MSG_WAITALL)
+
+    def send_message(self, message):
+        self.sock.sendall(_LENGTH.pack(len(message)) + message)
+
+    def tensor_of(self, message, in_own=False):
+        """The message's tensor, over the other side's segment (or, for a description sent
+        back, over this side's own)."""
+        data, layout = pickle.loads(message)
+        segment = self.own if in_own else self.theirs
+        return torch.from_numpy(pickle.loads(data, buffers=[segment.buf[o:o + n] for o, n in layout]))
+
+    def receive(self, in_own=False):
+        """The tensor of the next message, or None once the other side closed."""
+        message = self.receive_message()
+        return None if message is None else self.tensor_of(message, in_own)
 
 
-def echo_peer(capacity):
-    """(the host's end, the echo's pid): a forked process that sends back each tensor it
-    receives, as an echo node does. Close the end and wait for the pid when done."""
+def echo_peer(capacity, by_reference=False):
+    """(the host's end, a function that ends the echo): a forked process that sends back
+    each tensor it receives, as an echo node does: copied into its own segment, or, with
+    `by_reference`, as the description of where it lies in the host's (receive it with
+    in_own=True)."""
     ours, theirs = socket.socketpair()
     to_echo = shared_memory.SharedMemory(create=True, size=capacity)
     from_echo = shared_memory.SharedMemory(create=True, size=capacity)
@@ -63,8 +85,12 @@ def echo_peer(capacity):
     if child == 0:
         ours.close()
         echo = Pickle5Peer(theirs, from_echo, to_echo)
-        while (tensor := echo.receive()) is not None:
-            echo.send(tensor)
+        while (message := echo.receive_message()) is not None:
+            tensor = echo.tensor_of(message)  # the echo node's input, over the host's segment
+            if by_reference:
+                echo.send_message(message)  # where it lies, in the host's own segment
+            else:
+                echo.send(tensor)
             del tensor
         os._exit(0)
     theirs.close()
