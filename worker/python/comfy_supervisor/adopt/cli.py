@@ -66,13 +66,6 @@ def _checkout(value):
     return comfyui_dir
 
 
-def _read_config(path):
-    try:
-        return config_update.read(path) if os.path.exists(path) else {}
-    except (OSError, ValueError) as error:
-        raise Refused(f"cannot read the config {path} ({error}); fix it or name another with --config") from None
-
-
 def _packs(options, custom_nodes, listed):
     packs = []
     for candidate in inventory.candidates(custom_nodes):
@@ -117,7 +110,7 @@ def adopt(options):
     comfyui_dir = _checkout(options.comfyui_dir)
     custom_nodes = os.path.join(comfyui_dir, "custom_nodes")
     config_path = os.path.abspath(options.config)
-    data = _read_config(config_path)
+    data = config_update.read(config_path)
     listed = pack_lists.pack_names(options.pack_list) if options.pack_list else None
     packs = _packs(options, custom_nodes, listed)
     in_use = config_update.adopted(data, custom_nodes)
@@ -155,7 +148,7 @@ def adopt(options):
 
 
 def _names(config_path):
-    return {entry.get("name") for entry in _read_config(config_path).get("packs", []) if isinstance(entry, dict)}
+    return {entry.get("name") for entry in config_update.read(config_path).get("packs", []) if isinstance(entry, dict)}
 
 
 def parser():

@@ -11,6 +11,7 @@ Manager and comfy-cli keep finding, updating and listing every pack where they p
 import json
 import os
 
+from ..environments.config_entry import read_config
 from ..environments.errors import Refused
 from ..environments.files import held, replace_with_json
 from .inventory import OWN_NODE, OWN_NODE_SOURCE
@@ -33,20 +34,15 @@ def knows_whitelist(comfyui_dir):
 
 
 def read(path):
-    with open(path, encoding="utf-8") as text:
-        data = json.load(text)
-    if not isinstance(data, dict):
-        raise Refused(f"the config {path} is not a JSON object; name the supervisor's config file")
-    return data
+    """The config as it is now: {} where there is none yet (adopt makes it), else as `pack
+    add` reads it, refused in one line when it cannot be read or is not a JSON object."""
+    return read_config(path, path) if os.path.exists(path) else {}
 
 
 def _update(path, change):
     """`change(data)` made to the file as it is now, under its folder's lock."""
     with held(os.path.dirname(path)):
-        try:
-            data = read(path) if os.path.exists(path) else {}
-        except ValueError as error:
-            raise Refused(f"the config {path} is not JSON ({error}); fix it, then run adopt again") from None
+        data = read(path)
         before = json.dumps(data, sort_keys=True)
         change(data)
         if json.dumps(data, sort_keys=True) != before:

@@ -14,7 +14,7 @@ from .files import held, replace_with_json
 _PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
 
 
-def _read(path, shown):
+def read_config(path, shown):
     try:
         with open(path, encoding="utf-8") as text:
             data = json.load(text)
@@ -30,7 +30,7 @@ def _read(path, shown):
 class Config:
     def __init__(self, path):
         self.path = os.path.abspath(path)
-        self.data = _read(self.path, path)
+        self.data = read_config(self.path, path)
         # What this command changed, replayed over the file as it is when written: another
         # add may have written it meanwhile (a build takes minutes), and its pack must stay.
         self._changes = []
@@ -96,7 +96,7 @@ class Config:
         # The folder, not the file, which each write replaces by a new one.
         with held(folder):
             changes, self._changes = self._changes, []
-            self.data = _read(self.path, self.path)
+            self.data = read_config(self.path, self.path)
             for change, argument in changes:
                 change(argument)
             self._changes = []
