@@ -16,8 +16,6 @@ import os
 import re
 import shutil
 
-from .. import pack_check
-from ..pack_check import report
 from . import (access, baseline, build, config_entry, import_check, installer, inventory, key, manifests, owners,
                processes)
 from .config_entry import Config
@@ -226,6 +224,9 @@ def remove(options):
 
 def check(options):
     """The estimate of which of the pack's node classes can run isolated, as text or JSON."""
+    # Here, not at the top: an add or a remove has no use for the reader of pack sources.
+    from .. import pack_check
+    from ..pack_check import report
     try:
         found = pack_check.estimate(options.pack_dir)
     except pack_check.NotAPack as error:
