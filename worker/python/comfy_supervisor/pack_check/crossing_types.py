@@ -36,8 +36,6 @@ _COMBO_SOURCES = ("folder_paths.get_filename_list", "comfy.samplers.KSampler.SAM
 # comfy.comfy_types' IO members whose value is not their name.
 _IO_VALUES = {"NUMBER": "FLOAT,INT", "PRIMITIVE": "STRING,FLOAT,INT,BOOLEAN"}
 
-_KIND_NAMES = frozenset(kind.name for kind in kinds.KINDS)
-
 # how: "value" | "replica" | "remote" | "wildcard" | "handle" | "no kind" | "unknown"
 Crossing = namedtuple("Crossing", "type how words")
 
@@ -89,7 +87,5 @@ def classify(type_value):
     if kind is not None or type_value in KIND_OF_TYPE:
         return Crossing(type_value, "remote", "remote objects, ComfyUI's limited to what crossing/kinds.py "
                                               "lists for their kind")
-    if type_value in _KIND_NAMES:
-        return Crossing(type_value, "remote", "remote objects")
     return Crossing(type_value, "handle", "the pack's own: handles, which only nodes of this pack (or its group) "
                                           "can take")
