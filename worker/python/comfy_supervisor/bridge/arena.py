@@ -254,7 +254,8 @@ class PeerArena:
         self.capacity = os.fstat(fd).st_size
         self.map = mmap.mmap(fd, self.capacity, flags=mmap.MAP_PRIVATE,
                              prot=mmap.PROT_READ | mmap.PROT_WRITE) if self.capacity else None
-        os.close(fd)
+        self.fd = fd  # kept, to map a block apart (take()); closed with this object
+        weakref.finalize(self, os.close, fd)
         self.base = 0
         self.frames = None  # the producer's frames word, where the arena has a control page
         if self.map is not None:
@@ -262,7 +263,13 @@ class PeerArena:
             if self.capacity >= CONTROL_BYTES:
                 self.frames = _frames_word(self.map)
         self.frames_address = self.base + _FRAMES_AT if self.frames is not None else None
-        self.viewed = {}  # offset -> size of the peer's blocks we hold views of
+        self.viewed = {}  # offset -> [size, views held] of the peer's blocks we view in self.map
+        self.apart = {}   # address -> (offset, size) of the peer's blocks we hold mapped apart
+        # Views are let go of by finalizers, in any thread, at any time: one that runs in
+        # the thread inside take() (a collection there) is done as take() ends.
+        self.lock = threading.RLock()
+        self.taking = False
+        self.deferred = []
 
     def interrupted(self, call_id):
         """The peer asked to stop node call `call_id`."""
@@ -271,34 +278,84 @@ class PeerArena:
 
     def take(self, offset, nbytes, on_release):
         """A numpy view of the peer's block; `on_release(offset)` runs once when the view and
-        every tensor over it are collected. The view keeps the mapping alive."""
+        every tensor over it are collected (once per take: the producer counts its namings
+        of a block). The view keeps its mapping alive.
+
+        The producer may name a block again while we still hold a view of it from an earlier
+        naming (it sent the same tensor again, unchanged). The new view must read the
+        producer's bytes: over the same pages where none of them was written here (the two
+        views are then one tensor's, as in one process), else over the block mapped apart,
+        privately again, so that our writes through the earlier view stay out of it."""
         import numpy
         if self.map is None or offset < CONTROL_BYTES or nbytes < 0 or offset + nbytes > self.capacity:
             raise ValueError(f"a block of {nbytes} bytes at {offset} is outside the peer's "
                              f"{self.capacity}-byte arena")
-        array = numpy.frombuffer(self.map, dtype=numpy.uint8, count=nbytes, offset=offset)
-        self.viewed[offset] = nbytes
-        weakref.finalize(array, self._released, offset, nbytes, on_release)
+        deferred = []
+        try:
+            with self.lock:
+                self.taking = True
+                try:
+                    held, where = self.viewed.get(offset), None
+                    if held is None:
+                        array = numpy.frombuffer(self.map, dtype=numpy.uint8, count=nbytes, offset=offset)
+                        self.viewed[offset] = [nbytes, 1]
+                    elif held[0] == nbytes and self._unwritten(offset, nbytes):
+                        array = numpy.frombuffer(self.map, dtype=numpy.uint8, count=nbytes, offset=offset)
+                        held[1] += 1
+                    else:
+                        array, where = self._map_apart(offset, nbytes)
+                    weakref.finalize(array, self._released, offset, where, on_release)
+                finally:
+                    self.taking = False
+                    deferred, self.deferred = self.deferred, []
+        finally:
+            for released in deferred:
+                self._released(*released)
         return array
 
-    def _released(self, offset, nbytes, on_release):
-        self.viewed.pop(offset, None)
-        self.drop_copies(offset, nbytes)
+    def _unwritten(self, offset, nbytes):
+        """Whether no page of the block is our own copy (False where it cannot be known)."""
+        first = offset // PAGE * PAGE
+        return _copied_pages(self.base + first, (_round_up(offset + nbytes, PAGE) - first) // PAGE) is False
+
+    def _map_apart(self, offset, nbytes):
+        """A view of the block over a private mapping of its own, and that mapping's address."""
+        import numpy
+        start = offset // PAGE * PAGE
+        mapping = mmap.mmap(self.fd, max(_round_up(offset + nbytes, PAGE) - start, PAGE), flags=mmap.MAP_PRIVATE,
+                            prot=mmap.PROT_READ | mmap.PROT_WRITE, offset=start)
+        address = _address_of(mapping) + offset - start
+        self.apart[address] = (offset, nbytes)
+        return numpy.frombuffer(mapping, dtype=numpy.uint8, count=nbytes, offset=offset - start), address
+
+    def _released(self, offset, where, on_release):
+        with self.lock:
+            if self.taking:
+                self.deferred.append((offset, where, on_release))
+                return
+            if where is not None:
+                del self.apart[where]  # its mapping goes with the view
+            else:
+                held = self.viewed[offset]
+                held[1] -= 1
+                if not held[1]:
+                    del self.viewed[offset]
+                    self.drop_copies(offset, held[0])
         on_release(offset)
 
     def block_holding(self, address, nbytes):
         """(block offset, offset within it) of a peer's block we hold a view of that holds
         `nbytes` bytes at `address` unchanged (no page of them copied privately here), or None."""
-        if not self.base <= address < self.base + self.capacity:
-            return None
-        relative = address - self.base
-        for offset, size in list(self.viewed.items()):
-            if offset <= relative and relative + nbytes <= offset + size:
-                first = relative // PAGE * PAGE
-                pages = (_round_up(relative + nbytes, PAGE) - first) // PAGE
-                if _copied_pages(self.base + first, pages) is not False:
+        with self.lock:
+            held = [(self.base + offset, offset, size) for offset, (size, _) in self.viewed.items()]
+            held += [(start, offset, size) for start, (offset, size) in self.apart.items()]
+        for start, offset, size in held:
+            if start <= address and address + nbytes <= start + size:
+                first = address // PAGE * PAGE
+                pages = (_round_up(address + nbytes, PAGE) - first) // PAGE
+                if _copied_pages(first, pages) is not False:
                     return None  # written here (or not knowable): the peer's bytes are not these
-                return offset, relative - offset
+                return offset, address - start
         return None
 
     def drop_copies(self, offset, nbytes):

@@ -29,10 +29,10 @@ object meanwhile reads again for the answer of its own use of the pack's, and so
 
 import threading
 import time
-import weakref
 
 from .channel import Channel, ProtocolError, ReleaseQueue
 from .cuda_ipc import CudaExchange
+from .lent_blocks import LentBlocks
 from .mirror import Grants, Mirrors
 from .values import Decoder, Encoder, ValueCrossingError
 
@@ -57,9 +57,9 @@ class PeerSession:
         self.peer = peer
         self.own = own
         self.copy_received = copy_received
-        self.lent = set()             # offsets of our blocks the peer holds
-        self.sources = {}             # a lent block -> weak reference to the tensor whose bytes it holds
-        self.lent_lock = threading.Lock()
+        # Our blocks the peer holds, and (the host) those kept for the tensors they hold.
+        self.blocks = LentBlocks(own, keep=copy_received)
+        self.close_lock = threading.Lock()
         self.releases = ReleaseQueue(self.channel, name)
         self.closed = threading.Event()
         self.protocol_error = None
@@ -86,7 +86,8 @@ class PeerSession:
             return self.remote.tag_of(value) or handle_of(value)
 
         # A side that copies what it receives holds nothing in the peer's blocks to send back.
-        return Encoder(self.own, tag, peer=None if self.copy_received else self.peer, cuda=self.cuda)
+        return Encoder(self.own, tag, peer=None if self.copy_received else self.peer, cuda=self.cuda,
+                       blocks=self.blocks)
 
     def encode(self, value):
         """`value` encoded, and its encoder, whose lends the caller passes to lend() once the
@@ -98,20 +99,20 @@ class PeerSession:
             self.take_back(encoder)
             raise
 
+    @property
+    def lent(self):
+        """Our blocks the peer holds (for counts and checks)."""
+        return self.blocks.namings.keys()
+
     def lend(self, encoder):
-        """The blocks and CUDA tensors `encoder` lent are the peer's to release from now on."""
-        with self.lent_lock:
-            if self.closed.is_set():
-                self.take_back(encoder)
-            elif encoder.lent:
-                self.lent.update(encoder.lent)
-                if self.copy_received:
-                    self.sources.update((offset, weakref.ref(tensor)) for offset, tensor in encoder.sources.items())
+        """The blocks and CUDA tensors `encoder` lent are the peer's to release from now on,
+        once for each naming (a block named again was counted as the encoder named it)."""
+        if (encoder.lent or encoder.named_again) and not self.blocks.lend(encoder.lent, encoder.sources):
+            self.take_back(encoder)
 
     def take_back(self, encoder):
         """What `encoder` lent never reached the peer (the message was not sent)."""
-        for offset in encoder.lent:
-            self.own.free(offset)
+        self.blocks.take_back(encoder.lent, encoder.named_again)
         self.cuda.let_go(encoder.cuda_lent)
 
     def decoder(self, resolve=None):
@@ -133,15 +134,12 @@ class PeerSession:
         copies at most the blocks it names, not each time it names one. The caller still
         holds the reading lock, so the peer's release of the block, sent after this, is
         not read before the copy is made."""
-        with self.lent_lock:
-            lent = block in self.lent
-            source = self.sources.get(block) if lent else None
-        size = self.own.size_of(block) if lent else None
+        size = self.own.size_of(block) if self.blocks.holds(block) else None
         if size is None or at < 0 or nbytes < 0 or at + nbytes > size:
             raise ValueCrossingError(f"a tensor sent back in a block of ours it does not hold "
                                      f"({nbytes} bytes at {at} of block {block})")
         import torch
-        tensor = source() if source is not None else None
+        tensor = self.blocks.source_of(block)
         if tensor is not None:
             if at == 0 and tensor.dtype == dtype and list(tensor.shape) == shape and not tensor.requires_grad:
                 return tensor  # the whole tensor, as it went: itself, as in one process
@@ -262,26 +260,19 @@ class PeerSession:
 
     def _released(self, message):
         blocks, cuda = message.get("blocks"), message.get("cuda")
-        with self.lent_lock:
-            for offset in blocks if isinstance(blocks, list) else ():
-                if type(offset) is int and offset in self.lent:  # never another session's block
-                    self.lent.discard(offset)
-                    self.sources.pop(offset, None)
-                    self.own.free(offset)
+        if isinstance(blocks, list):
+            self.blocks.released(blocks)
         self.cuda.let_go(cuda if isinstance(cuda, list) else ())
         self.remote.on_release(message.get("objects"))
         self.on_release(message)
 
     def close(self):
         """Ends the session: what the peer held of ours is ours again."""
-        with self.lent_lock:
+        with self.close_lock:
             if self.closed.is_set():
                 return
             self.closed.set()
-            for offset in self.lent:
-                self.own.free(offset)
-            self.lent.clear()
-            self.sources.clear()
+        self.blocks.close()
         self.mirrors.close(f"{self.ended()}")
         self.grants.close()  # the copies made for the peer are punched out, whatever it kept
         self.cuda.close()

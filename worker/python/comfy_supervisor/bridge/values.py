@@ -93,16 +93,20 @@ class Encoder:
     the handle dict for a value that stays (or raises ValueCrossingError); `peer`: the
     receiver's arena as we map it (PeerArena), for tensors that go back as they came
     (None where we hold copies); `cuda`: the session's CudaExchange, where CUDA tensors
-    may go by IPC. The blocks it wrote are in `lent`, and the CUDA tensors it lent in
-    `cuda_lent`, for the caller to account or take back; `sources` maps each block that
-    holds exactly a tensor's own bytes to that tensor."""
+    may go by IPC; `blocks`: the session's lent_blocks.LentBlocks, which allocates and
+    names again the block of a tensor sent before, unchanged (None: every tensor written).
+    The blocks it wrote are in `lent`, those it named again in `named_again`, and the CUDA
+    tensors it lent in `cuda_lent`, for the caller to account or take back; `sources` maps
+    each block it wrote that holds exactly a tensor's own bytes to that tensor."""
 
-    def __init__(self, arena, handle_of, peer=None, cuda=None):
+    def __init__(self, arena, handle_of, peer=None, cuda=None, blocks=None):
         self.arena = arena
         self.handle_of = handle_of
         self.peer = peer
         self.cuda = cuda
+        self.blocks = blocks
         self.lent = []
+        self.named_again = []
         self.cuda_lent = []
         self.sources = {}
         self.written = {}  # id(tensor) -> (tensor, its tag): one written twice in a value is one block
@@ -180,12 +184,18 @@ class Encoder:
             encoded["inline"] = binascii.b2a_base64(_buffer_of(torch, source.contiguous()), newline=False).decode()
             encoded["n"] = len(self.written)  # the same tensor again is this again: one tensor to the receiver
         else:
-            offset = self.arena.allocate(nbytes)
-            self.lent.append(offset)
-            target = torch.from_numpy(self.arena.view(offset, nbytes)).view(source.dtype).view(source.shape)
-            target.copy_(source)  # the one write: strides, devices and all
-            if value.device.type == "cpu" and value.is_contiguous() and not value.is_conj() and not value.is_neg():
-                self.sources[offset] = value  # the block's bytes are the value's own, as they lie
+            own_bytes = value.device.type == "cpu" and value.is_contiguous() and not value.is_conj() and \
+                not value.is_neg()  # the block's bytes are the value's own, as they lie
+            offset = self.blocks.named_again(value) if own_bytes and self.blocks is not None else None
+            if offset is not None:  # sent before, unchanged since: its block again, no copy
+                self.named_again.append(offset)
+            else:
+                offset = self.arena.allocate(nbytes) if self.blocks is None else self.blocks.allocate(nbytes)
+                self.lent.append(offset)
+                target = torch.from_numpy(self.arena.view(offset, nbytes)).view(source.dtype).view(source.shape)
+                target.copy_(source)  # the one write: strides, devices and all
+                if own_bytes:
+                    self.sources[offset] = value
             encoded["offset"] = offset
         self.written[id(value)] = (value, encoded)
         return encoded
