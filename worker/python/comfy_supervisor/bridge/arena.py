@@ -17,7 +17,11 @@ differently, because what matters is who can still write a block once it was han
   writes into a tensor it received gets copies of the pages it touches, never the
   host's. When its tensor storage is collected, it drops the copies it made of that
   block's pages (else its mapping would keep showing them when the host writes the block
-  again) and says so, and the host frees the block. A worker can reopen its descriptor
+  again) and says so, once for each time the host named the block, and the host frees
+  the block, or keeps it for the tensor it holds, to name it again if that tensor is sent
+  again unwritten (lent_blocks.py; PeerArena.take says how the worker reads a block named
+  again while it still holds a view of it). The host never writes a block the worker
+  holds or one it keeps: its allocator hands out free blocks only. A worker can reopen its descriptor
   writable (a memfd's mode lets its owner) and write the arena the host writes for it:
   that changes only what the host sent that worker. The host keeps nothing over it: a
   tensor the worker sends back as it came is the host's own tensor again (session.py).

@@ -1,7 +1,9 @@
 """One host life and one pack life, joined by the call socket the supervisor made for them.
 
 Both sides keep the same books for a session: the blocks of their own arena they lent
-the peer (freed when the peer says it let go, or all at once when the session ends), and
+the peer, counted once per naming (freed when the peer let go of every naming, or all at
+once when the session ends; the host keeps one for the tensor it holds, to name it again:
+lent_blocks.py), and
 the releases they owe the peer for its blocks, handles and node instances they let go of.
 The host's PackSession and the worker's HostSession add what each side does with a call.
 

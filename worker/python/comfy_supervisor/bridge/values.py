@@ -9,7 +9,9 @@ A value crosses as JSON, never pickled and never evaluated:
   LoRA adapter's loaded keys);
 - a torch tensor of any dtype in DTYPES, any shape, contiguous or not, as
   {"$": "tensor", "dtype", "shape", "offset", "nbytes"}: its bytes written once into the
-  arena the sender writes for the receiver (arena.py). A worker's tensor is built over
+  arena the sender writes for the receiver (arena.py); the host's tensor sent again,
+  unwritten since, names the block it was written into before (lent_blocks.py), and the
+  worker's echo of it is {"yours": block} as for any. A worker's tensor is built over
   those bytes; the host's is a copy of them, since the worker that wrote them can write
   them again. A tensor a worker returns as it came (a node returning its input, or a part
   of it) lies, unchanged, in a block the host lent it, and goes back as {"yours": block,
