@@ -72,6 +72,9 @@ again as "other" (a second pack with the same nodes), tests/packs/hostile_pack a
                  host's weights mapped, and the pack's in the host (mirror_checks.py)
     callback-*   Cancel reaching a function of "hostile" that the host calls back and that
                  never returns (callback_checks.py)
+    conversation-*  a node of the host's prompt that uses a pack's objects again and again is
+                 one busy stretch of its worker, ended with the node or the host's life
+                 (conversation_checks.py)
 """
 
 import gc
@@ -734,6 +737,7 @@ def main():
     host = comfyui.install()
     mm.participant = host.link  # as the fake's main.py: the host's loads are charged to the device
     import callback_checks
+    import conversation_checks
     import group_checks
     import mirror_checks
     import remote_checks
@@ -744,6 +748,8 @@ def main():
     CHECKS.update(group_checks.CHECKS)
     CHECKS.update(callback_checks.CHECKS)
     ARGUED.update(callback_checks.ARGUED)
+    CHECKS.update(conversation_checks.CHECKS)
+    ARGUED.update(conversation_checks.ARGUED)
     mapping, names = host.bridges.proxy_nodes()
     classes["all"], classes["names"] = mapping, names
     for pack in ("bridge", "other"):

@@ -104,6 +104,8 @@ HOST_WRITES = {
         "wrapped: upstream's guider over a pack's MODEL samples in the pack, one crossing a model evaluation",
     ("host/comfyui.py", "install", "execution.PromptExecutor.execute"):
         "wrapped: a prompt is one busy stretch (upstream has no per-node hook)",
+    ("host/comfyui.py", "install", "execution.execute"):
+        "wrapped: the uses of a pack's objects one node makes are one busy stretch of its worker, ended with the node",
     ("host/comfyui.py", "_Host.load_models_gpu", "self.mm.EXTRA_RESERVED_VRAM"):
         "the one value the host publishes: the reserve the supervisor granted this load",
     ("host/comfyui.py", "_Host.unload", "self.mm.current_loaded_models.remove"):

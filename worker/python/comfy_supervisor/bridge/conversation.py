@@ -9,7 +9,10 @@ A use is {"op": "invoke", "call", "id", "do", "name", "payload"}, or {"op": "inv
 "call", "function", "payload"} for one of the rules' functions (bridge/rules.py) given a
 remote object, and is answered by {"op": "invoked", "call", "value"} or {"op": "invoked",
 "call", "error": {...}}. The payload is [args, kwargs, value], encoded as any value is
-(bridge/values.py). The thread that waits for an answer reads the call socket itself
+(bridge/values.py). A use carries "held": true where its maker will say when the run of
+uses it belongs to ended, with {"op": "uses_done"} (the host, at the end of the node of its
+prompt that made them): the peer serves the run as one busy stretch, however long the
+pauses between uses. The thread that waits for an answer reads the call socket itself
 (it holds the session's reading lock, taken again where it held it already) and serves
 the peer's uses meanwhile: a pack's attention patch that the host's sampler calls, and
 that calls the host's model in turn, nests as it would in one process. A thread that
@@ -62,15 +65,18 @@ class Conversation:
     """`session`: the PeerSession; `peer`: who owns the proxies here, for messages ("the
     host", "pack impact"); `enforce`: serve the peer only what object_kinds lists (the
     host serving a pack); `may_invoke()`: whether this side may use the peer's objects
-    now; `accepts()`: whether the peer may use ours now; `serving()`: called before each
-    use of ours is served (the worker: busy to the memory integration, as during a node);
-    `began()`: called once each use of ours is sent, before its answer is awaited (the
-    host: a Cancel that came before it reaches it too); `relays`: another peer's remote
-    object crosses to this one as ours, its uses served by asking its owner (the host,
-    between packs)."""
+    now; `accepts()`: whether the peer may use ours now; `serving(held)`: called before
+    each use of ours is served (the worker: busy to the memory integration, as during a
+    node), `held` whether the peer holds it (below); `holds()`: whether our use sent now is
+    held, one of a conversation whose end we will tell the peer ("uses_done": the host,
+    for the uses a node of its prompt makes); `began()`: called once each use of ours is
+    sent, before its answer is awaited (the host: a Cancel that came before it reaches it
+    too); `relays`: another peer's remote object crosses to this one as ours, its uses
+    served by asking its owner (the host, between packs)."""
 
     def __init__(self, session, peer, enforce, may_invoke=lambda: True, accepts=lambda: True,
-                 serving=lambda: None, began=lambda: None, replicas=None, uses=None, relays=False):
+                 serving=lambda held: None, holds=lambda: False, began=lambda: None, replicas=None, uses=None,
+                 relays=False):
         rules.check_installed()  # without them, ComfyUI's objects would cross as mere handles
         self.session = session
         # The pack's side: (replica_for, origin_of) of crossing/replicas. An object of the
@@ -87,6 +93,7 @@ class Conversation:
         self.may_invoke = may_invoke
         self.accepts = accepts
         self.before_serving = serving
+        self.holds = holds
         self.began = began
         self.exports = Exports()
         self.proxies = {}           # the peer's id -> (weak reference to its proxy here, [times received])
@@ -199,8 +206,11 @@ class Conversation:
             self.answers[call] = None
             self.waits[call] = what
         session.lend(encoder)
+        message = {"op": "invoke", "call": call, **fields, "payload": encoded}
+        if self.holds():
+            message["held"] = True
         try:
-            if not session.send({"op": "invoke", "call": call, **fields, "payload": encoded}):
+            if not session.send(message):
                 session.close()
             self.began()
             answer = self._await(call, what)
@@ -284,7 +294,7 @@ class Conversation:
         try:
             if not self.accepts():
                 raise RemoteError(f"{self.peer} used an object while no call waited on it")
-            self.before_serving()
+            self.before_serving(message.get("held") is True)
             result = self._serve(message)
             value, encoder = self.session.encode(result)
             self.session.lend(encoder)

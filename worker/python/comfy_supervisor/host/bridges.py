@@ -44,6 +44,7 @@ class Bridges:
         self.routes = PackRoutes()     # the packs' HTTP routes given to ComfyUI's server
         self.browser_limits = Limits()  # on the packs' messages to the browser, as the packs message says
         self.changed = threading.Condition()
+        self.in_node = False       # a node of the prompt runs (node_running)
         import comfy.model_management as mm
         self.mm = mm               # upstream's, for its interrupt flag and its exceptions
 
@@ -76,6 +77,20 @@ class Bridges:
 
     def waiting(self):
         return self.memory.waiting_outside_upstream() if self.memory is not None else contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def node_running(self):
+        """A node of the prompt runs (upstream's execution.execute, wrapped by
+        comfyui.install): the uses of packs' objects it makes are held (PackLink.holds_use),
+        and its end tells each pack whose objects it used, so that the pack's worker serves
+        them as one busy stretch however long the node takes between two of them."""
+        self.in_node = True
+        try:
+            yield
+        finally:
+            self.in_node = False
+            for link in list(self.links.values()):
+                link.uses_done()
 
     def link(self, name):
         with self.changed:

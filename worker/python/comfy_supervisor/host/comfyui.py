@@ -35,6 +35,9 @@ supervisor started this ComfyUI (COMFY_SV_SLOT set). It then:
 - wraps execution.PromptExecutor.execute: a whole prompt is one busy stretch (ComfyUI has
   no clean per-node hook); evictions that arrive meanwhile run at its end, except while
   the prompt thread waits for an admission or on a pack's node call (waiting_outside_upstream);
+- wraps execution.execute, upstream's step of a prompt that runs one node: the uses of
+  packs' objects a node makes are one busy stretch of each pack's worker, ended at the
+  node's end (bridges.Bridges.node_running);
 - starts the bridges to the packs that run in workers of their own (bridges.py): the
   custom node registers their proxy nodes.
 
@@ -55,6 +58,7 @@ memory manager.
 """
 
 import contextlib
+import inspect
 import logging
 import os
 import signal
@@ -140,6 +144,7 @@ class _Host:
         # A pack's worker: "node" or "callback" once node_started (or callback_started) was
         # sent, None again at node_finished.
         self.announced = None
+        self.busy_stretches = 0  # begun so far, each with node_started or callback_started (the host's stats)
         self.node_ok = True
 
     def on_device(self, loaded):
@@ -458,6 +463,7 @@ class _Host:
             # Said again where a stretch goes on as the other (the host calls a function
             # its node just returned): what comfyctl shows is what runs now.
             announce = self.announced != activity
+            self.busy_stretches += self.announced is None
             self.announced = activity
         if announce:
             if callback:
@@ -469,10 +475,11 @@ class _Host:
         """The host uses this worker's objects (each step of its sampler with the pack's
         model, its control net, a patch of the pack's called back): busy as during a node
         call, from the first use of a run of them until idle(), which the node server calls
-        once no message came for IDLE_AFTER_S. The command thread defers evictions while
-        busy, so a model of this worker is never evicted under a use, nor between two uses
-        closer together than that (a sampler's uses of a step, and its steps, on a small
-        model); and each use after the first costs this test, not a lock and a context.
+        at the end of the host's node that made them (uses_done), or once no message came
+        for IDLE_AFTER_S where no node of the host's made them. The command thread defers
+        evictions while busy, so a model of this worker is never evicted under a use, nor
+        between two uses of one host node (a sampler's steps); and each use after the
+        first costs this test, not a lock and a context.
         A use within a node call is busy already, and the node's end releases its caches.
         To the supervisor, a stretch a use began is a callback (comfyctl shows one that
         lasts, as a pack's function that does not return)."""
@@ -627,6 +634,15 @@ def install():
     forwarded.install()  # a pack's MODEL samples in its pack, where its patches live
     guided.install()  # and so does upstream's guider over it
     host.bridges = Bridges.start(host)
+    original_node = getattr(execution, "execute", None)
+    # Upstream's per-node step, a coroutine function since the executor went asynchronous;
+    # where it is not, uses are not held and each run of them ends after IDLE_AFTER_S.
+    if host.bridges is not None and inspect.iscoroutinefunction(original_node):
+        async def execute_node(*args, **kwargs):
+            with host.bridges.node_running():
+                return await original_node(*args, **kwargs)
+
+        execution.execute = execute_node
     log.info("comfy-supervisor: this ComfyUI is the host participant (slot %d, generation %d), supervising %s",
              link.slot, link.generation, host.device)
     return host

@@ -116,7 +116,8 @@ class PackSession(PeerSession):
         # of its own between calls. Another pack's ComfyUI objects (a MODEL it patched) go
         # to this pack as the host's, each use relayed to their owner.
         self.remote = Conversation(self, f"pack {link.name}", enforce=True,
-                                   accepts=lambda: link.waits_on(self), began=link.use_began,
+                                   accepts=lambda: link.waits_on(self), holds=lambda: link.holds_use(self),
+                                   began=link.use_began,
                                    uses=replica_owner.uses(), relays=True)
 
     def object_handle(self, value):
@@ -188,6 +189,7 @@ class PackLink:
         self.active = None
         self.cancel_watched = None  # (session, interrupt id) of the wait a Cancel grace timer runs for
         self.cancelled = None      # the active call whose life the host had ended for outrunning Cancel
+        self.held = None           # the life whose objects the node of the prompt running now used (holds_use)
         self.browser = BrowserGate(name, bridges.browser_limits)  # its messages to the browser
 
     # ---- the supervisor's events ----
@@ -417,6 +419,25 @@ class PackLink:
             if self.watch_cancel(use, lambda: session.remote.waits_on(call), "cancel_callback"):
                 log.warning("comfy-supervisor: pack %s: ComfyUI's Cancel reached its callback (%s); it has %.0f ms to "
                             "end before its worker is ended", self.name, what, self.cancel_grace_s * 1000)
+
+    def holds_use(self, session):
+        """Whether the use of `session`'s objects sent now is held (bridge/conversation.py):
+        a node of the prompt makes it (Bridges.node_running), outside a node call of this
+        pack, whose own end ends the worker's busy stretch. The node's end then tells the
+        worker (uses_done), which serves the node's uses as one stretch."""
+        if not self.bridges.in_node:
+            return False
+        active = self.active
+        if active is not None and active[0] is session:
+            return False
+        self.held = session
+        return True
+
+    def uses_done(self):
+        """The node of the prompt that held uses of this pack's objects ended: its worker is told."""
+        session, self.held = self.held, None
+        if session is not None and not session.closed.is_set() and not session.send({"op": "uses_done"}):
+            session.close()
 
     def use_began(self):
         """A use of the pack's objects was sent: a Cancel that came before reaches it too,

@@ -24,6 +24,13 @@ the releases the host sends meanwhile wait in the socket for the node's end. A c
   a run and node_finished once none came for IDLE_AFTER_S; the node's caches are
   released at its end (release_node_boundary, done here); cast_epoch_boundary comes
   from the supervisor when the host's prompt changes.
+
+The host's uses of the pack's objects are busy the same way (callback_started), with one
+difference: the uses a node of the host's prompt makes come held (bridge/conversation.py),
+and the host says when that node ended (uses_done). Until then this worker stays in the
+conversation, busy, however long the host's steps take between two uses: no
+node_finished and callback_started around each (two messages and a wake-up a step, on a
+GPU sampler). A life of the host that ends meanwhile ends the stretch as well.
 """
 
 import contextlib
@@ -63,11 +70,13 @@ class HostSession(PeerSession):
         self.handles = {}     # id -> an object this life made, which the host holds a handle of
         self.instances = {}   # the host's node instance id -> the pack's node object
         self.next_handle = itertools.count(1)
+        # The uses served now are held by the host: their stretch ends at its uses_done.
+        self.held = False
         # The host reads the call socket only while it waits on this worker: a pack may use
         # the host's objects during a node call, or while it serves the host's use of its own.
         self.remote = Conversation(self, "the host", enforce=False,
                                    may_invoke=lambda: server.current is not None or bool(self.remote.served),
-                                   serving=server.memory.serving_peer,
+                                   serving=lambda held: server.serving(self, held),
                                    replicas=(replicas.replica_for, replicas.origin_of))
 
     def object_handle(self, value):
@@ -88,10 +97,14 @@ class HostSession(PeerSession):
             self.send({"op": "stats", "id": message.get("id"), "arena_used": self.server.arena.used,
                                "lent_blocks": len(self.lent), "cuda_lent": len(self.cuda.lent),
                                "handles": len(self.handles), "instances": len(self.instances),
-                               "objects": len(self.remote.exports)})
+                               "objects": len(self.remote.exports),
+                               "busy_stretches": self.server.memory.busy_stretches,
+                               "busy": self.server.memory.announced is not None})
         elif op == "call":
             self.server.run(self, message)
             self.call_done()  # its inputs are let go of: the host gets their blocks back now
+        elif op == "uses_done":
+            self.server.uses_done(self)
         else:
             self.channel.send({"op": "error", "id": message.get("id"), "type": "ProtocolError",
                                "message": f"unknown operation {str(op)[:40]!r}", "traceback": ""})
@@ -204,8 +217,10 @@ class NodeServer:
             while True:  # one host life, until it ends
                 # Read holding the reading lock, which a thread of the pack waiting for the
                 # host's answer takes while this one runs a call or serves a use.
+                # Busy, and the host holds no uses: idle once no message came for IDLE_AFTER_S.
+                wait_s = IDLE_AFTER_S if self.memory.announced and not session.held else None
                 with session.read_lock:
-                    message = session.next_message(IDLE_AFTER_S if self.memory.announced else None, SPIN_S)
+                    message = session.next_message(wait_s, SPIN_S)
                 if message is False:
                     self.memory.idle()
                     continue
@@ -215,6 +230,21 @@ class NodeServer:
                         self.broken(session)
                     break
                 session.dispatch(message)
+
+    def serving(self, session, held):
+        """Before each use of the pack's objects by the host: busy (_Host.serving_peer). One
+        the host holds, made outside a node call here, keeps this worker in the
+        conversation until the host's uses_done."""
+        if held and self.current is None:
+            session.held = True
+        self.memory.serving_peer()
+
+    def uses_done(self, session):
+        """The host's node that held its uses ended: idle now, unless a node call runs (its
+        end and IDLE_AFTER_S end that stretch)."""
+        session.held = False
+        if self.current is None:
+            self.memory.idle()
 
     @staticmethod
     def broken(session):
