@@ -260,6 +260,7 @@ def main():
         "pickle_uds_16mib_ms": pickle_uds_ms(image),
         "remote_call_rtt_us": remote_bench.remote_call_rtt_us(classes),
         "pack_model_step_overhead_us": remote_bench.pack_model_step_overhead_us(classes),
+        **remote_bench.callback_cpu_us(classes, host.bridges.links["model"]),
         **replica_bench.patched_model_figures(classes, host.bridges.links["model"].session),
         **mirror_bench.replica_map_figures(classes, host.bridges.drain_idle),
     }

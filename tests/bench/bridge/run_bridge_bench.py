@@ -82,6 +82,7 @@ def main():
                               "tensor_resend_at_most_0_2_ms": figures["tensor_resend_rtt_ms_16mib"] <= 0.2,
                               "tensor_10x_faster_than_pickle": figures["pickle_vs_tensor"] >= 10,
                               "remote_call_rtt_us_p50_under_100": figures["remote_call_rtt_us"]["p50"] < 100,
+                              "callback_cpu_us_at_most_250": figures["callback_cpu_us"] <= 250,
                               "sample_step_overhead_us_under_200": all(
                                   overhead < 200 for overhead in figures["sample_step_overhead_us"].values()),
                               "patched_model_crossings_per_eval_at_most_1": all(
@@ -129,6 +130,10 @@ def main():
           f"p99 {remote['p99']:.1f} us (target: p50 < 100 us)")
     print(f"a pack's MODEL sampled by the host's KSampler: {figures['pack_model_step_overhead_us']:.1f} us a step more "
           "than the same model in the host's process")
+    print(f"a pack's patch used by the host, a pause of a GPU step between uses, in one host node: "
+          f"{figures['callback_cpu_us']:.0f} us of CPU a use, host and worker, more than in one process (target "
+          f"<= 250 us); an empty function: {figures['callback_floor_cpu_us']:.0f} us; the worker's busy stretches in "
+          f"{figures['callback_uses']} uses: {figures['callback_busy_stretches']}")
     print("the host's MODEL with K attention patches of a pack's, sampled by the host's KSampler (in the pack):")
     for count, crossings in figures["patched_model_crossings_per_eval"].items():
         counted = figures["patched_model_crossings"][count]

@@ -30,7 +30,8 @@ isolated as in ComfyUI's own process.
 - MaskedRefusal: a refused read of the host's NOISE inside a try whose finally then fails on
   what the read never set, as upstream's CFGGuider.sample did;
 - PatchAttention: only the attention patch, and EmptyFunction: a function of the pack's that
-  does nothing, for scripts/bench bridge (the cost of a callback and of a call);
+  does nothing, for scripts/bench bridge (the cost of a callback and of a call); WorkerCpu:
+  this worker's CPU time so far, for its callback_cpu_us;
 - ExitMidNode: the worker dies, for the tests of a dead owner;
 - KeepHostObject and UseKeptObject: a host MODEL kept beyond its node, as a pack's cache
   would keep it, and used again in a later call (after the host restarted, for the test of
@@ -52,6 +53,7 @@ isolated as in ComfyUI's own process.
 import json
 import os
 import signal
+import time
 import types
 import weakref
 
@@ -428,6 +430,18 @@ class EmptyFunction(Node):
         return (nothing,)
 
 
+class WorkerCpu(Node):
+    FUNCTION = "cpu"
+    RETURN_TYPES = ("FLOAT",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def cpu(self):
+        return (time.process_time(),)  # every thread of this process, in seconds
+
+
 class ExitMidNode(Node):
     FUNCTION = "run"
     RETURN_TYPES = ()
@@ -672,7 +686,8 @@ NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (PatchModel, ReadModelOption
                                                       VaeRoundTrip, ApplyControl, CondValues, PassConditioning,
                                                       OwnControl, LoadModel, UpscaleWithHost, SampleWithHost,
                                                       SampleWithUpstream, PerturbedGuidance, MaskedRefusal,
-                                                      PatchAttention, EmptyFunction, ExitMidNode, KeepHostObject,
+                                                      PatchAttention, EmptyFunction, WorkerCpu, ExitMidNode,
+                                                      KeepHostObject,
                                                       UseKeptObject, MirrorForward, MirrorClipVision, MirrorTamper,
                                                       MirrorTouch, PatchManyTimes, PatchUses,
                                                       ReplicaTouch)}
