@@ -305,6 +305,8 @@ def check_sent_back():
     expect(same(added_again, kept + 1) and same(inverted, kept),
            "a node's write into its own earlier output changed the host's copy, or did not come back")
     del back, part, recalled, inverted, again, sliced, added, added_again
+    # The host keeps the blocks of its tensors that live on, unwritten, to send them again.
+    del image, rows, source, kept
     used = settled_arenas()
     expect(used == (0, 0), f"arenas in use after the tensors went: host {used[0]}, worker {used[1]}")
 
