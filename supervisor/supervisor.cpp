@@ -6,7 +6,6 @@
 #include "supervisor/lifecycle/handshake.hpp"
 #include "supervisor/lifecycle/liveness.hpp"
 #include "supervisor/lifecycle/message_pump.hpp"
-#include "supervisor/lifecycle/sandbox.hpp"
 #include "supervisor/lifecycle/start_failures.hpp"
 #include "supervisor/memory/segment_upkeep.hpp"
 #include "supervisor/ops/log/log.hpp"
@@ -53,7 +52,9 @@ Supervisor::Supervisor(Config config, const std::string& instance)
              [this](WorkerProcess& worker) { flush(worker); }, [this] { publish_census_reports(); }}),
       signals_(io_, SIGINT, SIGTERM),
       operator_signals_(io_, SIGUSR1, SIGHUP),
-      strays_(io_, *this, [this] { finish_if_done(); }),  // the last stray of a shutdown reaped
+      templates_(io_, config_.packs, instance_),
+      strays_(io_, *this, [this] { finish_if_done(); },  // the last stray of a shutdown reaped
+              [this](pid_t pid) { return templates_.owns(pid); }),
       heartbeat_timer_(io_),
       shutdown_timer_(io_),
       host_requests_(io_, *this),
@@ -102,7 +103,14 @@ int Supervisor::run() {
     log_line("segment " + segment_.name() + " created; starting " + (with_host ? "the ComfyUI host and " : "") +
              std::to_string(workers_.size() - (with_host ? 1 : 0)) + " worker(s)");
     ops_.start();
-    for (auto& worker : workers_) start_worker(*worker);
+    // The host at once; the packs once their warm templates are ready (or cannot be), so
+    // that their first workers fork from them.
+    if (with_host) start_worker(*workers_.front());
+    templates_.start([this] {
+        for (auto& worker : workers_) {
+            if (worker->kind != ParticipantKind::host && !shutting_down_) start_worker(*worker);
+        }
+    });
     pump_.start();
     check_heartbeats();
     io_.run();
@@ -156,6 +164,7 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     worker.started_at_ms = ctl::wall_clock_ms();
     worker.last_node.clear();  // a new life has started no node yet
     publish(worker);
+    std::string forked_from;  // the warm template its process came from, if any
     try {
         // Ours closes when this scope ends: the child holds the only other copy.
         const auto bridge = bridge_.open_life(worker);
@@ -165,9 +174,9 @@ void Supervisor::start_worker(WorkerProcess& worker) {
             attach.arena_bytes = bridge->arena_bytes;
         }
         worker.output = ChildOutput::open(io_, worker.log_fields());
-        worker.process = spawn_process(with_sandbox(
-            worker.pack, SpawnRequest{worker.pack.command, worker.pack.args, child_environment(worker.pack, attach),
-                                      worker.pack.working_directory, attach.descriptors(), worker.output->write_end()}));
+        const SpawnRequest request{worker.pack.command, worker.pack.args, child_environment(worker.pack, attach),
+                                   worker.pack.working_directory, attach.descriptors(), worker.output->write_end()};
+        worker.process = templates_.start_process(worker.pack, request, forked_from);
         worker.output->start();
     } catch (const std::exception& e) {
         bridge_.close_life(worker);
@@ -182,7 +191,7 @@ void Supervisor::start_worker(WorkerProcess& worker) {
     notify(WorkerEvent::spawned, worker);
     happened(LogLevel::info, worker, "spawned",
              "spawned pid " + std::to_string(worker.process.pid) + " (generation " + std::to_string(worker.generation) +
-                 ")",
+                 (forked_from.empty() ? ")" : ", forked from " + forked_from + ")"),
              {{"pid", worker.process.pid}, {"generation", worker.generation}});
     bridge_.spawned(worker);
     watch_exit(worker);
@@ -593,6 +602,7 @@ void Supervisor::begin_shutdown(const std::string& why) {
     ops_.stop();
     if (control_) control_->stop();
     heartbeat_timer_.cancel();
+    templates_.stop();
     for (auto& worker : workers_) {
         worker->restart_timer.cancel();
         worker->fail_requests(FailureReason::shutting_down, true);

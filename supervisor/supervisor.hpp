@@ -8,6 +8,7 @@
 #include "supervisor/config/config.hpp"
 #include "supervisor/lifecycle/message_pump.hpp"
 #include "supervisor/lifecycle/stray_watch.hpp"
+#include "supervisor/lifecycle/warm_templates.hpp"
 #include "supervisor/lifecycle/worker_access.hpp"
 #include "supervisor/lifecycle/worker_process.hpp"
 #include "supervisor/memory/census_reader.hpp"
@@ -152,6 +153,7 @@ private:
     MessagePump pump_;  // the participants' messages, in turns
     boost::asio::signal_set signals_;
     boost::asio::signal_set operator_signals_;  // SIGUSR1: full release; SIGHUP: retry failed packs
+    WarmTemplates templates_;  // the processes Python pack workers are forked from
     StrayWatch strays_;  // the subreaper's: what ended lives left behind
     boost::asio::steady_timer heartbeat_timer_;
     boost::asio::steady_timer shutdown_timer_;

@@ -148,6 +148,9 @@ struct PythonPack {
     // How long a node may run on after ComfyUI's Cancel before the host has its worker
     // ended and restarted (docs/PACKS.md, "A node call").
     Milliseconds cancel_grace{3'000};
+    // Forked from the warm template its interpreter and environment share with other packs
+    // (lifecycle/warm_templates.hpp); false: always started as a process of its own.
+    bool warm_template = true;
 };
 
 // What the host forwards of a pack's messages to the browser (the pack's

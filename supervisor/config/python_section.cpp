@@ -84,7 +84,7 @@ std::vector<std::string> read_pack_folders(const ConfigReader& reader, const Nod
 
 void read_python(const ConfigReader& reader, const Node& node, PackConfig& pack, const std::string& checkout) {
     reader.expect_object(node, {"pack", "interpreter", "environment", "comfyui", "comfyui_args", "arena_bytes",
-                                "cuda_ipc", "cancel_grace_ms"});
+                                "cuda_ipc", "cancel_grace_ms", "warm_template"});
     PythonPack python;
     python.folders = read_pack_folders(reader, reader.required(node, "pack", kPackFoldersRule));
     const auto environment = member(node, "environment");
@@ -123,6 +123,7 @@ void read_python(const ConfigReader& reader, const Node& node, PackConfig& pack,
     if (const auto arena = member(node, "arena_bytes")) pack.arena_bytes = reader.read_size(*arena, kArenaBytes);
     if (const auto flags = member(node, "comfyui_args")) python.comfyui_args = reader.read_args(*flags);
     if (const auto ipc = member(node, "cuda_ipc")) python.cuda_ipc = reader.read_flag(*ipc);
+    if (const auto warm = member(node, "warm_template")) python.warm_template = reader.read_flag(*warm);
     if (const auto grace = member(node, "cancel_grace_ms")) python.cancel_grace = reader.read_ms(*grace, kCancelGraceMs);
     pack.command = python.interpreter;
     pack.bridges = true;

@@ -9,8 +9,9 @@
 
 namespace comfy::supervisor {
 
-StrayWatch::StrayWatch(boost::asio::io_context& io, WorkerAccess& lives, std::function<void()> after_child)
-    : lives_(lives), after_child_(std::move(after_child)), child_signals_(io, SIGCHLD) {}
+StrayWatch::StrayWatch(boost::asio::io_context& io, WorkerAccess& lives, std::function<void()> after_child,
+                       std::function<bool(pid_t)> also_ours)
+    : lives_(lives), after_child_(std::move(after_child)), also_ours_(std::move(also_ours)), child_signals_(io, SIGCHLD) {}
 
 StrayWatch::~StrayWatch() {
     // The loop is over and every participant reaped: whatever is left goes too.
@@ -38,7 +39,8 @@ void StrayWatch::sweep(const WorkerProcess* ended) {
     }
     if (std::exchange(shared_, false)) ended = nullptr;
     const auto swept = strays_.sweep([&](pid_t pid) {
-        return std::any_of(workers.begin(), workers.end(), [pid](const auto& w) { return w->process.pid == pid; });
+        return also_ours_(pid) ||
+               std::any_of(workers.begin(), workers.end(), [pid](const auto& w) { return w->process.pid == pid; });
     });
     const bool sandboxes = std::any_of(workers.begin(), workers.end(), [](const auto& w) { return w->pack.sandbox; });
     const std::string text =

@@ -17,8 +17,10 @@ namespace comfy::supervisor {
 
 class StrayWatch {
 public:
-    // `after_child`: called after each SIGCHLD's sweep (the supervisor's shutdown may be done).
-    StrayWatch(boost::asio::io_context& io, WorkerAccess& lives, std::function<void()> after_child);
+    // `after_child`: called after each SIGCHLD's sweep (the supervisor's shutdown may be done);
+    // `also_ours`: a child that is no participant's and no stray either (a warm template).
+    StrayWatch(boost::asio::io_context& io, WorkerAccess& lives, std::function<void()> after_child,
+               std::function<bool(pid_t)> also_ours);
     ~StrayWatch();
 
     // Watches SIGCHLD until the loop ends.
@@ -34,6 +36,7 @@ private:
 
     WorkerAccess& lives_;
     std::function<void()> after_child_;
+    std::function<bool(pid_t)> also_ours_;
     Strays strays_;
     bool shared_ = false;                    // a sweep put off while lives ended together
     boost::asio::signal_set child_signals_;  // SIGCHLD

@@ -55,6 +55,7 @@ ROOMS = {
     "pack_check": {"crossing"},
     "adopt": {"environments", "pack_check"},
     "tools": {"environments", "adopt"},
+    "template": set(),  # it runs pack_worker by name (runpy), as `-m` would: no import of it
 }
 
 # Rooms that name no module of ComfyUI, in an import or in a string: the bridge knows no

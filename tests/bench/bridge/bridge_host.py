@@ -139,22 +139,28 @@ def pack_worker_memory_mb():
     """Each pack worker's own memory at start, idle, read from /proc: its PSS (the pages
     it shares with other processes, torch's libraries above all, counted once between
     them), its USS (its private pages: what one more worker adds) and its RSS. The
-    workers are the supervisor's children that run pack_worker."""
+    workers are the supervisor's children that run pack_worker: by their command line, or,
+    forked from a warm template (whose command line they keep), by their name ("pack
+    NAME"). The templates' own are under "template_uss" and "template_pss"."""
     supervisor = os.getppid()
-    workers = []
+    children = []
     for task in os.listdir(f"/proc/{supervisor}/task"):
-        with open(f"/proc/{supervisor}/task/{task}/children") as children:
-            workers += [int(pid) for pid in children.read().split()]
-    figures = {"pss": [], "uss": [], "rss": []}
-    for pid in workers:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            if b"comfy_supervisor.pack_worker" not in cmdline.read():
-                continue
+        with open(f"/proc/{supervisor}/task/{task}/children") as listed:
+            children += [int(pid) for pid in listed.read().split()]
+    figures = {"pss": [], "uss": [], "rss": [], "template_pss": [], "template_uss": []}
+    for pid in children:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline, open(f"/proc/{pid}/comm") as comm:
+            command, name = cmdline.read(), comm.read()
+        template = b"comfy_supervisor.template" in command and not name.startswith("pack ")
+        if not (template or b"comfy_supervisor.pack_worker" in command or name.startswith("pack ")):
+            continue
         with open(f"/proc/{pid}/smaps_rollup") as rollup:
             fields = {line.split(":")[0]: int(line.split()[1]) for line in rollup if line.split()[-1] == "kB"}
-        figures["pss"].append(fields["Pss"] / 1024)
-        figures["uss"].append((fields["Private_Clean"] + fields["Private_Dirty"]) / 1024)
-        figures["rss"].append(fields["Rss"] / 1024)
+        prefix = "template_" if template else ""
+        figures[prefix + "pss"].append(fields["Pss"] / 1024)
+        figures[prefix + "uss"].append((fields["Private_Clean"] + fields["Private_Dirty"]) / 1024)
+        if not template:
+            figures["rss"].append(fields["Rss"] / 1024)
     return figures
 
 
@@ -240,7 +246,8 @@ def main():
         import packs_bench
         memory = pack_worker_memory_mb()
         finish({**packs_bench.throughput(host.bridges), "pack_worker_pss_mb_17_workers": statistics.mean(memory["pss"]),
-                "pack_worker_uss_mb": statistics.mean(memory["uss"])})
+                "pack_worker_uss_mb": statistics.mean(memory["uss"]),
+                "template_uss_mb": sum(memory["template_uss"]), "templates": len(memory["template_uss"])})
     image = torch.rand(SIXTEEN_MIB_IMAGE)
     memory = pack_worker_memory_mb()
     results = {

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import tempfile
 
+import start_bench
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 TIMEOUT_S = 300
 SIZES = ("1kib", "1mib", "16mib", "256mib")  # bridge_host.py's
@@ -56,6 +58,7 @@ def main():
     figures = run(supervisor, python)
     shared = run(supervisor, python, ["--calls-only"], cpu=min(os.sched_getaffinity(0)))
     figures.update(run(supervisor, python, ["--throughput"], bridge_packs=PACKS))
+    figures.update(start_bench.figures(supervisor, python))
     figures["node_call_rtt_shared_cpu_us"] = shared["node_call_rtt_us"]
     figures["socket_floor_shared_cpu_us"] = shared["python_socket_rtt_us"]
     figures["shared_cpu_call_vs_floor"] = shared["node_call_rtt_us"]["p50"] / shared["python_socket_rtt_us"]["p50"]
@@ -77,6 +80,8 @@ def main():
                                   ratio >= 1 for ratio in figures["pickle5_byref_vs_tensor"].values()),
                               "shared_cpu_call_within_2x_floor": figures["shared_cpu_call_vs_floor"] <= 2,
                               "pack_worker_pss_mb_at_most_150": figures["pack_worker_pss_mb"] <= 150,
+                              "pack_worker_uss_mb_at_most_40": figures["pack_worker_uss_mb"] <= 40,
+                              "pack_worker_start_ms_at_most_500": figures["pack_worker_start_ms"] <= 500,
                               "packs_16_at_least_packs_1": figures["packs_16_vs_1"] >= 1,
                               "tensor_within_3x_memcpy": figures["tensor_vs_memcpy"] <= 3,
                               "tensor_resend_at_most_0_2_ms": figures["tensor_resend_rtt_ms_16mib"] <= 0.2,
@@ -121,7 +126,12 @@ def main():
           f"(ratio to the copy {figures['copy_on_receipt_vs_memcpy']:.2f})")
     print(f"a pack worker's own memory at start (two packs, one interpreter): PSS {figures['pack_worker_pss_mb']:.0f} "
           f"MB, RSS {figures['pack_worker_rss_mb']:.0f} MB (target: PSS <= 150 MB); with 17 packs: PSS "
-          f"{figures['pack_worker_pss_mb_17_workers']:.0f} MB, of it private {figures['pack_worker_uss_mb']:.0f} MB")
+          f"{figures['pack_worker_pss_mb_17_workers']:.0f} MB, of it private {figures['pack_worker_uss_mb']:.0f} MB "
+          f"(target <= 40 MB), beside {figures['templates']} warm template(s) of {figures['template_uss_mb']:.0f} MB "
+          "private in all")
+    print(f"a pack worker's start, spawn to ready: {figures['pack_worker_start_ms']:.0f} ms forked from a warm template "
+          f"(target <= 500 ms), {figures['pack_worker_cold_start_ms']:.0f} ms cold "
+          f"({figures['cold_start_vs_warm']:.1f} times it)")
     print("empty node calls a second, each thread of the host calling a pack of its own at once: " +
           ", ".join(f"{count} packs {figures[f'packs_{count}_calls_per_s']:.0f}" for count in (1, 4, 16)) +
           f" (16 over 1: {figures['packs_16_vs_1']:.2f}, target >= 1)")
