@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -55,6 +56,18 @@ inline std::filesystem::path make_wheelhouse(const std::filesystem::path& folder
     INFO(made.output);
     REQUIRE(made.status == 0);
     return folder;
+}
+
+// The row of `pack` in comfyctl workers' table, or "" when it has none.
+inline std::string row_of(const std::string& table, const std::string& pack) {
+    std::size_t start = 0;
+    while (start < table.size()) {
+        const std::size_t end = std::min(table.find('\n', start), table.size());
+        const std::string line = table.substr(start, end - start);
+        if (line.find("  " + pack + "  ") != std::string::npos) return line;
+        start = end + 1;
+    }
+    return {};
 }
 
 inline nlohmann::json read_json(const std::filesystem::path& file) {

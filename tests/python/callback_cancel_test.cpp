@@ -18,22 +18,6 @@ using namespace comfy::test;
 using Catch::Matchers::Contains;
 using nlohmann::json;
 
-namespace {
-
-// The row of `pack` in comfyctl workers' table, or "" when it has none.
-std::string row_of(const std::string& table, const std::string& pack) {
-    std::size_t start = 0;
-    while (start < table.size()) {
-        const std::size_t end = std::min(table.find('\n', start), table.size());
-        const std::string line = table.substr(start, end - start);
-        if (line.find("  " + pack + "  ") != std::string::npos) return line;
-        start = end + 1;
-    }
-    return {};
-}
-
-}  // namespace
-
 TEST_CASE("a pack's CFG function that ignores Cancel under the host's KSampler ends with its worker, in one line naming the pack") {
     const auto log = run_checks({"callback-checking", "callback-cfg"}, json::array({python_pack("hostile", "hostile_pack")}));
     INFO(log);

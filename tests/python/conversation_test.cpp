@@ -20,18 +20,6 @@ using nlohmann::json;
 
 namespace {
 
-// The row of `pack` in comfyctl workers' table, or "" when it has none.
-std::string row_of(const std::string& table, const std::string& pack) {
-    std::size_t start = 0;
-    while (start < table.size()) {
-        const std::size_t end = std::min(table.find('\n', start), table.size());
-        const std::string line = table.substr(start, end - start);
-        if (line.find("  " + pack + "  ") != std::string::npos) return line;
-        start = end + 1;
-    }
-    return {};
-}
-
 std::string workers_row(const SupervisorProcess& supervisor, const std::string& pack) {
     return row_of(run_and_capture(comfyctl_binary() + " --instance " + supervisor.instance() + " workers").output, pack);
 }

@@ -820,7 +820,7 @@ std::vector<BadConfig> bad_configs() {
          "at /packs/0/python: expected an object, found \"pack\""},
         {"unknown python key", python_pack(R"("pack": "pack", "venv": "x")", "", kHostWithCheckout),
          "at /packs/0/python/venv: expected one of the keys pack, interpreter, environment, comfyui, comfyui_args, "
-         "arena_bytes, cuda_ipc, cancel_grace_ms, found an unknown key"},
+         "arena_bytes, cuda_ipc, cancel_grace_ms, warm_template, found an unknown key"},
         {"python with both an interpreter and an environment",
          python_pack(R"("pack": "pack", "interpreter": "worker.sh", "environment": "sub")", "", kHostWithCheckout),
          "at /packs/0/python/environment: expected one of interpreter and environment (the environment's is "

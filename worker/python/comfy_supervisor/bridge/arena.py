@@ -142,17 +142,18 @@ class BlockAllocator:
         self.free_sizes[start] = size
 
 
-class _KeptPages:
-    """Freed bytes left in memory for the next write, counted over every arena this process
-    writes (the host writes one per pack life): at most KEEP_RESIDENT_BYTES in all."""
+class ByteBudget:
+    """Bytes held for later, counted over every arena this process writes (the host writes
+    one per pack life), at most `limit` in all; take() says whether there is room."""
 
-    def __init__(self):
+    def __init__(self, limit):
         self.lock = threading.Lock()
+        self.limit = limit
         self.bytes = 0
 
     def take(self, nbytes):
         with self.lock:
-            if self.bytes + nbytes > KEEP_RESIDENT_BYTES:
+            if self.bytes + nbytes > self.limit:
                 return False
             self.bytes += nbytes
             return True
@@ -162,7 +163,7 @@ class _KeptPages:
             self.bytes -= nbytes
 
 
-_KEPT = _KeptPages()
+_KEPT = ByteBudget(KEEP_RESIDENT_BYTES)  # freed bytes left in memory for the next write
 
 
 class OwnArena:

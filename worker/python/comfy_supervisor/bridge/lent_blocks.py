@@ -30,32 +30,10 @@ import collections
 import threading
 import weakref
 
-from .arena import ArenaFull
+from .arena import ArenaFull, ByteBudget
 
 KEEP_CACHED_BYTES = 512 << 20  # kept blocks, over every arena this process writes
-
-
-class _Budget:
-    """Bytes of kept blocks, counted over every session of this process."""
-
-    def __init__(self, limit):
-        self.lock = threading.Lock()
-        self.limit = limit
-        self.bytes = 0
-
-    def take(self, nbytes):
-        with self.lock:
-            if self.bytes + nbytes > self.limit:
-                return False
-            self.bytes += nbytes
-            return True
-
-    def give_back(self, nbytes):
-        with self.lock:
-            self.bytes -= nbytes
-
-
-_BUDGET = _Budget(KEEP_CACHED_BYTES)
+_BUDGET = ByteBudget(KEEP_CACHED_BYTES)
 
 
 class _Ref(weakref.ref):
