@@ -52,7 +52,7 @@ Supervisor::Supervisor(Config config, const std::string& instance)
              [this](WorkerProcess& worker) { flush(worker); }, [this] { publish_census_reports(); }}),
       signals_(io_, SIGINT, SIGTERM),
       operator_signals_(io_, SIGUSR1, SIGHUP),
-      templates_(io_, config_.packs, instance_),
+      templates_(io_, config_.packs, config_.comfyui, instance_),
       strays_(io_, *this, [this] { finish_if_done(); },  // the last stray of a shutdown reaped
               [this](pid_t pid) { return templates_.owns(pid); }),
       heartbeat_timer_(io_),

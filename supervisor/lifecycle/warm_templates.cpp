@@ -48,7 +48,7 @@ struct WarmTemplates::Template {
 
     enum class State { starting, ready, failed };
 
-    std::string command;  // the first of its packs' interpreters (a venv's, whose .pth files find the host's)
+    std::string command;  // ComfyUI's interpreter, or its first pack's (a venv's, whose .pth files find the host's)
     std::string interpreter;  // what it resolves to, which every one of its packs' does
     std::map<std::string, std::string> environment;  // the packs' own, PYTHONPATH ours alone
     std::vector<std::string> packs;
@@ -64,8 +64,10 @@ struct WarmTemplates::Template {
 };
 
 WarmTemplates::WarmTemplates(boost::asio::io_context& io, const std::vector<PackConfig>& packs,
-                             const std::string& instance)
+                             const std::optional<PackConfig>& host, const std::string& instance)
     : io_(io) {
+    std::error_code unresolved;
+    const auto host_interpreter = host ? std::filesystem::canonical(host->command, unresolved) : std::filesystem::path();
     // Packs by what they would import: the interpreter their command resolves to and their
     // environment but PYTHONPATH, which the worker takes from its interpreter's own answer.
     std::map<std::string, std::vector<const PackConfig*>> sharing;
@@ -81,8 +83,11 @@ WarmTemplates::WarmTemplates(boost::asio::io_context& io, const std::vector<Pack
     for (const auto& [key, members] : sharing) {
         if (members.size() < 2) continue;  // one pack alone starts cold: a template would only add a process
         auto warm = std::make_unique<Template>(io_);
-        warm->command = members.front()->command;
         warm->interpreter = key.substr(0, key.find('\n'));
+        // ComfyUI's interpreter where it is the packs' too: a pack's environment that pins its
+        // own numpy then leaves the others warm, as it would not as the template's.
+        warm->command = !unresolved && host && host_interpreter == warm->interpreter ? host->command
+                                                                                      : members.front()->command;
         warm->environment = configured_environment(*members.front());
         warm->environment[kPythonPath] = python_package_dir();
         // Its workers' /proc/PID/environ is its own, as a fork keeps it: whoever looks for an

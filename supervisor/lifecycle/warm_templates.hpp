@@ -39,7 +39,10 @@ public:
 
     // One template for each interpreter and environment at least two of `packs` share
     // (Python packs, not sandboxed, whose config leaves warm_template on), in `instance`.
-    WarmTemplates(boost::asio::io_context& io, const std::vector<PackConfig>& packs, const std::string& instance);
+    // It runs `host`'s command where that resolves to the same interpreter (ComfyUI's own,
+    // whose packages the packs' environments find after their own), else its first pack's.
+    WarmTemplates(boost::asio::io_context& io, const std::vector<PackConfig>& packs,
+                  const std::optional<PackConfig>& host, const std::string& instance);
     ~WarmTemplates();
 
     // Starts each template; `settled` is called once each is ready or failed, at once when

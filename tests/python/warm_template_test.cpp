@@ -3,7 +3,8 @@
 // environment, fork from one template; a venv of that binary goes on warm in its own paths;
 // one whose environment has its own copy of a module the template imported execs and
 // starts cold; one whose variables differ has no template at all. Each forked worker is the
-// supervisor's own child, and a crashed one is forked again.
+// supervisor's own child, and a crashed one is forked again. The template runs ComfyUI's
+// interpreter where it is the packs' binary too.
 #include <catch2/catch.hpp>
 
 #include "tests/python/bridge_checks_run.hpp"
@@ -65,18 +66,24 @@ TEST_CASE("packs that share an interpreter fork from one warm template, and a cr
     };
     auto apart = python_pack("apart", "bridge_pack");
     apart["env"]["COMFY_TEST_APART"] = "1";
-    SupervisorProcess supervisor(memory_config_of(json::array({python_pack("one", "bridge_pack"),
-                                                               in_venv(python_pack("two", "model_pack"), "plain"),
-                                                               in_venv(python_pack("three", "bridge_pack"), "own"),
-                                                               apart})));
+    // The pack with its own idna comes first: the template runs the host's interpreter, the
+    // same binary, not that pack's, whose idna would send every other pack cold.
+    auto config = memory_config_of(json::array({in_venv(python_pack("three", "bridge_pack"), "own"),
+                                                python_pack("one", "bridge_pack"),
+                                                in_venv(python_pack("two", "model_pack"), "plain"), apart}));
+    config["comfyui"] = {{"command", PYTHON3_PATH},
+                         {"args", json::array({HOST_PARTICIPANT_PATH})},
+                         {"env", {{"PYTHONPATH", PARTICIPANT_PYTHONPATH}, {"PYTHONDONTWRITEBYTECODE", "1"}}}};
+    SupervisorProcess supervisor(config);
     REQUIRE(supervisor.wait_for([](const auto& table) {
-        return table.size() == 4 && std::all_of(table.begin(), table.end(), [](const Participant& p) {
+        return table.size() == 5 && std::all_of(table.begin(), table.end(), [](const Participant& p) {
                    return p.state == ParticipantState::ready;
                });
     }, std::chrono::seconds(90)));
     auto log = supervisor.log();
     INFO(log);
-    CHECK_THAT(log, Contains("(packs one, two, three) ready: pid "));
+    const std::string ready_line = "(packs three, one, two) ready: pid ";
+    CHECK_THAT(log, Contains(ready_line));
     for (const std::string pack : {"one", "two", "three"}) {
         CHECK_THAT(log, Contains(pack + ": spawned pid " + std::to_string(supervisor.participant(pack)->pid) +
                                  " (generation 1, forked from the warm template of "));
@@ -105,7 +112,7 @@ TEST_CASE("packs that share an interpreter fork from one warm template, and a cr
                                               " (generation 2, forked from the warm template of "));
     }
     SECTION("without its template, a crashed worker starts cold") {
-        const auto template_pid = std::stoi(log.substr(log.find("(packs one, two, three) ready: pid ") + 35));
+        const auto template_pid = std::stoi(log.substr(log.find(ready_line) + ready_line.size()));
         ::kill(template_pid, SIGKILL);
         REQUIRE(eventually([&] { return supervisor.log().find("within a minute of its start") != std::string::npos; },
                            std::chrono::seconds(10)));

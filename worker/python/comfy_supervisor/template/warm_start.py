@@ -105,6 +105,9 @@ def shadowed_module(path):
         loaded = getattr(module, "__spec__", None)
         if loaded is None or not loaded.has_location:
             continue  # built in, frozen, or a namespace package: nothing on the path to differ
+        ours = importlib.machinery.PathFinder.find_spec(name, sys.path)
+        if ours is None or ours.origin != loaded.origin:
+            continue  # loaded from a file by name (an extension the package finds itself), as the pack's would be
         found = importlib.machinery.PathFinder.find_spec(name, path)
         if found is None or found.origin != loaded.origin:
             where = found.origin if found is not None else "nothing"
