@@ -43,6 +43,22 @@ std::optional<std::uint64_t> process_start_time(pid_t pid) {
     return ticks;
 }
 
+std::optional<pid_t> parent_in_stat(const std::string& stat) {
+    // After the last ')' of the command name: " STATE PPID ...".
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos || close + 4 >= stat.size()) return std::nullopt;
+    const char* begin = stat.data() + close + 4;
+    pid_t parent = 0;
+    const auto [ptr, ec] = std::from_chars(begin, stat.data() + stat.size(), parent);
+    if (ec != std::errc{} || ptr == begin) return std::nullopt;
+    return parent;
+}
+
+std::optional<pid_t> parent_pid(pid_t pid) {
+    const auto read = read_proc_stat(pid);
+    return read ? parent_in_stat(*read) : std::nullopt;
+}
+
 bool process_is_alive(pid_t pid, std::uint64_t start_time) {
     const auto now = process_start_time(pid);
     return now && *now == start_time;

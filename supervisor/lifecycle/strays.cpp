@@ -36,12 +36,12 @@ std::vector<Child> children() {
         if (pid <= 0) continue;
         const auto stat = ipc::read_proc_stat(pid);  // nothing when it exited meanwhile
         if (!stat) continue;
+        if (ipc::parent_in_stat(*stat) != self) continue;
         // The command (field 2) is in parentheses and may hold anything; after the last
-        // ") " come the state and the parent's pid.
+        // ") " comes the state.
         const auto open = stat->find('(');
         const auto close = stat->rfind(')');
-        if (open == std::string::npos || close == std::string::npos || close + 4 >= stat->size()) continue;
-        if (static_cast<pid_t>(std::strtol(stat->c_str() + close + 4, nullptr, 10)) != self) continue;
+        if (open == std::string::npos || close == std::string::npos || close + 2 >= stat->size()) continue;
         found.push_back({pid, stat->substr(open + 1, close - open - 1), (*stat)[close + 2] == 'Z'});
     }
     ::closedir(proc);

@@ -1,6 +1,7 @@
 #include "supervisor/lifecycle/warm_templates.hpp"
 
 #include "ipc/descriptor_passing.hpp"
+#include "ipc/process_identity.hpp"
 #include "supervisor/config/install_layout.hpp"
 #include "supervisor/lifecycle/sandbox.hpp"
 #include "worker/worker_environment.hpp"
@@ -253,13 +254,17 @@ std::optional<SpawnedProcess> WarmTemplates::fork(const PackConfig& pack, const 
             const auto reply = nlohmann::json::parse(ipc::receive_with_descriptors(fd, kAnswerBytes, 0).payload);
             if (reply.value("forked", nlohmann::json()) == number && reply.value("pid", 0) > 0) {
                 const pid_t pid = reply["pid"].get<pid_t>();
-                const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-                if (pidfd >= 0) {
+                // Checked as anything read from another process: the pid must be a child of
+                // ours (its middle process reaped), never any process the template names.
+                if (ipc::parent_pid(pid) != ::getpid()) {
+                    broken = "it named pid " + std::to_string(pid) + ", which is no child of the supervisor";
+                } else if (const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); pidfd >= 0) {
                     ::setpgid(pid, pid);  // as the spawner does: the group exists before anyone signals it
                     return SpawnedProcess{pid, pidfd, -1};
+                } else {
+                    broken = std::string("its worker could not be watched (pidfd_open: ") + std::strerror(errno) + ")";
+                    ::kill(pid, SIGKILL);  // our child, checked: its life's descriptors go to a cold start now
                 }
-                ::kill(pid, SIGKILL);
-                broken = std::string("its worker could not be watched (pidfd_open: ") + std::strerror(errno) + ")";
             } else if (reply.value("refused", nlohmann::json()) == number) {
                 log_warning(warm->name() + " could not fork a worker of pack " + pack.name + " (" +
                             reply.value("why", std::string("no reason given")) + "); it starts cold");
