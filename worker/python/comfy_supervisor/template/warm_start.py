@@ -52,6 +52,7 @@ def run(argv, environment, template_environment):
             os._exit(127)
     if "LC_CTYPE" not in environment and "LC_CTYPE" in template_environment:
         os.environ["LC_CTYPE"] = template_environment["LC_CTYPE"]  # as the interpreter's start would coerce it
+    reseed()
     sys.path[:] = probed["path"]
     sys.prefix, sys.exec_prefix, sys.executable = probed["prefix"], probed["exec_prefix"], probed["executable"]
     importlib.invalidate_caches()
@@ -63,6 +64,15 @@ def run(argv, environment, template_environment):
 
 class StartCold(Exception):
     """This pack cannot go on in the template's memory; the message is one line saying why."""
+
+
+def reseed():
+    """Random states drawn once in the template would be every worker's: numpy's global
+    one is seeded at its import (Python's own random reseeds itself after a fork, and
+    torch's default generator has one fixed seed in every process, cold or warm)."""
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        numpy_random.seed()
 
 
 def warm_paths(argv, environment, template_environment):
