@@ -54,6 +54,12 @@ holds 0 or 1 in each byte, as torch's own do (its kernels assume it), and the ar
 one message names never overlap: the encoder writes each tensor into a block of its own,
 and a reader that copies blocks (the host) copies at most the arena for one message,
 however often a peer names one block.
+
+The walks of Encoder.encode, Decoder.collect_blocks and Decoder.build run in C++ where this
+process has the extension (codec.py; default_codec()), and so do a CPU tensor's in its frame;
+what stays in Python (other tensors' bytes, handles, remote objects, by_value classes, enums,
+UUIDs, CUDA lends) it calls back, and the Python walks here are its reference (codec=None),
+which tests/fuzz/codec_compare.py holds it to.
 """
 
 import binascii
@@ -63,7 +69,7 @@ import math
 import sys
 import uuid
 
-from . import by_value, rules
+from . import by_value, codec, rules
 from .arena import CONTROL_BYTES
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "uint8", "int8", "int16", "int32", "int64", "bool",
@@ -72,6 +78,7 @@ MAX_DEPTH = 64        # nesting a peer may send
 INLINE_BYTES = 4096   # a CPU tensor this small crosses in its frame (less than a page of the arena)
 MAX_DIMENSIONS = 32   # torch's own limit on a tensor's dimensions
 DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "meta")
+DTYPE_TAG_NAMES = ("float8_e4m3fn", "float8_e5m2")  # a torch.dtype may cross as a name beyond DTYPES
 # Tags the sides' hooks resolve (handle_of makes them, resolve reads them back).
 OBJECT_TAGS = ("handle", "remote", "own")
 
@@ -90,6 +97,31 @@ def is_plain_key(key):
     return isinstance(key, str) and key != "$"
 
 
+def default_codec():
+    """The C++ codec, given this module's constants, or None where this process has none;
+    looked for at the first encoder or decoder, not at import: a warm template imports this
+    module before a worker's life gives it its environment (COMFY_SV_LIBRARY)."""
+    global _codec
+    if _codec is _UNSET:
+        _codec = _load_codec()
+    return _codec
+
+
+def _load_codec():
+    module = codec.load()
+    if module is not None:  # the sizes of DTYPES' elements without torch, which a pack may lack
+        sizes = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "uint8": 1, "int8": 1, "int16": 2,
+                 "int32": 4, "int64": 8, "bool": 1, "complex64": 8, "complex128": 16}
+        module.configure(ValueCrossingError, {dtype: sizes[dtype] for dtype in DTYPES},
+                         frozenset(DTYPES + DTYPE_TAG_NAMES), frozenset(DEVICE_TYPES), MAX_DEPTH, INLINE_BYTES,
+                         MAX_DIMENSIONS, CONTROL_BYTES)
+    return module
+
+
+_UNSET = object()
+_codec = _UNSET
+
+
 class Encoder:
     """Encodes one message's values. `arena`: the sender's OwnArena; `handle_of(value)`:
     the handle dict for a value that stays (or raises ValueCrossingError); `peer`: the
@@ -99,9 +131,11 @@ class Encoder:
     names again the block of a tensor sent before, unchanged (None: every tensor written).
     The blocks it wrote are in `lent`, those it named again in `named_again`, and the CUDA
     tensors it lent in `cuda_lent`, for the caller to account or take back; `sources` maps
-    each block it wrote that holds exactly a tensor's own bytes to that tensor."""
+    each block it wrote that holds exactly a tensor's own bytes to that tensor. `codec`:
+    the C++ codec that walks the value (default_codec()), or None for this module's own walk."""
 
-    def __init__(self, arena, handle_of, peer=None, cuda=None, blocks=None):
+    def __init__(self, arena, handle_of, peer=None, cuda=None, blocks=None, codec=_UNSET):
+        self.codec = default_codec() if codec is _UNSET else codec
         self.arena = arena
         self.handle_of = handle_of
         self.peer = peer
@@ -114,6 +148,8 @@ class Encoder:
         self.written = {}  # id(tensor) -> (tensor, its tag): one written twice in a value is one block
 
     def encode(self, value):
+        if self.codec is not None:
+            return self.codec.encode(self, value)
         if value is None or isinstance(value, (bool, str)):
             return value
         if isinstance(value, int):
@@ -130,6 +166,10 @@ class Encoder:
             if all(is_plain_key(key) for key in value):
                 return {key: self.encode(item) for key, item in value.items()}
             return {"$": "dict", "items": [[self.encode(key), self.encode(item)] for key, item in value.items()]}
+        return self.encode_other(value)
+
+    def encode_other(self, value):
+        """What is not a plain value, a list, tuple or dict, or a set of plain values."""
         torch = _torch()
         if torch is not None and isinstance(value, torch.Tensor):
             return self.tensor(torch, value)
@@ -211,9 +251,10 @@ class Decoder:
     part of our own block lent to the sender, which it sent back (or raises
     ValueCrossingError), `copies` the copies of our blocks made for this message (block ->
     tensor), so that it copies each block at most once, however often the peer names it;
-    `cuda`: the session's CudaExchange, for CUDA tensors by IPC."""
+    `cuda`: the session's CudaExchange, for CUDA tensors by IPC. `codec`: as the Encoder's."""
 
-    def __init__(self, peer, release, resolve, own_block=None, cuda=None):
+    def __init__(self, peer, release, resolve, own_block=None, cuda=None, codec=_UNSET):
+        self.codec = default_codec() if codec is _UNSET else codec
         self.peer = peer
         self.release = release
         self.resolve = resolve
@@ -246,6 +287,14 @@ class Decoder:
     def collect_blocks(self, value, blocks, extents, depth):
         """Checks the whole value before anything is built from it; `extents` gathers the
         (offset, size) of each arena block it names that holds bytes."""
+        if self.codec is not None:
+            self.codec.collect(self, value, blocks, extents, depth)
+        else:
+            self._collect(value, blocks, extents, depth)
+
+    def _collect(self, value, blocks, extents, depth):
+        """collect_blocks' checks of `value` itself (the C++ codec's too, for what it leaves
+        to Python); what it holds goes through collect_blocks."""
         if depth > MAX_DEPTH:
             raise ValueCrossingError(f"a value nested deeper than {MAX_DEPTH}")
         if isinstance(value, list):
@@ -280,7 +329,7 @@ class Decoder:
                                                                   type(value.get("index")) is int):
                     raise ValueCrossingError(f"a device {str(value.get('type'))[:20]!r} {str(value.get('index'))[:20]}")
             elif tag == "dtype":
-                if value.get("name") not in DTYPES + ("float8_e4m3fn", "float8_e5m2"):
+                if value.get("name") not in DTYPES + DTYPE_TAG_NAMES:
                     raise ValueCrossingError(f"a dtype {str(value.get('name'))[:40]!r}")
             elif tag == "value":
                 try:
@@ -334,6 +383,13 @@ class Decoder:
         return form
 
     def build(self, value):
+        if self.codec is not None:
+            return self.codec.build(self, value)
+        return self._build(value)
+
+    def _build(self, value):
+        """build's value of `value` itself (the C++ codec's too, for what it leaves to
+        Python); what it holds goes through build."""
         if isinstance(value, list):
             return [item if type(item) in _PLAIN else self.build(item) for item in value]
         if not isinstance(value, dict):
@@ -352,7 +408,10 @@ class Decoder:
         if tag == "device":
             return _torch().device(value["type"], value["index"])
         if tag == "dtype":
-            return getattr(_torch(), value["name"])
+            dtype = getattr(_torch(), value["name"], None)
+            if dtype is None:  # a float8 of a newer torch's
+                raise ValueCrossingError(f"a dtype {value['name']!r} this process's torch does not have")
+            return dtype
         if tag == "value":
             try:
                 return by_value.build(value["class"], self.build(value["state"]))
@@ -420,8 +479,9 @@ def _buffer_of(torch, tensor):
     """A contiguous tensor's bytes as a buffer, without a copy."""
     try:
         return tensor.numpy()
-    except TypeError:  # a dtype numpy lacks (bfloat16)
-        return tensor.reshape(-1).view(torch.uint8).numpy()
+    except TypeError:  # a dtype numpy lacks (bfloat16): as int16, of its size, which torch views whatever
+        # the strides (a one-element slice's need not be 1, and torch calls it contiguous)
+        return tensor.view(torch.int16).numpy()
 
 
 def _check_apart(extents):
@@ -492,8 +552,17 @@ def _element_size(torch, dtype):
 
 def _torch():
     """torch, where this process has it (a pack without torch still passes plain values)."""
+    global _codec_has_torch
     try:
         import torch
     except ImportError:
         return None
+    if not _codec_has_torch and _codec not in (None, _UNSET):  # its tensors in their frames, from now on
+        _codec.configure_torch(torch.Tensor, torch.frombuffer,
+                              {getattr(torch, dtype): (dtype, _element_size(torch, dtype)) for dtype in DTYPES},
+                              {dtype: getattr(torch, dtype) for dtype in DTYPES}, torch.bool, torch.strided)
+        _codec_has_torch = True
     return torch
+
+
+_codec_has_torch = False
