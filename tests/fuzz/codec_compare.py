@@ -12,7 +12,7 @@ codec, on the same inputs, seeded:
 
     codec_compare.py [--values N] [--frames N] [--seed S]
 
-It fails where the codec is not loaded: COMFY_SV_CODEC names the module under test. And
+It fails where the codec is not loaded: COMFY_BRIDGE_CODEC names the module under test. And
 first, in a process of its own, the codec is looked for when the first encoder is made, not
 when values.py is imported: a warm template imports it before a worker's life sets the
 environment that says where the codec is.
@@ -256,10 +256,10 @@ def found_at_first_use(module):
     the codec at `module` once its environment names it, as a worker forked from a template."""
     script = ("import os, sys\n"
               "from comfy_supervisor.bridge import values\n"
-              "os.environ['COMFY_SV_CODEC'] = sys.argv[1]\n"
+              "os.environ['COMFY_BRIDGE_CODEC'] = sys.argv[1]\n"
               "print(values.Encoder(None, None).codec is not None)\n")
     run = subprocess.run([sys.executable, "-c", script, module], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, COMFY_SV_CODEC="python", PYTHONPATH=PACKAGE))
+                         env=dict(os.environ, COMFY_BRIDGE_CODEC="python", PYTHONPATH=PACKAGE))
     return run.stdout.strip() == "True"
 
 
@@ -271,7 +271,7 @@ def main():
     options = parser.parse_args()
     print(f"seed {options.seed}")
     if values.default_codec() is None:
-        print(f"fail: the C++ codec was not loaded (COMFY_SV_CODEC={os.environ.get('COMFY_SV_CODEC')!r}); build the "
+        print(f"fail: the C++ codec was not loaded (COMFY_BRIDGE_CODEC={os.environ.get('COMFY_BRIDGE_CODEC')!r}); build the "
               "target comfy_bridge_codec")
         return 1
     if not found_at_first_use(values.default_codec().__file__):

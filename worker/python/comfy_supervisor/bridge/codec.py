@@ -1,8 +1,8 @@
 """The bridge's value codec in C++ (worker/python_codec/bridge_codec.cpp), where this process
 can load it; values.py's own Python codec otherwise, and always its reference.
 
-Where it is looked for, the first that exists: $COMFY_SV_CODEC (a path; "python" turns it
-off), beside the participant library the supervisor names in $COMFY_SV_LIBRARY (build/lib,
+Where it is looked for, the first that exists: $COMFY_BRIDGE_CODEC (a path; "python" turns it
+off; an operator's, so not a COMFY_SV_ name, which the supervisor keeps for itself), beside the participant library the supervisor names in $COMFY_SV_LIBRARY (build/lib,
 or the install's lib: both are built and installed together), and the repository's
 build/lib. It is a stable-ABI module (abi3) for Python 3.10 and later: an older interpreter,
 a pack environment or a pip install without it, or a module that fails to load, use the
@@ -19,7 +19,7 @@ FILE_NAME = MODULE + ".abi3.so"
 
 def candidates():
     """Where the module may be, in the order looked at."""
-    given = os.environ.get("COMFY_SV_CODEC")
+    given = os.environ.get("COMFY_BRIDGE_CODEC")
     if given:
         return [] if given == "python" else [pathlib.Path(given)]
     found = []
