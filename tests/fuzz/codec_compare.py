@@ -13,9 +13,10 @@ codec, on the same inputs, seeded:
     codec_compare.py [--values N] [--frames N] [--seed S]
 
 It fails where the codec is not loaded: COMFY_BRIDGE_CODEC names the module under test. And
-first, in a process of its own, the codec is looked for when the first encoder is made, not
-when values.py is imported: a warm template imports it before a worker's life sets the
-environment that says where the codec is.
+first, each in a process of its own: the codec is looked for when the first encoder is made,
+not when values.py is imported (a warm template imports it before a worker's life sets the
+environment that says where the codec is); a module that does not load leaves the Python
+codec, with one line that says so.
 """
 
 import argparse
@@ -263,6 +264,21 @@ def found_at_first_use(module):
     return run.stdout.strip() == "True"
 
 
+def falls_back_saying_so():
+    """Whether a module that does not load leaves the Python codec, with one line that says so."""
+    script = "from comfy_supervisor.bridge import values\nprint(values.default_codec() is None)\n"
+    junk = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"codec-compare-{os.getpid()}.abi3.so")
+    with open(junk, "wb") as module:
+        module.write(b"not a shared object")
+    try:
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ, COMFY_BRIDGE_CODEC=junk, PYTHONPATH=PACKAGE))
+    finally:
+        os.remove(junk)
+    lines = run.stderr.strip().splitlines()
+    return run.stdout.strip() == "True" and len(lines) == 1 and "does not load here" in lines[0]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--values", type=int, default=3000)
@@ -276,6 +292,9 @@ def main():
         return 1
     if not found_at_first_use(values.default_codec().__file__):
         print("fail: a process that imported values.py before its environment named the codec does not use it")
+        return 1
+    if not falls_back_saying_so():
+        print("fail: a codec module that does not load is not left for the Python codec with one line saying so")
         return 1
     rng = random.Random(options.seed)
     fd = worker_arena()

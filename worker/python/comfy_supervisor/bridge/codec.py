@@ -12,6 +12,7 @@ Python codec, which gives the same values and the same errors (tests/fuzz/codec_
 import importlib.util
 import os
 import pathlib
+import sys
 
 MODULE = "comfy_bridge_codec"
 FILE_NAME = MODULE + ".abi3.so"
@@ -39,7 +40,10 @@ def load():
             spec = importlib.util.spec_from_file_location(MODULE, path)
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
-        except ImportError:  # another interpreter's ABI, or an older Python than the module's
+        except ImportError as error:  # another interpreter's ABI, or an older Python than the module's
+            print(f"comfy-supervisor: the bridge's C++ codec {path} does not load here ({error}); values cross "
+                  "through the Python codec (build it for this Python, or set COMFY_BRIDGE_CODEC=python)",
+                  file=sys.stderr)
             return None
         return module
     return None
