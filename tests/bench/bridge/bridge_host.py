@@ -234,6 +234,7 @@ def pickle_uds_ms(image):
 def main():
     host = comfyui.install()
     import comfy.model_management
+    import codec_bench
     import mirror_bench
     import remote_bench
     import replica_bench
@@ -270,6 +271,7 @@ def main():
         **remote_bench.callback_cpu_us(classes, host.bridges.links["model"]),
         **replica_bench.patched_model_figures(classes, host.bridges.links["model"].session),
         **mirror_bench.replica_map_figures(classes, host.bridges.drain_idle),
+        **codec_bench.figures(),
     }
     finish(results)
 

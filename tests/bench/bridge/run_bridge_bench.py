@@ -14,6 +14,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 TIMEOUT_S = 300
 SIZES = ("1kib", "1mib", "16mib", "256mib")  # bridge_host.py's
 PACKS = 16  # packs_bench.py's
+# COMFY_BRIDGE_CODEC=python measures the bridge with values.py's Python codec (bridge/codec.py).
+CODEC_ENV = {"COMFY_BRIDGE_CODEC": os.environ["COMFY_BRIDGE_CODEC"]} if os.environ.get("COMFY_BRIDGE_CODEC") else {}
 
 
 def run(supervisor, python, host_args=(), cpu=None, bridge_packs=1):
@@ -29,15 +31,15 @@ def run(supervisor, python, host_args=(), cpu=None, bridge_packs=1):
                         "args": [os.path.join(ROOT, "tests/bench/bridge/bridge_host.py"), results, *host_args],
                         "env": {"PYTHONPATH": os.path.join(ROOT, "worker/python"),
                                 "FAKE_COMFYUI": os.path.join(ROOT, "tests/host/fake_comfyui"),
-                                "PYTHONDONTWRITEBYTECODE": "1"}},
+                                "PYTHONDONTWRITEBYTECODE": "1", **CODEC_ENV}},
             "packs": [*({"name": "bridge" if number == 1 else f"bridge-{number}",
                          "python": {"pack": os.path.join(ROOT, "tests/packs/bridge_pack"), "interpreter": python,
                                     "comfyui": os.path.join(ROOT, "tests/host/fake_comfyui")},
-                         "env": {"PYTHONDONTWRITEBYTECODE": "1"}} for number in range(1, bridge_packs + 1)),
+                         "env": {"PYTHONDONTWRITEBYTECODE": "1", **CODEC_ENV}} for number in range(1, bridge_packs + 1)),
                       {"name": "model",
                        "python": {"pack": os.path.join(ROOT, "tests/packs/model_pack"), "interpreter": python,
                                   "comfyui": os.path.join(ROOT, "tests/host/fake_comfyui")},
-                       "env": {"PYTHONDONTWRITEBYTECODE": "1"}}],
+                       "env": {"PYTHONDONTWRITEBYTECODE": "1", **CODEC_ENV}}],
         }
         path = os.path.join(folder, "config.json")
         with open(path, "w") as out:
@@ -151,6 +153,10 @@ def main():
               f"({counted['host_to_pack']} + {counted['pack_to_host']} over {counted['evaluations']} evaluations; "
               f"target <= 1), {figures['sample_step_overhead_us'][count]:.1f} us a step more than in one process "
               f"(target < 200 us), where a step takes {figures['patched_model_step_us'][count]:.1f} us")
+    if figures["codec_us"] is not None:
+        print("the values' codec alone, both sides of a round trip, Python / C++ (codec_bench.py): " + ", ".join(
+            f"{name} {codec['python']:.1f} / {codec['cxx']:.1f} us ({codec['python_vs_cxx']:.2f} times)"
+            for name, codec in figures["codec_us"].items()))
     print(f"a host MODEL whose diffusion model is 256 MiB, made ready in a worker: its replica "
           f"{figures['replica_map_ms_256mib']:.2f} ms, its weights copied {figures['copy_ms_256mib']:.2f} ms "
           f"(ratio {figures['replica_vs_copy']:.3f}, target <= 0.1); the first replica, whose mirror copies the "
