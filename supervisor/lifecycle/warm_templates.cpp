@@ -33,6 +33,8 @@ constexpr const char* kPythonPath = "PYTHONPATH";
 // would most likely end again, and its packs start cold until an operator restarts.
 constexpr std::chrono::seconds kLivedLongEnough{60};
 constexpr std::size_t kAnswerBytes = 4096;
+// Room for a forked worker's command line: its interpreter, pack_worker and its pack's name.
+constexpr std::size_t kTitleRoomBytes = 256;
 // How long its imports may take: torch's, from a cold disk, can take tens of seconds.
 constexpr std::chrono::seconds kReadyWithin{120};
 
@@ -120,8 +122,9 @@ void WarmTemplates::launch(Template& warm) {
         LogFields about;
         about.pack = "template";
         warm.output = ChildOutput::open(io_, about);
-        warm.process = spawn_process(SpawnRequest{warm.command, {"-m", "comfy_supervisor.template"}, environment, "/",
-                                                  {pair.second.get()}, warm.output->write_end()});
+        // A blank argument: the room its forked workers write their own command lines into.
+        warm.process = spawn_process(SpawnRequest{warm.command, {"-m", "comfy_supervisor.template", std::string(kTitleRoomBytes, ' ')},
+                                                  environment, "/", {pair.second.get()}, warm.output->write_end()});
         warm.output->start();
         warm.socket.assign(pair.first.release());
     } catch (const std::exception& e) {

@@ -100,6 +100,9 @@ TEST_CASE("packs that share an interpreter fork from one warm template, and a cr
     }
     CHECK(name_of(supervisor.participant("one")->pid) == "pack one");
     CHECK(name_of(supervisor.participant("two")->pid) == "pack two");
+    std::ifstream cmdline("/proc/" + std::to_string(supervisor.participant("one")->pid) + "/cmdline");
+    std::string line((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    CHECK_THAT(line, Contains(" -m comfy_supervisor.pack_worker --name one (forked from a warm template)"));
 
     SECTION("a crashed worker is forked from the template again") {
         ::kill(supervisor.participant("one")->pid, SIGKILL);

@@ -109,6 +109,7 @@ def main():
               file=sys.stderr)
         return 2
     channel = socket.socket(fileno=int(os.environ.pop("COMFY_SV_TEMPLATE_FD")))
+    forking.name_process("warm template", f"{sys.executable} -m comfy_supervisor.template")  # without the room
     supervisor = os.getppid()
     template_environment = dict(os.environ)
     started = time.monotonic()

@@ -32,11 +32,22 @@ def _prctl(option, value):
         raise OSError(error, os.strerror(error))
 
 
-def name_process(name):
-    """The process's name (comm: what top and `ps -o comm` show, 15 bytes): a forked worker's
-    command line stays the template's, which only an exec could change."""
+def name_process(name, title):
+    """The process's name (comm: what top and `ps -o comm` show, 15 bytes) and its command
+    line (/proc/PID/cmdline: what ps and htop show), which would stay the template's: the
+    title is written over the room its arguments took at its exec (the supervisor gives
+    it a blank argument for that room), cut to it, the rest zeroed."""
     _libc.prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), ctypes.c_ulong(0), ctypes.c_ulong(0),
                 ctypes.c_ulong(0))
+    try:
+        with open("/proc/self/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start and arg_end, fields 48 and 49
+    except (OSError, IndexError, ValueError):
+        return  # a kernel that does not say where they lie: the template's line stays
+    room = end - start
+    if room > 1:
+        ctypes.memmove(start, title.encode()[:room - 1].ljust(room, b"\0"), room)
 
 
 def give_up_subreaping():

@@ -56,7 +56,8 @@ def run(argv, environment, template_environment):
     sys.path[:] = probed["path"]
     sys.prefix, sys.exec_prefix, sys.executable = probed["prefix"], probed["exec_prefix"], probed["executable"]
     importlib.invalidate_caches()
-    forking.name_process(f"pack {argv[argv.index('--name') + 1]}" if "--name" in argv[:-1] else "pack_worker")
+    name = argv[argv.index("--name") + 1] if "--name" in argv[:-1] else "pack_worker"
+    forking.name_process(f"pack {name}", f"{argv[0]} -m {PACK_WORKER} --name {name} (forked from a warm template)")
     sys.argv = [argv[0], *argv[3:]]  # runpy puts the module's file first, as -m does
     runpy.run_module(PACK_WORKER, run_name="__main__", alter_sys=True)
     sys.exit(0)
