@@ -70,7 +70,8 @@ WarmTemplates::WarmTemplates(boost::asio::io_context& io, const std::vector<Pack
                              const std::optional<PackConfig>& host, const std::string& instance)
     : io_(io) {
     std::error_code unresolved;
-    const auto host_interpreter = host ? std::filesystem::canonical(host->command, unresolved) : std::filesystem::path();
+    const auto host_interpreter =
+        host ? std::filesystem::canonical(host->command, unresolved) : std::filesystem::path();
     // Packs by what they would import: the interpreter their command resolves to and their
     // environment but PYTHONPATH, which the worker takes from its interpreter's own answer.
     std::map<std::string, std::vector<const PackConfig*>> sharing;
@@ -123,11 +124,19 @@ void WarmTemplates::launch(Template& warm) {
         about.pack = "template";
         warm.output = ChildOutput::open(io_, about);
         // A blank argument: the room its forked workers write their own command lines into.
-        warm.process = spawn_process(SpawnRequest{warm.command, {"-m", "comfy_supervisor.template", std::string(kTitleRoomBytes, ' ')},
-                                                  environment, "/", {pair.second.get()}, warm.output->write_end()});
+        const std::vector<std::string> args{"-m", "comfy_supervisor.template", std::string(kTitleRoomBytes, ' ')};
+        warm.process = spawn_process(
+            SpawnRequest{warm.command, args, environment, "/", {pair.second.get()}, warm.output->write_end()});
         warm.output->start();
         warm.socket.assign(pair.first.release());
     } catch (const std::exception& e) {
+        if (warm.process.pid > 0) {  // started, then something after it failed: not left unwatched
+            ::kill(warm.process.pid, SIGKILL);
+            while (::waitpid(warm.process.pid, nullptr, 0) < 0 && errno == EINTR) {
+            }
+            ::close(warm.process.pidfd);
+            warm.process = SpawnedProcess{};
+        }
         warm.state = Template::State::failed;
         log_warning(warm.name() + " cannot start (" + e.what() + "); its packs start cold");
         return;
