@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -93,7 +94,13 @@ WarmTemplates::WarmTemplates(boost::asio::io_context& io, const std::vector<Pack
         warm->command = !unresolved && host && host_interpreter == warm->interpreter ? host->command
                                                                                       : members.front()->command;
         warm->environment = configured_environment(*members.front());
-        warm->environment[kPythonPath] = python_package_dir();
+        // Their PYTHONPATH where they all have one (a sitecustomize on it is imported at the
+        // start, as the packs' own starts import it); else ours alone.
+        const auto& path = warm->environment[kPythonPath];
+        const bool shared_path = std::all_of(members.begin(), members.end(), [&](const PackConfig* pack) {
+            return configured_environment(*pack)[kPythonPath] == path;
+        });
+        if (!shared_path) warm->environment[kPythonPath] = python_package_dir();
         // Its workers' /proc/PID/environ is its own, as a fork keeps it: whoever looks for an
         // instance's processes there (tests/soak's probe) finds them.
         warm->environment[worker::kEnvInstance] = instance;
