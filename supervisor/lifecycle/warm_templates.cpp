@@ -4,6 +4,7 @@
 #include "ipc/process_identity.hpp"
 #include "supervisor/config/install_layout.hpp"
 #include "supervisor/lifecycle/sandbox.hpp"
+#include "supervisor/lifecycle/worker_process.hpp"
 #include "worker/worker_environment.hpp"
 #include "supervisor/ops/log/log.hpp"
 
@@ -21,6 +22,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <tuple>
+#include <utility>
 
 namespace comfy::supervisor {
 
@@ -74,37 +77,38 @@ WarmTemplates::WarmTemplates(boost::asio::io_context& io, const std::vector<Pack
     const auto host_interpreter =
         host ? std::filesystem::canonical(host->command, unresolved) : std::filesystem::path();
     // Packs by what they would import: the interpreter their command resolves to and their
-    // environment but PYTHONPATH, which the worker takes from its interpreter's own answer.
-    std::map<std::string, std::vector<const PackConfig*>> sharing;
+    // environment but PYTHONPATH, which the worker takes from its interpreter's own answer;
+    // each with its PYTHONPATH.
+    using Key = std::pair<std::string, std::map<std::string, std::string>>;
+    std::map<Key, std::vector<std::pair<const PackConfig*, std::string>>> sharing;
     for (const auto& pack : packs) {
         if (!pack.python || !pack.python->warm_template || pack.sandbox) continue;
         std::error_code error;
         const auto interpreter = std::filesystem::canonical(pack.command, error);
         if (error) continue;  // missing now: its start says so, cold
         auto environment = configured_environment(pack);
+        auto path = environment[kPythonPath];
         environment.erase(kPythonPath);
-        sharing[interpreter.string() + '\n' + nlohmann::json(environment).dump()].push_back(&pack);
+        sharing[{interpreter.string(), std::move(environment)}].emplace_back(&pack, std::move(path));
     }
     for (const auto& [key, members] : sharing) {
         if (members.size() < 2) continue;  // one pack alone starts cold: a template would only add a process
         auto warm = std::make_unique<Template>(io_);
-        warm->interpreter = key.substr(0, key.find('\n'));
+        std::tie(warm->interpreter, warm->environment) = key;
         // ComfyUI's interpreter where it is the packs' too: a pack's environment that pins its
         // own numpy then leaves the others warm, as it would not as the template's.
         warm->command = !unresolved && host && host_interpreter == warm->interpreter ? host->command
-                                                                                      : members.front()->command;
-        warm->environment = configured_environment(*members.front());
+                                                                                      : members.front().first->command;
         // Their PYTHONPATH where they all have one (a sitecustomize on it is imported at the
         // start, as the packs' own starts import it); else ours alone.
-        const auto& path = warm->environment[kPythonPath];
-        const bool shared_path = std::all_of(members.begin(), members.end(), [&](const PackConfig* pack) {
-            return configured_environment(*pack)[kPythonPath] == path;
-        });
-        if (!shared_path) warm->environment[kPythonPath] = python_package_dir();
+        const auto& path = members.front().second;
+        const bool shared_path =
+            std::all_of(members.begin(), members.end(), [&](const auto& member) { return member.second == path; });
+        warm->environment[kPythonPath] = shared_path ? path : python_package_dir();
         // Its workers' /proc/PID/environ is its own, as a fork keeps it: whoever looks for an
         // instance's processes there (tests/soak's probe) finds them.
         warm->environment[worker::kEnvInstance] = instance;
-        for (const auto* pack : members) {
+        for (const auto& [pack, _] : members) {
             warm->packs.push_back(pack->name);
             by_pack_[pack->name] = warm.get();
         }
@@ -199,8 +203,8 @@ void WarmTemplates::watch_exit(Template& warm) {
         while (::waitpid(warm.process.pid, &status, 0) < 0 && errno == EINTR) {
         }
         if (warm.output) warm.output->catch_up();
-        ended(warm, WIFSIGNALED(status) ? std::string("killed by SIG") + sigabbrev_np(WTERMSIG(status))
-                                        : "exited with status " + std::to_string(WEXITSTATUS(status)));
+        ended(warm, describe_exit(WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                                  WIFSIGNALED(status) ? WTERMSIG(status) : 0));
     });
 }
 
